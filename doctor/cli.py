@@ -1,0 +1,71 @@
+"""The command line: parse arguments, run a command, turn errors into one line and an exit code.
+
+Exit codes: 0 nothing at or above --fail-on; 1 something is; 2 usage or input error; 3 internal
+error. Heavy parts (textual, torch, llama_cpp) are imported only by the commands that need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from doctor import __version__
+from doctor.errors import DoctorError
+
+COMMAND_MODULES = ("analyze", "scan", "watch", "rules")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"llm-doctor: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="llm-doctor",
+        description="Diagnoses LLM inference: slow prefill, stalled decode, out-of-memory, context overflow "
+                    "and looping output, for llama.cpp, llama-cpp-python, Ollama, vLLM and TGI.",
+    )
+    parser.add_argument("--version", action="version", version=f"llm-doctor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{analyze,scan,watch,rules,explain,facts}",
+                                parser_class=_Parser)
+    import importlib
+
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"doctor.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"doctor.commands.{name}":
+                raise
+            continue
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.run(args))
+    except DoctorError as exc:
+        print(f"llm-doctor: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("llm-doctor: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the CLI edge: never a traceback for users
+        if os.environ.get("LLM_DOCTOR_DEBUG"):
+            raise
+        print(f"llm-doctor: internal error: {type(exc).__name__}: {exc} "
+              "(set LLM_DOCTOR_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Shared output for commands that produce a Report: pick the view, write it, choose the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from doctor.report import Report
+
+FORMATS = ("text", "json", "markdown")
+FAIL_ON = ("error", "warning", "info", "none")
+
+
+def add_output_options(parser: argparse.ArgumentParser, formats: tuple[str, ...] = FORMATS) -> None:
+    parser.add_argument("--format", choices=formats, default=None,
+                        help="output format (default: the TUI on a terminal when installed, else text)")
+    parser.add_argument("--fail-on", choices=FAIL_ON, default="error",
+                        help="exit 1 when a finding is at or above this severity (default: error)")
+    parser.add_argument("--engine", choices=("llama.cpp", "llama-cpp-python", "ollama", "vllm", "tgi"),
+                        help="whose flags the fixes use (default: the engine detected)")
+    parser.add_argument("--rules", action="append", metavar="DIR", default=[],
+                        help="extra rule folder (repeatable; also LLM_DOCTOR_RULES)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="every check, all evidence, every engine's fix")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour in text output")
+    tui = parser.add_mutually_exclusive_group()
+    tui.add_argument("--tui", dest="tui", action="store_true", default=None, help="force the interactive view")
+    tui.add_argument("--no-tui", dest="tui", action="store_false", help="never open the interactive view")
+
+
+def wants_tui(args: argparse.Namespace) -> bool:
+    if args.tui is False or args.format is not None:
+        return False
+    if args.tui:
+        return True
+    return sys.stdout.isatty() and sys.stdin.isatty()
+
+
+def emit(report: Report, args: argparse.Namespace) -> int:
+    fmt = args.format or "text"
+    if fmt == "json":
+        from doctor.render.json import render_json
+
+        text = render_json(report)
+    elif fmt == "markdown":
+        from doctor.render.markdown import render_markdown
+
+        text = render_markdown(report)
+    else:
+        from doctor.render.style import choose_style
+        from doctor.render.text import render_text
+
+        style = choose_style(sys.stdout.isatty(), sys.stdout.encoding, args.color)
+        text = render_text(report, style, verbose=args.verbose)
+    write_stdout(text)
+    return exit_code(report, args.fail_on)
+
+
+def exit_code(report: Report, fail_on: str) -> int:
+    return 1 if report.fails(fail_on) else 0
+
+
+def write_stdout(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (| head); that is not an error of ours
+        try:
+            sys.stdout = open("/dev/null", "w")  # noqa: SIM115
+        except OSError:
+            pass
+
+
+def show_report(report: Report, args: argparse.Namespace, log_path: str | None = None) -> int:
+    """TUI when wanted and available, else the chosen text view. Returns the exit code."""
+    if wants_tui(args):
+        try:
+            from doctor.tui.app import run_report_app
+        except ImportError:
+            pass
+        else:
+            run_report_app(report, log_path=log_path)
+            return exit_code(report, args.fail_on)
+    return emit(report, args)

@@ -1,0 +1,138 @@
+"""`llm-doctor rules list|test` and `llm-doctor explain ID`: the rule base, its tests, its docs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from doctor.catalog import CATALOG, EVENT_KINDS
+from doctor.commands.output import write_stdout
+from doctor.errors import UsageError
+from doctor.rulebase import CLASSES, load_rulebase
+from doctor.ruletest import run_all
+from doctor.sanitize import inert
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("rules", help="list the rules, or run their own test cases")
+    rsub = p.add_subparsers(dest="rules_command", metavar="{list,test}")
+    pl = rsub.add_parser("list", help="every rule: id, class, severity, title")
+    pl.add_argument("--rules", action="append", metavar="DIR", default=[])
+    pl.add_argument("--format", choices=("text", "json"), default="text")
+    pl.set_defaults(run=run_list)
+    pt = rsub.add_parser("test", help="run every rule's test cases; show expected vs actual on failure")
+    pt.add_argument("dir", nargs="?", help="a rule folder to test on top of the built-in rules")
+    pt.add_argument("--rules", action="append", metavar="DIR", default=[])
+    pt.add_argument("--format", choices=("text", "json"), default="text")
+    pt.set_defaults(run=run_test)
+    p.set_defaults(run=lambda args: (p.print_help(), 2)[1])
+
+    pe = sub.add_parser("explain", help="what a rule checks, why, and how to fix it")
+    pe.add_argument("rule", help="rule id (LD201) or slug (context-overflow)")
+    pe.add_argument("--rules", action="append", metavar="DIR", default=[])
+    pe.set_defaults(run=run_explain)
+
+    pf = sub.add_parser("facts", help="the fact catalogue: every fact name rules can use")
+    pf.add_argument("--format", choices=("text", "json"), default="text")
+    pf.set_defaults(run=run_facts)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    rb = load_rulebase(args.rules)
+    if args.format == "json":
+        write_stdout(json.dumps([{"id": r.id, "slug": r.slug, "class": r.cls, "severity": r.severity,
+                                  "title": r.title, "modes": list(r.modes), "builtin": r.builtin,
+                                  "path": r.path} for r in rb.rules], indent=2) + "\n")
+        return 0
+    lines = [f"{r.id:<7} {r.severity:<8} {r.cls:<20} {r.slug:<34} {r.title}" for r in rb.rules]
+    lines.append(f"\n{len(rb.rules)} rules from {len(rb.sources)} files.")
+    lines += [f"note: {n}" for n in rb.notes]
+    write_stdout("\n".join(lines) + "\n")
+    return 0
+
+
+def run_test(args: argparse.Namespace) -> int:
+    extra = list(args.rules) + ([args.dir] if args.dir else [])
+    rb = load_rulebase(extra)
+    results = run_all(rb)
+    failed = [r for r in results if not r.passed]
+    no_cases = [r for r in rb.rules if not r.tests]
+    if args.format == "json":
+        write_stdout(json.dumps({
+            "cases": len(results), "passed": len(results) - len(failed), "failed": len(failed),
+            "failures": [{"rule": r.rule.id, "case": r.case.name, "expected": r.expected, "actual": r.actual,
+                          "path": r.rule.path, "line": r.case.line} for r in failed],
+            "rules_without_cases": [r.id for r in no_cases]}, indent=2) + "\n")
+    else:
+        lines = [f"FAIL {r.describe()}" for r in failed]
+        lines += [f"warning: {r.id} {r.slug} has no test cases ({r.path})" for r in no_cases]
+        lines.append(f"{len(results) - len(failed)}/{len(results)} rule test cases passed"
+                     f" across {len(rb.rules)} rules.")
+        write_stdout("\n".join(lines) + "\n")
+    return 1 if failed else 0
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    rb = load_rulebase(args.rules)
+    rule = rb.by_id(args.rule)
+    if rule is None:
+        raise UsageError(f"no rule {args.rule!r} (see `llm-doctor rules list`)")
+    out = [f"{rule.id} {rule.slug} — {rule.title}",
+           f"class: {rule.cls} ({CLASSES[rule.cls]})   severity: {rule.severity}   modes: {', '.join(rule.modes)}",
+           f"defined in: {rule.path}:{rule.line}", ""]
+    if rule.explain:
+        out += ["Why:", "  " + " ".join(rule.explain.split()), ""]
+    names = sorted(rule.when.fact_names())
+    if names:
+        out += ["Reads facts:", *[f"  {n}  — {CATALOG[_norm(n)].doc}" if _norm(n) in CATALOG else f"  {n}" for n in names], ""]
+    kinds = _event_kinds(rule)
+    if kinds:
+        out += ["Reads events:", *[f"  {k}  — {EVENT_KINDS[k]}" for k in kinds], ""]
+    out += ["Fix:", "  " + rule.fix_text]
+    for engine, command in rule.fix_engines.items():
+        out.append(f"  {engine}: {command}")
+    if rule.inhibits:
+        out += ["", "When it fires it explains (hides): " + ", ".join(rule.inhibits)]
+    if rule.references:
+        out += ["", "References:", *[f"  {r}" for r in rule.references]]
+    out += ["", f"Test cases: {len(rule.tests)}"]
+    write_stdout(inert("\n".join(out)) .replace("\\x0a", "\n") + "\n")
+    return 0
+
+
+def run_facts(args: argparse.Namespace) -> int:
+    if args.format == "json":
+        write_stdout(json.dumps({"facts": {n: {"type": s.type, "unit": s.unit, "doc": s.doc}
+                                           for n, s in sorted(CATALOG.items())},
+                                 "events": EVENT_KINDS}, indent=2) + "\n")
+        return 0
+    lines = [f"{n:<42} {s.type:<6} {s.unit or '':<9} {s.doc}" for n, s in sorted(CATALOG.items())]
+    lines += ["", "Event kinds:"] + [f"  {k:<16} {v}" for k, v in EVENT_KINDS.items()]
+    write_stdout("\n".join(lines) + "\n")
+    print(f"{len(CATALOG)} facts.", file=sys.stderr)
+    return 0
+
+
+def _norm(name: str) -> str:
+    from doctor.catalog import normalise
+
+    return normalise(name)
+
+
+def _event_kinds(rule: object) -> list[str]:
+    from doctor.predicates import All, Any_, Events, Not
+
+    kinds: set[str] = set()
+
+    def walk(p: object) -> None:
+        if isinstance(p, Events):
+            kinds.add(p.kind)
+        elif isinstance(p, All | Any_):
+            for item in p.items:
+                walk(item)
+        elif isinstance(p, Not):
+            walk(p.item)
+
+    walk(rule.when)  # type: ignore[attr-defined]
+    return sorted(kinds)

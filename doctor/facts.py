@@ -1,0 +1,299 @@
+"""Facts: the one snapshot every source fills and every rule reads.
+
+A fact has a dotted name (`config.n_ctx`, `host.gpu[0].vram_total`), a value with a unit, and the
+source it came from (a log line, a probe, a trace, an estimate) so each finding can show evidence.
+A fact that could not be read is *unknown* and carries the reason; it is never a silent default.
+Events (OOM, context shift, truncation, load failure, ...) are facts too, with line numbers.
+
+Pure: no machine access, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+Scalar = int | float | str | bool
+Value = Scalar | list[Any] | None
+
+# How many events of one kind are kept with their text; the count goes on past this.
+EVENTS_KEPT_PER_KIND = 50
+TEXT_LIMIT = 400
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a fact or event came from.
+
+    kind: log | probe | trace | estimate | config | test
+    name: the parser, probe or estimator that produced it (e.g. "llama.cpp", "probe.storage")
+    line: 1-based line number in the input log or recording, when there is one
+    text: the (sanitised, shortened) input line, for evidence
+    """
+
+    kind: str
+    name: str
+    line: int | None = None
+    text: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "name": self.name}
+        if self.line is not None:
+            out["line"] = self.line
+        if self.text is not None:
+            out["text"] = self.text
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Source:
+        return cls(
+            kind=str(data.get("kind", "unknown")),
+            name=str(data.get("name", "unknown")),
+            line=_opt_int(data.get("line")),
+            text=_opt_str(data.get("text")),
+        )
+
+    def describe(self) -> str:
+        if self.kind == "log" and self.line is not None:
+            return f"log line {self.line}"
+        return f"{self.kind}:{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One named value. `value is None` means unknown, and `unknown` says why."""
+
+    name: str
+    value: Value
+    unit: str | None
+    source: Source
+    unknown: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"value": _json_value(self.value), "source": self.source.to_json()}
+        if self.unit:
+            out["unit"] = self.unit
+        if self.unknown:
+            out["unknown"] = self.unknown
+        return out
+
+    @classmethod
+    def from_json(cls, name: str, data: dict[str, Any]) -> Fact:
+        src = data.get("source")
+        return cls(
+            name=name,
+            value=data.get("value"),
+            unit=_opt_str(data.get("unit")),
+            source=Source.from_json(src) if isinstance(src, dict) else Source("unknown", "unknown"),
+            unknown=_opt_str(data.get("unknown")),
+        )
+
+
+@dataclass(slots=True)
+class Event:
+    """Something that happened at a point in a log or trace.
+
+    kind: oom, ctx_full, context_shift, truncation, prompt_too_long, decode_failed, load_failed,
+          context_failed, no_gpu, crash, preempted, kv_capacity, repetition, ... (see catalog.EVENT_KINDS)
+    phase: for OOMs the phase (weights, kv_cache, compute, runtime, concurrency, host); else optional
+    data: numbers and names read from the line (n_ctx, n_tokens, bytes, device, ...)
+    """
+
+    kind: str
+    line: int | None
+    text: str
+    source: str
+    phase: str | None = None
+    data: dict[str, Scalar] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "phase": self.phase, "line": self.line,
+                               "text": self.text, "source": self.source}
+        if self.data:
+            out["data"] = {k: _json_value(v) for k, v in self.data.items()}
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        raw = data.get("data")
+        return cls(
+            kind=str(data.get("kind", "unknown")),
+            line=_opt_int(data.get("line")),
+            text=str(data.get("text", ""))[:TEXT_LIMIT],
+            source=str(data.get("source", "unknown")),
+            phase=_opt_str(data.get("phase")),
+            data={str(k): v for k, v in raw.items() if isinstance(v, int | float | str | bool)}
+            if isinstance(raw, dict)
+            else {},
+        )
+
+
+class Facts:
+    """The snapshot: facts by name (the last value set wins) plus the events seen.
+
+    `events_observed` says whether any source that can report events (a log, a trace) was read;
+    when none was, event predicates are unknown rather than false.
+    """
+
+    def __init__(self) -> None:
+        self._facts: dict[str, Fact] = {}
+        self._events: list[Event] = []
+        self._event_counts: dict[str, int] = {}
+        self._kept_per_kind: dict[str, int] = {}
+        self.events_observed = False
+        self.inputs: list[str] = []  # human names of what was read (files, probes, traces)
+
+    # -- facts -------------------------------------------------------------------------------
+    def set(self, name: str, value: Value, source: Source, unit: str | None = None) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            self.unknown(name, f"not a finite number ({value})", source, unit)
+            return
+        self._facts[name] = Fact(name, value, unit, source)
+
+    def set_default(self, name: str, value: Value, source: Source, unit: str | None = None) -> None:
+        """Set only if no known value is there yet (used for engine defaults and derived facts)."""
+        current = self._facts.get(name)
+        if current is None or not current.known:
+            self.set(name, value, source, unit)
+
+    def unknown(self, name: str, reason: str, source: Source, unit: str | None = None) -> None:
+        current = self._facts.get(name)
+        if current is not None and current.known:
+            return  # a known value is never replaced by an unknown one
+        self._facts[name] = Fact(name, None, unit, source, unknown=reason)
+
+    def add(self, fact: Fact) -> None:
+        if fact.known:
+            self._facts[fact.name] = fact
+        else:
+            self.unknown(fact.name, fact.unknown or "unknown", fact.source, fact.unit)
+
+    def get(self, name: str) -> Fact | None:
+        return self._facts.get(name)
+
+    def value(self, name: str, default: Any = None) -> Any:
+        fact = self._facts.get(name)
+        return default if fact is None or fact.value is None else fact.value
+
+    def has(self, name: str) -> bool:
+        fact = self._facts.get(name)
+        return fact is not None and fact.known
+
+    def names(self) -> list[str]:
+        return sorted(self._facts)
+
+    def __iter__(self) -> Iterator[Fact]:
+        return iter(self._facts[n] for n in sorted(self._facts))
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def with_prefix(self, prefix: str) -> list[Fact]:
+        return [f for n, f in sorted(self._facts.items()) if n.startswith(prefix)]
+
+    # -- events ------------------------------------------------------------------------------
+    def add_event(self, event: Event) -> None:
+        self.events_observed = True
+        self._event_counts[event.kind] = self._event_counts.get(event.kind, 0) + 1
+        kept = self._kept_per_kind.get(event.kind, 0)
+        if kept < EVENTS_KEPT_PER_KIND:
+            if len(event.text) > TEXT_LIMIT:
+                event.text = event.text[: TEXT_LIMIT - 1] + "…"
+            self._events.append(event)
+            self._kept_per_kind[event.kind] = kept + 1
+
+    def events(self, kind: str | None = None, phase: str | None = None) -> list[Event]:
+        return [e for e in self._events
+                if (kind is None or e.kind == kind) and (phase is None or e.phase == phase)]
+
+    def event_count(self, kind: str) -> int:
+        return self._event_counts.get(kind, 0)
+
+    @property
+    def event_counts(self) -> dict[str, int]:
+        return dict(self._event_counts)
+
+    # -- combining and serialising ----------------------------------------------------------
+    def merge(self, other: Facts) -> None:
+        """Add another snapshot's facts and events; its known values win over ours."""
+        for fact in other:
+            self.add(fact)
+        for event in other._events:
+            self.add_event(event)
+        for kind, count in other._event_counts.items():
+            kept = sum(1 for e in other._events if e.kind == kind)
+            extra = max(0, count - kept)
+            if extra:
+                self._event_counts[kind] = self._event_counts.get(kind, 0) + extra
+        self.events_observed = self.events_observed or other.events_observed
+        self.inputs.extend(other.inputs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "facts": {f.name: f.to_json() for f in self},
+            "events": [e.to_json() for e in self._events],
+            "event_counts": dict(sorted(self._event_counts.items())),
+            "events_observed": self.events_observed,
+            "inputs": list(self.inputs),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Facts:
+        facts = cls()
+        raw_facts = data.get("facts", {})
+        if not isinstance(raw_facts, dict):
+            raise ValueError("'facts' must be an object")
+        for name, raw in raw_facts.items():
+            if isinstance(raw, dict):
+                facts.add(Fact.from_json(str(name), raw))
+        raw_events = data.get("events", [])
+        if not isinstance(raw_events, list):
+            raise ValueError("'events' must be a list")
+        for raw in raw_events:
+            if isinstance(raw, dict):
+                facts.add_event(Event.from_json(raw))
+        counts = data.get("event_counts")
+        if isinstance(counts, dict):
+            for kind, count in counts.items():
+                if isinstance(count, int) and count > facts._event_counts.get(str(kind), 0):
+                    facts._event_counts[str(kind)] = count
+        facts.events_observed = bool(data.get("events_observed", facts.events_observed))
+        inputs = data.get("inputs")
+        if isinstance(inputs, list):
+            facts.inputs = [str(i) for i in inputs]
+        return facts
+
+    @classmethod
+    def from_values(cls, values: dict[str, Value], events: Iterable[dict[str, Any]] = (),
+                    source: Source | None = None, events_observed: bool | None = None) -> Facts:
+        """Build a snapshot by hand (rule test cases, unit tests)."""
+        src = source or Source("test", "test")
+        facts = cls()
+        for name, value in values.items():
+            facts.set(name, value, src)
+        event_list = list(events)
+        for raw in event_list:
+            facts.add_event(Event.from_json({"source": src.name, **raw}))
+        if events_observed is not None:
+            facts.events_observed = events_observed
+        return facts
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

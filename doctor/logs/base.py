@@ -1,0 +1,56 @@
+"""The interface every engine's log parser implements.
+
+A parser declares trigger patterns (regular-expression fragments); the scanner hands it only the
+lines that match one of the triggers of any parser. `feed` reads a line and writes facts and events
+into the shared snapshot as it goes (last value wins, so memory stays flat); `summarize` writes the
+facts that need the whole input (aggregates, pending OOM phases) and must leave the parser able to
+go on (watch --log asks for summaries while the log grows). Parsers vote for the engines whose
+signature lines they saw; the analyzer turns the votes into `engine.name`.
+
+Pure: text in, facts out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from doctor.facts import Event, Facts, Source
+from doctor.logs.line import LogLine
+
+
+class LogParser:
+    name = "base"
+    triggers: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self.votes: Counter[str] = Counter()
+        self.facts = Facts()  # replaced by the analyzer with the shared snapshot
+
+    def bind(self, facts: Facts) -> None:
+        self.facts = facts
+
+    # -- called by the analyzer ------------------------------------------------------------
+    def feed(self, line: LogLine) -> None:
+        raise NotImplementedError
+
+    def feed_gap(self, number: int, text: str) -> None:
+        """Text between candidate lines, delivered only while `wants_capture()` is true."""
+
+    def wants_capture(self) -> bool:
+        return False
+
+    def summarize(self, facts: Facts) -> None:
+        """Write whole-input facts into `facts` (a copy of the shared snapshot)."""
+
+    # -- helpers for subclasses ------------------------------------------------------------
+    def src(self, line: LogLine) -> Source:
+        return Source("log", self.name, line.number, line.raw[:300])
+
+    def set(self, name: str, value: object, line: LogLine, unit: str | None = None) -> None:
+        self.facts.set(name, value, self.src(line), unit)  # type: ignore[arg-type]
+
+    def event(self, kind: str, line: LogLine, phase: str | None = None, **data: object) -> Event:
+        event = Event(kind=kind, line=line.number, text=line.raw[:400], source=self.name, phase=phase,
+                      data={k: v for k, v in data.items() if isinstance(v, int | float | str | bool)})
+        self.facts.add_event(event)
+        return event

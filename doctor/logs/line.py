@@ -1,0 +1,79 @@
+"""One candidate log line, decoded and made inert, with what a parser needs to read it.
+
+Normalisation strips what wraps a message without being part of it: ANSI colour and other escape
+sequences, CR, markdown quote markers (`> `) and list bullets from pasted issues, and JSON framing
+(docker json-file `{"log": ...}`, journald `{"MESSAGE": ...}`, llama-server's JSON log mode with
+its `msg` plus key/value fields). Timestamps, levels and function prefixes are left in place:
+parsers match on message text with unanchored patterns, so any prefix is tolerated.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from doctor.sanitize import strip_controls
+
+_QUOTE = re.compile(r"^\s*(?:>\s?)+")
+_JSON_MSG_KEYS = ("msg", "message", "MESSAGE", "log", "text")
+MAX_JSON = 1 << 16
+
+
+@dataclass(slots=True)
+class LogLine:
+    number: int
+    text: str  # the normalised message text
+    raw: str  # the line as decoded and made inert (for evidence)
+    next_text: str | None = None  # the following physical line, normalised (for wrapped lines)
+    fields: dict[str, Any] = field(default_factory=dict)  # key/values from a JSON log line
+
+    def joined(self) -> str:
+        """This line with the next one appended (a line hard-wrapped by a terminal or a quote)."""
+        if not self.next_text:
+            return self.text
+        return self.text.rstrip() + " " + self.next_text.strip()
+
+
+def decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def normalise(text: str) -> tuple[str, dict[str, Any]]:
+    """Return (message text, JSON fields) for one decoded line."""
+    text = strip_controls(text)
+    if text.startswith((">", " ")):
+        text = _QUOTE.sub("", text)
+    stripped = text.strip()
+    fields: dict[str, Any] = {}
+    if stripped.startswith("{") and stripped.endswith("}") and len(stripped) <= MAX_JSON:
+        fields = _json_fields(stripped)
+        if fields:
+            msg = next((fields[k] for k in _JSON_MSG_KEYS if isinstance(fields.get(k), str)), None)
+            if msg is not None:
+                extras = " ".join(f"{k}={v}" for k, v in fields.items()
+                                  if k not in _JSON_MSG_KEYS and isinstance(v, int | float | str)
+                                  and not isinstance(v, bool) and len(str(v)) < 200)
+                fn = fields.get("function")
+                prefix = f"{fn}: " if isinstance(fn, str) else ""
+                text = strip_controls(prefix + msg.rstrip("\n")) + (f" | {extras}" if extras else "")
+                return text, fields
+    return text.rstrip(), fields
+
+
+def _json_fields(text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def make_line(number: int, raw: bytes, next_raw: bytes | None = None) -> LogLine:
+    decoded = decode(raw)
+    text, fields = normalise(decoded)
+    next_text = normalise(decode(next_raw))[0] if next_raw else None
+    return LogLine(number, text, strip_controls(decoded).rstrip(), next_text, fields)

@@ -1,0 +1,932 @@
+"""llama.cpp family: llama-cli, llama-server, the library's own lines, and llama-cpp-python.
+
+Every era of output is read (see ../shared/reference/engine_log_signatures.md): `print_info` and
+`llm_load_print_meta` metadata, offload lines, model / KV / compute / output buffer sizes under every
+prefix (the last value per buffer wins: `--fit` prints them twice), `llama_print_timings` /
+`llama_perf_context_print` / server `print_timings` in its three styles, context shift and
+truncation in all their forms, KV-slot and decode failures, CUDA / ROCm / Vulkan / Metal / host
+allocation failures split by the phase they happen in, no-GPU warnings, system_info and threads,
+and llama-cpp-python's exceptions. Patterns match message text and `key = value`, never function
+prefixes or column padding.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from doctor.facts import Facts, Source
+from doctor.logs.base import LogParser
+from doctor.logs.line import LogLine
+
+MIB = 1 << 20
+GIB = 1 << 30
+NUM = r"(-?[\d.]+|inf|-?nan)"
+GPU_BACKENDS = ("CUDA", "ROCm", "HIP", "MUSA", "Metal", "Vulkan", "SYCL", "CANN", "OpenCL", "BLAS_CUDA", "KOMPUTE")
+
+# -- patterns ------------------------------------------------------------------------------------
+META = re.compile(r"(?:print_info|llm_load_print_meta)\s*:\s+([A-Za-z_][\w. ]*?)\s*=\s*(.*)$")
+LOADED_META = re.compile(r"loaded meta data with \d+ key-value pairs and (\d+) tensors from (.+?) \(version")
+LOAD_MODE = re.compile(r"loading model tensors.*\((?:mmap = (true|false)|load_mode = ([\w+]+))")
+OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+BUFFER = re.compile(r"(?<![\w.])([A-Za-z][\w\-]*)\s+(?:(model|KV|compute|output|RS|LoRA)\s+)?buffer size\s*=\s*([\d.]+)\s*MiB")
+KV_SIZE = re.compile(r"size\s*=\s*([\d.]+)\s*MiB\s*\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)(?:/\s*(\d+))? seqs\),"
+                     r"\s*K \((\w+)\):\s*([\d.]+)\s*MiB,\s*V \((\w+)\):\s*([\d.]+)\s*MiB")
+KV_SELF = re.compile(r"KV self size\s*=\s*([\d.]+)\s*MiB,\s*K \((\w+)\):\s*([\d.]+)\s*MiB,\s*V \((\w+)\):\s*([\d.]+)\s*MiB")
+KV_SELF_2023 = re.compile(r"kv self size\s*=\s*([\d.]+)\s*MB")
+KV_TYPES_OLD = re.compile(r"type_k = '(\w+)', type_v = '(\w+)'")
+CTX_KV = re.compile(r"\b(n_ctx|n_ctx_seq|n_ctx_per_seq|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|n_ctx_slot|n_slots)\s*=\s*'?([\w.]+)")
+CTX_TRAIN_OVER = re.compile(r"n_ctx_(?:seq|per_seq|pre_seq) \((\d+)\) > n_ctx_train \((\d+)\)")
+CTX_TRAIN_WARN = re.compile(r"model was trained on only (\d+) context tokens \((\d+) specified\)")
+FA_DECISION = re.compile(r"Flash Attention (?:was auto, set to (enabled|disabled)|(enabled)|not supported, set to (disabled))")
+TIMING = re.compile(r"(load|prompt eval|generation eval|eval|total|sample|sampling|samplers) time\s*=\s*" + NUM
+                    + r"\s*ms(?:\s*/\s*(\d+)\s*(tokens|runs))?(?:\s*\(\s*" + NUM + r"\s*ms per token,\s*" + NUM
+                    + r"\s*tokens per second\))?")
+SERVER_TG = re.compile(r"\b(?:n_gen|n_decoded)\s*=\s*(\d+),\s*tg\s*=\s*([\d.]+)\s*t/s")
+SYSINFO_THREADS = re.compile(r"n_threads\s*=\s*(\d+)(?:\s*\(n_threads_batch\s*=\s*(\d+)\))?\s*/\s*(\d+)")
+SERVER_THREADS = re.compile(r"n_threads\s*=\s*(\d+),\s*n_threads_batch\s*=\s*(\d+),\s*total_threads\s*=\s*(\d+)")
+FEATURE = re.compile(r"\b([A-Z][A-Z0-9_]+)\s*=\s*1\b")
+SECTION = re.compile(r"(?:^|\|)\s*([A-Za-z][A-Za-z0-9_]*)\s+:\s")
+CUDA_FOUND = re.compile(r"found (\d+) (CUDA|ROCm|MUSA) devices")
+CUDA_DEVICE = re.compile(r"Device (\d+): (.+?), (?:compute capability|gfx)[^,]*(?:,.*?VRAM: (\d+) MiB)?")
+USING_DEVICE = re.compile(r"using device (\S+) \((.+?)\)(?: \([^)]*\))? - (\d+) MiB free")
+BACKEND_LOADED = re.compile(r"loaded (\w+) backend from")
+VULKAN_FOUND = re.compile(r"ggml_vulkan: Found (\d+) Vulkan devices")
+METAL_DEVICE = re.compile(r"ggml_metal\w*: (?:found device|GPU name):\s*(.+)$")
+NO_GPU = re.compile(r"no usable GPU found|not compiled with GPU offload support|compiled without GPU support")
+GPU_INIT_FAILED = re.compile(r"failed to initialize (CUDA|ROCm|MUSA|Vulkan|SYCL)\s*:\s*(.*)$")
+GENERATE = re.compile(r"generate: n_ctx = (\d+), n_batch = (\d+), n_predict = (-?\d+), n_keep = (\d+)")
+SAMPLER_KV = re.compile(r"\b(repeat_last_n|repeat_penalty|frequency_penalty|presence_penalty|dry_multiplier|top_k|top_p|min_p|temp|mirostat)\s*=\s*(-?[\d.]+)")
+SEED = re.compile(r"\bseed\s*=\s*(\d+)|sampler seed:\s*(\d+)")
+# context overflow, in every form
+REQUESTED_TOKENS = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+PROMPT_TOO_LONG = re.compile(r"prompt is too long \((\d+) tokens, max (\d+)\)")
+REQUEST_EXCEEDS = re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)")
+INPUT_LARGER = re.compile(r"input \((\d+) tokens\) is larger than the max context size \((\d+) tokens\)")
+TOO_BIG_MSGS = re.compile(r"Input prompt is too big compared to KV size|the request exceeds the available context size"
+                          r"|input is larger than the max context size|This model's maximum context length is (\d+) tokens")
+TRUNCATED = re.compile(r"input truncated, n_ctx = (\d+), n_keep = (\d+), n_left = (\d+), n_prompt_tokens = (\d+)")
+STOP_TRUNCATED = re.compile(r"stop processing: (?:n_past|n_tokens) = (\d+), truncated = (\d+)")
+CTX_SHIFT = re.compile(r"(?:slot )?context shift(?:, | - )n_keep = (\d+), n_left = (\d+), n_discard = (\d+)"
+                       r"|context full, swapping: n_past = (\d+), n_left = (\d+), n_ctx = (\d+), n_keep = (\d+), n_discard = (\d+)"
+                       r"|\bslot context shift\b|context limit hit - shifting")
+CTX_FULL_STOP = re.compile(r"context full and context shift is disabled")
+CTX_SHIFT_DISABLED = re.compile(r"context shift is disabled")
+MEMORY_SLOT = re.compile(r"failed to find (?:a memory slot for batch|KV cache slot for ubatch) of size (\d+)")
+KV_FULL = re.compile(r"failed to find free space in the KV cache|KV cache is full|Context size has been exceeded")
+DECODE_FAILED = re.compile(r"failed to decode(?:, ret = (-?\d+)| the batch)|llama_decode returned (-?\d+)|failed to eval\b")
+NEW_PROMPT = re.compile(r"new prompt, n_ctx_slot = (\d+), n_keep = (\d+), (?:n_prompt_tokens|task\.n_tokens) = (\d+)")
+SLOT_INIT = re.compile(r"initializing(?: slots)?, n_slots = (\d+)(?:, n_ctx_slot = (\d+))?")
+NEW_SLOT = re.compile(r"new slot,? n_ctx(?:_slot)? = (\d+)")
+# memory
+CUDA_MALLOC = re.compile(r"allocating ([\d.]+) MiB on device (\d+): cudaMalloc failed: (.+)$")
+CUDA_MALLOC_BARE = re.compile(r"cudaMalloc failed: out of memory|hipMalloc failed")
+ALLOC_RANGE = re.compile(r"alloc_tensor_range: failed to allocate (\S+) buffer of size (\d+)")
+GALLOCR = re.compile(r"(?:ggml_gallocr_reserve_n\w*|gallocr\w*): failed to allocate (\S+) buffer of size (\d+)")
+CPU_ALLOC = re.compile(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size (\d+)")
+BACKEND_OOM = re.compile(r"\b(CUDA|ROCm|MUSA) error: out of memory|CUDA error \d+ at .*: out of memory"
+                         r"|ErrorOutOfDeviceMemory|Device memory allocation of size (\d+) failed"
+                         r"|kIOGPUCommandBufferCallbackErrorOutOfMemory|Insufficient Memory"
+                         r"|failed to allocate Metal buffer of (\d+) bytes|ggml_metal\w*: error: failed to allocate buffer, size =\s*([\d.]+) MiB"
+                         r"|torch\.OutOfMemoryError|CUDA out of memory\. Tried to allocate")
+PHASE_WEIGHTS = re.compile(r"unable to allocate (\S+) buffer|error loading model: .*(?:alloc|memory)")
+PHASE_KV = re.compile(r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|kv_cache_init.*failed|failed to allocate (?:the )?KV")
+PHASE_COMPUTE = re.compile(r"failed to allocate compute (?:pp |tg )?buffers|compute buffer allocation failed|failed to allocate output buffer|failed to allocate graph")
+LOAD_FAILED = re.compile(r"error loading model: (.*)$|failed to load model(?: '([^']*)')?|Failed to load model from file: (.*)$"
+                         r"|Model path does not exist: (.*)$|unable to load model")
+CORRUPT = re.compile(r"data is not within the file bounds|model is corrupted or incomplete|invalid magic characters"
+                     r"|failed to read (?:magic|header|tensor info|tensor data)|gguf_init_from_file\w*: failed"
+                     r"|bad GGUF version|wrong number of tensors|unknown model architecture: '([^']*)'")
+CONTEXT_FAILED = re.compile(r"Failed to create llama_context|failed to initialize the context: (.*)$|failed to create context with model")
+CRASH = re.compile(r"GGML_ASSERT\(?|GGML_ABORT|: CUDA error$|Segmentation fault|core dumped|terminate called after throwing"
+                   r"|\bAborted\b|fatal error|SIGABRT|SIGSEGV")
+# llama-cpp-python
+LCP_SIGNATURE = re.compile(r"Model metadata: \{|Available chat formats from metadata|Using gguf chat template|Using chat eos_token"
+                           r"|Llama\.generate: |llama_cpp[/.]|Requested tokens \(|Failed to create llama_context"
+                           r"|Failed to load model from file|llama_decode returned|Llama\._create_completion")
+LCP_TEXT = re.compile(r"""['"]text['"]\s*:\s*(['"])(.*?)(?<!\\)\1""")
+LCP_FINISH = re.compile(r"""['"]finish_reason['"]\s*:\s*['"](\w+)['"]""")
+SERVER_SIGNATURE = re.compile(r"\bslot\s+\w+\s*: id\s+\d+ \| task|\bsrv\s+\w+: |server is listening|llama_server|"
+                              r"INFO \[\s+\w+\] |all slots are idle|update_slots")
+CLI_SIGNATURE = re.compile(r"\bmain: |system_info: n_threads|generate: n_ctx|sampler params|common_init_from_params|build: \d+ \(")
+BUILD = re.compile(r"build(?::| =)\s*(\d+) \(([0-9a-f]+)\)")
+OUTPUT_END = re.compile(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\[end of text\]|interrupted by user")
+
+TRIGGERS: tuple[str, ...] = (
+    r"print_info", r"llm_load_print_meta", r"loaded meta data", r"loading model tensors", r"offload",
+    r"buffer size", r"cells,", r"KV self size", r"kv self size", r"type_k", r"n_ctx", r"n_seq_max",
+    r"n_batch", r"n_ubatch", r"flash_attn", r"Flash Attention", r"kv_unified", r"n_slots",
+    r" time *=", r"tg *=", r"n_threads", r"AVX", r"NEON", r" devices", r"Device \d", r"using device",
+    r"backend from", r"ggml_metal", r"ggml_vulkan", r"GPU", r"failed", r"Failed", r"error", r"Error",
+    r"exceed", r"too long", r"too big", r"larger than", r"truncated", r"context shift", r"context full",
+    r"shifting", r"KV cache", r"returned", r"out of memory", r"OutOf", r"Insufficient Memory",
+    r"allocation of size", r"unable to", r"GGML_A", r"Segmentation", r"dumped", r"terminate called",
+    r"Aborted", r"SIGABRT", r"SIGSEGV", r"Model metadata", r"chat format", r"chat template", r"eos_token",
+    r"Llama\.", r"llama_cpp", r"repeat_penalty", r"top_k", r"mirostat", r"seed", r"generate: ",
+    r"new prompt", r"new slot", r"stop processing", r"slot ", r"srv ", r"server is listening",
+    r"all slots are idle", r"main: ", r"build", r"not within", r"corrupt", r"invalid magic",
+    r"bad GGUF", r"'text'", r"\"text\"", r"finish_reason", r"Model path", r"end of text",
+    r"interrupted", r"Traceback", r"trained on only",
+)
+
+
+def _num(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _int_list(text: str) -> list[int] | None:
+    values = re.findall(r"-?\d+", text)
+    return [int(v) for v in values] if values else None
+
+
+@dataclass(slots=True)
+class _Timing:
+    load_ms: float | None = None
+    prompt_ms: float | None = None
+    prompt_tokens: int | None = None
+    eval_ms: float | None = None
+    eval_tokens: int | None = None
+    total_tokens: int | None = None
+    prompt_tps: float | None = None
+    eval_tps: float | None = None
+    line: int | None = None
+
+
+@dataclass(slots=True)
+class _PendingOom:
+    line: LogLine
+    data: dict[str, Any]
+    stage: str
+    explicit: str | None = None
+
+
+@dataclass(slots=True)
+class _State:
+    stage: str = "start"  # start → load → context → ready → run
+    model_buffers: dict[str, float] = field(default_factory=dict)
+    kv_buffers: dict[str, float] = field(default_factory=dict)
+    compute_buffers: dict[str, float] = field(default_factory=dict)
+    output_buffers: dict[str, float] = field(default_factory=dict)
+    kv_size_lines: list[tuple[float, int, int]] = field(default_factory=list)  # (MiB, cells, streams)
+    buffer_line: LogLine | None = None
+    kv_line: LogLine | None = None
+    timings: list[_Timing] = field(default_factory=list)
+    current: _Timing | None = None
+    tg_rates: list[float] = field(default_factory=list)
+    tg_line: LogLine | None = None
+    pending: list[_PendingOom] = field(default_factory=list)
+    prompt_tokens_max: int = 0
+    prompt_line: LogLine | None = None
+    used_max: int = 0
+    used_line: LogLine | None = None
+    n_slots: int | None = None
+    gpu_names: dict[int, str] = field(default_factory=dict)
+    gpu_vram: dict[int, int] = field(default_factory=dict)
+    gpu_free: dict[str, int] = field(default_factory=dict)
+    gpu_line: LogLine | None = None
+    backends: set[str] = field(default_factory=set)
+    backends_line: LogLine | None = None
+    output: list[str] = field(default_factory=list)
+    output_bytes: int = 0
+    output_line: int | None = None
+    capture: bool = False
+    finish_reason: str | None = None
+    finish_line: LogLine | None = None
+
+
+class LlamaCppParser(LogParser):
+    name = "llama.cpp"
+    triggers = TRIGGERS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = _State()
+
+    # -- entry -------------------------------------------------------------------------------
+    def feed(self, line: LogLine) -> None:  # noqa: C901 - one dispatcher over many line kinds
+        t = line.text
+        s = self.s
+        if LCP_SIGNATURE.search(t):
+            self.votes["llama-cpp-python"] += 1
+        if SERVER_SIGNATURE.search(t):
+            self.votes["llama.cpp"] += 1
+            self.votes["llama-server"] += 1
+        elif CLI_SIGNATURE.search(t):
+            self.votes["llama.cpp"] += 1
+        if s.capture and OUTPUT_END.search(t):
+            s.capture = False
+        if s.pending and len(s.pending) and line.number - s.pending[0].line.number > 40:
+            self._flush_oom(None)
+
+        if "print_info" in t or "llm_load_print_meta" in t:
+            self._meta(line)
+            return
+        if self._memory(line):
+            return
+        if self._context_overflow(line):
+            return
+        if self._timings(line):
+            return
+        m = LOADED_META.search(t)
+        if m:
+            self._stage("load")
+            s.model_buffers.clear()
+            self.set("model.path", m.group(2).strip(), line)
+            self.votes["llama.cpp-library"] += 1
+            return
+        m = LOAD_MODE.search(t)
+        if m:
+            self._stage("load")
+            s.model_buffers.clear()
+            if m.group(1):
+                self.set("config.use_mmap", m.group(1) == "true", line)
+                self.set("config.load_mode", "mmap" if m.group(1) == "true" else "none", line)
+            else:
+                mode = m.group(2)
+                self.set("config.load_mode", mode, line)
+                self.set("config.use_mmap", "mmap" in mode, line)
+                self.set("config.use_mlock", "mlock" in mode, line)
+            return
+        m = OFFLOADED.search(t)
+        if m:
+            self.set("run.offloaded_layers", int(m.group(1)), line, "layers")
+            self.set("run.total_layers", int(m.group(2)), line, "layers")
+            self.set("engine.gpu_offload_supported", True, line)
+            return
+        m = BUFFER.search(t)
+        if m and "buffer size is" not in t:
+            self._buffer(line, m)
+            return
+        if self._kv_size(line):
+            return
+        if self._context_params(line):
+            return
+        if self._hardware(line):
+            return
+        if self._sampling(line):
+            return
+        self._lcp_output(line)
+
+    def wants_capture(self) -> bool:
+        return self.s.capture
+
+    def feed_gap(self, number: int, text: str) -> None:
+        s = self.s
+        if not s.capture or s.output_bytes > 64 * 1024:
+            return
+        if s.output_line is None:
+            s.output_line = number
+        s.output.append(text)
+        s.output_bytes += len(text)
+
+    # -- line kinds ---------------------------------------------------------------------------
+    def _stage(self, stage: str) -> None:
+        order = ["start", "load", "context", "ready", "run"]
+        if stage == "load" and self.s.stage in ("ready", "run"):
+            self.s.stage = "load"  # a new model load (another run in the same log)
+            return
+        if order.index(stage) > order.index(self.s.stage):
+            self.s.stage = stage
+
+    def _meta(self, line: LogLine) -> None:
+        m = META.search(line.text)
+        if not m:
+            return
+        self._stage("load")
+        self.votes["llama.cpp-library"] += 1
+        key, value = m.group(1).strip(), m.group(2).strip()
+        ints = {"n_ctx_train": "model.n_ctx_train", "n_embd": "model.n_embd", "n_layer": "model.n_layer",
+                "n_embd_head_k": "model.head_dim_k", "n_embd_head_v": "model.head_dim_v",
+                "n_swa": "model.n_swa", "n_expert": "model.n_expert", "n_expert_used": "model.n_expert_used",
+                "n_vocab": "model.n_vocab"}
+        if key in ints:
+            n = _int_list(value)
+            if n:
+                self.set(ints[key], n[0], line, "tokens" if key in ("n_ctx_train", "n_swa", "n_vocab") else None)
+        elif key in ("n_head", "n_head_kv"):
+            values = _int_list(value)
+            if values:
+                self.set(f"model.{key}", max(values), line)
+                if len(values) > 1:
+                    self.set(f"model.{key}_per_layer" if key == "n_head_kv" else "model.n_head", values if key == "n_head_kv" else max(values), line)
+        elif key == "arch":
+            self.set("model.arch", value, line)
+        elif key in ("file type", "model ftype"):
+            self.set("model.file_type", value.replace("(guessed)", "").strip(), line)
+        elif key in ("file size", "model size"):
+            m2 = re.match(r"([\d.]+)\s*(MiB|GiB|MB|GB)", value)
+            if m2:
+                size = float(m2.group(1)) * {"MiB": MIB, "GiB": GIB, "MB": 1e6, "GB": 1e9}[m2.group(2)]
+                self.set("model.file_bytes", int(size), line, "bytes")
+        elif key == "model params":
+            m2 = re.match(r"([\d.]+)\s*([KMBT])", value)
+            if m2:
+                mult = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[m2.group(2)]
+                self.set("model.n_params", int(float(m2.group(1)) * mult), line, "params")
+        elif key == "general.name":
+            self.set("model.name", value, line)
+
+    def _buffer(self, line: LogLine, m: re.Match[str]) -> None:
+        s = self.s
+        buf, kind, mib = m.group(1), m.group(2), float(m.group(3))
+        if kind is None:
+            # the ≤ Oct 2024 text for weights had no kind ("CUDA0 buffer size")
+            if buf in ("compute", "output", "KV"):
+                return
+            kind = "model"
+        table = {"model": s.model_buffers, "KV": s.kv_buffers, "compute": s.compute_buffers,
+                 "output": s.output_buffers}.get(kind)
+        if table is None:
+            return
+        if kind == "KV" and s.kv_size_lines and s.stage in ("ready", "run"):
+            s.kv_buffers.clear()
+        table[buf] = mib
+        s.buffer_line = line
+        if kind == "KV":
+            self._stage("context")
+        elif kind == "compute":
+            self._stage("ready")
+        if _is_gpu_buffer(buf):
+            s.backends.add(_backend_of(buf))
+            s.backends_line = s.backends_line or line
+
+    def _kv_size(self, line: LogLine) -> bool:
+        t = line.text
+        s = self.s
+        m = KV_SIZE.search(t)
+        if m:
+            cells, streams = int(m.group(2)), int(m.group(5) or m.group(4))
+            if s.stage in ("ready", "run"):
+                s.kv_size_lines.clear()
+            self._stage("context")
+            s.kv_size_lines.append((float(m.group(1)), cells, streams))
+            s.kv_line = line
+            self.set("config.type_k", m.group(6).lower(), line)
+            self.set("config.type_v", m.group(8).lower(), line)
+            self.set("config.n_parallel", int(m.group(4)), line, "sequences")
+            return True
+        m = KV_SELF.search(t)
+        if m:
+            if s.stage in ("ready", "run"):
+                s.kv_size_lines.clear()
+            self._stage("context")
+            s.kv_size_lines.append((float(m.group(1)), 0, 1))
+            s.kv_line = line
+            self.set("config.type_k", m.group(2).lower(), line)
+            self.set("config.type_v", m.group(4).lower(), line)
+            return True
+        m = KV_SELF_2023.search(t)
+        if m:
+            s.kv_size_lines = [(float(m.group(1)) * 1e6 / MIB, 0, 1)]
+            s.kv_line = line
+            return True
+        m = KV_TYPES_OLD.search(t)
+        if m:
+            self.set("config.type_k", m.group(1).lower(), line)
+            self.set("config.type_v", m.group(2).lower(), line)
+            return True
+        return False
+
+    def _context_params(self, line: LogLine) -> bool:
+        t = line.text
+        s = self.s
+        m = CTX_TRAIN_OVER.search(t)
+        if m:
+            self.event("ctx_over_train", line, n_ctx=int(m.group(1)), n_ctx_train=int(m.group(2)))
+            return True
+        m = CTX_TRAIN_WARN.search(t)
+        if m:
+            self.event("ctx_over_train", line, n_ctx=int(m.group(2)), n_ctx_train=int(m.group(1)))
+            return True
+        m = FA_DECISION.search(t)
+        if m:
+            self.set("config.flash_attn", m.group(1) or m.group(2) or m.group(3), line)
+            return True
+        m = GENERATE.search(t)
+        if m:
+            self._stage("run")
+            n_predict = int(m.group(3))
+            if n_predict >= 0:
+                self.set("config.max_new_tokens", n_predict, line, "tokens")
+            s.capture = True
+            s.output_line = None
+            return True
+        m = SLOT_INIT.search(t)
+        if m:
+            s.n_slots = int(m.group(1))
+            self.set("config.n_parallel", s.n_slots, line, "sequences")
+            if m.group(2):
+                self.set("config.n_ctx_seq", int(m.group(2)), line, "tokens")
+            return True
+        m = NEW_SLOT.search(t)
+        if m and "new prompt" not in t:
+            self.set("config.n_ctx_seq", int(m.group(1)), line, "tokens")
+            return True
+        m = NEW_PROMPT.search(t)
+        if m:
+            self._stage("run")
+            self.set("config.n_ctx_seq", int(m.group(1)), line, "tokens")
+            n_prompt = int(m.group(3))
+            self.set("run.prompt_tokens", n_prompt, line, "tokens")
+            if n_prompt > s.prompt_tokens_max:
+                s.prompt_tokens_max, s.prompt_line = n_prompt, line
+            return True
+        found = False
+        if "n_ctx" in t or "n_seq_max" in t or "n_batch" in t or "n_ubatch" in t or "flash_attn" in t or "kv_unified" in t:
+            for key, value in CTX_KV.findall(t):
+                found = True
+                if key == "n_ctx" and ("generate:" in t or "slot" in t or "n_ctx_train" in t):
+                    continue
+                if key in ("n_ctx", "n_ctx_seq", "n_ctx_per_seq", "n_seq_max", "n_batch", "n_ubatch"):
+                    if not value.isdigit():
+                        continue
+                    target = {"n_ctx": "config.n_ctx", "n_ctx_seq": "config.n_ctx_seq",
+                              "n_ctx_per_seq": "config.n_ctx_seq", "n_seq_max": "config.n_parallel",
+                              "n_batch": "config.n_batch", "n_ubatch": "config.n_ubatch"}[key]
+                    if key == "n_ctx":
+                        self._stage("context")
+                        if s.stage in ("ready", "run"):
+                            s.stage = "context"
+                        s.kv_buffers.clear()
+                        s.compute_buffers.clear()
+                        s.kv_size_lines.clear()
+                    self.set(target, int(value), line, "sequences" if key == "n_seq_max" else "tokens")
+                elif key == "flash_attn":
+                    v = value.lower()
+                    self.set("config.flash_attn", {"0": "disabled", "1": "enabled", "false": "disabled",
+                                                   "true": "enabled"}.get(v, v), line)
+                elif key == "kv_unified":
+                    self.set("config.kv_unified", value.lower() in ("true", "1"), line)
+        return found
+
+    def _hardware(self, line: LogLine) -> bool:
+        t = line.text
+        s = self.s
+        m = SYSINFO_THREADS.search(t) or SERVER_THREADS.search(t)
+        if m:
+            self.set("config.n_threads", int(m.group(1)), line, "threads")
+            if m.group(2):
+                self.set("config.n_threads_batch", int(m.group(2)), line, "threads")
+            self.set("host.cpu.logical_cores", int(m.group(3)), line, "cores")
+            self.votes["llama.cpp"] += 1
+        if " = 1" in t and ("AVX" in t or "NEON" in t or "SSE3" in t):
+            features = sorted(set(FEATURE.findall(t)) - {"LLAMAFILE", "OPENMP", "REPACK", "USE_GRAPHS"})
+            self.set("engine.cpu_features", features, line)
+            sections = {sec for sec in SECTION.findall(t) if sec not in ("system_info",)}
+            if sections:
+                gpu = sorted(sec for sec in sections if sec.upper() in {b.upper() for b in GPU_BACKENDS})
+                self.set("engine.backends", sorted(sections), line)
+                self.set("engine.gpu_offload_supported", bool(gpu), line)
+                for b in gpu:
+                    s.backends.add(b)
+            return True
+        if m:
+            return True
+        m = CUDA_FOUND.search(t)
+        if m:
+            s.backends.add(m.group(2))
+            s.backends_line = s.backends_line or line
+            self.set("host.gpu.count", int(m.group(1)), line, "GPUs")
+            self.set("engine.gpu_offload_supported", True, line)
+            return True
+        m = CUDA_DEVICE.search(t)
+        if m:
+            idx = int(m.group(1))
+            s.gpu_names[idx] = m.group(2).strip()
+            if m.group(3):
+                s.gpu_vram[idx] = int(m.group(3)) * MIB
+            self.set(f"host.gpu[{idx}].name", m.group(2).strip(), line)
+            if m.group(3):
+                self.set(f"host.gpu[{idx}].vram_total", int(m.group(3)) * MIB, line, "bytes")
+            return True
+        m = USING_DEVICE.search(t)
+        if m:
+            s.gpu_free[m.group(1)] = int(m.group(3)) * MIB
+            s.gpu_line = line
+            s.backends.add(_backend_of(m.group(1)))
+            return True
+        m = BACKEND_LOADED.search(t)
+        if m:
+            s.backends.add(m.group(1))
+            s.backends_line = s.backends_line or line
+            if m.group(1).upper() != "CPU":
+                self.set("engine.gpu_offload_supported", True, line)
+            return True
+        m = VULKAN_FOUND.search(t)
+        if m:
+            s.backends.add("Vulkan")
+            self.set("host.gpu.count", int(m.group(1)), line, "GPUs")
+            return True
+        m = METAL_DEVICE.search(t)
+        if m:
+            s.backends.add("Metal")
+            self.set("host.gpu[0].name", m.group(1).strip(), line)
+            return True
+        if NO_GPU.search(t):
+            self.event("no_gpu", line)
+            self.set("engine.gpu_offload_supported", False, line)
+            return True
+        m = GPU_INIT_FAILED.search(t)
+        if m:
+            self.event("gpu_init_failed", line, backend=m.group(1), reason=m.group(2).strip()[:200])
+            return True
+        m = BUILD.search(t)
+        if m and ("build" in t[:40] or "llama" in t):
+            self.set("engine.build", int(m.group(1)), line)
+            self.set("engine.version", f"b{m.group(1)} ({m.group(2)})", line)
+            return True
+        return False
+
+    def _sampling(self, line: LogLine) -> bool:
+        t = line.text
+        if "repeat_penalty" in t or "top_k =" in t or "mirostat =" in t or "temp =" in t:
+            found = False
+            for key, value in SAMPLER_KV.findall(t):
+                target = {"temp": "temperature"}.get(key, key)
+                number = float(value)
+                self.set(f"sampling.{target}", int(number) if key in ("top_k", "repeat_last_n", "mirostat") else number, line)
+                found = True
+            if found:
+                return True
+        m = SEED.search(t)
+        if m and ("sampler" in t or "seed =" in t):
+            self.set("sampling.seed", int(m.group(1) or m.group(2)), line)
+            return True
+        return False
+
+    def _lcp_output(self, line: LogLine) -> None:
+        t = line.text
+        s = self.s
+        m = LCP_TEXT.search(t)
+        if m:
+            text = _unescape(m.group(2))
+            if text and s.output_bytes < 64 * 1024:
+                s.output.append(text)
+                s.output_bytes += len(text)
+                s.output_line = s.output_line or line.number
+        m = LCP_FINISH.search(t)
+        if m:
+            s.finish_reason = m.group(1)
+            s.finish_line = line
+
+    # -- timings -----------------------------------------------------------------------------
+    def _timings(self, line: LogLine) -> bool:
+        t = line.text
+        s = self.s
+        m = SERVER_TG.search(t)
+        if m:
+            s.tg_rates.append(float(m.group(2)))
+            s.tg_line = line
+            self._stage("run")
+            return True
+        if " time" not in t:
+            return False
+        m = TIMING.search(t)
+        if not m and line.next_text:
+            m = TIMING.search(line.joined())
+        if not m:
+            return False
+        what, ms, count, unit, per_tok, tps = m.group(1), _num(m.group(2)), m.group(3), m.group(4), m.group(5), m.group(6)
+        del unit, per_tok
+        if what in ("sample", "sampling", "samplers"):
+            return True
+        self._stage("run")
+        s.capture = False
+        cur = s.current
+        if what == "load" or cur is None or (what == "prompt eval" and (cur.prompt_ms is not None or cur.eval_ms is not None)):
+            if cur is not None:
+                self._close_timing()
+            cur = s.current = _Timing(line=line.number)
+        if what == "load":
+            cur.load_ms = ms
+            if ms is not None:
+                self.set("run.load_ms", ms, line, "ms")
+        elif what == "prompt eval":
+            cur.prompt_ms = ms
+            cur.prompt_tokens = int(count) if count else None
+            cur.prompt_tps = _num(tps)
+            if ms is not None:
+                self.set("run.prefill_ms", ms, line, "ms")
+            if count:
+                self.set("run.prompt_tokens", int(count), line, "tokens")
+                if int(count) > s.prompt_tokens_max:
+                    s.prompt_tokens_max, s.prompt_line = int(count), line
+            if cur.prompt_tps is not None:
+                self.set("run.prefill_tps", cur.prompt_tps, line, "tokens/s")
+        elif what in ("eval", "generation eval"):
+            cur.eval_ms = ms
+            cur.eval_tokens = int(count) if count else None
+            cur.eval_tps = _num(tps)
+            if ms is not None:
+                self.set("run.decode_ms_total", ms, line, "ms")
+            if count:
+                self.set("run.decode_tokens", int(count), line, "tokens")
+            if cur.eval_tps is not None:
+                self.set("run.decode_tps", cur.eval_tps, line, "tokens/s")
+        elif what == "total":
+            if ms is not None:
+                self.set("run.total_ms", ms, line, "ms")
+            if count:
+                cur.total_tokens = int(count)
+            self._close_timing()
+        return True
+
+    def _close_timing(self) -> None:
+        s = self.s
+        cur = s.current
+        if cur is None:
+            return
+        s.current = None
+        if cur.prompt_ms is None and cur.eval_ms is None:
+            return
+        s.timings.append(cur)
+        used = cur.total_tokens
+        if used is None and (cur.prompt_tokens is not None or cur.eval_tokens is not None):
+            used = (cur.prompt_tokens or 0) + (cur.eval_tokens or 0)
+        if used is not None and used > s.used_max:
+            s.used_max = used
+            s.used_line = LogLine(cur.line or 0, "", "")
+        if len(s.timings) > 1000:
+            del s.timings[:500]
+
+    # -- context overflow ----------------------------------------------------------------------
+    def _context_overflow(self, line: LogLine) -> bool:
+        t = line.text
+        s = self.s
+        for pattern in (REQUESTED_TOKENS, PROMPT_TOO_LONG, REQUEST_EXCEEDS, INPUT_LARGER):
+            m = pattern.search(t)
+            if m:
+                n_tokens, n_ctx = int(m.group(1)), int(m.group(2))
+                self.event("prompt_too_long", line, n_tokens=n_tokens, n_ctx=n_ctx)
+                if n_tokens > s.prompt_tokens_max:
+                    s.prompt_tokens_max, s.prompt_line = n_tokens, line
+                if pattern is REQUESTED_TOKENS:
+                    self.votes["llama-cpp-python"] += 2
+                    self.set("config.n_ctx", n_ctx, line, "tokens")
+                return True
+        m = TOO_BIG_MSGS.search(t)
+        if m:
+            data = {"n_ctx": int(m.group(1))} if m.group(1) else {}
+            self.event("prompt_too_long", line, **data)
+            return True
+        m = TRUNCATED.search(t)
+        if m:
+            self.event("truncation", line, n_ctx=int(m.group(1)), n_keep=int(m.group(2)),
+                       n_tokens=int(m.group(4)))
+            if int(m.group(4)) > s.prompt_tokens_max:
+                s.prompt_tokens_max, s.prompt_line = int(m.group(4)), line
+            return True
+        m = STOP_TRUNCATED.search(t)
+        if m:
+            n_past = int(m.group(1))
+            if n_past > s.used_max:
+                s.used_max, s.used_line = n_past, line
+            if m.group(2) != "0":
+                self.event("truncation", line, n_past=n_past)
+            return True
+        if CTX_FULL_STOP.search(t):
+            self.event("ctx_full", line)
+            return True
+        m = CTX_SHIFT.search(t)
+        if m:
+            data: dict[str, Any] = {}
+            if m.group(1):
+                data = {"n_keep": int(m.group(1)), "n_left": int(m.group(2)), "n_discard": int(m.group(3))}
+            elif m.group(4):
+                data = {"n_past": int(m.group(4)), "n_ctx": int(m.group(6)), "n_discard": int(m.group(8))}
+            self.event("context_shift", line, **data)
+            return True
+        m = MEMORY_SLOT.search(t)
+        if m:
+            self.event("ctx_full", line, n_batch=int(m.group(1)))
+            return True
+        if KV_FULL.search(t):
+            self.event("ctx_full", line)
+            return True
+        if CTX_SHIFT_DISABLED.search(t):
+            self.event("prompt_too_long", line)
+            return True
+        m = DECODE_FAILED.search(t)
+        if m:
+            ret = m.group(1) or m.group(2)
+            self.event("decode_failed", line, **({"ret": int(ret)} if ret else {}))
+            if m.group(2):
+                self.votes["llama-cpp-python"] += 1
+            return True
+        return False
+
+    # -- memory -------------------------------------------------------------------------------
+    def _memory(self, line: LogLine) -> bool:
+        t = line.text
+        s = self.s
+        m = CUDA_MALLOC.search(t)
+        if m:
+            if "out of memory" in m.group(3):
+                s.pending.append(_PendingOom(line, {"bytes": int(float(m.group(1)) * MIB), "device": int(m.group(2))}, s.stage))
+            else:
+                self.event("alloc_failed", line, phase=self._stage_phase(), reason=m.group(3)[:120])
+            return True
+        m = ALLOC_RANGE.search(t)
+        if m:
+            buf = m.group(1)
+            phase = "kv_cache" if s.stage in ("context",) else "weights"
+            s.pending.append(_PendingOom(line, {"bytes": int(m.group(2)), "buffer": buf,
+                                                "device": "host" if not _is_gpu_buffer(buf) else buf}, s.stage, phase))
+            return True
+        m = GALLOCR.search(t)
+        if m:
+            buf = m.group(1)
+            s.pending.append(_PendingOom(line, {"bytes": int(m.group(2)), "buffer": buf,
+                                                "device": "host" if not _is_gpu_buffer(buf) else buf}, s.stage, "compute"))
+            return True
+        m = CPU_ALLOC.search(t)
+        if m:
+            s.pending.append(_PendingOom(line, {"bytes": int(m.group(1)), "device": "host"}, s.stage))
+            return True
+        if PHASE_KV.search(t):
+            self._flush_oom("kv_cache", line)
+            return True
+        if PHASE_COMPUTE.search(t):
+            self._flush_oom("compute", line)
+            return True
+        m = PHASE_WEIGHTS.search(t)
+        if m:
+            self._flush_oom("weights", line)
+            self.event("load_failed", line, reason="allocation")
+            return True
+        m = BACKEND_OOM.search(t)
+        if m:
+            phase = {"run": "runtime", "ready": "compute"}.get(s.stage)
+            data: dict[str, Any] = {}
+            if m.group(2):
+                data["bytes"] = int(m.group(2))
+            s.pending.append(_PendingOom(line, data, s.stage, phase))
+            return True
+        if CUDA_MALLOC_BARE.search(t):
+            s.pending.append(_PendingOom(line, {}, s.stage))
+            return True
+        m = CORRUPT.search(t)
+        if m:
+            self.event("load_failed", line, reason="corrupt", **({"arch": m.group(1)} if m.group(1) else {}))
+            return True
+        m = LOAD_FAILED.search(t)
+        if m:
+            reason = next((g for g in m.groups() if g), "")
+            if s.pending:
+                self._flush_oom("weights", None)
+            self.event("load_failed", line, reason=("missing" if "does not exist" in t else "other"),
+                       detail=reason.strip()[:200])
+            return True
+        m = CONTEXT_FAILED.search(t)
+        if m:
+            if s.pending:
+                self._flush_oom(None, None)
+            self.event("context_failed", line, **({"detail": m.group(1)[:200]} if m.group(1) else {}))
+            return True
+        if CRASH.search(t) and not t.lstrip().startswith(("#", "//")):
+            if s.pending:
+                self._flush_oom(None, None)
+            self.event("crash", line)
+            return True
+        return False
+
+    def _stage_phase(self) -> str:
+        return {"start": "weights", "load": "weights", "context": "kv_cache", "ready": "compute",
+                "run": "runtime"}[self.s.stage]
+
+    def _flush_oom(self, phase: str | None, explicit_line: LogLine | None = None) -> None:
+        s = self.s
+        pending, s.pending = s.pending, []
+        resolved = phase
+        if resolved is None:
+            explicit = [p.explicit for p in pending if p.explicit]
+            resolved = explicit[-1] if explicit else None
+        for p in pending:
+            ph = resolved or p.explicit or {"start": "weights", "load": "weights", "context": "kv_cache",
+                                           "ready": "compute", "run": "runtime"}[p.stage]
+            self.event("oom", p.line, phase=ph, **p.data)
+        if explicit_line is not None:
+            self.event("oom", explicit_line, phase=phase)
+
+    # -- summary ----------------------------------------------------------------------------
+    def summarize(self, facts: Facts) -> None:
+        s = self.s
+        if s.pending:
+            saved = self.facts
+            self.facts = facts
+            pend = list(s.pending)
+            self._flush_oom(None)
+            s.pending = pend  # keep them pending: more lines may come
+            self.facts = saved
+        if s.current is not None and (s.current.prompt_ms is not None or s.current.eval_ms is not None):
+            cur = s.current
+            used = cur.total_tokens or ((cur.prompt_tokens or 0) + (cur.eval_tokens or 0))
+            if used > s.used_max:
+                facts.set("run.tokens_used_max", used, Source("log", self.name, cur.line), "tokens")
+        if s.timings:
+            facts.set("run.requests", len(s.timings), Source("log", self.name, s.timings[-1].line), "requests")
+            rates = [t.eval_tps for t in s.timings if t.eval_tps is not None and t.eval_tokens and t.eval_tokens > 1]
+            if len(rates) > 1:
+                facts.set("run.decode_tps_min", min(rates), Source("log", self.name, s.timings[-1].line), "tokens/s")
+                facts.set("run.decode_tps_max", max(rates), Source("log", self.name, s.timings[-1].line), "tokens/s")
+        if s.tg_rates and len(s.tg_rates) > 1 and s.tg_line is not None:
+            src = self.src(s.tg_line)
+            facts.set("run.decode_tps_min", min(r for r in s.tg_rates), src, "tokens/s")
+            facts.set("run.decode_tps_max", max(s.tg_rates), src, "tokens/s")
+        if s.used_max and s.used_line is not None:
+            facts.set("run.tokens_used_max", s.used_max, Source("log", self.name, s.used_line.number or None,
+                                                                 s.used_line.raw[:300] or None), "tokens")
+        if s.prompt_tokens_max and s.prompt_line is not None:
+            facts.set("run.prompt_tokens_max", s.prompt_tokens_max, self.src(s.prompt_line), "tokens")
+        self._summarize_buffers(facts)
+        if s.gpu_free and s.gpu_line is not None:
+            facts.set("run.gpu_free_at_load", sum(s.gpu_free.values()), self.src(s.gpu_line), "bytes")
+        if s.backends:
+            line = s.backends_line or s.buffer_line
+            src = self.src(line) if line is not None else Source("log", self.name)
+            existing = facts.value("engine.backends")
+            merged = sorted(set(existing or []) | s.backends | ({"CPU"} if existing is None else set()))
+            facts.set("engine.backends", merged, src)
+            if any(b.upper() in {g.upper() for g in GPU_BACKENDS} for b in s.backends):
+                facts.set("engine.gpu_offload_supported", True, src)
+        if s.finish_reason and s.finish_line is not None:
+            facts.set("run.finish_reason", s.finish_reason, self.src(s.finish_line))
+        if s.output:
+            facts.set("run.output_text", "".join(s.output)[-8192:],
+                      Source("log", self.name, s.output_line, "generated output"))
+
+    def _summarize_buffers(self, facts: Facts) -> None:
+        s = self.s
+        if s.buffer_line is None and s.kv_line is None:
+            return
+        src = self.src(s.buffer_line) if s.buffer_line is not None else self.src(s.kv_line)  # type: ignore[arg-type]
+
+        def split(table: dict[str, float]) -> tuple[int, int]:
+            gpu = sum(v for k, v in table.items() if _is_gpu_buffer(k))
+            host = sum(v for k, v in table.items() if not _is_gpu_buffer(k))
+            return int(gpu * MIB), int(host * MIB)
+
+        if s.model_buffers:
+            gpu, host = split(s.model_buffers)
+            facts.set("run.weights_gpu_bytes", gpu, src, "bytes")
+            facts.set("run.weights_host_bytes", host, src, "bytes")
+        if s.kv_buffers:
+            gpu, host = split(s.kv_buffers)
+            facts.set("run.kv_gpu_bytes", gpu, src, "bytes")
+            facts.set("run.kv_host_bytes", host, src, "bytes")
+            facts.set("run.kv_bytes", gpu + host, src, "bytes")
+        if s.kv_size_lines:
+            kv_src = self.src(s.kv_line) if s.kv_line is not None else src
+            if not s.kv_buffers:
+                facts.set("run.kv_bytes", int(sum(x[0] for x in s.kv_size_lines) * MIB), kv_src, "bytes")
+            cells = sum(c * n for _, c, n in s.kv_size_lines)
+            if cells:
+                facts.set("run.kv_cells", cells, kv_src, "tokens")
+        if s.compute_buffers:
+            gpu, host = split(s.compute_buffers)
+            facts.set("run.compute_bytes", gpu + host, src, "bytes")
+            facts.set("run.compute_gpu_bytes", gpu, src, "bytes")
+        if s.output_buffers:
+            facts.set("run.output_bytes", int(sum(s.output_buffers.values()) * MIB), src, "bytes")
+
+
+def _is_gpu_buffer(name: str) -> bool:
+    upper = name.upper()
+    if upper == "CPU" or upper.startswith("CPU") or upper.endswith("_HOST"):
+        return False
+    return True
+
+
+def _backend_of(buf: str) -> str:
+    for b in GPU_BACKENDS:
+        if buf.upper().startswith(b.upper()):
+            return b
+    if buf.upper().startswith("MTL"):
+        return "Metal"
+    return re.sub(r"\d+.*$", "", buf) or buf
+
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|.)")
+_SIMPLE = {"n": "\n", "t": "\t", "r": "", "\\": "\\", "'": "'", '"': '"'}
+
+
+def _unescape(text: str) -> str:
+    """Undo the escapes of a Python repr or JSON string (\\n, \\t, \\', \\uXXXX)."""
+    if "\\" not in text:
+        return text
+
+    def repl(m: re.Match[str]) -> str:
+        esc = m.group(1)
+        if esc[0] in "ux" and len(esc) > 1:
+            return chr(int(esc[1:], 16))
+        return _SIMPLE.get(esc, esc)
+
+    return _ESCAPE.sub(repl, text)

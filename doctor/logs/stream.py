@@ -1,0 +1,214 @@
+"""Streaming line scanner: bytes in, numbered candidate lines out, in constant memory.
+
+Logs can be gigabytes. Instead of decoding and testing every line in Python, the scanner runs one
+compiled trigger pattern over raw byte chunks and hands on only the lines that contain a trigger,
+with their 1-based line numbers. Lines longer than `max_line` are cut (a 100 MB line costs no more
+memory than the cut). CRLF is handled; a file that uses CR alone is read with CR as the line end.
+Between triggers, a consumer can ask for the text in between (`capture = True`): that is how the
+generated output of a llama-cli transcript is picked up without reading every line.
+
+Only I/O of the given file object; no decoding here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from doctor.errors import InputError
+
+CHUNK = 4 << 20
+MAX_LINE = 16 << 10
+MAX_GAP = 64 << 10
+SNIFF = 64 << 10
+
+
+@dataclass(slots=True)
+class RawLine:
+    """A candidate line (`text` set) or the text between two candidates (`gap` set)."""
+
+    number: int
+    text: bytes | None = None
+    gap: bytes | None = None
+    next: bytes | None = None  # the following physical line, for lines wrapped by a terminal
+
+
+class LineScanner:
+    def __init__(self, trigger: re.Pattern[bytes], max_line: int = MAX_LINE) -> None:
+        self.trigger = trigger
+        self.max_line = max_line
+        self.capture = False
+        self.lines = 0  # complete lines seen so far
+        self.bytes = 0
+        self._tail = b""
+        self._cr_mode: bool | None = None
+        self._skipping = False  # inside an over-long line whose head was already handled
+
+    def feed(self, data: bytes) -> Iterator[RawLine]:
+        if not data:
+            return
+        self.bytes += len(data)
+        if self._cr_mode is None:
+            self._cr_mode = b"\n" not in data[:SNIFF] and b"\r" in data[:SNIFF]
+        if self._cr_mode:
+            data = data.replace(b"\r", b"\n")
+        buf = self._tail + data if self._tail else data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            self._tail = buf
+            if len(self._tail) > 4 * self.max_line:
+                yield from self._overlong()
+            return
+        region, self._tail = buf[: cut + 1], buf[cut + 1:]
+        if self._skipping:
+            first = region.find(b"\n")
+            self._skipping = False
+            self.lines += 1
+            region = region[first + 1:]
+        yield from self._scan(region)
+        if len(self._tail) > 4 * self.max_line:
+            yield from self._overlong()
+
+    def finish(self) -> Iterator[RawLine]:
+        if self._tail and not self._skipping:
+            tail, self._tail = self._tail, b""
+            yield from self._scan(tail + b"\n")
+        elif self._skipping:
+            self._skipping = False
+            self.lines += 1
+        self._tail = b""
+
+    def _overlong(self) -> Iterator[RawLine]:
+        """The current line is huge: judge it by its head, then skip to its end."""
+        head = self._tail[: self.max_line]
+        self._tail = b""
+        if not self._skipping:
+            if self.trigger.search(head):
+                yield RawLine(self.lines + 1, text=head)
+            self._skipping = True
+
+    def _scan(self, region: bytes) -> Iterator[RawLine]:
+        search = self.trigger.search
+        pos = 0
+        line_base = self.lines  # lines before `region`
+        counted_to = 0
+        counted = 0
+        gap_start = 0
+        end_region = len(region)
+        while pos < end_region:
+            m = search(region, pos)
+            if m is None:
+                break
+            start = region.rfind(b"\n", 0, m.start()) + 1
+            end = region.find(b"\n", m.end())
+            if end < 0:
+                end = end_region
+            counted += region.count(b"\n", counted_to, start)
+            counted_to = start
+            number = line_base + counted + 1
+            if self.capture and start > gap_start:
+                yield RawLine(number, gap=region[gap_start:start][-MAX_GAP:])
+            line = region[start:end]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if len(line) > self.max_line:
+                line = line[: self.max_line]
+            nxt = None
+            if end + 1 < end_region:
+                nxt_end = region.find(b"\n", end + 1, end + 1 + self.max_line)
+                nxt = region[end + 1: nxt_end if nxt_end >= 0 else end + 1 + self.max_line].rstrip(b"\r")
+            yield RawLine(number, text=line, next=nxt)
+            pos = end + 1
+            gap_start = pos
+        if self.capture and gap_start < end_region:
+            counted += region.count(b"\n", counted_to, gap_start)
+            yield RawLine(line_base + counted + 1, gap=region[gap_start:][-MAX_GAP:])
+        self.lines = line_base + region.count(b"\n")
+
+
+def looks_binary(head: bytes) -> str | None:
+    """Say why `head` is not a text log, or None when it looks like text."""
+    if head.startswith(b"GGUF"):
+        return "this is a GGUF model file, not a log (use `llm-doctor scan --model FILE`)"
+    for magic, what in ((b"\x7fELF", "an executable"), (b"PK\x03\x04", "a zip archive"),
+                        (b"\x89PNG", "a PNG image"), (b"%PDF", "a PDF"), (b"\xfd7zXZ", "an xz archive"),
+                        (b"BZh", "a bzip2 archive"), (b"\x28\xb5\x2f\xfd", "a zstd archive")):
+        if head.startswith(magic):
+            return f"this is {what}, not a log"
+    if not head:
+        return None
+    sample = head[:SNIFF]
+    nul = sample.count(b"\x00")
+    controls = sum(sample.count(bytes([c])) for c in range(0, 32) if c not in (9, 10, 13, 27))
+    if nul > len(sample) // 100 + 2 or controls > len(sample) // 10 + 8:
+        return f"this looks binary ({nul} NUL and {controls} control bytes in the first {len(sample)}), not a log"
+    return None
+
+
+def open_input(stream: BinaryIO) -> BinaryIO:
+    """Wrap a byte stream: transparently gunzip, refuse binary input with a clear reason."""
+    peek = _peek(stream)
+    if peek.startswith(b"\x1f\x8b"):
+        stream = gzip.GzipFile(fileobj=stream)  # type: ignore[assignment]
+        try:
+            peek = _peek(stream)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"cannot read gzip input: {exc}") from None
+    reason = looks_binary(peek)
+    if reason:
+        raise InputError(reason)
+    return stream
+
+
+def _peek(stream: BinaryIO) -> bytes:
+    if isinstance(stream, io.BufferedReader):
+        return stream.peek(SNIFF)[:SNIFF]
+    if not isinstance(stream, _Rewound):
+        raise TypeError("wrap the stream with rewindable() first")
+    return stream.peek_bytes(SNIFF)
+
+
+class _Rewound(io.RawIOBase):
+    """A read-only stream with its first bytes read ahead, so we can sniff pipes and gzip."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self._inner = inner
+        self._head = b""
+        self._pos = 0
+
+    def peek_bytes(self, n: int) -> bytes:
+        while len(self._head) < n:
+            more = self._inner.read(n - len(self._head))
+            if not more:
+                break
+            self._head += more
+        return self._head[self._pos:self._pos + n] if self._pos == 0 else b""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if self._pos < len(self._head):
+            if size is None or size < 0:
+                out = self._head[self._pos:] + self._inner.read()
+                self._pos = len(self._head)
+                return out
+            out = self._head[self._pos:self._pos + size]
+            self._pos += len(out)
+            return out
+        return self._inner.read(size)
+
+    def readinto(self, b: bytearray) -> int:  # type: ignore[override]
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+def rewindable(stream: BinaryIO) -> BinaryIO:
+    if isinstance(stream, io.BufferedReader):
+        return stream
+    return _Rewound(stream)  # type: ignore[return-value]

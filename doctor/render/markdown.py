@@ -1,0 +1,90 @@
+"""The Markdown view: a report a user can paste into an issue. Log text goes into code spans
+and fenced blocks after being made inert; backticks inside it cannot break out of the fence."""
+
+from __future__ import annotations
+
+from doctor import __version__
+from doctor.report import Report
+from doctor.sanitize import inert
+
+MARK = {"fired": "✗", "ok": "✓", "unknown": "?"}
+
+
+def _code(text: str) -> str:
+    text = inert(text, 300).replace("`", "ˋ")
+    return f"`{text}`"
+
+
+def render_markdown(report: Report) -> str:
+    out: list[str] = []
+    out.append(f"# llm-doctor {report.command} report")
+    out.append("")
+    meta = [f"llm-doctor {__version__}"]
+    if report.engine:
+        meta.append(f"engine: {report.engine}")
+    if report.facts.inputs:
+        meta.append("input: " + ", ".join(inert(i, 80) for i in report.facts.inputs))
+    out.append(" · ".join(meta))
+    out.append("")
+    if report.assessment:
+        a = report.assessment
+        out.append(f"**Likely root cause:** {inert(a.title)} (`{a.cls}`, {a.severity}, confidence {a.confidence})")
+        out.append("")
+        out.append(f"> {inert(a.message)}")
+        out.append("")
+    elif not report.findings:
+        out.append("**No problems found.**")
+        out.append("")
+    if report.findings:
+        out.append("## Findings")
+        out.append("")
+        for f in report.findings:
+            out.append(f"### {f.id} {f.slug} — {f.severity}, {f.confidence} confidence")
+            out.append("")
+            out.append(f"**{inert(f.title)}** (`{f.cls}`)")
+            out.append("")
+            out.append(inert(f.message))
+            out.append("")
+            if f.explain:
+                out.append(inert(f.explain))
+                out.append("")
+            if f.evidence:
+                out.append("Evidence:")
+                out.append("")
+                out.append("```text")
+                for ev in f.evidence:
+                    where = f"{ev.line:>6} | " if ev.line is not None and ev.kind == "log" else "       | "
+                    out.append(where + inert(ev.text, 300).replace("```", "ˋˋˋ"))
+                out.append("```")
+                out.append("")
+            out.append(f"**Fix:** {inert(f.fix.text)}")
+            out.append("")
+            if f.fix.by_engine:
+                out.append("| engine | what to change |")
+                out.append("|---|---|")
+                for engine, command in f.fix.by_engine.items():
+                    star = " (detected)" if engine == f.fix.engine else ""
+                    out.append(f"| {engine}{star} | {_code(command)} |")
+                out.append("")
+            if f.references:
+                out.append("References: " + ", ".join(inert(r, 200) for r in f.references))
+                out.append("")
+    out.append("## Checks")
+    out.append("")
+    out.append("| | rule | area | outcome |")
+    out.append("|---|---|---|---|")
+    for c in report.checks:
+        outcome = c.outcome
+        if c.inhibited_by:
+            outcome = f"explained by {c.inhibited_by}"
+        elif c.outcome == "unknown":
+            outcome = "unknown (needs " + ", ".join(c.missing) + ")"
+        out.append(f"| {MARK.get(c.outcome, '')} | {c.id} {c.slug} | {c.area} | {outcome} |")
+    out.append("")
+    if report.errors:
+        out.append("## Errors")
+        out.append("")
+        for error in report.errors:
+            out.append(f"- {inert(error)}")
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,171 @@
+"""The text view, in the doctor style: the assessment on top, then one line per area with
+[✓] [!] [✗] [?], each finding with its evidence and the fix (→) for the user's engine.
+
+Everything that came from outside (log lines, paths, model names) passes through `inert` first,
+so a log cannot move the cursor, set the title or write the clipboard.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from doctor import __version__
+from doctor.render.style import Style
+from doctor.report import SEVERITY_RANK, Check, Finding, Report
+from doctor.sanitize import inert
+from doctor.templates import format_value
+
+AREA_ORDER = ["Model file", "Storage and load", "GPU offload", "PCIe link", "GPU memory bandwidth",
+              "CPU threads", "Memory", "Context", "KV cache", "Decode timing", "Sampling and output"]
+
+
+def render_text(report: Report, style: Style, verbose: bool = False) -> str:
+    out: list[str] = []
+    out.append(_header(report, style))
+    out.append("")
+    if report.assessment is not None:
+        a = report.assessment
+        kind = "error" if a.severity == "error" else "warning"
+        out.append(style.paint("bold", "Likely root cause: ") + style.paint(kind, inert(a.title))
+                   + style.paint("dim", f"  ({a.cls}, confidence {a.confidence})"))
+        out.append(f"  {inert(a.message)}")
+        top = next((f for f in report.findings if f.id == a.id), None)
+        if top is not None:
+            command = top.fix.command or top.fix.text
+            out.append(f"  {style.mark('arrow')} {inert(command)}")
+        out.append("")
+    elif not any(f.severity in ("error", "warning") for f in report.findings):
+        out.append(style.paint("ok", "No problems found.") + (
+            "" if report.checks else " (no rules ran)"))
+        out.append("")
+
+    by_area: dict[str, list[Check]] = defaultdict(list)
+    for check in report.checks:
+        by_area[check.area].append(check)
+    findings = {f.id: f for f in report.findings}
+    areas = sorted(by_area, key=lambda a: (AREA_ORDER.index(a) if a in AREA_ORDER else 99, a))
+    for area in areas:
+        checks = by_area[area]
+        area_findings = [findings[c.id] for c in checks if c.id in findings]
+        mark_kind = _area_mark(checks, area_findings)
+        out.append(f"[{style.paint(mark_kind, style.mark(mark_kind))}] {style.paint('bold', area)}"
+                   + style.paint("dim", _area_note(checks, area_findings)))
+        for finding in sorted(area_findings, key=lambda f: -SEVERITY_RANK[f.severity]):
+            out.extend(_finding_lines(finding, report, style, verbose))
+        if verbose:
+            for check in checks:
+                if check.outcome == "ok":
+                    out.append(f"    {style.paint('ok', style.mark('ok'))} {check.id} {check.slug}")
+                elif check.outcome == "unknown":
+                    out.append(f"    {style.paint('unknown', style.mark('unknown'))} {check.id} {check.slug}"
+                               + style.paint("dim", f" — needs {', '.join(check.missing)}"))
+                elif check.inhibited_by:
+                    out.append(f"    {style.paint('dim', '-')} {check.id} {check.slug}"
+                               + style.paint("dim", f" — explained by {check.inhibited_by}"))
+    out.append("")
+    out.extend(_footer(report, style))
+    for error in report.errors:
+        out.append(style.paint("error", f"error: {inert(error)}"))
+    return "\n".join(out) + "\n"
+
+
+def _header(report: Report, style: Style) -> str:
+    parts = [f"llm-doctor {__version__}", report.command]
+    if report.engine:
+        parts.append(report.engine)
+    name = report.facts.value("model.name") or report.facts.value("model.path")
+    if name:
+        parts.append(inert(str(name), 60))
+    inputs = [inert(i, 60) for i in report.facts.inputs]
+    lines = report.facts.value("run.log_lines")
+    if inputs:
+        parts.append(", ".join(inputs) + (f" ({lines} lines)" if isinstance(lines, int) else ""))
+    return style.paint("bold", " · ".join(parts))
+
+
+def _area_mark(checks: list[Check], findings: list[Finding]) -> str:
+    if any(f.severity == "error" for f in findings):
+        return "error"
+    if any(f.severity == "warning" for f in findings):
+        return "warning"
+    if any(c.outcome in ("ok", "fired") for c in checks):
+        return "ok"
+    return "unknown"
+
+
+def _area_note(checks: list[Check], findings: list[Finding]) -> str:
+    ok = sum(1 for c in checks if c.outcome == "ok")
+    unknown = [c for c in checks if c.outcome == "unknown"]
+    bits = []
+    if findings:
+        bits.append(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}")
+    if ok:
+        bits.append(f"{ok} ok")
+    if unknown:
+        missing = sorted({m for c in unknown for m in c.missing})
+        shown = ", ".join(missing[:3]) + (", …" if len(missing) > 3 else "")
+        bits.append(f"{len(unknown)} unknown: needs {shown}")
+    return f"  ({'; '.join(bits)})" if bits else ""
+
+
+def _finding_lines(f: Finding, report: Report, style: Style, verbose: bool) -> list[str]:
+    kind = {"error": "error", "warning": "warning", "info": "info"}[f.severity]
+    lines = [f"    {style.paint(kind, style.mark(kind))} {style.paint('bold', f.id)} {f.slug}"
+             + style.paint("dim", f" · {f.severity} · {f.confidence} confidence")]
+    lines.append(f"      {inert(f.message)}")
+    if verbose and f.explain:
+        for chunk in _wrap(inert(f.explain), 92):
+            lines.append(style.paint("dim", f"      {chunk}"))
+    shown = f.evidence if verbose else f.evidence[:4]
+    for ev in shown:
+        where = f"line {ev.line}: " if ev.line is not None and ev.kind == "log" else ""
+        lines.append(style.paint("dim", f"      · {where}{inert(ev.text, 200)}"))
+    if len(f.evidence) > len(shown):
+        lines.append(style.paint("dim", f"      · … {len(f.evidence) - len(shown)} more (-v)"))
+    arrow = style.mark("arrow")
+    lines.append(f"      {style.paint('ok', arrow)} {inert(f.fix.text)}")
+    if f.fix.command:
+        lines.append(f"        {f.fix.engine}: {style.paint('bold', inert(f.fix.command))}")
+    if verbose or not f.fix.command:
+        for engine, command in f.fix.by_engine.items():
+            if engine != f.fix.engine:
+                lines.append(style.paint("dim", f"        {engine}: {inert(command)}"))
+    if f.inhibits:
+        lines.append(style.paint("dim", f"      (explains {', '.join(f.inhibits)})"))
+    return lines
+
+
+def _footer(report: Report, style: Style) -> list[str]:
+    c = report.counts()
+    parts = []
+    if c["error"]:
+        parts.append(style.paint("error", f"{c['error']} error{'s' if c['error'] != 1 else ''}"))
+    if c["warning"]:
+        parts.append(style.paint("warning", f"{c['warning']} warning{'s' if c['warning'] != 1 else ''}"))
+    if c["info"]:
+        parts.append(f"{c['info']} note{'s' if c['info'] != 1 else ''}")
+    head = ("Found " + ", ".join(parts) + ".") if parts else "No findings."
+    tail = f" {c['ok']} checks ok, {c['unknown']} unknown"
+    if c["inhibited"]:
+        tail += f", {c['inhibited']} explained by a root cause"
+    lines = [head + style.paint("dim", tail + ".")]
+    if report.findings:
+        lines.append(style.paint("dim", f"Details: -v · Explain a rule: llm-doctor explain {report.findings[0].id}"))
+    return lines
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    words, lines, cur = text.split(), [], ""
+    for word in words:
+        if cur and len(cur) + 1 + len(word) > width:
+            lines.append(cur)
+            cur = word
+        else:
+            cur = f"{cur} {word}" if cur else word
+    if cur:
+        lines.append(cur)
+    return lines
+
+
+def render_value(value: object, unit: str | None) -> str:
+    return format_value(value, unit)

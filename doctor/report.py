@@ -1,0 +1,172 @@
+"""The report model: findings with evidence and fixes, every check's outcome, the assessment.
+
+Views (text, JSON, Markdown, TUI) only render a Report; nothing here renders or does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from doctor import __version__
+from doctor.facts import Facts
+
+SCHEMA_VERSION = "1"
+SEVERITY_RANK = {"error": 3, "warning": 2, "info": 1}
+CONFIDENCE_RANK = {"high": 3, "medium": 2, "low": 1}
+
+
+@dataclass(slots=True)
+class Evidence:
+    """One piece of evidence: a log line, or a fact value with its source."""
+
+    kind: str  # "log" (a line of the input) | "fact"
+    text: str
+    line: int | None = None
+    fact: str | None = None
+    value: Any = None
+    unit: str | None = None
+    source: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "text": self.text}
+        if self.line is not None:
+            out["line"] = self.line
+        if self.fact is not None:
+            out["fact"] = self.fact
+            out["value"] = self.value
+            if self.unit:
+                out["unit"] = self.unit
+        if self.source:
+            out["source"] = self.source
+        return out
+
+
+@dataclass(slots=True)
+class Fix:
+    text: str
+    engine: str | None  # the engine the command is for
+    command: str | None  # the command / setting for that engine
+    by_engine: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text, "engine": self.engine, "command": self.command, "by_engine": self.by_engine}
+
+
+@dataclass(slots=True)
+class Finding:
+    id: str
+    slug: str
+    cls: str
+    area: str
+    severity: str
+    confidence: str
+    title: str
+    message: str
+    explain: str
+    evidence: list[Evidence]
+    fix: Fix
+    references: list[str]
+    inhibits: list[str] = field(default_factory=list)  # ids this finding hid
+
+    @property
+    def lines(self) -> list[int]:
+        return sorted({e.line for e in self.evidence if e.line is not None})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "slug": self.slug, "class": self.cls, "area": self.area,
+            "severity": self.severity, "confidence": self.confidence, "title": self.title,
+            "message": self.message, "explain": self.explain,
+            "evidence": [e.to_json() for e in self.evidence], "lines": self.lines,
+            "fix": self.fix.to_json(), "references": self.references, "inhibits": self.inhibits,
+        }
+
+
+@dataclass(slots=True)
+class Check:
+    id: str
+    slug: str
+    cls: str
+    area: str
+    severity: str
+    title: str
+    outcome: str  # fired | ok | unknown
+    missing: list[str] = field(default_factory=list)
+    inhibited_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "slug": self.slug, "class": self.cls, "area": self.area,
+                               "severity": self.severity, "title": self.title, "outcome": self.outcome}
+        if self.missing:
+            out["missing"] = self.missing
+        if self.inhibited_by:
+            out["inhibited_by"] = self.inhibited_by
+        return out
+
+
+@dataclass(slots=True)
+class Assessment:
+    id: str
+    cls: str
+    severity: str
+    confidence: str
+    title: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "class": self.cls, "severity": self.severity, "confidence": self.confidence,
+                "title": self.title, "message": self.message}
+
+
+@dataclass(slots=True)
+class Report:
+    command: str
+    engine: str | None
+    facts: Facts
+    findings: list[Finding] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    assessment: Assessment | None = None
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def worst(self) -> str | None:
+        if not self.findings:
+            return None
+        return max(self.findings, key=lambda f: SEVERITY_RANK[f.severity]).severity
+
+    def fails(self, threshold: str) -> bool:
+        """True when a finding is at or above `threshold` (error | warning | info | none)."""
+        if threshold == "none":
+            return False
+        rank = SEVERITY_RANK[threshold]
+        return any(SEVERITY_RANK[f.severity] >= rank for f in self.findings)
+
+    def counts(self) -> dict[str, int]:
+        out = {"error": 0, "warning": 0, "info": 0, "ok": 0, "unknown": 0, "inhibited": 0}
+        for f in self.findings:
+            out[f.severity] += 1
+        for c in self.checks:
+            if c.outcome == "ok":
+                out["ok"] += 1
+            elif c.outcome == "unknown":
+                out["unknown"] += 1
+            elif c.inhibited_by:
+                out["inhibited"] += 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "llm-doctor", "version": __version__},
+            "command": self.command,
+            "engine": self.engine,
+            "inputs": list(self.facts.inputs),
+            "assessment": self.assessment.to_json() if self.assessment else None,
+            "summary": self.counts(),
+            "findings": [f.to_json() for f in self.findings],
+            "checks": [c.to_json() for c in self.checks],
+            "facts": self.facts.to_json(),
+            "errors": list(self.errors),
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,143 @@
+"""Message templates: `{fact.name}` and `{fact.name|filter}` placeholders filled from Facts.
+
+This is not str.format: a placeholder can only name a fact (or a field of the first matching
+event, `{event.n_ctx}`), and the only operations are the fixed filters below. Nothing in a
+template can reach attributes, call code or read files. A placeholder whose fact is unknown
+renders as `<last_part>` so a fix stays readable and obviously incomplete.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from doctor.facts import Event, Facts
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.\[\]]*)(?:\|([a-z0-9_]+))?\}")
+OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
+# units that read as counts: shown without the unit word (the template says "tokens" itself)
+COUNT_UNITS = {"tokens", "layers", "threads", "cores", "sequences", "requests", "GPUs", "steps", "params",
+               "lines", "files", "blocks", "count", "lanes", "bits"}
+FILTERS = ("raw", "bytes", "mib", "gib", "int", "pct", "ms", "round1", "round2", "lines")
+MAX_RENDERED = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    name: str
+    filter: str | None
+
+
+def placeholders(template: str) -> list[Placeholder]:
+    return [Placeholder(m.group(1), m.group(2)) for m in PLACEHOLDER.finditer(template)]
+
+
+def render(template: str, facts: Facts, event: Event | None = None) -> str:
+    """Fill placeholders. `[[ ... ]]` is an optional part: dropped unless every placeholder in it is known."""
+    if "[[" in template:
+        template = OPTIONAL.sub(lambda m: m.group(1) if _all_known(m.group(1), facts, event) else "", template)
+    return _fill(template, facts, event)
+
+
+def _all_known(part: str, facts: Facts, event: Event | None) -> bool:
+    for m in PLACEHOLDER.finditer(part):
+        name = m.group(1)
+        if name.startswith("event."):
+            key = name[len("event."):]
+            if event is None or (key not in ("line", "text", "phase") and event.data.get(key) is None):
+                return False
+        elif not facts.has(name):
+            return False
+    return True
+
+
+def _fill(template: str, facts: Facts, event: Event | None) -> str:
+    def repl(match: re.Match[str]) -> str:
+        name, filt = match.group(1), match.group(2)
+        if name.startswith("event."):
+            key = name[len("event."):]
+            if event is None:
+                return f"<{key}>"
+            if key == "line":
+                value: Any = event.line
+            elif key == "text":
+                value = event.text
+            elif key == "phase":
+                value = event.phase
+            else:
+                value = event.data.get(key)
+            return f"<{key}>" if value is None else format_value(value, None, filt)
+        fact = facts.get(name)
+        if fact is None or not fact.known:
+            return f"<{name.rsplit('.', 1)[-1]}>"
+        return format_value(fact.value, fact.unit, filt)
+
+    out = PLACEHOLDER.sub(repl, template)
+    return out if len(out) <= MAX_RENDERED else out[: MAX_RENDERED - 1] + "…"
+
+
+def format_value(value: Any, unit: str | None, filt: str | None = None) -> str:
+    """Render a fact value for people: bytes as MiB/GiB, ms as ms or s, ratios as given."""
+    if filt == "raw":
+        return str(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        shown = ", ".join(format_value(v, unit, filt) for v in value[:8])
+        return shown + (f", … ({len(value)} in all)" if len(value) > 8 else "")
+    if isinstance(value, int | float):
+        if filt == "int":
+            return str(round(value))
+        if filt == "pct":
+            return f"{value * 100:.0f}%"
+        if filt == "round1":
+            return f"{value:.1f}"
+        if filt == "round2":
+            return f"{value:.2f}"
+        if filt == "mib":
+            return f"{value / 2**20:.2f} MiB"
+        if filt == "gib":
+            return f"{value / 2**30:.2f} GiB"
+        if filt == "ms" or (unit == "ms" and filt is None):
+            return human_ms(float(value))
+        if filt == "bytes" or (unit == "bytes" and filt is None):
+            return human_bytes(value)
+        text = _number(value)
+        if unit and unit not in COUNT_UNITS:
+            return f"{text} {unit}" if unit != "%" else f"{text}%"
+        return text
+    return str(value)
+
+
+def human_bytes(value: float) -> str:
+    sign = "-" if value < 0 else ""
+    n = abs(float(value))
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{sign}{n / size:.2f} {unit}"
+    return f"{sign}{int(n)} B"
+
+
+def human_ms(ms: float) -> str:
+    if abs(ms) >= 10_000:
+        return f"{ms / 1000:.1f} s"
+    if abs(ms) >= 1000:
+        return f"{ms / 1000:.2f} s"
+    if abs(ms) >= 10:
+        return f"{ms:.0f} ms"
+    return f"{ms:.2f} ms"
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
