@@ -1,0 +1,62 @@
+"""Shared test fixtures: paths, the built-in rule base, and helpers that run the real pipeline."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from doctor.evaluate import diagnose
+from doctor.inputs import read_input
+from doctor.report import Report
+from doctor.rulebase import RuleBase, load_rulebase
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def _has_nvidia_gpu() -> bool:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+        pynvml.nvmlShutdown()
+        return count > 0
+    except Exception:  # noqa: BLE001 - any failure means no usable GPU here
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if any("gpu" in item.keywords for item in items) and not _has_nvidia_gpu():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU (runs where one is lent)")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def rulebase() -> RuleBase:
+    return load_rulebase([], env={})
+
+
+@pytest.fixture(scope="session")
+def analyze(rulebase: RuleBase):  # type: ignore[no-untyped-def]
+    """analyze(path) -> Report, through the same code path as `llm-doctor analyze`."""
+
+    def run(path: str | Path, engine: str | None = None) -> Report:
+        facts = read_input(str(path))
+        return diagnose(facts, rulebase, command="analyze", mode="analyze", engine=engine)
+
+    return run
+
+
+@pytest.fixture
+def tool_on_path() -> bool:
+    return shutil.which("llm-doctor") is not None
