@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # noqa: BLE001 - the CLI edge: never a traceback for users
+    except Exception as exc:
         if os.environ.get("LLM_DOCTOR_DEBUG"):
             raise
         print(f"llm-doctor: internal error: {type(exc).__name__}: {exc} "

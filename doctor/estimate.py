@@ -57,10 +57,11 @@ class KvShape:
         return cls(n_layer, [n_head_kv] * n_layer, head_dim_k, head_dim_v)
 
 
-def type_bytes(type_name: str, n_elements: int) -> int:
+def type_bytes(type_name: str, n_elements: int, row: int | None = None) -> int:
+    """ggml_nbytes: elements x type size / block size; a row must hold whole blocks."""
     block, size = KV_TYPES[type_name.lower()]
-    if n_elements % block:
-        raise ValueError(f"{n_elements} elements is not a whole number of {type_name} blocks")
+    if n_elements % block or (row is not None and row % block):
+        raise ValueError(f"rows of {row or n_elements} elements are not whole {type_name} blocks of {block}")
     return n_elements // block * size
 
 
@@ -79,8 +80,8 @@ def kv_bytes(shape: KvShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16
     for heads in shape.n_head_kv:
         if heads <= 0:
             continue  # a layer without KV (recurrent or shared)
-        total += type_bytes(type_k, shape.head_dim_k * heads * cells * streams)
-        total += type_bytes(type_v, shape.head_dim_v * heads * cells * streams)
+        total += type_bytes(type_k, shape.head_dim_k * heads * cells * streams, shape.head_dim_k * heads)
+        total += type_bytes(type_v, shape.head_dim_v * heads * cells * streams, shape.head_dim_v * heads)
     return total
 
 

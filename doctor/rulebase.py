@@ -168,7 +168,7 @@ _RuleLoader.add_constructor("tag:yaml.org,2002:seq", _RuleLoader.construct_seque
 
 def load_yaml(text: str, path: str) -> Any:
     try:
-        return yaml.load(text, Loader=_RuleLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_RuleLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None

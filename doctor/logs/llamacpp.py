@@ -37,6 +37,8 @@ KV_SIZE = re.compile(r"size\s*=\s*([\d.]+)\s*MiB\s*\(\s*(\d+) cells,\s*(\d+) lay
                      r"\s*K \((\w+)\):\s*([\d.]+)\s*MiB,\s*V \((\w+)\):\s*([\d.]+)\s*MiB")
 KV_SELF = re.compile(r"KV self size\s*=\s*([\d.]+)\s*MiB,\s*K \((\w+)\):\s*([\d.]+)\s*MiB,\s*V \((\w+)\):\s*([\d.]+)\s*MiB")
 KV_SELF_2023 = re.compile(r"kv self size\s*=\s*([\d.]+)\s*MB")
+VRAM_USED_2023 = re.compile(r"VRAM used:\s*([\d.]+)\s*MB")
+MEM_REQUIRED_2023 = re.compile(r"mem required\s*=\s*([\d.]+)\s*MB")
 KV_TYPES_OLD = re.compile(r"type_k = '(\w+)', type_v = '(\w+)'")
 CTX_KV = re.compile(r"\b(n_ctx|n_ctx_seq|n_ctx_per_seq|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|n_ctx_slot|n_slots)\s*=\s*'?([\w.]+)")
 CTX_TRAIN_OVER = re.compile(r"n_ctx_(?:seq|per_seq|pre_seq) \((\d+)\) > n_ctx_train \((\d+)\)")
@@ -47,7 +49,7 @@ TIMING = re.compile(r"(load|prompt eval|generation eval|eval|total|sample|sampli
                     + r"\s*tokens per second\))?")
 SERVER_TG = re.compile(r"\b(?:n_gen|n_decoded)\s*=\s*(\d+),\s*tg\s*=\s*([\d.]+)\s*t/s")
 SYSINFO_THREADS = re.compile(r"n_threads\s*=\s*(\d+)(?:\s*\(n_threads_batch\s*=\s*(\d+)\))?\s*/\s*(\d+)")
-SERVER_THREADS = re.compile(r"n_threads\s*=\s*(\d+),\s*n_threads_batch\s*=\s*(\d+),\s*total_threads\s*=\s*(\d+)")
+SERVER_THREADS = re.compile(r"n_threads\s*=\s*(\d+),?\s*n_threads_batch\s*=\s*(\d+),?\s*total_threads\s*=\s*(\d+)")
 FEATURE = re.compile(r"\b([A-Z][A-Z0-9_]+)\s*=\s*1\b")
 SECTION = re.compile(r"(?:^|\|)\s*([A-Za-z][A-Za-z0-9_]*)\s+:\s")
 CUDA_FOUND = re.compile(r"found (\d+) (CUDA|ROCm|MUSA) devices")
@@ -79,8 +81,8 @@ MEMORY_SLOT = re.compile(r"failed to find (?:a memory slot for batch|KV cache sl
 KV_FULL = re.compile(r"failed to find free space in the KV cache|KV cache is full|Context size has been exceeded")
 DECODE_FAILED = re.compile(r"failed to decode(?:, ret = (-?\d+)| the batch)|llama_decode returned (-?\d+)|failed to eval\b")
 NEW_PROMPT = re.compile(r"new prompt, n_ctx_slot = (\d+), n_keep = (\d+), (?:n_prompt_tokens|task\.n_tokens) = (\d+)")
-SLOT_INIT = re.compile(r"initializing(?: slots)?, n_slots = (\d+)(?:, n_ctx_slot = (\d+))?")
-NEW_SLOT = re.compile(r"new slot,? n_ctx(?:_slot)? = (\d+)")
+SLOT_INIT = re.compile(r"initializing(?: slots)?(?:,| \|)\s*n_slots\s*=\s*(\d+)(?:, n_ctx_slot = (\d+))?")
+NEW_SLOT = re.compile(r"new slot,?(?: \|.*?)? n_ctx(?:_slot)?\s*=\s*(\d+)")
 # memory
 CUDA_MALLOC = re.compile(r"allocating ([\d.]+) MiB on device (\d+): cudaMalloc failed: (.+)$")
 CUDA_MALLOC_BARE = re.compile(r"cudaMalloc failed: out of memory|hipMalloc failed")
@@ -128,7 +130,7 @@ TRIGGERS: tuple[str, ...] = (
     r"Llama\.", r"llama_cpp", r"repeat_penalty", r"top_k", r"mirostat", r"seed", r"generate: ",
     r"new prompt", r"new slot", r"stop processing", r"slot ", r"srv ", r"server is listening",
     r"all slots are idle", r"main: ", r"build", r"not within", r"corrupt", r"invalid magic",
-    r"bad GGUF", r"'text'", r"\"text\"", r"finish_reason", r"Model path", r"end of text",
+    r"bad GGUF", r"VRAM used", r"mem required", r"'text'", r"\"text\"", r"finish_reason", r"Model path", r"end of text",
     r"interrupted", r"Traceback", r"trained on only",
 )
 
@@ -211,7 +213,7 @@ class LlamaCppParser(LogParser):
         self.s = _State()
 
     # -- entry -------------------------------------------------------------------------------
-    def feed(self, line: LogLine) -> None:  # noqa: C901 - one dispatcher over many line kinds
+    def feed(self, line: LogLine) -> None:
         t = line.text
         s = self.s
         if LCP_SIGNATURE.search(t):
@@ -226,22 +228,34 @@ class LlamaCppParser(LogParser):
         if s.pending and len(s.pending) and line.number - s.pending[0].line.number > 40:
             self._flush_oom(None)
 
+        if self._dispatch(line):
+            return
+        if line.next_text and _looks_cut(t) and not _starts_a_line(line.next_text):
+            # a line hard-wrapped by a terminal or an issue quote: read it with the next one
+            joined = LogLine(line.number, line.joined(), line.raw + " " + line.next_text.strip())
+            if self._dispatch(joined):
+                return
+        self._lcp_output(line)
+
+    def _dispatch(self, line: LogLine) -> bool:
+        t = line.text
+        s = self.s
         if "print_info" in t or "llm_load_print_meta" in t:
             self._meta(line)
-            return
+            return True
         if self._memory(line):
-            return
+            return True
         if self._context_overflow(line):
-            return
+            return True
         if self._timings(line):
-            return
+            return True
         m = LOADED_META.search(t)
         if m:
             self._stage("load")
             s.model_buffers.clear()
             self.set("model.path", m.group(2).strip(), line)
             self.votes["llama.cpp-library"] += 1
-            return
+            return True
         m = LOAD_MODE.search(t)
         if m:
             self._stage("load")
@@ -254,26 +268,40 @@ class LlamaCppParser(LogParser):
                 self.set("config.load_mode", mode, line)
                 self.set("config.use_mmap", "mmap" in mode, line)
                 self.set("config.use_mlock", "mlock" in mode, line)
-            return
+            return True
         m = OFFLOADED.search(t)
         if m:
             self.set("run.offloaded_layers", int(m.group(1)), line, "layers")
             self.set("run.total_layers", int(m.group(2)), line, "layers")
             self.set("engine.gpu_offload_supported", True, line)
-            return
+            return True
         m = BUFFER.search(t)
         if m and "buffer size is" not in t:
             self._buffer(line, m)
-            return
+            return True
         if self._kv_size(line):
-            return
+            return True
         if self._context_params(line):
-            return
+            return True
         if self._hardware(line):
-            return
+            return True
         if self._sampling(line):
-            return
-        self._lcp_output(line)
+            return True
+        return self._old_buffers(line)
+
+    def _old_buffers(self, line: LogLine) -> bool:
+        """2023 builds: "VRAM used: N MB", "mem required = N MB" (MB meant MiB then)."""
+        m = VRAM_USED_2023.search(line.text)
+        if m:
+            self.s.model_buffers["CUDA0"] = float(m.group(1))
+            self.s.buffer_line = line
+            return True
+        m = MEM_REQUIRED_2023.search(line.text)
+        if m:
+            self.s.model_buffers["CPU"] = float(m.group(1))
+            self.s.buffer_line = line
+            return True
+        return False
 
     def wants_capture(self) -> bool:
         return self.s.capture
@@ -338,8 +366,8 @@ class LlamaCppParser(LogParser):
         s = self.s
         buf, kind, mib = m.group(1), m.group(2), float(m.group(3))
         if kind is None:
-            # the ≤ Oct 2024 text for weights had no kind ("CUDA0 buffer size")
-            if buf in ("compute", "output", "KV"):
+            # the ≤ Oct 2024 text for weights had no kind ("CUDA0 buffer size"); other words are kinds
+            if buf.lower() in ("compute", "output", "kv", "input", "model", "rs", "lora", "scratch"):
                 return
             kind = "model"
         table = {"model": s.model_buffers, "KV": s.kv_buffers, "compute": s.compute_buffers,
@@ -385,7 +413,7 @@ class LlamaCppParser(LogParser):
             return True
         m = KV_SELF_2023.search(t)
         if m:
-            s.kv_size_lines = [(float(m.group(1)) * 1e6 / MIB, 0, 1)]
+            s.kv_size_lines = [(float(m.group(1)), 0, 1)]  # "MB" in 2023 builds was MiB
             s.kv_line = line
             return True
         m = KV_TYPES_OLD.search(t)
@@ -810,11 +838,13 @@ class LlamaCppParser(LogParser):
             explicit = [p.explicit for p in pending if p.explicit]
             resolved = explicit[-1] if explicit else None
         for p in pending:
-            ph = resolved or p.explicit or {"start": "weights", "load": "weights", "context": "kv_cache",
-                                           "ready": "compute", "run": "runtime"}[p.stage]
-            self.event("oom", p.line, phase=ph, **p.data)
+            ph = resolved or p.explicit
+            source = "message" if ph else "stage"
+            ph = ph or {"start": "weights", "load": "weights", "context": "kv_cache",
+                        "ready": "compute", "run": "runtime"}[p.stage]
+            self.event("oom", p.line, phase=ph, phase_from=source, **p.data)
         if explicit_line is not None:
-            self.event("oom", explicit_line, phase=phase)
+            self.event("oom", explicit_line, phase=phase, phase_from="message")
 
     # -- summary ----------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
@@ -896,6 +926,21 @@ class LlamaCppParser(LogParser):
             facts.set("run.compute_gpu_bytes", gpu, src, "bytes")
         if s.output_buffers:
             facts.set("run.output_bytes", int(sum(s.output_buffers.values()) * MIB), src, "bytes")
+
+
+_LINE_START = re.compile(r"^\s*(?:[\w.~\[\]-]+\s*:\s|\d+\.\d+\.\d+\.\d+ [IWED] |\[?\d{4}-\d\d-\d\d|time=|level=|\{|"
+                         r"(?:INFO|WARN|WARNING|ERROR|DEBUG)\b|[A-Z][a-z]{2} [ \d]\d \d\d:|slot |srv |que )")
+
+
+def _starts_a_line(text: str) -> bool:
+    """The next physical line is a log line of its own, not the rest of this one."""
+    return bool(_LINE_START.match(text))
+
+
+def _looks_cut(text: str) -> bool:
+    """A line that probably continues on the next physical line (wrapped at a terminal width)."""
+    tail = text.rstrip()
+    return bool(tail) and (tail[-1].isalnum() or tail[-1] in "(,=/:-") and len(tail) >= 20
 
 
 def _is_gpu_buffer(name: str) -> bool:

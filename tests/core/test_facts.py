@@ -1,0 +1,70 @@
+"""Facts: last value wins, unknown never hides a known value, JSON round-trip keeps everything."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from doctor.facts import EVENTS_KEPT_PER_KIND, Event, Facts, Source
+
+SRC = Source("log", "llama.cpp", 12, "llama_context: n_ctx = 2048")
+
+
+def test_last_value_wins_and_keeps_its_source() -> None:
+    facts = Facts()
+    facts.set("config.n_ctx", 512, Source("log", "x", 3), "tokens")
+    facts.set("config.n_ctx", 2048, SRC, "tokens")
+    fact = facts.get("config.n_ctx")
+    assert fact is not None and fact.value == 2048 and fact.source.line == 12 and fact.unit == "tokens"
+
+
+def test_unknown_carries_a_reason_and_never_replaces_a_known_value() -> None:
+    facts = Facts()
+    facts.unknown("host.gpu.count", "NVML library not found", Source("probe", "probe.gpu"))
+    assert not facts.has("host.gpu.count")
+    assert facts.get("host.gpu.count").unknown == "NVML library not found"  # type: ignore[union-attr]
+    facts.set("host.gpu.count", 1, SRC)
+    facts.unknown("host.gpu.count", "later failure", SRC)
+    assert facts.value("host.gpu.count") == 1
+
+
+def test_non_finite_numbers_become_unknown() -> None:
+    facts = Facts()
+    facts.set("run.prefill_tps", math.inf, SRC)
+    assert not facts.has("run.prefill_tps")
+    assert "finite" in (facts.get("run.prefill_tps").unknown or "")  # type: ignore[union-attr]
+
+
+def test_json_round_trip_keeps_values_units_sources_events() -> None:
+    facts = Facts()
+    facts.set("config.n_ctx", 2048, SRC, "tokens")
+    facts.set("engine.backends", ["CPU", "CUDA"], SRC)
+    facts.unknown("host.ram.total", "cannot read /proc/meminfo", Source("probe", "probe.memory"))
+    facts.add_event(Event("oom", 40, "cudaMalloc failed: out of memory", "llama.cpp", "weights", {"bytes": 10}))
+    facts.inputs.append("run.log")
+    data = json.loads(json.dumps(facts.to_json()))
+    back = Facts.from_json(data)
+    assert back.value("config.n_ctx") == 2048
+    assert back.get("config.n_ctx").source.line == 12  # type: ignore[union-attr]
+    assert back.value("engine.backends") == ["CPU", "CUDA"]
+    assert back.get("host.ram.total").unknown == "cannot read /proc/meminfo"  # type: ignore[union-attr]
+    [event] = back.events("oom")
+    assert (event.phase, event.line, event.data["bytes"]) == ("weights", 40, 10)
+    assert back.events_observed and back.inputs == ["run.log"]
+
+
+def test_event_text_is_bounded_and_counts_go_on_past_the_kept_ones() -> None:
+    facts = Facts()
+    for i in range(EVENTS_KEPT_PER_KIND + 25):
+        facts.add_event(Event("context_shift", i, "x" * 10_000, "llama.cpp"))
+    assert len(facts.events("context_shift")) == EVENTS_KEPT_PER_KIND
+    assert facts.event_count("context_shift") == EVENTS_KEPT_PER_KIND + 25
+    assert all(len(e.text) <= 400 for e in facts.events())
+
+
+def test_merge_adds_counts_beyond_kept_events() -> None:
+    a, b = Facts(), Facts()
+    for i in range(EVENTS_KEPT_PER_KIND + 5):
+        b.add_event(Event("ctx_full", i, "full", "llama.cpp"))
+    a.merge(b)
+    assert a.event_count("ctx_full") == EVENTS_KEPT_PER_KIND + 5

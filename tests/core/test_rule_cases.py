@@ -1,0 +1,17 @@
+"""Every built-in rule's own test cases, one pytest item each (what `llm-doctor rules test` runs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.rulebase import load_rulebase
+from doctor.ruletest import run_case
+
+_RB = load_rulebase([], env={})
+CASES = [(rule, case) for rule in _RB.rules for case in rule.tests]
+
+
+@pytest.mark.parametrize(("rule", "case"), CASES, ids=[f"{r.id}-{c.name}" for r, c in CASES])
+def test_rule_case(rule, case) -> None:  # type: ignore[no-untyped-def]
+    result = run_case(rule, case)
+    assert result.passed, result.describe()

@@ -1,0 +1,50 @@
+"""Message templates: facts only, safe, with units rendered for people and optional parts."""
+
+from __future__ import annotations
+
+from doctor.facts import Event, Facts, Source
+from doctor.templates import format_value, human_bytes, render
+
+SRC = Source("test", "t")
+
+
+def facts() -> Facts:
+    fx = Facts()
+    fx.set("config.n_ctx", 4096, SRC, "tokens")
+    fx.set("derived.kv_bytes", 47185920, SRC, "bytes")
+    fx.set("run.load_ms", 412093.66, SRC, "ms")
+    fx.set("run.output_repetition", 0.8, SRC)
+    return fx
+
+
+def test_units() -> None:
+    assert render("{config.n_ctx} tokens", facts()) == "4096 tokens"
+    assert render("{derived.kv_bytes}", facts()) == "45.00 MiB"
+    assert render("{run.load_ms}", facts()) == "412.1 s"
+    assert render("{run.output_repetition|pct}", facts()) == "80%"
+    assert render("{derived.kv_bytes|raw}", facts()) == "47185920"
+
+
+def test_unknown_placeholder_is_visible_not_silent() -> None:
+    assert render("--ctx-size {derived.ctx_recommended}", facts()) == "--ctx-size <ctx_recommended>"
+
+
+def test_optional_parts_drop_when_a_fact_is_unknown() -> None:
+    assert render("ctx {config.n_ctx}[[ ({derived.ctx_recommended} advised)]].", facts()) == "ctx 4096."
+    assert render("ctx[[ {config.n_ctx}]].", facts()) == "ctx 4096."
+
+
+def test_event_fields() -> None:
+    ev = Event("prompt_too_long", 7, "Requested tokens (401) exceed", "llama.cpp", data={"n_tokens": 401})
+    assert render("{event.n_tokens} at line {event.line}", facts(), ev) == "401 at line 7"
+    assert render("{event.n_ctx}", facts(), ev) == "<n_ctx>"
+
+
+def test_format_string_attacks_reach_nothing() -> None:
+    out = render("{config.n_ctx.__class__} {config.__init__.__globals__} {0} {__import__}", facts())
+    assert "class" not in out.replace("<__class__>", "") and "function" not in out and "module" not in out
+
+
+def test_human_bytes_negative_and_small() -> None:
+    assert human_bytes(-3 * 2**30) == "-3.00 GiB" and human_bytes(12) == "12 B"
+    assert format_value(True, None) == "yes" and format_value([1, 2], None) == "1, 2"

@@ -1,0 +1,125 @@
+"""The llama.cpp family on real logs: recorded llama-cpp-python runs and llama.cpp lines from issues.
+
+Each case names the finding that must lead, its class, lines that must be cited as evidence, and a
+piece of the fix a user would paste. Healthy logs must produce no warning or error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
+LCP = ROOT / "llama-cpp-python"
+LC = ROOT / "llama.cpp"
+
+CASES = [
+    # file, leading rule, class, evidence line numbers that must be cited, text the fix must contain
+    (LCP / "prompt-too-long.log", "LD201", "context.overflow", [2130], "n_ctx="),
+    (LCP / "generation-past-context.log", "LD202", "context.overflow", [2120], "n_ctx="),
+    (LCP / "generation-cut-at-context.log", "LD202", "context.overflow", [], "max_tokens"),
+    (LCP / "kv-f32.log", "LD701", "kv.dtype", [], "GGML_TYPE_F16"),
+    (LCP / "truncated-model.log", "LD901", "model.corrupt", [1], "re-download"),
+    (LCP / "missing-model.log", "LD902", "model.corrupt", [5], "model_path"),
+    (LC / "cuda-oom-weights.log", "LD301", "oom.weights", [35, 36, 37], "-ngl"),
+    (LC / "cuda-oom-compute.log", "LD303", "oom.compute", [35, 36, 37], "-ub"),
+    (LC / "cuda-oom-kv.log", "LD302", "oom.kv_cache", [29, 30], "-ctk q8_0"),
+    (LC / "cuda-oom-runtime.log", "LD304", "oom.runtime", [22], "-ngl"),
+    (LC / "host-oom-weights.log", "LD301", "oom.weights", [12, 13, 14], "mmap"),
+    (LC / "rocm-vulkan-metal-oom.log", "LD301", "oom.weights", [4, 5, 6], "-ngl"),
+    (LC / "vulkan-oom-kv.log", "LD302", "oom.kv_cache", [13, 14, 15, 16], "--ctx-size"),
+    (LC / "metal-oom-runtime.log", "LD304", "oom.runtime", [12], "-ngl"),
+    (LC / "partial-offload-slow.log", "LD504", "offload.partial", [28], "-ngl all"),
+    (LC / "server-slots-truncated.log", "LD203", "context.overflow", [62], "--parallel 4"),
+    (LC / "server-context-exceeded.log", "LD202", "context.overflow", [44, 47], "--ctx-size"),
+    (LC / "cpu-only-build-ngl.log", "LD501", "offload.none", [1, 2], "-DGGML_CUDA"),
+    (LC / "pasted-issue-crlf.log", "LD302", "oom.kv_cache", [17], "--ctx-size"),
+    (LC / "slow-load-threads.log", "LD512", "cpu.threads", [23], "-t "),
+]
+
+
+@pytest.mark.parametrize(("path", "rule", "cls", "lines", "fix"), CASES, ids=[c[0].name for c in CASES])
+def test_diagnosis(analyze, path: Path, rule: str, cls: str, lines: list[int], fix: str) -> None:  # type: ignore[no-untyped-def]
+    report = analyze(path)
+    assert report.assessment is not None, [f.id for f in report.findings]
+    assert (report.assessment.id, report.assessment.cls) == (rule, cls)
+    finding = next(f for f in report.findings if f.id == rule)
+    for line in lines:
+        assert line in finding.lines, (line, finding.lines)
+    commands = " ".join([finding.fix.text, *finding.fix.by_engine.values()])
+    assert fix in commands, commands
+
+
+@pytest.mark.parametrize("path", [LCP / "healthy.log", LCP / "healthy-chat.log", LCP / "mmap-off.log",
+                                  LC / "server-json-era-a.log"], ids=lambda p: p.name)
+def test_healthy_logs_have_no_warning_or_error(analyze, path: Path) -> None:  # type: ignore[no-untyped-def]
+    report = analyze(path)
+    assert not report.fails("warning"), [(f.id, f.message) for f in report.findings]
+
+
+def test_slow_load_is_found_beside_the_threads(analyze) -> None:  # type: ignore[no-untyped-def]
+    report = analyze(LC / "slow-load-threads.log")
+    slow = next(f for f in report.findings if f.id == "LD101")
+    assert "100 MB/s" in slow.message and slow.cls == "io.slow_load"
+
+
+def test_the_engine_is_detected(analyze) -> None:  # type: ignore[no-untyped-def]
+    assert analyze(LCP / "healthy.log").engine == "llama-cpp-python"
+    assert analyze(LC / "server-slots-truncated.log").engine == "llama.cpp"
+    report = analyze(LCP / "healthy.log")
+    assert report.facts.value("engine.detect_confidence") == "high"
+
+
+def test_facts_from_a_real_llama_cpp_python_run(analyze) -> None:  # type: ignore[no-untyped-def]
+    facts = analyze(LCP / "healthy.log").facts
+    assert facts.value("model.arch") == "llama" and facts.value("model.n_layer") == 30
+    assert facts.value("model.n_head_kv") == 3 and facts.value("model.n_ctx_train") == 8192
+    assert facts.value("config.n_ctx") == 2048 and facts.value("config.type_k") == "f16"
+    assert facts.value("config.use_mmap") is True and facts.value("engine.gpu_offload_supported") is False
+    assert facts.value("run.prompt_tokens") == 12 and facts.value("run.load_ms") > 0
+    assert facts.value("run.weights_host_bytes") == int(92.10 * 2**20)
+    assert facts.get("config.n_ctx").source.line == 1123  # type: ignore[union-attr]
+
+
+def test_server_era_b_timing_block_without_prefixes(analyze) -> None:  # type: ignore[no-untyped-def]
+    facts = analyze(LC / "server-slots-truncated.log").facts
+    assert facts.value("run.requests") == 2
+    assert facts.value("run.prompt_tokens_max") == 3174
+    assert facts.value("config.n_ctx_seq") == 2048 and facts.value("config.n_parallel") == 4
+    assert facts.event_count("truncation") == 2 and facts.event_count("context_shift") == 1
+
+
+def test_common_log_prefix_and_unified_kv(analyze) -> None:  # type: ignore[no-untyped-def]
+    facts = analyze(LC / "server-context-exceeded.log").facts
+    assert facts.value("config.kv_unified") is True and facts.value("config.flash_attn") == "enabled"
+    assert facts.value("run.offloaded_layers") == 29 and facts.value("run.gpu_free_at_load") == 11402 * 2**20
+
+
+def test_json_log_mode_and_era_a_timings(analyze) -> None:  # type: ignore[no-untyped-def]
+    facts = analyze(LC / "server-json-era-a.log").facts
+    assert facts.value("run.prompt_tokens") == 12 and facts.value("run.decode_tokens") == 128
+    assert facts.value("config.n_ctx_seq") == 2048 and facts.value("config.n_threads") == 12
+
+
+def test_pasted_crlf_quoted_wrapped_log(analyze) -> None:  # type: ignore[no-untyped-def]
+    facts = analyze(LC / "pasted-issue-crlf.log").facts
+    assert facts.value("model.n_layer") == 40 and facts.value("run.offloaded_layers") == 41
+    assert facts.value("run.weights_gpu_bytes") == int(8694.21 * 2**20)
+    [oom] = facts.events("oom")
+    assert oom.line == 17 and oom.phase == "kv_cache" and oom.data["phase_from"] == "stage"
+
+
+def test_sampler_params_are_read(analyze) -> None:  # type: ignore[no-untyped-def]
+    facts = analyze(LC / "cli-repetition.log").facts
+    assert facts.value("sampling.temperature") == 0.0 and facts.value("sampling.top_k") == 1
+    assert facts.value("sampling.repeat_penalty") == 1.0 and facts.value("sampling.seed") == 42
+    assert "golden brown" in facts.value("run.output_text")
+
+
+def test_old_sampling_block_and_legacy_buffers(analyze) -> None:  # type: ignore[no-untyped-def]
+    facts = analyze(LC / "partial-offload-slow.log").facts
+    assert facts.value("sampling.repeat_penalty") == 1.1 and facts.value("sampling.temperature") == 0.8
+    assert facts.value("run.weights_gpu_bytes") == int(7788.28 * 2**20)
+    assert facts.value("run.kv_host_bytes") == 352 * 2**20 and facts.value("run.kv_gpu_bytes") == 160 * 2**20
+    assert facts.value("run.decode_tps") == 5.25
