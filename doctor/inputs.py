@@ -65,9 +65,7 @@ def _peek(stream: BinaryIO) -> bytes:
     if callable(peek):
         return bytes(peek(4096))[:4096]
     peek_bytes = getattr(stream, "peek_bytes", None)
-    if callable(peek_bytes):
-        return bytes(peek_bytes(4096))
-    return b""
+    return bytes(peek_bytes(4096)) if callable(peek_bytes) else b""
 
 
 def _json_kind(head: bytes) -> str | None:

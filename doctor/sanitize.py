@@ -29,12 +29,15 @@ _ESCAPES = re.compile(
 )
 # C0 except tab, DEL, C1, and the Unicode formatting characters that reorder or hide text.
 _CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+_C1 = re.compile("[\x80-\x9f]")
 _ANSI_SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def strip_controls(text: str) -> str:
     """Remove escape sequences and control characters (tab kept)."""
-    if "\x1b" in text or any("\x80" <= ch <= "\x9f" for ch in text):
+    if text.isprintable():
+        return text
+    if "\x1b" in text or _C1.search(text):
         text = _ESCAPES.sub("", text)
     return _CONTROLS.sub("", text)
 

@@ -10,7 +10,6 @@ Pure apart from reading the given stream.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import BinaryIO
 
@@ -18,11 +17,12 @@ from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.detect import detect
 from doctor.logs.line import decode, make_line
+from doctor.logs.matcher import BytesPattern, compile_triggers
 from doctor.logs.registry import parser_classes
 from doctor.logs.stream import CHUNK, LineScanner, open_input, rewindable
 
 
-def _trigger_pattern(parsers: list[LogParser]) -> re.Pattern[bytes]:
+def _trigger_pattern(parsers: list[LogParser]) -> BytesPattern:
     fragments: list[str] = []
     seen: set[str] = set()
     for parser in parsers:
@@ -30,7 +30,7 @@ def _trigger_pattern(parsers: list[LogParser]) -> re.Pattern[bytes]:
             if frag not in seen:
                 seen.add(frag)
                 fragments.append(frag)
-    return re.compile("|".join(fragments).encode())
+    return compile_triggers(fragments)
 
 
 class LogAnalyzer:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.sanitize import strip_controls
@@ -23,19 +22,34 @@ _JSON_MSG_KEYS = ("msg", "message", "MESSAGE", "log", "text")
 MAX_JSON = 1 << 16
 
 
-@dataclass(slots=True)
 class LogLine:
-    number: int
-    text: str  # the normalised message text
-    raw: str  # the line as decoded and made inert (for evidence)
-    next_text: str | None = None  # the following physical line, normalised (for wrapped lines)
-    fields: dict[str, Any] = field(default_factory=dict)  # key/values from a JSON log line
+    """A candidate line. `next_text` (the following physical line, for wrapped lines) is decoded
+    only when a parser asks for it."""
+
+    __slots__ = ("_next", "_next_raw", "fields", "number", "raw", "text")
+
+    def __init__(self, number: int, text: str, raw: str, next_text: str | None = None,
+                 fields: dict[str, Any] | None = None, next_raw: bytes | None = None) -> None:
+        self.number = number
+        self.text = text  # the normalised message text
+        self.raw = raw  # the line as decoded and made inert (for evidence)
+        self.fields = fields or {}  # key/values from a JSON log line
+        self._next = next_text
+        self._next_raw = next_raw
+
+    @property
+    def next_text(self) -> str | None:
+        if self._next is None and self._next_raw:
+            self._next = normalise(decode(self._next_raw))[0]
+            self._next_raw = None
+        return self._next
 
     def joined(self) -> str:
         """This line with the next one appended (a line hard-wrapped by a terminal or a quote)."""
-        if not self.next_text:
+        nxt = self.next_text
+        if not nxt:
             return self.text
-        return self.text.rstrip() + " " + self.next_text.strip()
+        return self.text.rstrip() + " " + nxt.strip()
 
 
 def decode(raw: bytes) -> str:
@@ -44,7 +58,8 @@ def decode(raw: bytes) -> str:
 
 def normalise(text: str) -> tuple[str, dict[str, Any]]:
     """Return (message text, JSON fields) for one decoded line."""
-    text = strip_controls(text)
+    if not text.isprintable():
+        text = strip_controls(text)
     if text.startswith((">", " ")):
         text = _QUOTE.sub("", text)
     stripped = text.strip()
@@ -75,5 +90,5 @@ def _json_fields(text: str) -> dict[str, Any]:
 def make_line(number: int, raw: bytes, next_raw: bytes | None = None) -> LogLine:
     decoded = decode(raw)
     text, fields = normalise(decoded)
-    next_text = normalise(decode(next_raw))[0] if next_raw else None
-    return LogLine(number, text, strip_controls(decoded).rstrip(), next_text, fields)
+    inert = text if not fields and decoded.isprintable() else strip_controls(decoded).rstrip()
+    return LogLine(number, text, inert, None, fields, next_raw)

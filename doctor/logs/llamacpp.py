@@ -117,22 +117,34 @@ CLI_SIGNATURE = re.compile(r"\bmain: |system_info: n_threads|generate: n_ctx|sam
 BUILD = re.compile(r"build(?::| =)\s*(\d+) \(([0-9a-f]+)\)")
 OUTPUT_END = re.compile(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\[end of text\]|interrupted by user")
 
+# Trigger fragments: specific enough that the lines worth reading are the only candidates (they are
+# scanned over every byte of the input); RE2-compatible syntax (no look-around).
 TRIGGERS: tuple[str, ...] = (
-    r"print_info", r"llm_load_print_meta", r"loaded meta data", r"loading model tensors", r"offload",
-    r"buffer size", r"cells,", r"KV self size", r"kv self size", r"type_k", r"n_ctx", r"n_seq_max",
-    r"n_batch", r"n_ubatch", r"flash_attn", r"Flash Attention", r"kv_unified", r"n_slots",
-    r" time *=", r"tg *=", r"n_threads", r"AVX", r"NEON", r" devices", r"Device \d", r"using device",
-    r"backend from", r"ggml_metal", r"ggml_vulkan", r"GPU", r"failed", r"Failed", r"error", r"Error",
-    r"exceed", r"too long", r"too big", r"larger than", r"truncated", r"context shift", r"context full",
-    r"shifting", r"KV cache", r"returned", r"out of memory", r"OutOf", r"Insufficient Memory",
-    r"allocation of size", r"unable to", r"GGML_A", r"Segmentation", r"dumped", r"terminate called",
-    r"Aborted", r"SIGABRT", r"SIGSEGV", r"Model metadata", r"chat format", r"chat template", r"eos_token",
-    r"Llama\.", r"llama_cpp", r"repeat_penalty", r"top_k", r"mirostat", r"seed", r"generate: ",
-    r"new prompt", r"new slot", r"stop processing", r"slot ", r"srv ", r"server is listening",
-    r"all slots are idle", r"main: ", r"build", r"not within", r"corrupt", r"invalid magic",
-    r"bad GGUF", r"VRAM used", r"mem required", r"'text'", r"\"text\"", r"finish_reason", r"Model path", r"end of text",
-    r"interrupted", r"Traceback", r"trained on only",
+    r"(?:print_info|llm_load_print_meta): +(?:arch|n_ctx_train|n_embd|n_layer |n_head|n_swa|n_expert|n_vocab"
+    r"|model (?:type|ftype|params|size)|file (?:type|size)|general\.name)",
+    r"loaded meta data", r"loading model tensors", r"offloaded \d+/", r"buffer size +=", r"cells,",
+    r"KV self size", r"kv self size", r"type_k = '", r"VRAM used", r"mem required",
+    r"n_ctx(?:_seq|_per_seq)? +=", r"n_seq_max +=", r"n_u?batch +=", r"flash_attn +=", r"Flash Attention",
+    r"kv_unified +=", r"n_slots", r"> n_ctx_train", r"trained on only",
+    r" time +=", r"(?:tg|n_gen|n_decoded) += ", r"n_threads +=", r"(?:AVX2|NEON|SSE3) = ",
+    r"found \d+ \w+ devices", r"Device \d+: ", r"using device", r"backend from", r"ggml_metal\w*: (?:found device|GPU name|error)",
+    r"ggml_vulkan: (?:Found|Device memory)", r"no usable GPU|GPU offload support|without GPU support",
+    r"failed|Failed|error|Error|unable to|out of memory|OutOf|Insufficient Memory",
+    r"GGML_A|Segmentation fault|core dumped|terminate called|Aborted|SIGABRT|SIGSEGV",
+    r"not within the file|corrupt|invalid magic|bad GGUF|Model path",
+    r"exceed|too long|too big|larger than|truncated|context shift|context full|shifting|KV cache|returned",
+    r"Model metadata|chat format|chat template|eos_token|Llama\.|llama_cpp",
+    r"repeat_penalty|top_k = |mirostat = |sampler seed|sampler params|seed +=", r"generate: n_ctx",
+    r"new prompt|new slot|stop processing|initializing|print_timing|server is listening|all slots are idle",
+    r"build(?::| =) \d+ \(", r"'text': |\"text\": |finish_reason|end of text|interrupted by user",
 )
+
+
+_MEMORY_KEYS = ("alloc", "emory", "OutOf", "rror", "ailed", "GGML_A", "bort", "egmentation", "dumped",
+                "terminate", "SIG", "unable", "corrupt", "magic", "GGUF", "architecture", "not exist", "load model",
+                "within the file")
+_CONTEXT_KEYS = ("exceed", "too long", "too big", "larger than", "truncated", "context", "KV cache",
+                 "memory slot", "cache slot", "decode", "returned", "failed to eval", "shifting")
 
 
 def _num(text: str | None) -> float | None:
@@ -243,11 +255,11 @@ class LlamaCppParser(LogParser):
         if "print_info" in t or "llm_load_print_meta" in t:
             self._meta(line)
             return True
-        if self._memory(line):
+        if any(k in t for k in _MEMORY_KEYS) and self._memory(line):
             return True
-        if self._context_overflow(line):
+        if any(k in t for k in _CONTEXT_KEYS) and self._context_overflow(line):
             return True
-        if self._timings(line):
+        if (" time" in t or "t/s" in t) and self._timings(line):
             return True
         m = LOADED_META.search(t)
         if m:

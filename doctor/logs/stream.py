@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import gzip
 import io
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from doctor.errors import InputError
+from doctor.logs.matcher import BytesPattern
 
 CHUNK = 4 << 20
 MAX_LINE = 16 << 10
@@ -38,7 +38,7 @@ class RawLine:
 
 
 class LineScanner:
-    def __init__(self, trigger: re.Pattern[bytes], max_line: int = MAX_LINE) -> None:
+    def __init__(self, trigger: BytesPattern, max_line: int = MAX_LINE) -> None:
         self.trigger = trigger
         self.max_line = max_line
         self.capture = False
@@ -153,7 +153,7 @@ def open_input(stream: BinaryIO) -> BinaryIO:
     """Wrap a byte stream: transparently gunzip, refuse binary input with a clear reason."""
     peek = _peek(stream)
     if peek.startswith(b"\x1f\x8b"):
-        stream = gzip.GzipFile(fileobj=stream)  # type: ignore[assignment]
+        stream = io.BufferedReader(gzip.GzipFile(fileobj=stream), 1 << 20)  # type: ignore[arg-type,assignment]
         try:
             peek = _peek(stream)
         except (OSError, EOFError) as exc:
@@ -165,11 +165,13 @@ def open_input(stream: BinaryIO) -> BinaryIO:
 
 
 def _peek(stream: BinaryIO) -> bytes:
-    if isinstance(stream, io.BufferedReader):
-        return stream.peek(SNIFF)[:SNIFF]
-    if not isinstance(stream, _Rewound):
-        raise TypeError("wrap the stream with rewindable() first")
-    return stream.peek_bytes(SNIFF)
+    peek = getattr(stream, "peek", None)
+    if callable(peek):
+        return bytes(peek(SNIFF))[:SNIFF]
+    peek_bytes = getattr(stream, "peek_bytes", None)
+    if callable(peek_bytes):
+        return bytes(peek_bytes(SNIFF))
+    raise TypeError("wrap the stream with rewindable() first")
 
 
 class _Rewound(io.RawIOBase):
