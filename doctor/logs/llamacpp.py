@@ -43,6 +43,8 @@ KV_TYPES_OLD = re.compile(r"type_k = '(\w+)', type_v = '(\w+)'")
 CTX_KV = re.compile(r"\b(n_ctx|n_ctx_seq|n_ctx_per_seq|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|n_ctx_slot|n_slots)\s*=\s*'?([\w.]+)")
 CTX_TRAIN_OVER = re.compile(r"n_ctx_(?:seq|per_seq|pre_seq) \((\d+)\) > n_ctx_train \((\d+)\)")
 CTX_TRAIN_WARN = re.compile(r"model was trained on only (\d+) context tokens \((\d+) specified\)")
+QUANT_V_NEEDS_FA = re.compile(r"quantized V cache requires flash_attn|V cache quantization requires flash_attn"
+                              r"|quantized V cache was requested, but this requires Flash Attention")
 FA_DECISION = re.compile(r"Flash Attention (?:was auto, set to (enabled|disabled)|(enabled)|not supported, set to (disabled))")
 TIMING = re.compile(r"(load|prompt eval|generation eval|eval|total|sample|sampling|samplers) time\s*=\s*" + NUM
                     + r"\s*ms(?:\s*/\s*(\d+)\s*(tokens|runs))?(?:\s*\(\s*" + NUM + r"\s*ms per token,\s*" + NUM
@@ -125,7 +127,7 @@ TRIGGERS: tuple[str, ...] = (
     r"loaded meta data", r"loading model tensors", r"offloaded \d+/", r"buffer size +=", r"cells,",
     r"KV self size", r"kv self size", r"type_k = '", r"VRAM used", r"mem required",
     r"n_ctx(?:_seq|_per_seq)? +=", r"n_seq_max +=", r"n_u?batch +=", r"flash_attn +=", r"Flash Attention",
-    r"kv_unified +=", r"n_slots", r"> n_ctx_train", r"trained on only",
+    r"kv_unified +=", r"n_slots", r"V cache (?:quantization )?requires|quantized V cache", r"> n_ctx_train", r"trained on only",
     r" time +=", r"(?:tg|n_gen|n_decoded) += ", r"n_threads +=", r"(?:AVX2|NEON|SSE3) = ",
     r"found \d+ \w+ devices", r"Device \d+: ", r"using device", r"backend from", r"ggml_metal\w*: (?:found device|GPU name|error)",
     r"ggml_vulkan: (?:Found|Device memory)", r"no usable GPU|GPU offload support|without GPU support",
@@ -438,6 +440,9 @@ class LlamaCppParser(LogParser):
     def _context_params(self, line: LogLine) -> bool:
         t = line.text
         s = self.s
+        if QUANT_V_NEEDS_FA.search(t):
+            self.event("context_failed", line, reason="v_quant_needs_fa")
+            return True
         m = CTX_TRAIN_OVER.search(t)
         if m:
             self.event("ctx_over_train", line, n_ctx=int(m.group(1)), n_ctx_train=int(m.group(2)))
@@ -630,8 +635,6 @@ class LlamaCppParser(LogParser):
         if " time" not in t:
             return False
         m = TIMING.search(t)
-        if not m and line.next_text:
-            m = TIMING.search(line.joined())
         if not m:
             return False
         what, ms, count, unit, per_tok, tps = m.group(1), _num(m.group(2)), m.group(3), m.group(4), m.group(5), m.group(6)

@@ -20,6 +20,7 @@ CASES = [
     (LCP / "generation-past-context.log", "LD202", "context.overflow", [2120], "n_ctx="),
     (LCP / "generation-cut-at-context.log", "LD202", "context.overflow", [], "max_tokens"),
     (LCP / "kv-f32.log", "LD701", "kv.dtype", [], "GGML_TYPE_F16"),
+    (LCP / "quantized-v-without-fa.log", "LD703", "kv.dtype", [1121], "flash_attn=True"),
     (LCP / "truncated-model.log", "LD901", "model.corrupt", [1], "re-download"),
     (LCP / "missing-model.log", "LD902", "model.corrupt", [5], "model_path"),
     (LC / "cuda-oom-weights.log", "LD301", "oom.weights", [35, 36, 37], "-ngl"),
