@@ -43,6 +43,7 @@ class LogAnalyzer:
         for parser in self.parsers:
             parser.bind(self.facts)
         self.scanner = LineScanner(_trigger_pattern(self.parsers))
+        self.skipped_lines = 0
 
     def feed(self, data: bytes) -> None:
         self._consume(self.scanner.feed(data))
@@ -58,7 +59,12 @@ class LogAnalyzer:
             if raw.text is not None:
                 line = make_line(raw.number, raw.text, raw.next)
                 for parser in parsers:
-                    parser.feed(line)
+                    try:
+                        parser.feed(line)
+                    except (ValueError, OverflowError, ArithmeticError):
+                        # a line shaped like a known one but with numbers no engine prints
+                        # (30 000 digits, ...): it is not that line; go on with the next
+                        self.skipped_lines += 1
                 capture_any = any(p.wants_capture() for p in parsers)
                 self.scanner.capture = capture_any
             elif raw.gap is not None and capture_any:
