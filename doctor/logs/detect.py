@@ -1,7 +1,11 @@
 """Say which engine wrote a log, and how sure we are, from the parsers' signature votes.
 
-Wrappers win over what they wrap: Ollama and llama-cpp-python print llama.cpp's own lines, so a
-log with Ollama or llama-cpp-python signatures is theirs even when most lines are llama.cpp's.
+Wrappers win over what they wrap: Ollama, llama-cpp-python and TGI's llama.cpp backend print
+llama.cpp's own lines, so a log with their signatures is theirs even when most lines are
+llama.cpp's. Engines that do not wrap each other (vLLM and llama.cpp, Ollama and TGI) in one input
+make it *mixed*: a paste holding two logs, or one engine's lines quoted inside another tool's log.
+The leading engine is the one with the most signature lines; confidence falls when the input is
+short (a few lines quoted from a long log) or when another engine's lines are close in number.
 
 Pure.
 """
@@ -9,10 +13,11 @@ Pure.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 ENGINES = ("ollama", "llama-cpp-python", "vllm", "tgi", "llama.cpp")
-WRAPPERS = {"ollama": "llama.cpp", "llama-cpp-python": "llama.cpp"}
+WRAPPERS = {"ollama": "llama.cpp", "llama-cpp-python": "llama.cpp", "tgi": "llama.cpp"}
+ALIASES = {"llama-server": "llama.cpp", "llama.cpp-library": "llama.cpp"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,30 +26,41 @@ class Detection:
     confidence: str  # high | medium | low
     seen: list[str]  # every engine with signature lines, strongest first
     scores: dict[str, int]
+    mixed: bool = False  # lines of engines that do not wrap each other
+    others: list[str] = field(default_factory=list)  # the engines besides the leader, after wrapping
 
 
 def detect(votes: Counter[str]) -> Detection:
     scores: Counter[str] = Counter()
     for key, count in votes.items():
-        if key in ("llama-server", "llama.cpp-library"):
-            scores["llama.cpp"] += count
-        elif key in ENGINES:
-            scores[key] += count
+        name = ALIASES.get(key, key)
+        if name in ENGINES and count > 0:
+            scores[name] += count
     seen = [e for e, c in scores.most_common() if c > 0]
     if not seen:
         return Detection(None, "low", [], dict(scores))
-    # a wrapper whose own lines are present takes the lines of what it wraps
-    effective = Counter(scores)
-    for wrapper, inner in WRAPPERS.items():
-        if scores[wrapper] > 0 and scores[inner] > 0:
-            effective[wrapper] += effective.pop(inner)
+    effective = _fold_wrapped(scores)
     ranked = effective.most_common()
     engine, top = ranked[0]
     second = ranked[1][1] if len(ranked) > 1 else 0
-    if top >= 3 and second * 3 <= top:
+    mixed = second > 0
+    if top >= 3 and second * 3 <= top and (not mixed or second * 10 <= top):
         confidence = "high"
     elif top >= 2 and second < top:
         confidence = "medium"
     else:
         confidence = "low"
-    return Detection(engine, confidence, seen, dict(scores))
+    seen = [engine] + [e for e in seen if e != engine]
+    return Detection(engine, confidence, seen, dict(scores), mixed, [e for e, _ in ranked[1:]])
+
+
+def _fold_wrapped(scores: Counter[str]) -> Counter[str]:
+    """Give a wrapper the lines of the engine it wraps (the strongest wrapper present takes them)."""
+    effective = Counter({e: c for e, c in scores.items() if c > 0})
+    inners = {inner for inner in WRAPPERS.values()}
+    for inner in inners:
+        wrappers = [w for w, i in WRAPPERS.items() if i == inner and effective[w] > 0]
+        if wrappers and effective[inner] > 0:
+            strongest = max(wrappers, key=lambda w: effective[w])
+            effective[strongest] += effective.pop(inner)
+    return effective

@@ -94,8 +94,8 @@ CPU_ALLOC = re.compile(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to al
 BACKEND_OOM = re.compile(r"\b(CUDA|ROCm|MUSA) error: out of memory|CUDA error \d+ at .*: out of memory"
                          r"|ErrorOutOfDeviceMemory|Device memory allocation of size (\d+) failed"
                          r"|kIOGPUCommandBufferCallbackErrorOutOfMemory|Insufficient Memory"
-                         r"|failed to allocate Metal buffer of (\d+) bytes|ggml_metal\w*: error: failed to allocate buffer, size =\s*([\d.]+) MiB"
-                         r"|torch\.OutOfMemoryError|CUDA out of memory\. Tried to allocate")
+                         r"|failed to allocate Metal buffer of (\d+) bytes|ggml_metal\w*: error: failed to allocate buffer, size =\s*([\d.]+) MiB")
+# PyTorch's "CUDA out of memory. Tried to allocate" (vLLM, TGI) is read by doctor/logs/vllm.py, which knows their steps
 PHASE_WEIGHTS = re.compile(r"unable to allocate (\S+) buffer|error loading model: .*(?:alloc|memory)")
 PHASE_KV = re.compile(r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|kv_cache_init.*failed|failed to allocate (?:the )?KV")
 PHASE_COMPUTE = re.compile(r"failed to allocate compute (?:pp |tg )?buffers|compute buffer allocation failed|failed to allocate output buffer|failed to allocate graph")
@@ -814,6 +814,9 @@ class LlamaCppParser(LogParser):
             s.pending.append(_PendingOom(line, data, s.stage, phase))
             return True
         if CUDA_MALLOC_BARE.search(t):
+            recent = self.facts.events("oom")[-4:]
+            if not s.pending and any(0 < line.number - (e.line or 0) <= 200 for e in recent):
+                return True  # a wrapper restating the OOM just reported (Ollama: "llama runner process has terminated")
             s.pending.append(_PendingOom(line, {}, s.stage))
             return True
         m = CORRUPT.search(t)

@@ -1,0 +1,675 @@
+"""Ollama server.log in every era, and the `ollama run --verbose` statistics block.
+
+What is read (format strings from Ollama's source by version, see fixtures/logs/ollama/README.md):
+- slog lines `time=… level=… source=file.go:N msg=… key=value …`, bare or behind a journald prefix
+  (`Mon DD hh:mm:ss host ollama[pid]:`); values are parsed as Go's slog writes them (quoted when
+  they hold spaces, groups flattened to `group.key=`);
+- the memory estimate in its three eras: `offload to gpu` (layers.requested / layers.real, or
+  reallayers / layers), `offload to cuda|rocm|metal|cpu` and `msg=offload library=…` (layers.model,
+  layers.offload, memory.available, memory.required.full|partial|kv), and the Ollama engine's
+  `loading model "model layers"=N requested=M` plus its per-device memory lines;
+- GPU discovery (`inference compute`, `no compatible GPUs were discovered`) and the AVX gate that
+  turns GPUs off on CPUs without AVX (three wordings);
+- the server configuration (`server config env=map[…]`), the runner command line or load request
+  (context size, parallel slots, GPU layers, threads, flash attention, KV cache type);
+- context: `truncating input prompt` (limit, prompt, keep, new), `requested context size too large
+  for model`; memory: `model request too large for system`, `model requires more system memory`;
+- runner start time and death (`llama runner process has terminated`, `no longer running`, the
+  llama-server wording of v0.30+), `[GIN]` access lines, flash-attention / KV-type warnings.
+
+The llama.cpp runner's own output in the same file is read by the llama.cpp parser, which sees every
+candidate line; nothing here repeats its patterns.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from doctor.facts import Facts, Source
+from doctor.logs.base import LogParser
+from doctor.logs.line import LogLine
+from doctor.logs.vllm import line_filter, size_text
+
+SLOG = re.compile(r"\blevel=(?:DEBUG|INFO|WARN|ERROR|TRACE)\b.*?\bmsg=")
+SOURCE = re.compile(r"\bsource=[\w./\-]+\.go:\d+")
+PAIR = re.compile(r'("(?:[^"\\]|\\.)*"|[^\s="]+)=("(?:[^"\\]|\\.)*"|\S*)')
+JOURNALD = re.compile(r"\bollama\[\d+\]: ")
+OLD_GO_LOG = re.compile(r"\b(?:llama|routes|server|images|download)\.go:\d+: ")
+GIN = re.compile(r"\[GIN\] [\d/]+ - [\d:]+ \|\s*(\d{3})\s*\|\s*([\d.]+)(µs|μs|us|ms|s|m)\s*\|")
+CLI_STAT = re.compile(r"^\s*(total duration|load duration|prompt eval count|prompt eval duration|prompt eval rate"
+                      r"|eval count|eval duration|eval rate):\s+(.+?)\s*$")
+GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|µs|μs|us|ns|m|s)")
+AVX_GATE = re.compile(r"CPU does not have AVX or AVX2, disabling GPU support"
+                      r"|CPU does not have minimum vector extensions, GPU inference disabled"
+                      r"|GPU runner incompatible with host system, CPU does not have AVX")
+CMD_FLAG = re.compile(r"--([\w-]+)(?:[ =]([^\s\"-][^\s\"]*))?")
+LOAD_REQUEST = re.compile(r"\b(Parallel|BatchSize|FlashAttention|KvSize|KvCacheType|NumThreads|GPULayers)"
+                          r":([^\s\[\]}]*)")
+LISTENING = re.compile(r"Listening on \S+ \(version ([\w.\-+]+)\)")
+ENV_PAIR = re.compile(r"\b(OLLAMA_[A-Z_]+):(\S*)")
+TERMINATED = re.compile(r"(?:llama runner|llama-server) process (?:has terminated|no longer running)(?::\s*(.*))?")
+EXIT = re.compile(r"exit status (0x[0-9a-fA-F]+|-?\d+)|signal: ([\w ]+)")
+SYSTEM_MEMORY = re.compile(r"model requires more system memory \(([\d.]+ [KMGT]?i?B)\) than is available "
+                           r"\(([\d.]+ [KMGT]?i?B)\)")
+
+# messages an Ollama server (any era) writes; each one also votes for Ollama
+TRIGGERS: tuple[str, ...] = (
+    r"offload to |msg=offload ", r"inference compute", r"no compatible GPUs", r"vector extensions|does not have AVX",
+    r"truncating input prompt", r"context size too large", r"runner started in|llama-server started in",
+    r"starting llama server|starting runner|msg=load request=", r"msg=\"loading model\"",
+    r"msg=\"(?:model weights|kv cache|compute graph|total memory)\"", r"server config", r"Listening on ",
+    r"request too large for system|more system memory", r"process has terminated|process no longer running",
+    r"llama runner terminated", r"\[GIN\] ",
+    r"(?:total|load) duration: |prompt eval (?:count|duration|rate): |eval (?:count|duration|rate): ",
+    r"flash attention (?:enabled but|requested)|enabling flash attention|kv cache type not supported",
+    r"quantized kv cache requested",
+    r"memory layout cannot be allocated|did not fit, applying backoff|VRAM usage didn't recover",
+)
+
+KV_ENV = ("OLLAMA_CONTEXT_LENGTH", "OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_LOADED_MODELS", "OLLAMA_FLASH_ATTENTION",
+          "OLLAMA_KV_CACHE_TYPE", "OLLAMA_MODELS", "OLLAMA_NEW_ENGINE")
+
+
+def slog_pairs(text: str) -> dict[str, str]:
+    """key=value pairs of a Go slog text line (quoted keys and values unquoted)."""
+    start = text.find("time=")
+    if start < 0:
+        start = text.find("level=")
+    out: dict[str, str] = {}
+    for m in PAIR.finditer(text, max(start, 0)):
+        key, value = m.group(1), m.group(2)
+        out[_unquote(key)] = _unquote(value)
+    return out
+
+
+# the start of a log record: a line that begins like this is not the tail of a wrapped one
+RECORD_START = re.compile(r"^(?:time=|\[GIN\]|[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d |\d{4}[-/]\d\d[-/]\d\d|[\w.]+: |"
+                          r"(?:INFO|WARN|WARNING|ERROR|DEBUG) |\[?\w+\]|\(|\{|Traceback|  File |>>> |\S+ \S+:\s*$)")
+TERMINAL_WIDTHS = (80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250)
+
+
+def _wrapped(line: LogLine) -> bool:
+    """A long record whose next physical line carries on with it (a terminal or an issue quote wrapped it)."""
+    nxt = line.next_text
+    if not nxt or len(line.text) < 60 or RECORD_START.search(nxt.lstrip()):
+        return False
+    open_quote = (line.text.count('"') - line.text.count('\\"')) % 2 == 1
+    return open_quote or "=" in nxt
+
+
+def unwrap(line: LogLine) -> str:
+    """The record with its wrapped tail: a terminal cuts at its width, mid-word; a quote wraps at a space."""
+    nxt = (line.next_text or "").strip()
+    if len(line.raw) in TERMINAL_WIDTHS or len(line.text) in TERMINAL_WIDTHS:
+        return line.text + nxt
+    return line.text.rstrip() + " " + nxt
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return value
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def _sizes(value: str | None) -> int | None:
+    """'[11.6 GiB 11.6 GiB]', '23.3 GiB' or a raw byte count -> total bytes."""
+    if not value:
+        return None
+    if value.isdigit():
+        return int(value)
+    total, found = 0, False
+    for m in re.finditer(r"(-?[\d.]+)\s*([KMGT]i?B|B)\b", value):
+        size = size_text(m.group(0))
+        if size is not None:
+            total += size
+            found = True
+    return total if found else None
+
+
+def go_duration_ms(text: str) -> float | None:
+    """Go's time.Duration String ('1m2.5s', '812.3ms', '45.2µs') in milliseconds."""
+    scale = {"h": 3_600_000.0, "m": 60_000.0, "s": 1000.0, "ms": 1.0, "µs": 0.001, "μs": 0.001, "us": 0.001,
+             "ns": 0.000001}
+    parts = GO_DURATION.findall(text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        return None
+    return round(sum(float(n) * scale[u] for n, u in parts), 6)
+
+
+@dataclass(slots=True)
+class _Offload:
+    line: LogLine
+    library: str | None = None
+    requested: int | None = None
+    model: int | None = None
+    offload: int | None = None
+
+
+@dataclass(slots=True)
+class _Cli:
+    load_ms: float | None = None
+    prompt_tokens: int | None = None
+    prompt_ms: float | None = None
+    prompt_tps: float | None = None
+    eval_tokens: int | None = None
+    eval_ms: float | None = None
+    eval_tps: float | None = None
+    total_ms: float | None = None
+    line: LogLine | None = None
+
+
+@dataclass(slots=True)
+class _State:
+    offload: _Offload | None = None
+    gpus: list[tuple[str, int | None, int | None]] = field(default_factory=list)  # name, total, free
+    gpu_block_line: int = -10
+    gpu_line: LogLine | None = None
+    no_gpu_line: LogLine | None = None
+    requests: int = 0
+    errors_5xx: int = 0
+    gin_line: LogLine | None = None
+    cli: list[_Cli] = field(default_factory=list)
+    cli_current: _Cli | None = None
+    memory: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> device -> bytes
+    memory_line: LogLine | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    env_line: LogLine | None = None
+    ctx_size: int | None = None
+    parallel: int | None = None
+    runner_line: LogLine | None = None
+    start_s: float | None = None
+    start_line: LogLine | None = None
+    crashed_texts: set[str] = field(default_factory=set)
+
+
+class OllamaParser(LogParser):
+    name = "ollama"
+    triggers = TRIGGERS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = _State()
+        self._mine = line_filter(TRIGGERS)
+
+    def feed(self, line: LogLine) -> None:
+        t = line.text
+        if not self._mine(t):
+            return
+        if "[GIN]" in t:
+            self._gin(line)
+            return
+        if ("duration:" in t or "eval " in t or "rate:" in t) and self._cli(line):
+            return
+        is_slog = bool(SLOG.search(t))
+        if (is_slog and SOURCE.search(t)) or JOURNALD.search(t) or OLD_GO_LOG.search(t):
+            self.votes["ollama"] += 1
+        if is_slog and _wrapped(line):
+            t = unwrap(line)
+        pairs = slog_pairs(t) if is_slog else {}
+        msg = pairs.get("msg", t)
+        for handler in (self._offload, self._gpus, self._context, self._runner, self._memory, self._warnings):
+            if handler(line, msg, pairs):
+                return
+
+    # -- memory estimate and offload ------------------------------------------------------------------
+    def _offload(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
+        if msg.startswith("offload to ") or msg == "offload":
+            library = p.get("library") or msg.removeprefix("offload to ").strip() or None
+            off = _Offload(line, library=library.lower() if library else None)
+            if "layers.model" in p:  # v0.1.45 → v0.12
+                off.model, off.offload = _int(p.get("layers.model")), _int(p.get("layers.offload"))
+                off.requested = _int(p.get("layers.requested"))
+            elif "layers.real" in p:  # v0.1.33 → v0.1.44: requested and the estimate, no model count
+                off.offload, off.requested = _int(p.get("layers.real")), _int(p.get("layers.requested"))
+            elif "reallayers" in p:  # v0.1.32
+                off.offload, off.model = _int(p.get("reallayers")), _int(p.get("layers"))
+            self.s.offload = off
+            if off.library:
+                self.set("server.ollama.library", off.library, line)
+            for name, value in (("server.ollama.layers_model", off.model),
+                                ("server.ollama.layers_offload", off.offload),
+                                ("server.ollama.layers_requested", off.requested)):
+                if value is not None:
+                    self.set(name, value, line, "layers")
+            if off.requested is not None and off.requested >= 0:
+                self.set("config.n_gpu_layers", off.requested, line, "layers")
+            sizes = {"server.ollama.memory_available": p.get("memory.available") or p.get("available"),
+                     "server.ollama.memory_required_full": p.get("memory.required.full") or p.get("required"),
+                     "server.ollama.memory_required_partial": p.get("memory.required.partial") or p.get("used"),
+                     "server.ollama.memory_required_kv": p.get("memory.required.kv") or p.get("kv"),
+                     "server.ollama.memory_weights": p.get("memory.weights.total")}
+            for name, raw in sizes.items():
+                value = _sizes(raw)
+                if value is not None:
+                    self.set(name, value, line, "bytes")
+            return True
+        if msg == "loading model" and "model layers" in p:  # v0.11+ scheduler
+            model, requested = _int(p.get("model layers")), _int(p.get("requested"))
+            if model is not None:
+                self.set("server.ollama.layers_model", model, line, "layers")
+            if requested is not None:
+                self.set("server.ollama.layers_requested", requested, line, "layers")
+                if requested >= 0:
+                    self.set("config.n_gpu_layers", requested, line, "layers")
+            return True
+        if msg in ("model weights", "kv cache", "compute graph") and "size" in p:  # Ollama engine, per device
+            size = _sizes(p.get("size"))
+            if size is not None:
+                device = p.get("device", "CPU")
+                self.s.memory.setdefault(msg, {})[device] = size
+                self.s.memory_line = line
+            return True
+        return False
+
+    # -- GPUs and the AVX gate -------------------------------------------------------------------------------
+    def _gpus(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
+        s = self.s
+        if msg == "inference compute":
+            if line.number - s.gpu_block_line > 3:
+                s.gpus = []  # a new discovery block
+            s.gpu_block_line = line.number
+            library = (p.get("library") or "").lower()
+            if library == "cpu":
+                s.no_gpu_line = line
+                return True
+            # v0.12+ logs the backend device as name= (CUDA0) and the card as description=
+            name = p.get("description") or p.get("name", "")
+            s.gpus.append((name, _sizes(p.get("total")), _sizes(p.get("available"))))
+            s.gpu_line = line
+            self.set("server.ollama.library", library, line)
+            return True
+        if "no compatible GPUs were discovered" in msg:
+            s.no_gpu_line = line
+            return True
+        if AVX_GATE.search(line.text):
+            self.set("server.ollama.gpu_gated_avx", True, line)
+            self.event("warning", line, what="gpu_disabled_no_avx")
+            return True
+        return False
+
+    # -- context ---------------------------------------------------------------------------------------------
+    def _context(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
+        if msg == "truncating input prompt":
+            limit, prompt = _int(p.get("limit")), _int(p.get("prompt"))
+            keep = _int(p.get("keep") or p.get("numKeep"))
+            data: dict[str, Any] = {"engine": "ollama", "limit": "num_ctx"}
+            if limit is not None:
+                data["n_ctx"] = limit
+                self.set("config.num_ctx", limit, line, "tokens")
+                self.set("server.ollama.num_ctx", limit, line, "tokens")
+            if prompt is not None:
+                data["n_tokens"] = prompt
+            if keep is not None:
+                data["n_keep"] = keep
+            new = _int(p.get("new"))
+            if new is not None:
+                data["kept_tokens"] = new
+            self.event("truncation", line, **data)
+            return True
+        if msg == "requested context size too large for model":
+            # Ollama does not run past the trained context: it caps num_ctx to n_ctx_train and goes on
+            n_ctx, train = _int(p.get("num_ctx")), _int(p.get("n_ctx_train"))
+            parallel = _int(p.get("num_parallel")) or 1  # v0.9 logged num_ctx for all slots together
+            data: dict[str, Any] = {"what": "num_ctx_capped", "engine": "ollama"}
+            if n_ctx is not None:
+                data["asked"] = n_ctx // parallel
+            if train is not None:
+                data["n_ctx_train"] = train
+                self.set("model.n_ctx_train", train, line, "tokens")
+                self.set("config.num_ctx", train, line, "tokens")
+            self.event("warning", line, **data)
+            return True
+        return False
+
+    # -- runner start, configuration and death -----------------------------------------------------------
+    def _runner(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
+        t = line.text
+        s = self.s
+        if msg in ("starting llama server", "starting runner", "starting llama-server") and "cmd" in p:
+            self._command(line, p["cmd"])
+            return True
+        if msg == "load" and "request" in p:
+            self._load_request(line, p["request"])
+            return True
+        m = re.search(r"(?:llama runner|llama-server) started in ([\d.]+) seconds", t)
+        if m:
+            s.start_s, s.start_line = float(m.group(1)), line
+            self.set("server.ollama.runner_start_s", float(m.group(1)), line, "s")
+            return True
+        if msg == "server config" and "env" in p:
+            s.env = dict(ENV_PAIR.findall(p["env"]))
+            s.env_line = line
+            for key in KV_ENV:
+                value = s.env.get(key)
+                if value:
+                    self._env_fact(key, value, line)
+            return True
+        m = LISTENING.search(t)
+        if m:
+            self.set("engine.version", m.group(1), line)
+            return True
+        m = TERMINATED.search(t)
+        if m:
+            detail = (m.group(1) or p.get("error", "")).strip()
+            key = detail[:120]
+            if key not in s.crashed_texts:
+                s.crashed_texts.add(key)
+                data: dict[str, Any] = {"engine": "ollama"}
+                e = EXIT.search(detail)
+                if e and e.group(1):
+                    code = e.group(1)  # Windows reports NTSTATUS codes in hex (0xc0000409)
+                    data["exit_status"] = code
+                    self.set("run.exit_status", int(code, 16) if code.startswith("0x") else int(code), line)
+                elif e and e.group(2):
+                    data["signal"] = e.group(2).strip()
+                self.event("crash", line, **data)
+                self.set("run.crashed", True, line)
+            return True
+        return msg == "llama runner terminated"
+
+    def _command(self, line: LogLine, cmd: str) -> None:
+        flags = {k: v for k, v in CMD_FLAG.findall(cmd)}
+        s = self.s
+        s.runner_line = line
+        if flags.get("model"):
+            self.set("model.path", flags["model"], line)
+        ctx, parallel = _int(flags.get("ctx-size")), _int(flags.get("parallel"))
+        if ctx:
+            s.ctx_size = ctx
+        if parallel:
+            s.parallel = parallel
+            self.set("config.n_parallel", parallel, line, "sequences")
+        layers = _int(flags.get("n-gpu-layers"))
+        if layers is not None:
+            self.set("config.n_gpu_layers", layers, line, "layers")
+        threads = _int(flags.get("threads"))
+        if threads:
+            self.set("config.n_threads", threads, line, "threads")
+        if "no-mmap" in flags:
+            self.set("config.use_mmap", False, line)
+        if "flash-attn" in flags:
+            self.set("config.flash_attn", "enabled", line)
+        kv_type = flags.get("kv-cache-type")
+        if kv_type:
+            self.set("config.type_k", kv_type.lower(), line)
+            self.set("config.type_v", kv_type.lower(), line)
+
+    def _load_request(self, line: LogLine, request: str) -> None:
+        fields = dict(LOAD_REQUEST.findall(request))
+        s = self.s
+        s.runner_line = line
+        kv, parallel = _int(fields.get("KvSize")), _int(fields.get("Parallel"))
+        if kv:
+            s.ctx_size = kv
+        if parallel:
+            s.parallel = parallel
+            self.set("config.n_parallel", parallel, line, "sequences")
+        threads = _int(fields.get("NumThreads"))
+        if threads:
+            self.set("config.n_threads", threads, line, "threads")
+        if fields.get("FlashAttention") in ("true", "false"):
+            self.set("config.flash_attn", "enabled" if fields["FlashAttention"] == "true" else "disabled", line)
+        if fields.get("KvCacheType"):
+            self.set("config.type_k", fields["KvCacheType"].lower(), line)
+            self.set("config.type_v", fields["KvCacheType"].lower(), line)
+        layers = re.match(r"\d+", fields.get("GPULayers", ""))
+        if layers:
+            self.set("server.ollama.layers_offload", int(layers.group(0)), line, "layers")
+
+    def _env_fact(self, key: str, value: str, line: LogLine) -> None:
+        if key == "OLLAMA_CONTEXT_LENGTH":
+            n = _int(value)
+            if n:
+                self.set("server.ollama.context_length_env", n, line, "tokens")
+        elif key == "OLLAMA_NUM_PARALLEL":
+            n = _int(value)
+            if n is not None:
+                self.set("server.ollama.num_parallel_env", n, line)
+        elif key == "OLLAMA_MAX_LOADED_MODELS":
+            n = _int(value)
+            if n is not None:
+                self.set("server.ollama.max_loaded_models", n, line)
+        elif key == "OLLAMA_FLASH_ATTENTION":
+            self.set("server.ollama.flash_attention_env", value.lower() in ("true", "1"), line)
+        elif key == "OLLAMA_KV_CACHE_TYPE":
+            self.set("server.ollama.kv_cache_type_env", value.lower(), line)
+
+    # -- memory failures ----------------------------------------------------------------------------------
+    def _memory(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
+        if msg == "model request too large for system":
+            required, available = _sizes(p.get("requested")), _sizes(p.get("available"))
+            self._system_memory(line, required, available)
+            return True
+        m = SYSTEM_MEMORY.search(line.text)
+        if m:
+            self._system_memory(line, _sizes(m.group(1)), _sizes(m.group(2)))
+            return True
+        return False
+
+    def _system_memory(self, line: LogLine, required: int | None, available: int | None) -> None:
+        data: dict[str, Any] = {"device": "host", "engine": "ollama", "limit": "system_memory", "phase_from": "message"}
+        if required is not None:
+            data["bytes"] = required
+            self.set("server.ollama.system_memory_required", required, line, "bytes")
+        if available is not None:
+            data["available"] = available
+            self.set("server.ollama.system_memory_available", available, line, "bytes")
+        self.event("oom", line, phase="weights", **data)
+
+    # -- warnings worth showing ---------------------------------------------------------------------------
+    def _warnings(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
+        what = {
+            "quantized kv cache requested but flash attention disabled": "kv_quant_without_fa",
+            "kv cache type not supported by model": "kv_type_unsupported",
+            "flash attention enabled but not supported by gpu": "fa_unsupported_gpu",
+            "flash attention enabled but not supported by model": "fa_unsupported_model",
+            "memory layout cannot be allocated": "layout_not_allocated",
+            "gpu VRAM usage didn't recover within timeout": "vram_not_recovered",
+        }.get(msg)
+        if what is None:
+            if msg == "enabling flash attention":
+                self.set("config.flash_attn", "enabled", line)
+                return True
+            return False
+        data: dict[str, Any] = {"what": what, "engine": "ollama"}
+        if p.get("type"):
+            data["type"] = p["type"]
+        self.event("warning", line, **data)
+        return True
+
+    # -- access log and the CLI statistics ------------------------------------------------------------------
+    def _gin(self, line: LogLine) -> None:
+        m = GIN.search(line.text)
+        if not m:
+            return
+        self.votes["ollama"] += 1
+        s = self.s
+        s.requests += 1
+        s.gin_line = line
+        if m.group(1).startswith("5"):
+            s.errors_5xx += 1
+
+    def _cli(self, line: LogLine) -> bool:
+        m = CLI_STAT.search(line.text)
+        if not m:
+            return False
+        key, value = m.group(1), m.group(2)
+        s = self.s
+        if key == "total duration" or s.cli_current is None:
+            s.cli_current = _Cli(line=line)
+            s.cli.append(s.cli_current)
+            if len(s.cli) > 1000:
+                del s.cli[:500]
+        cur = s.cli_current
+        self.votes["ollama"] += 1
+        number = re.match(r"([\d.]+)", value)
+        if key.endswith("count"):
+            n = _int(number.group(1)) if number else None
+            if key.startswith("prompt"):
+                cur.prompt_tokens = n
+            else:
+                cur.eval_tokens = n
+        elif key.endswith("rate"):
+            rate = float(number.group(1)) if number else None
+            if key.startswith("prompt"):
+                cur.prompt_tps = rate
+            else:
+                cur.eval_tps = rate
+        else:
+            ms = go_duration_ms(value)
+            if key == "total duration":
+                cur.total_ms = ms
+            elif key == "load duration":
+                cur.load_ms = ms
+            elif key == "prompt eval duration":
+                cur.prompt_ms = ms
+            else:
+                cur.eval_ms = ms
+        return True
+
+    # -- summary ------------------------------------------------------------------------------------------
+    def summarize(self, facts: Facts) -> None:
+        s = self.s
+        if not self.votes:
+            return
+        self._summarize_offload(facts)
+        self._summarize_gpus(facts)
+        self._summarize_context(facts)
+        self._summarize_cli(facts)
+        self._summarize_memory(facts)
+        if s.requests and s.gin_line is not None:
+            src = self.src(s.gin_line)
+            if not facts.has("run.requests"):
+                facts.set("run.requests", s.requests, src, "requests")
+            facts.set("server.http_errors", s.errors_5xx, src, "count")
+        if s.start_s is not None and s.start_line is not None and not facts.has("run.load_ms"):
+            facts.set("run.load_ms", round(s.start_s * 1000, 1), self.src(s.start_line), "ms")
+
+    def _summarize_offload(self, facts: Facts) -> None:
+        off = self.s.offload
+        if off is None or off.library == "cpu" or off.offload is None:
+            return
+        src = self.src(off.line)
+        total = facts.get("run.total_layers")
+        if off.model is None and total is not None and total.known and not facts.has("server.ollama.layers_model"):
+            # v0.1.33-44 logged no model layer count; the runner's own "offloaded N/M layers" has it
+            facts.set("server.ollama.layers_model", total.value, total.source, "layers")
+        if not facts.has("run.offloaded_layers"):
+            facts.set("run.offloaded_layers", off.offload, src, "layers")
+            if off.model is not None:
+                facts.set("run.total_layers", off.model, src, "layers")
+        if not facts.has("engine.gpu_offload_supported"):
+            facts.set("engine.gpu_offload_supported", True, src)
+
+    def _summarize_gpus(self, facts: Facts) -> None:
+        s = self.s
+        if s.gpus and s.gpu_line is not None:
+            src = self.src(s.gpu_line)
+            facts.set("host.gpu.count", len(s.gpus), src, "GPUs")
+            for i, (name, total, free) in enumerate(s.gpus):
+                if name and not facts.has(f"host.gpu[{i}].name"):
+                    facts.set(f"host.gpu[{i}].name", name, src)
+                if total is not None:
+                    facts.set(f"host.gpu[{i}].vram_total", total, src, "bytes")
+                if free is not None:
+                    facts.set(f"host.gpu[{i}].vram_free", free, src, "bytes")
+        elif s.no_gpu_line is not None and not facts.has("host.gpu.count"):
+            src = self.src(s.no_gpu_line)
+            facts.set("host.gpu.count", 0, src, "GPUs")
+            if facts.value("server.ollama.gpu_gated_avx") is not True:
+                facts.set("host.gpu.vendor", "none", src)
+
+    def _summarize_context(self, facts: Facts) -> None:
+        s = self.s
+        if s.ctx_size and s.runner_line is not None:
+            src = self.src(s.runner_line)
+            parallel = s.parallel or 1
+            if not facts.has("config.n_ctx"):
+                facts.set("config.n_ctx", s.ctx_size, src, "tokens")
+            if not facts.has("config.num_ctx"):
+                # Ollama allocates num_ctx for each parallel slot: the runner's context is num_ctx x parallel
+                facts.set("config.num_ctx", s.ctx_size // parallel, src, "tokens")
+            if not facts.has("config.n_ctx_seq"):
+                facts.set("config.n_ctx_seq", s.ctx_size // parallel, src, "tokens")
+        num_ctx = facts.get("config.num_ctx")
+        if num_ctx is not None and num_ctx.known:
+            if not facts.has("server.ollama.num_ctx"):
+                facts.set("server.ollama.num_ctx", num_ctx.value, num_ctx.source, "tokens")
+            if not facts.has("config.n_ctx_seq"):
+                facts.set("config.n_ctx_seq", num_ctx.value, num_ctx.source, "tokens")
+        prompts = [e.data.get("n_tokens") for e in facts.events("truncation") if e.source == self.name]
+        numbers = [n for n in prompts if isinstance(n, int)]
+        if numbers:
+            current = facts.value("run.prompt_tokens_max")
+            if not isinstance(current, int) or max(numbers) > current:
+                event = next(e for e in facts.events("truncation") if e.data.get("n_tokens") == max(numbers))
+                facts.set("run.prompt_tokens_max", max(numbers), Source("log", self.name, event.line, event.text[:300]),
+                          "tokens")
+
+    def _summarize_cli(self, facts: Facts) -> None:
+        blocks = [b for b in self.s.cli if b.line is not None]
+        if not blocks:
+            return
+        last = blocks[-1]
+        src = self.src(last.line) if last.line is not None else Source("log", self.name)
+        for name, value, unit in (("run.load_ms", last.load_ms, "ms"),
+                                  ("run.prompt_tokens", last.prompt_tokens, "tokens"),
+                                  ("run.prefill_ms", last.prompt_ms, "ms"),
+                                  ("run.prefill_tps", last.prompt_tps, "tokens/s"),
+                                  ("run.decode_tokens", last.eval_tokens, "tokens"),
+                                  ("run.decode_ms_total", last.eval_ms, "ms"),
+                                  ("run.decode_tps", last.eval_tps, "tokens/s"),
+                                  ("run.total_ms", last.total_ms, "ms")):
+            if value is not None:
+                facts.set(name, value, src, unit)
+        prompts = [b.prompt_tokens for b in blocks if b.prompt_tokens is not None]
+        if prompts and max(prompts) > (facts.value("run.prompt_tokens_max") or 0):
+            facts.set("run.prompt_tokens_max", max(prompts), src, "tokens")
+        used = [(b.prompt_tokens or 0) + (b.eval_tokens or 0) for b in blocks]
+        if used and max(used) > (facts.value("run.tokens_used_max") or 0):
+            facts.set("run.tokens_used_max", max(used), src, "tokens")
+        rates = [b.eval_tps for b in blocks if b.eval_tps is not None and (b.eval_tokens or 0) > 1]
+        if len(rates) > 1:
+            facts.set("run.decode_tps_min", min(rates), src, "tokens/s")
+            facts.set("run.decode_tps_max", max(rates), src, "tokens/s")
+        facts.set("run.requests", len(blocks), src, "requests")
+
+    def _summarize_memory(self, facts: Facts) -> None:
+        s = self.s
+        if not s.memory or s.memory_line is None:
+            return
+        src = self.src(s.memory_line)
+
+        def split(kind: str) -> tuple[int, int] | None:
+            table = s.memory.get(kind)
+            if not table:
+                return None
+            host = sum(v for d, v in table.items() if d.upper().startswith("CPU"))
+            return sum(table.values()) - host, host
+
+        for kind, gpu_name, host_name in (("model weights", "run.weights_gpu_bytes", "run.weights_host_bytes"),
+                                          ("kv cache", "run.kv_gpu_bytes", "run.kv_host_bytes")):
+            pair = split(kind)
+            if pair is not None and not facts.has(gpu_name):
+                facts.set(gpu_name, pair[0], src, "bytes")
+                facts.set(host_name, pair[1], src, "bytes")
+        kv = split("kv cache")
+        if kv is not None and not facts.has("run.kv_bytes"):
+            facts.set("run.kv_bytes", kv[0] + kv[1], src, "bytes")
+        graph = split("compute graph")
+        if graph is not None and not facts.has("run.compute_bytes"):
+            facts.set("run.compute_bytes", graph[0] + graph[1], src, "bytes")
+            facts.set("run.compute_gpu_bytes", graph[0], src, "bytes")
