@@ -32,20 +32,24 @@ META = re.compile(r"(?:print_info|llm_load_print_meta)\s*:\s+([A-Za-z_][\w. ]*?)
 LOADED_META = re.compile(r"loaded meta data with \d+ key-value pairs and (\d+) tensors from (.+?) \(version")
 LOAD_MODE = re.compile(r"loading model tensors.*\((?:mmap = (true|false)|load_mode = ([\w+]+))")
 OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
-BUFFER = re.compile(r"(?<![\w.])([A-Za-z][\w\-]*)\s+(?:(model|KV|compute|output|RS|LoRA)\s+)?buffer size\s*=\s*([\d.]+)\s*MiB")
+BUFFER = re.compile(r"(?<![\w.])([A-Za-z][\w\-]*)\s+(?:(model|KV|compute|output|RS|"
+                    r"LoRA)\s+)?buffer size\s*=\s*([\d.]+)\s*MiB")
 KV_SIZE = re.compile(r"size\s*=\s*([\d.]+)\s*MiB\s*\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)(?:/\s*(\d+))? seqs\),"
                      r"\s*K \((\w+)\):\s*([\d.]+)\s*MiB,\s*V \((\w+)\):\s*([\d.]+)\s*MiB")
-KV_SELF = re.compile(r"KV self size\s*=\s*([\d.]+)\s*MiB,\s*K \((\w+)\):\s*([\d.]+)\s*MiB,\s*V \((\w+)\):\s*([\d.]+)\s*MiB")
+KV_SELF = re.compile(r"KV self size\s*=\s*([\d.]+)\s*MiB,\s*K \((\w+)\):\s*([\d.]+)\s*MiB,\s*V "
+                     r"\((\w+)\):\s*([\d.]+)\s*MiB")
 KV_SELF_2023 = re.compile(r"kv self size\s*=\s*([\d.]+)\s*MB")
 VRAM_USED_2023 = re.compile(r"VRAM used:\s*([\d.]+)\s*MB")
 MEM_REQUIRED_2023 = re.compile(r"mem required\s*=\s*([\d.]+)\s*MB")
 KV_TYPES_OLD = re.compile(r"type_k = '(\w+)', type_v = '(\w+)'")
-CTX_KV = re.compile(r"\b(n_ctx|n_ctx_seq|n_ctx_per_seq|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|n_ctx_slot|n_slots)\s*=\s*'?([\w.]+)")
+CTX_KV = re.compile(r"\b(n_ctx|n_ctx_seq|n_ctx_per_seq|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|n_ctx_slot|"
+                    r"n_slots)\s*=\s*'?([\w.]+)")
 CTX_TRAIN_OVER = re.compile(r"n_ctx_(?:seq|per_seq|pre_seq) \((\d+)\) > n_ctx_train \((\d+)\)")
 CTX_TRAIN_WARN = re.compile(r"model was trained on only (\d+) context tokens \((\d+) specified\)")
 QUANT_V_NEEDS_FA = re.compile(r"quantized V cache requires flash_attn|V cache quantization requires flash_attn"
                               r"|quantized V cache was requested, but this requires Flash Attention")
-FA_DECISION = re.compile(r"Flash Attention (?:was auto, set to (enabled|disabled)|(enabled)|not supported, set to (disabled))")
+FA_DECISION = re.compile(r"Flash Attention (?:was auto, set to (enabled|disabled)|(enabled)|"
+                         r"not supported, set to (disabled))")
 TIMING = re.compile(r"(load|prompt eval|generation eval|eval|total|sample|sampling|samplers) time\s*=\s*" + NUM
                     + r"\s*ms(?:\s*/\s*(\d+)\s*(tokens|runs))?(?:\s*\(\s*" + NUM + r"\s*ms per token,\s*" + NUM
                     + r"\s*tokens per second\))?")
@@ -63,7 +67,8 @@ METAL_DEVICE = re.compile(r"ggml_metal\w*: (?:found device|GPU name):\s*(.+)$")
 NO_GPU = re.compile(r"no usable GPU found|not compiled with GPU offload support|compiled without GPU support")
 GPU_INIT_FAILED = re.compile(r"failed to initialize (CUDA|ROCm|MUSA|Vulkan|SYCL)\s*:\s*(.*)$")
 GENERATE = re.compile(r"generate: n_ctx = (\d+), n_batch = (\d+), n_predict = (-?\d+), n_keep = (\d+)")
-SAMPLER_KV = re.compile(r"\b(repeat_last_n|repeat_penalty|frequency_penalty|presence_penalty|dry_multiplier|top_k|top_p|min_p|temp|mirostat)\s*=\s*(-?[\d.]+)")
+SAMPLER_KV = re.compile(r"\b(repeat_last_n|repeat_penalty|frequency_penalty|presence_penalty|dry_multiplier|top_k|"
+                        r"top_p|min_p|temp|mirostat)\s*=\s*(-?[\d.]+)")
 SEED = re.compile(r"\bseed\s*=\s*(\d+)|sampler seed:\s*(\d+)")
 # context overflow, in every form
 REQUESTED_TOKENS = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
@@ -71,17 +76,20 @@ PROMPT_TOO_LONG = re.compile(r"prompt is too long \((\d+) tokens, max (\d+)\)")
 REQUEST_EXCEEDS = re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)")
 INPUT_LARGER = re.compile(r"input \((\d+) tokens\) is larger than the max context size \((\d+) tokens\)")
 TOO_BIG_MSGS = re.compile(r"Input prompt is too big compared to KV size|the request exceeds the available context size"
-                          r"|input is larger than the max context size|This model's maximum context length is (\d+) tokens")
+                          r"|input is larger than the max context size|"
+                          r"This model's maximum context length is (\d+) tokens")
 TRUNCATED = re.compile(r"input truncated, n_ctx = (\d+), n_keep = (\d+), n_left = (\d+), n_prompt_tokens = (\d+)")
 STOP_TRUNCATED = re.compile(r"stop processing: (?:n_past|n_tokens) = (\d+), truncated = (\d+)")
 CTX_SHIFT = re.compile(r"(?:slot )?context shift(?:, | - )n_keep = (\d+), n_left = (\d+), n_discard = (\d+)"
-                       r"|context full, swapping: n_past = (\d+), n_left = (\d+), n_ctx = (\d+), n_keep = (\d+), n_discard = (\d+)"
+                       r"|context full, swapping: n_past = (\d+), n_left = (\d+), n_ctx = (\d+), n_keep = (\d+), "
+                       r"n_discard = (\d+)"
                        r"|\bslot context shift\b|context limit hit - shifting")
 CTX_FULL_STOP = re.compile(r"context full and context shift is disabled")
 CTX_SHIFT_DISABLED = re.compile(r"context shift is disabled")
 MEMORY_SLOT = re.compile(r"failed to find (?:a memory slot for batch|KV cache slot for ubatch) of size (\d+)")
 KV_FULL = re.compile(r"failed to find free space in the KV cache|KV cache is full|Context size has been exceeded")
-DECODE_FAILED = re.compile(r"failed to decode(?:, ret = (-?\d+)| the batch)|llama_decode returned (-?\d+)|failed to eval\b")
+DECODE_FAILED = re.compile(r"failed to decode(?:, ret = (-?\d+)| the batch)|llama_decode returned (-?\d+)|"
+                           r"failed to eval\b")
 NEW_PROMPT = re.compile(r"new prompt, n_ctx_slot = (\d+), n_keep = (\d+), (?:n_prompt_tokens|task\.n_tokens) = (\d+)")
 SLOT_INIT = re.compile(r"initializing(?: slots)?(?:,| \|)\s*n_slots\s*=\s*(\d+)(?:, n_ctx_slot = (\d+))?")
 NEW_SLOT = re.compile(r"new slot,?(?: \|.*?)? n_ctx(?:_slot)?\s*=\s*(\d+)")
@@ -94,30 +102,39 @@ CPU_ALLOC = re.compile(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to al
 BACKEND_OOM = re.compile(r"\b(CUDA|ROCm|MUSA) error: out of memory|CUDA error \d+ at .*: out of memory"
                          r"|ErrorOutOfDeviceMemory|Device memory allocation of size (\d+) failed"
                          r"|kIOGPUCommandBufferCallbackErrorOutOfMemory|Insufficient Memory"
-                         r"|failed to allocate Metal buffer of (\d+) bytes|ggml_metal\w*: error: failed to allocate buffer, size =\s*([\d.]+) MiB")
+                         r"|failed to allocate Metal buffer of (\d+) bytes|"
+                         r"ggml_metal\w*: error: failed to allocate buffer, size =\s*([\d.]+) MiB")
 # PyTorch's "CUDA out of memory. Tried to allocate" (vLLM, TGI) is read by doctor/logs/vllm.py, which knows their steps
 PHASE_WEIGHTS = re.compile(r"unable to allocate (\S+) buffer|error loading model: .*(?:alloc|memory)")
-PHASE_KV = re.compile(r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|kv_cache_init.*failed|failed to allocate (?:the )?KV")
-PHASE_COMPUTE = re.compile(r"failed to allocate compute (?:pp |tg )?buffers|compute buffer allocation failed|failed to allocate output buffer|failed to allocate graph")
-LOAD_FAILED = re.compile(r"error loading model: (.*)$|failed to load model(?: '([^']*)')?|Failed to load model from file: (.*)$"
+PHASE_KV = re.compile(r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|"
+                      r"kv_cache_init.*failed|failed to allocate (?:the )?KV")
+PHASE_COMPUTE = re.compile(r"failed to allocate compute (?:pp |tg )?buffers|compute buffer allocation failed|"
+                           r"failed to allocate output buffer|failed to allocate graph")
+LOAD_FAILED = re.compile(r"error loading model: (.*)$|failed to load model(?: '([^']*)')?|"
+                         r"Failed to load model from file: (.*)$"
                          r"|Model path does not exist: (.*)$|unable to load model")
 CORRUPT = re.compile(r"data is not within the file bounds|model is corrupted or incomplete|invalid magic characters"
                      r"|failed to read (?:magic|header|tensor info|tensor data)|gguf_init_from_file\w*: failed"
                      r"|bad GGUF version|wrong number of tensors|unknown model architecture: '([^']*)'")
-CONTEXT_FAILED = re.compile(r"Failed to create llama_context|failed to initialize the context: (.*)$|failed to create context with model")
-CRASH = re.compile(r"GGML_ASSERT\(?|GGML_ABORT|: CUDA error$|Segmentation fault|core dumped|terminate called after throwing"
+CONTEXT_FAILED = re.compile(r"Failed to create llama_context|failed to initialize the context: (.*)$|"
+                            r"failed to create context with model")
+CRASH = re.compile(r"GGML_ASSERT\(?|GGML_ABORT|: CUDA error$|Segmentation fault|core dumped|"
+                   r"terminate called after throwing"
                    r"|\bAborted\b|fatal error|SIGABRT|SIGSEGV")
 # llama-cpp-python
-LCP_SIGNATURE = re.compile(r"Model metadata: \{|Available chat formats from metadata|Using gguf chat template|Using chat eos_token"
+LCP_SIGNATURE = re.compile(r"Model metadata: \{|Available chat formats from metadata|Using gguf chat template|"
+                           r"Using chat eos_token"
                            r"|Llama\.generate: |llama_cpp[/.]|Requested tokens \(|Failed to create llama_context"
                            r"|Failed to load model from file|llama_decode returned|Llama\._create_completion")
 LCP_TEXT = re.compile(r"""['"]text['"]\s*:\s*(['"])(.*?)(?<!\\)\1""")
 LCP_FINISH = re.compile(r"""['"]finish_reason['"]\s*:\s*['"](\w+)['"]""")
 SERVER_SIGNATURE = re.compile(r"\bslot\s+\w+\s*: id\s+\d+ \| task|\bsrv\s+\w+: |server is listening|llama_server|"
                               r"INFO \[\s+\w+\] |all slots are idle|update_slots")
-CLI_SIGNATURE = re.compile(r"\bmain: |system_info: n_threads|generate: n_ctx|sampler params|common_init_from_params|build: \d+ \(")
+CLI_SIGNATURE = re.compile(r"\bmain: |system_info: n_threads|generate: n_ctx|sampler params|"
+                           r"common_init_from_params|build: \d+ \(")
 BUILD = re.compile(r"build(?::| =)\s*(\d+) \(([0-9a-f]+)\)")
-OUTPUT_END = re.compile(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\[end of text\]|interrupted by user")
+OUTPUT_END = re.compile(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\[end of text\]|"
+                        r"interrupted by user")
 
 # Trigger fragments: specific enough that the lines worth reading are the only candidates (they are
 # scanned over every byte of the input); RE2-compatible syntax (no look-around).
@@ -127,9 +144,11 @@ TRIGGERS: tuple[str, ...] = (
     r"loaded meta data", r"loading model tensors", r"offloaded \d+/", r"buffer size +=", r"cells,",
     r"KV self size", r"kv self size", r"type_k = '", r"VRAM used", r"mem required",
     r"n_ctx(?:_seq|_per_seq)? +=", r"n_seq_max +=", r"n_u?batch +=", r"flash_attn +=", r"Flash Attention",
-    r"kv_unified +=", r"n_slots", r"V cache (?:quantization )?requires|quantized V cache", r"> n_ctx_train", r"trained on only",
+    r"kv_unified +=", r"n_slots", r"V cache (?:quantization )?requires|quantized V cache", r"> n_ctx_train",
+    r"trained on only",
     r" time +=", r"(?:tg|n_gen|n_decoded) += ", r"n_threads +=", r"(?:AVX2|NEON|SSE3) = ",
-    r"found \d+ \w+ devices", r"Device \d+: ", r"using device", r"backend from", r"ggml_metal\w*: (?:found device|GPU name|error)",
+    r"found \d+ \w+ devices", r"Device \d+: ", r"using device", r"backend from", r"ggml_metal\w*: (?:found device|"
+                                                                                 r"GPU name|error)",
     r"ggml_vulkan: (?:Found|Device memory)", r"no usable GPU|GPU offload support|without GPU support",
     r"failed|Failed|error|Error|unable to|out of memory|OutOf|Insufficient Memory",
     r"GGML_A|Segmentation fault|core dumped|terminate called|Aborted|SIGABRT|SIGSEGV",
@@ -357,8 +376,8 @@ class LlamaCppParser(LogParser):
             values = _int_list(value)
             if values:
                 self.set(f"model.{key}", max(values), line)
-                if len(values) > 1:
-                    self.set(f"model.{key}_per_layer" if key == "n_head_kv" else "model.n_head", values if key == "n_head_kv" else max(values), line)
+                if len(values) > 1 and key == "n_head_kv":
+                    self.set("model.n_head_kv_per_layer", values, line)
         elif key == "arch":
             self.set("model.arch", value, line)
         elif key in ("file type", "model ftype"):
@@ -485,7 +504,7 @@ class LlamaCppParser(LogParser):
                 s.prompt_tokens_max, s.prompt_line = n_prompt, line
             return True
         found = False
-        if "n_ctx" in t or "n_seq_max" in t or "n_batch" in t or "n_ubatch" in t or "flash_attn" in t or "kv_unified" in t:
+        if any(k in t for k in ("n_ctx", "n_seq_max", "n_batch", "n_ubatch", "flash_attn", "kv_unified")):
             for key, value in CTX_KV.findall(t):
                 found = True
                 if key == "n_ctx" and ("generate:" in t or "slot" in t or "n_ctx_train" in t):
@@ -597,7 +616,8 @@ class LlamaCppParser(LogParser):
             for key, value in SAMPLER_KV.findall(t):
                 target = {"temp": "temperature"}.get(key, key)
                 number = float(value)
-                self.set(f"sampling.{target}", int(number) if key in ("top_k", "repeat_last_n", "mirostat") else number, line)
+                is_int = key in ("top_k", "repeat_last_n", "mirostat")
+                self.set(f"sampling.{target}", int(number) if is_int else number, line)
                 found = True
             if found:
                 return True
@@ -637,14 +657,15 @@ class LlamaCppParser(LogParser):
         m = TIMING.search(t)
         if not m:
             return False
-        what, ms, count, unit, per_tok, tps = m.group(1), _num(m.group(2)), m.group(3), m.group(4), m.group(5), m.group(6)
-        del unit, per_tok
+        what, ms, count, tps = m.group(1), _num(m.group(2)), m.group(3), m.group(6)
         if what in ("sample", "sampling", "samplers"):
             return True
         self._stage("run")
         s.capture = False
         cur = s.current
-        if what == "load" or cur is None or (what == "prompt eval" and (cur.prompt_ms is not None or cur.eval_ms is not None)):
+        busy = cur is not None and (cur.prompt_ms is not None or cur.eval_ms is not None)
+        starts_new = what == "prompt eval" and busy
+        if what == "load" or cur is None or starts_new:
             if cur is not None:
                 self._close_timing()
             cur = s.current = _Timing(line=line.number)
@@ -773,7 +794,8 @@ class LlamaCppParser(LogParser):
         m = CUDA_MALLOC.search(t)
         if m:
             if "out of memory" in m.group(3):
-                s.pending.append(_PendingOom(line, {"bytes": int(float(m.group(1)) * MIB), "device": int(m.group(2))}, s.stage))
+                data = {"bytes": int(float(m.group(1)) * MIB), "device": int(m.group(2))}
+                s.pending.append(_PendingOom(line, data, s.stage))
             else:
                 self.event("alloc_failed", line, phase=self._stage_phase(), reason=m.group(3)[:120])
             return True
@@ -781,14 +803,16 @@ class LlamaCppParser(LogParser):
         if m:
             buf = m.group(1)
             phase = "kv_cache" if s.stage in ("context",) else "weights"
-            s.pending.append(_PendingOom(line, {"bytes": int(m.group(2)), "buffer": buf,
-                                                "device": "host" if not _is_gpu_buffer(buf) else buf}, s.stage, phase))
+            device = buf if _is_gpu_buffer(buf) else "host"
+            s.pending.append(_PendingOom(line, {"bytes": int(m.group(2)), "buffer": buf, "device": device},
+                                         s.stage, phase))
             return True
         m = GALLOCR.search(t)
         if m:
             buf = m.group(1)
-            s.pending.append(_PendingOom(line, {"bytes": int(m.group(2)), "buffer": buf,
-                                                "device": "host" if not _is_gpu_buffer(buf) else buf}, s.stage, "compute"))
+            device = buf if _is_gpu_buffer(buf) else "host"
+            s.pending.append(_PendingOom(line, {"bytes": int(m.group(2)), "buffer": buf, "device": device},
+                                         s.stage, "compute"))
             return True
         m = CPU_ALLOC.search(t)
         if m:
@@ -963,9 +987,7 @@ def _looks_cut(text: str) -> bool:
 
 def _is_gpu_buffer(name: str) -> bool:
     upper = name.upper()
-    if upper == "CPU" or upper.startswith("CPU") or upper.endswith("_HOST"):
-        return False
-    return True
+    return not (upper.startswith("CPU") or upper.endswith("_HOST"))
 
 
 def _backend_of(buf: str) -> str:
