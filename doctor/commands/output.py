@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 
 from doctor.report import Report
@@ -22,6 +24,9 @@ def add_output_options(parser: argparse.ArgumentParser, formats: tuple[str, ...]
                         help="extra rule folder (repeatable; also LLM_DOCTOR_RULES)")
     parser.add_argument("-v", "--verbose", action="store_true", help="every check, all evidence, every engine's fix")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour in text output")
+    parser.add_argument("--redact", action="store_true",
+                        help="remove home paths, user and host names, IP/MAC/e-mail addresses, UUIDs and the "
+                             "prompt/output text, so the report can be pasted into a public issue")
     tui = parser.add_mutually_exclusive_group()
     tui.add_argument("--tui", dest="tui", action="store_true", default=None, help="force the interactive view")
     tui.add_argument("--no-tui", dest="tui", action="store_false", help="never open the interactive view")
@@ -35,7 +40,16 @@ def wants_tui(args: argparse.Namespace) -> bool:
     return sys.stdout.isatty() and sys.stdin.isatty()
 
 
+def redacted(report: Report, args: argparse.Namespace) -> Report:
+    if not getattr(args, "redact", False):
+        return report
+    from doctor.redact import for_this_machine
+
+    return for_this_machine().report(report)
+
+
 def emit(report: Report, args: argparse.Namespace) -> int:
+    report = redacted(report, args)
     fmt = args.format or "text"
     if fmt == "json":
         from doctor.render.json import render_json
@@ -65,15 +79,14 @@ def write_stdout(text: str) -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         # the reader went away (| head); that is not an error of ours
-        try:
-            sys.stdout = open("/dev/null", "w")  # noqa: SIM115
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
 
 
 def show_report(report: Report, args: argparse.Namespace, log_path: str | None = None) -> int:
     """TUI when wanted and available, else the chosen text view. Returns the exit code."""
     if wants_tui(args):
+        report = redacted(report, args)
         try:
             from doctor.tui.app import run_report_app
         except ImportError:

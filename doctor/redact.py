@@ -1,0 +1,148 @@
+"""Redaction: take personal details out of a report or recording so it can go into a public issue.
+
+What goes: home directories (/home/NAME, /Users/NAME, C:\\Users\\NAME → ~), the user and host names
+the caller passes in (the CLI passes this machine's), IPv4 / IPv6 addresses and MAC addresses,
+e-mail addresses, GPU and machine UUIDs, and the prompt and generated text (replaced by a note
+saying how long they were). What stays: everything needed for the diagnosis — numbers, settings,
+model names, the engine's own messages.
+
+Pure: the caller supplies the names to hide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import ipaddress
+import re
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
+
+from doctor.facts import Event, Fact, Facts
+from doctor.report import Report
+
+_HOME = re.compile(r"(?P<pre>/home/|/Users/|/var/home/|[A-Za-z]:\\\\?Users\\\\?)(?P<name>[^/\\\s'\"]+)")
+_IPV4 = re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\d.])")
+_IPV6_CANDIDATE = re.compile(r"(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:%\w+)?(?![\w:])")
+_MAC = re.compile(r"(?<![\w:])(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}(?![\w:])")
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
+_UUID = re.compile(r"\b(?:GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+# facts and event kinds whose text is the user's prompt or the model's output
+TEXT_FACTS = ("run.output_text", "run.repeat_span", "config.prompt_text")
+# keys of recorded JSON (watch recordings) that hold prompt or generated text
+GENERATED_KEYS = ("prompt", "token", "output_text", "text_generated")
+
+
+def _ipv6(m: re.Match[str]) -> str:
+    """Replace a candidate only if it really is an IPv6 address (timestamps like 12:34:56 are not)."""
+    text = m.group(0)
+    try:
+        ipaddress.IPv6Address(text.split("%", 1)[0])
+    except ValueError:
+        return text
+    return "<ip>"
+
+
+@dataclass
+class Redactor:
+    users: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    prompts: bool = True  # replace prompts and generated text
+
+    def __post_init__(self) -> None:
+        names = [re.escape(n) for n in {*self.users, *self.hosts} if n and len(n) >= 2 and n not in ("root",)]
+        self._names = re.compile(r"(?<![\w-])(?:" + "|".join(sorted(names, key=len, reverse=True)) + r")(?![\w-])") \
+            if names else None
+
+    def text(self, value: str) -> str:
+        if not value:
+            return value
+        out = _HOME.sub(lambda m: "~" if "\\" not in m.group("pre") else "%USERPROFILE%", value)
+        out = _EMAIL.sub("<email>", out)
+        out = _UUID.sub("<uuid>", out)
+        out = _MAC.sub("<mac>", out)
+        out = _IPV4.sub("<ip>", out)
+        out = _IPV6_CANDIDATE.sub(_ipv6, out)
+        if self._names is not None:
+            out = self._names.sub("<redacted>", out)
+        return out
+
+    def generated(self, value: str) -> str:
+        return f"<{len(value)} characters of prompt or output removed>" if self.prompts else self.text(value)
+
+    # -- whole objects -------------------------------------------------------------------------
+    def value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        return value
+
+    def facts(self, facts: Facts) -> Facts:
+        out = Facts()
+        for fact in facts:
+            src = fact.source
+            src = type(src)(src.kind, src.name, src.line, self.text(src.text) if src.text else src.text)
+            value = self.generated(fact.value) if fact.name in TEXT_FACTS and isinstance(fact.value, str) \
+                else self.value(fact.value)
+            out.add(Fact(fact.name, value, fact.unit, src, fact.unknown))
+        for event in facts.events():
+            out.add_event(Event(event.kind, event.line, self.text(event.text), event.source, event.phase,
+                                {k: self.value(v) for k, v in event.data.items()}))
+        for kind, count in facts.event_counts.items():
+            kept = len(facts.events(kind))
+            if count > kept:
+                out._event_counts[kind] = count  # keep the totals beyond the kept events
+        out.events_observed = facts.events_observed
+        out.inputs = [self.text(i) for i in facts.inputs]
+        return out
+
+    def report(self, report: Report) -> Report:
+        redacted = copy.copy(report)
+        redacted.facts = self.facts(report.facts)
+        redacted.findings = [self._walk(copy.deepcopy(f)) for f in report.findings]
+        redacted.assessment = self._walk(copy.deepcopy(report.assessment)) if report.assessment else None
+        redacted.errors = [self.text(e) for e in report.errors]
+        redacted.notes = [self.text(n) for n in report.notes]
+        return redacted
+
+    def json(self, doc: Any) -> Any:
+        """Redact a JSON-shaped object (a recording line, a report document)."""
+        if isinstance(doc, dict):
+            return {k: (self.generated(v) if k in GENERATED_KEYS and isinstance(v, str) else self.json(v))
+                    for k, v in doc.items()}
+        if isinstance(doc, list):
+            return [self.json(v) for v in doc]
+        if isinstance(doc, str):
+            return self.text(doc)
+        return doc
+
+    def _walk(self, obj: Any) -> Any:
+        if is_dataclass(obj) and not isinstance(obj, type):
+            for f in fields(obj):
+                setattr(obj, f.name, self._walk(getattr(obj, f.name)))
+            return obj
+        if isinstance(obj, list):
+            return [self._walk(v) for v in obj]
+        if isinstance(obj, dict):
+            return {k: self._walk(v) for k, v in obj.items()}
+        if isinstance(obj, str):
+            return self.text(obj)
+        return obj
+
+
+def for_this_machine(prompts: bool = True) -> Redactor:
+    """A redactor for the current user and host (reads the user and host names; no other I/O)."""
+    import getpass
+    import socket
+
+    users: list[str] = []
+    hosts: list[str] = []
+    with contextlib.suppress(KeyError, OSError):
+        users.append(getpass.getuser())
+    with contextlib.suppress(OSError):
+        host = socket.gethostname()
+        hosts += [host, host.split(".")[0]]
+    return Redactor(users=users, hosts=hosts, prompts=prompts)

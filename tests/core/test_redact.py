@@ -1,0 +1,52 @@
+"""--redact: a report a user can paste publicly keeps the diagnosis and loses the personal details."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from doctor.facts import Facts, Source
+from doctor.redact import Redactor
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_text_redaction() -> None:
+    r = Redactor(users=["ana"], hosts=["gpu-box"])
+    line = ("loaded meta data from /home/ana/models/x.gguf on gpu-box (10.0.0.12, fe80::1ff:fe23:4567:890a) "
+            "by ana@example.org C:\\Users\\ana\\llama GPU-5f4e3d2c-1b0a-4c9d-8e7f-6a5b4c3d2e1f 00:1a:2b:3c:4d:5e")
+    out = r.text(line)
+    for secret in ("/home/ana", "gpu-box", "10.0.0.12", "fe80::", "ana@example.org", "Users\\ana", "5f4e3d2c", "00:1a"):
+        assert secret not in out, secret
+    assert "~/models/x.gguf" in out and "<ip>" in out and "<uuid>" in out
+    assert r.text("n_ctx = 4096, ana_model v1.2.3.4") == "n_ctx = 4096, ana_model v1.2.3.4"
+
+
+def test_prompts_and_output_are_replaced_by_their_length() -> None:
+    facts = Facts()
+    facts.set("run.output_text", "my secret project plan", Source("log", "x", 3, "/home/ana/p"))
+    facts.set("config.n_ctx", 4096, Source("log", "x", 4, "n_ctx = 4096"))
+    out = Redactor(users=["ana"]).facts(facts)
+    assert out.value("run.output_text") == "<22 characters of prompt or output removed>"
+    assert out.get("run.output_text").source.text == "~/p"  # type: ignore[union-attr]
+    assert out.value("config.n_ctx") == 4096
+
+
+def test_timestamps_are_not_addresses() -> None:
+    assert Redactor().text("12:34:56 and 2024-05-01T12:00:00Z") == "12:34:56 and 2024-05-01T12:00:00Z"
+
+
+def test_cli_redact_keeps_the_diagnosis() -> None:
+    log = ROOT / "fixtures/logs/llama-cpp-python/prompt-too-long.log"
+    env = {**os.environ, "NO_COLOR": "1"}
+    plain = subprocess.run([sys.executable, "-m", "doctor", "analyze", str(log), "--format", "json"],
+                           capture_output=True, env=env, check=False).stdout
+    red = subprocess.run([sys.executable, "-m", "doctor", "analyze", str(log), "--format", "json", "--redact"],
+                         capture_output=True, env=env, check=False).stdout
+    a, b = json.loads(plain), json.loads(red)
+    assert a["assessment"]["id"] == b["assessment"]["id"] == "LD201"
+    assert "/home/ana/models" in plain.decode()
+    assert "/home/ana" not in red.decode() and "~/models/SmolLM2" in red.decode()
