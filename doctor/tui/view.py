@@ -53,10 +53,6 @@ class AreaGroup:
     note: str
     rows: tuple[CheckRow, ...]
 
-    @property
-    def label(self) -> str:
-        return f"{MARKS[self.mark]} {self.area}"
-
 
 @dataclass(frozen=True, slots=True)
 class HeaderInfo:
@@ -203,7 +199,11 @@ def _engine_text(report: Report) -> str:
     if not report.engine:
         return "engine ?"
     version = report.facts.value("engine.version")
-    return inert(f"{report.engine} {version}" if version else report.engine, 60)
+    if not version:
+        return inert(report.engine, 60)
+    if str(version).startswith(report.engine):  # some sources give "llama-cpp-python 0.3.36"
+        return inert(str(version), 60)
+    return inert(f"{report.engine} {version}", 60)
 
 
 def _model_text(facts: Facts) -> str:
@@ -227,7 +227,7 @@ def machine_text(facts: Facts, command: str = "") -> str:
     """GPU, VRAM, PCIe link, storage under the model, RAM; `?` where a probe could not say."""
     probed = any(facts.has(n) for n in facts.names() if n.startswith(("host.", "model.storage.")))
     if not probed:
-        return "machine not probed (this report is from a log)" if command == "analyze" else "machine ?"
+        return "not probed (this report is from a log)" if command == "analyze" else "?"
     parts = [_gpu_text(facts)]
     pcie = _pcie_text(facts)
     if pcie:
@@ -326,8 +326,8 @@ def detail_view(row: CheckRow) -> DetailView:
         message = f"Fired, but explained by {row.inhibited_by}, the root cause shown for it."
     else:
         message = "OK: the facts this check reads were there, and the problem was not found."
-    return DetailView(row.id, row.mark, f"{row.id} {row.slug}", _outcome_word(row), row.title, message, "",
-                      (), None, (), tuple(notes), ())
+    return DetailView(row.id, row.mark, f"{row.id} {row.slug}", _outcome_word(row), f"Looks for: {row.title}",
+                      message, "", (), None, (), tuple(notes), ())
 
 
 def _outcome_word(row: CheckRow) -> str:
@@ -339,14 +339,14 @@ def _outcome_word(row: CheckRow) -> str:
 def finding_view(finding: Finding) -> DetailView:
     evidence = tuple(_evidence_row(e.kind, e.text, e.line, e.fact, e.value, e.unit, e.source)
                      for e in finding.evidence)
-    notes = []
+    notes = [f"class {finding.cls}"] if finding.cls else []
     if finding.inhibits:
         notes.append("explains " + ", ".join(finding.inhibits))
     return DetailView(
         id=finding.id,
         mark=row_mark_for(finding),
         heading=f"{finding.id} {finding.slug}",
-        status=f"{finding.severity} · {finding.confidence} confidence · {finding.cls}",
+        status=f"{finding.severity} · {finding.confidence} confidence",
         title=inert(finding.title),
         message=inert(finding.message),
         explain=inert(finding.explain),

@@ -1,0 +1,91 @@
+"""Rebuild Report objects from their JSON (`Report.to_json()`), as `watch` sends them in its
+FindingEvent and EndEvent, so the watch screen can show them with the same widgets as analyze.
+
+Lenient on purpose: a field that is missing or of the wrong type becomes empty rather than an
+error, because this JSON may come from another version of llm-doctor. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from doctor.facts import Facts
+from doctor.report import Assessment, Check, Evidence, Finding, Fix, Report
+
+
+def _s(data: dict[str, Any], key: str, default: str = "") -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) else default
+
+
+def _opt_s(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _opt_i(data: dict[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str_list(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def evidence_from_json(data: dict[str, Any]) -> Evidence:
+    return Evidence(kind=_s(data, "kind", "fact"), text=_s(data, "text"), line=_opt_i(data, "line"),
+                    fact=_opt_s(data, "fact"), value=data.get("value"), unit=_opt_s(data, "unit"),
+                    source=_opt_s(data, "source"))
+
+
+def fix_from_json(data: Any) -> Fix:
+    if not isinstance(data, dict):
+        return Fix(text="", engine=None, command=None)
+    by_engine = data.get("by_engine")
+    return Fix(text=_s(data, "text"), engine=_opt_s(data, "engine"), command=_opt_s(data, "command"),
+               by_engine={str(k): str(v) for k, v in by_engine.items()} if isinstance(by_engine, dict) else {})
+
+
+def finding_from_json(data: dict[str, Any]) -> Finding:
+    severity = _s(data, "severity", "info")
+    evidence = data.get("evidence")
+    return Finding(
+        id=_s(data, "id", "?"), slug=_s(data, "slug"), cls=_s(data, "class"), area=_s(data, "area", "Other"),
+        severity=severity if severity in ("error", "warning", "info") else "info",
+        confidence=_s(data, "confidence", "low") if _s(data, "confidence") in ("high", "medium", "low") else "low",
+        title=_s(data, "title"), message=_s(data, "message"), explain=_s(data, "explain"),
+        evidence=[evidence_from_json(e) for e in evidence if isinstance(e, dict)] if isinstance(evidence, list) else [],
+        fix=fix_from_json(data.get("fix")), references=_str_list(data.get("references")),
+        inhibits=_str_list(data.get("inhibits")),
+    )
+
+
+def check_from_json(data: dict[str, Any]) -> Check:
+    return Check(id=_s(data, "id", "?"), slug=_s(data, "slug"), cls=_s(data, "class"),
+                 area=_s(data, "area", "Other"), severity=_s(data, "severity", "info"),
+                 title=_s(data, "title"), outcome=_s(data, "outcome", "unknown"),
+                 missing=_str_list(data.get("missing")), inhibited_by=_opt_s(data, "inhibited_by"))
+
+
+def report_from_json(data: dict[str, Any]) -> Report:
+    raw_facts = data.get("facts")
+    try:
+        facts = Facts.from_json(raw_facts) if isinstance(raw_facts, dict) else Facts()
+    except ValueError:
+        facts = Facts()
+    assessment = data.get("assessment")
+    findings = data.get("findings")
+    checks = data.get("checks")
+    return Report(
+        command=_s(data, "command", "watch"),
+        engine=_opt_s(data, "engine"),
+        facts=facts,
+        findings=[finding_from_json(f) for f in findings if isinstance(f, dict)] if isinstance(findings, list) else [],
+        checks=[check_from_json(c) for c in checks if isinstance(c, dict)] if isinstance(checks, list) else [],
+        assessment=Assessment(id=_s(assessment, "id"), cls=_s(assessment, "class"),
+                              severity=_s(assessment, "severity", "warning"),
+                              confidence=_s(assessment, "confidence", "low"), title=_s(assessment, "title"),
+                              message=_s(assessment, "message")) if isinstance(assessment, dict) else None,
+        errors=_str_list(data.get("errors")),
+        notes=_str_list(data.get("notes")),
+    )

@@ -1,0 +1,170 @@
+"""The watch screen's model fed a real recording, the replay reader, and the text charts."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+import threading
+from pathlib import Path
+
+import pytest
+
+from doctor.errors import InputError
+from doctor.live import EndEvent, FindingEvent, IncidentEvent, PhaseEvent, StepEvent
+from doctor.tui.charts import bar, sparkline
+from doctor.tui.replay import Replay, iter_recording, read_header
+from doctor.tui.watch_state import SPIKE_FACTOR, WatchState, loop_ranges
+
+
+def _state(recording: Path) -> tuple[WatchState, list]:  # type: ignore[type-arg]
+    events = list(iter_recording(recording))
+    state = WatchState()
+    for event in events:
+        state.apply(event)
+    return state, events
+
+
+def test_recording_folds_into_figures(recording: Path) -> None:
+    state, events = _state(recording)
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    prefill = next(e for e in events if isinstance(e, PhaseEvent) and e.phase == "prefill")
+    assert state.step_count == len(steps) and state.steps == [float(e.ms) for e in steps]
+    assert state.phases["prefill"] == prefill.ms and state.prefill_tokens == prefill.tokens
+    assert "load" in state.phases
+    assert state.text == prefill.token + "".join(e.token for e in steps)
+    last_kv = [e.kv_used for e in steps if e.kv_used is not None][-1]
+    assert state.kv_used == last_kv and state.n_ctx == 256
+    assert state.kv_fill() == pytest.approx(last_kv / 256)
+    assert state.rss_peak == max(e.rss_bytes for e in events if getattr(e, "rss_bytes", None))
+    assert state.end is not None and state.end.reason == "finished"
+    assert state.final_report() is not None
+    assert any(kind == "ctx_full" for _, kind, _ in state.incidents) == any(
+        isinstance(e, IncidentEvent) and e.event == "ctx_full" for e in events)
+
+
+def test_spikes_are_steps_far_above_the_median(recording: Path) -> None:
+    state, _ = _state(recording)
+    median = statistics.median(state.steps[1:])
+    expected = {i for i, ms in enumerate(state.steps) if i > 0 and ms > SPIKE_FACTOR * median}
+    assert state.spikes == expected
+    assert expected, "the recording was made with CPU contention; it has spikes"
+
+
+def test_findings_fire_and_resolve_as_recorded(recording: Path) -> None:
+    state, events = _state(recording)
+    last: dict[str, str] = {}
+    for event in events:
+        if isinstance(event, FindingEvent):
+            last[event.finding["id"]] = event.state
+    assert {fid: st.state for fid, st in state.findings.items()} == last
+    assert "resolved" in last.values() and "fired" in last.values()
+    worst = state.worst_active()
+    assert worst is not None and worst.finding.severity == "error"
+    order = [s.state for s in state.active_findings()]
+    assert order == sorted(order, key=lambda s: s != "fired")
+
+
+def test_the_loop_in_the_output_is_found(recording: Path) -> None:
+    state, _ = _state(recording)
+    loop = state.loop()
+    assert loop is not None
+    span, ranges = loop
+    text = state.text
+    squeeze = span.replace(" ", "")
+    covered = sum(end - start for start, end in ranges)
+    assert covered >= 3 * len(squeeze)
+    for start, end in ranges:
+        assert text[start:end].replace(" ", "").replace("\n", "").count(squeeze) >= 1
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(ranges))  # merged, in order
+
+
+def test_loop_ranges_on_plain_text() -> None:
+    text = "Intro. " + "I am a helpful assistant. " * 6
+    span, ranges = loop_ranges(text)  # type: ignore[misc]
+    assert "helpful" in span
+    assert len(ranges) == 1  # overlapping copies merge into one stretch
+    start, end = ranges[0]
+    assert text[start:end].count("helpful") >= 5 and start >= len("Intro")
+    assert loop_ranges("a short answer with no loop in it at all, just words") is None
+
+
+def test_finding_event_for_unknown_id_resolved_first() -> None:
+    state = WatchState()
+    state.apply(FindingEvent(t_ms=5, state="resolved", finding={"id": "LD1", "severity": "warning"}))
+    assert state.findings["LD1"].state == "resolved"
+    state.apply(FindingEvent(t_ms=9, state="fired", finding={"id": "LD1", "severity": "warning"}))
+    assert state.findings["LD1"].state == "fired" and state.findings["LD1"].fired_ms == 9
+
+
+def test_rates() -> None:
+    state = WatchState()
+    for i, ms in enumerate([10.0] * 40):
+        state.apply(StepEvent(t_ms=i * 10, step=i + 1, ms=ms, token="x"))
+    assert state.tokens_per_s() == pytest.approx(100.0)
+    assert state.overall_tokens_per_s() == pytest.approx(100.0)
+    assert state.spikes == set()
+    state.apply(StepEvent(t_ms=500, step=41, ms=200.0, token="y"))
+    assert state.spikes == {40}
+
+
+def test_header_and_damaged_lines(tmp_path: Path, recording: Path) -> None:
+    assert read_header(recording)["llm_doctor"] == "trace"
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text('{"not": "a trace"}\n')
+    with pytest.raises(InputError, match="not an llm-doctor watch recording"):
+        read_header(bad)
+    damaged = tmp_path / "crashed.ndjson"
+    lines = recording.read_text().splitlines()[:10]
+    damaged.write_text("\n".join([*lines, '{"kind": "step", "t_ms": 1, "st'])+ "\n")
+    seen: list[int] = []
+    events = list(iter_recording(damaged, seen))
+    assert len(events) == 9 and seen == [11]
+
+
+def test_replay_pauses_and_stops(recording: Path) -> None:
+    clock = [0.0]
+    sleeps: list[float] = []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        clock[0] += s
+
+    replay = Replay(recording, speed=1.0, clock=lambda: clock[0], sleep=sleep)
+    it = iter(replay)
+    first = next(it)
+    second = next(it)
+    assert clock[0] == pytest.approx(second.t_ms / 1000.0, abs=0.06)
+    assert first.kind == "settings"
+    replay.pause(True)
+    got: list[object] = []
+    t = threading.Thread(target=lambda: got.append(next(it)))
+    t.start()
+    t.join(0.2)
+    assert t.is_alive() and not got  # paused: nothing comes
+    replay.pause(False)
+    t.join(5)
+    assert got
+    replay.stop()
+    rest = list(it)  # stopping skips the pacing but still delivers the end
+    assert isinstance(rest[-1], EndEvent)
+
+
+def test_bar_and_sparkline() -> None:
+    assert bar(0.5, 10) == "█████     "
+    assert bar(1.2, 4) == "████" and bar(-1, 3) == "   "
+    assert bar(0.5, 1) == "▌" and bar(1 / 8, 1) == "▏"
+    cols = sparkline([1.0, 1.0, 8.0, 1.0], 4, {2})
+    assert [c.char for c in cols] == ["▁", "▁", "█", "▁"] and [c.spike for c in cols] == [False, False, True, False]
+    many = sparkline([1.0] * 100 + [50.0] + [1.0] * 99, 20, {100})
+    assert len(many) == 20 and sum(c.spike for c in many) == 1 and max(c.value for c in many) == 50.0
+
+
+def test_recording_is_the_shape_the_trace_reader_accepts(recording: Path) -> None:
+    from doctor.trace import facts_from_recording
+
+    with recording.open("rb") as handle:
+        facts = facts_from_recording(handle, recording.name)
+    assert facts.value("run.recording_complete") is True
+    head = json.loads(recording.read_text().splitlines()[0])
+    assert head["n_ctx"] == 256
