@@ -73,6 +73,8 @@ def _json_kind(head: bytes) -> str | None:
     if not text.startswith(b"{"):
         return None
     first = text.split(b"\n", 1)[0]
+    if first.strip() == b"{":  # a pretty-printed document (save_facts): its keys follow on the next lines
+        first = text[:400]
     if b'"llm_doctor"' in first[:400]:
         if b'"trace"' in first[:400]:
             return TRACE_KIND

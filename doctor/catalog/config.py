@@ -19,6 +19,7 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("config.type_k", "str", None, "KV cache key type (f16, f32, q8_0, ...)"),
     ("config.type_v", "str", None, "KV cache value type"),
     ("config.offload_kqv", "bool", None, "KV cache kept on the GPU with offloaded layers"),
+    ("config.swa_full", "bool", None, "sliding-window layers get a full-size KV cache (C API default true, CLI false)"),
     ("config.logits_all", "bool", None, "logits kept for every token (llama-cpp-python logits_all)"),
     ("config.max_new_tokens", "int", "tokens", "most tokens to generate"),
     ("config.prompt_tokens", "int", "tokens", "planned prompt length (scan)"),

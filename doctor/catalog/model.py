@@ -27,7 +27,7 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("model.layer_bytes", "list", "bytes", "bytes of each repeating layer"),
     ("model.nonrepeating_bytes", "int", "bytes", "bytes outside the repeating layers (embeddings, output)"),
     ("model.output_bytes", "int", "bytes", "bytes of the output (lm head) tensors"),
-    ("model.input_bytes", "int", "bytes", "bytes of the input tensors (token embedding); llama.cpp keeps them on the CPU"),
+    ("model.input_bytes", "int", "bytes", "bytes of the input tensors (token embedding), always on the CPU"),
     ("model.output_tied", "bool", None, "no separate output tensor: the token embedding is reused as the lm head"),
     ("model.expert_bytes", "int", "bytes", "bytes of the MoE expert tensors (all experts)"),
     ("model.corrupt", "bool", None, "the file is truncated, corrupt or not GGUF"),

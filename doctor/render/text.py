@@ -22,6 +22,8 @@ AREA_ORDER = ["Model file", "Storage and load", "GPU offload", "PCIe link", "GPU
 def render_text(report: Report, style: Style, verbose: bool = False) -> str:
     out: list[str] = []
     out.append(_header(report, style))
+    if report.command == "scan":
+        out.extend(style.paint("dim", line) for line in _scan_summary(report, verbose))
     out.append("")
     if report.assessment is not None:
         a = report.assessment
@@ -81,6 +83,28 @@ def _header(report: Report, style: Style) -> str:
     if inputs:
         parts.append(", ".join(inputs) + (f" ({lines} lines)" if isinstance(lines, int) else ""))
     return style.paint("bold", " · ".join(parts))
+
+
+def _scan_summary(report: Report, verbose: bool) -> list[str]:
+    """Scan only: the machine, the model and the planned settings, one line each."""
+    v = report.facts.value
+    gpu = (f"{v('host.gpu[0].name')} ({format_value(v('host.gpu[0].vram_free'), 'bytes')} free)"
+           if v("host.gpu.count") and v("host.gpu[0].name") else "no GPU")
+    ram = format_value(v("host.ram.available"), "bytes")
+    machine = [f"{v('host.cpu.usable_cores', '?')} usable cores", f"RAM {ram} available", gpu,
+               f"model on {v('model.storage.kind', '?')} storage"]
+    model = [str(v("model.arch", "?")), f"{v('model.n_layer', '?')} layers", str(v("model.file_type", "?")),
+             format_value(v("model.file_bytes"), "bytes") if v("model.file_bytes") else "?"]
+    plan = [f"n_ctx {v('config.n_ctx', '?')}", f"n_gpu_layers {v('config.n_gpu_layers', '?')}",
+            f"threads {v('config.n_threads', '?')}", f"KV {v('config.type_k', '?')}/{v('config.type_v', '?')}",
+            f"flash attention {v('config.flash_attn', '?')}",
+            f"prompt {v('config.prompt_tokens', '?')} + {v('config.max_new_tokens', '?')} new tokens"]
+    lines = [inert(f"  machine: {', '.join(machine)}"), inert(f"  model:   {', '.join(model)}"),
+             inert(f"  plan:    {', '.join(plan)}" + ("" if verbose else "  (-v: why each)"))]
+    if verbose:
+        lines += [inert(f"           {f.name.removeprefix('config.')} = {f.value}: {f.source.text}")
+                  for f in report.facts.with_prefix("config.") if f.source.name == "scan plan" and f.source.text]
+    return lines
 
 
 def _area_mark(checks: list[Check], findings: list[Finding]) -> str:

