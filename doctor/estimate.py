@@ -4,6 +4,24 @@ KV cache bytes follow llama.cpp's allocation exactly (src/llama-context.cpp, src
 n_ctx is padded to a multiple of 256; without a unified KV each of n_seq_max streams gets
 n_ctx_seq = pad256(n_ctx / n_seq_max) cells; each layer holds one K tensor of n_embd_k_gqa x cells
 x streams elements and one V tensor likewise, sized by ggml_nbytes (elements x type_size / block).
+Sliding-window layers get pad256(min(n_ctx_seq, n_swa + n_ubatch)) cells unless swa_full
+(src/llama-kv-cache-iswa.cpp).
+
+Weights are placed the way src/llama-model.cpp places them: the input layer (token embedding)
+always stays on the CPU; of the n_layer repeating layers plus the output layer (index n_layer),
+the last n_gpu_layers go to the GPU (i_gpu_start = n_layer + 1 - n_gpu_layers; negative = all).
+A model without output.weight reuses token_embd as the output, duplicated onto the output's device.
+
+The compute buffer is what ggml's graph allocator reserves for the worst-case ubatch
+(llama_context::sched_reserve: a prompt graph of min(n_ubatch, n_ctx) tokens, all of them
+outputs). There is no closed form in llama.cpp; the model below has the two peaks the allocator
+sees, fitted on SmolLM2-135M's printed `CPU compute buffer size` over 31 recorded settings
+(fixtures/logs/llama-cpp-python/buffers/, within 5% of every one):
+  logits peak:    n_tok x (n_vocab x 4 + 3 x n_embd x 4)          (f32 logits of every token)
+  attention peak: n_tok x n_kv x (n_head x 4 + 4)                  (f32 KQ and its mask; no flash attention)
+                  + n_tok x 4 x (5 x n_embd + 2 x n_embd_kv_gqa)
+With flash attention the KQ matrix is never materialised and the logits peak is the buffer.
+GPU backends were not calibrated (no GPU here); they reserve similar graphs per device.
 
 Everything here is pure: `derive(facts)` reads a snapshot and adds `derived.*` (and a few summary
 `run.*`) facts, each with an `estimate` source that says how it was computed.
@@ -51,10 +69,15 @@ class KvShape:
     n_head_kv: list[int]  # per layer
     head_dim_k: int
     head_dim_v: int
+    swa: tuple[bool, ...] = ()  # per layer: uses the sliding window (empty = none do)
+    n_swa: int = 0  # sliding-window size in tokens
 
     @classmethod
     def uniform(cls, n_layer: int, n_head_kv: int, head_dim_k: int, head_dim_v: int) -> KvShape:
         return cls(n_layer, [n_head_kv] * n_layer, head_dim_k, head_dim_v)
+
+    def is_swa(self, layer: int) -> bool:
+        return self.n_swa > 0 and layer < len(self.swa) and self.swa[layer]
 
 
 def type_bytes(type_name: str, n_elements: int, row: int | None = None) -> int:
@@ -73,16 +96,32 @@ def kv_cells(n_ctx: int, n_seq: int = 1, unified: bool = False) -> tuple[int, in
     return pad(n_ctx // n_seq), n_seq
 
 
-def kv_bytes(shape: KvShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16",
-             n_seq: int = 1, unified: bool = False) -> int:
+def swa_cells(cells: int, n_swa: int, n_seq: int = 1, unified: bool = False, n_ubatch: int = 512,
+              swa_full: bool = False) -> int:
+    """Cells per stream of a sliding-window layer (llama_kv_cache_iswa)."""
+    if swa_full or n_swa <= 0:
+        return cells
+    return pad(min(cells, n_swa * (n_seq if unified else 1) + n_ubatch))
+
+
+def kv_layer_bytes(shape: KvShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16", n_seq: int = 1,
+                   unified: bool = False, *, swa_full: bool = True, n_ubatch: int = 512) -> list[int]:
+    """KV bytes of each layer (0 for a layer without KV)."""
     cells, streams = kv_cells(n_ctx, n_seq, unified)
-    total = 0
-    for heads in shape.n_head_kv:
+    out = []
+    for layer, heads in enumerate(shape.n_head_kv):
         if heads <= 0:
-            continue  # a layer without KV (recurrent or shared)
-        total += type_bytes(type_k, shape.head_dim_k * heads * cells * streams, shape.head_dim_k * heads)
-        total += type_bytes(type_v, shape.head_dim_v * heads * cells * streams, shape.head_dim_v * heads)
-    return total
+            out.append(0)  # a layer without KV (recurrent or shared)
+            continue
+        c = swa_cells(cells, shape.n_swa, n_seq, unified, n_ubatch, swa_full) if shape.is_swa(layer) else cells
+        out.append(type_bytes(type_k, shape.head_dim_k * heads * c * streams, shape.head_dim_k * heads)
+                   + type_bytes(type_v, shape.head_dim_v * heads * c * streams, shape.head_dim_v * heads))
+    return out
+
+
+def kv_bytes(shape: KvShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16",
+             n_seq: int = 1, unified: bool = False, *, swa_full: bool = True, n_ubatch: int = 512) -> int:
+    return sum(kv_layer_bytes(shape, n_ctx, type_k, type_v, n_seq, unified, swa_full=swa_full, n_ubatch=n_ubatch))
 
 
 def kv_bytes_per_token(shape: KvShape, type_k: str = "f16", type_v: str = "f16") -> float:
@@ -90,6 +129,185 @@ def kv_bytes_per_token(shape: KvShape, type_k: str = "f16", type_v: str = "f16")
     block_v, size_v = KV_TYPES[type_v]
     return sum(h * (shape.head_dim_k * size_k / block_k + shape.head_dim_v * size_v / block_v)
                for h in shape.n_head_kv if h > 0)
+
+
+# -- weights, compute buffer, fit ------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class WeightLayout:
+    """Weight bytes by where llama.cpp can place them."""
+
+    layer_bytes: list[int]  # each repeating layer
+    input_bytes: int  # token embedding and other non-layer tensors: always on the CPU
+    output_bytes: int  # output norm and lm head (layer index n_layer)
+    output_tied: bool = False  # no lm head: token_embd is duplicated onto the output's device
+    tied_bytes: int = 0  # bytes of token_embd (the duplicate), when tied
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.layer_bytes)
+
+    @property
+    def total(self) -> int:
+        return sum(self.layer_bytes) + self.input_bytes + self.output_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    gpu_bytes: int
+    host_bytes: int
+    gpu_layers: int  # of n_layer + 1 (the output layer counts as one)
+    output_on_gpu: bool
+    first_gpu_layer: int  # repeating layers from here on are on the GPU
+
+
+def gpu_layer_start(n_layer: int, n_gpu_layers: int) -> int:
+    """First layer index on the GPU; n_layer is the output layer (llama_model::load_tensors)."""
+    ngl = n_layer + 1 if n_gpu_layers < 0 else n_gpu_layers
+    return max(n_layer + 1 - ngl, 0)
+
+
+def place_weights(layout: WeightLayout, n_gpu_layers: int, gpu: bool = True) -> Placement:
+    n = layout.n_layer
+    if not gpu or n_gpu_layers == 0:
+        return Placement(0, layout.total, 0, False, n + 1)
+    start = gpu_layer_start(n, n_gpu_layers)
+    on_gpu = sum(layout.layer_bytes[start:])
+    output_on_gpu = start <= n
+    host = layout.input_bytes + sum(layout.layer_bytes[:start])
+    if output_on_gpu:
+        on_gpu += layout.output_bytes + (layout.tied_bytes if layout.output_tied else 0)
+    else:
+        host += layout.output_bytes
+    return Placement(on_gpu, host, n + 1 - start, output_on_gpu, start)
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeShape:
+    n_vocab: int
+    n_embd: int
+    n_head: int
+    n_embd_kv: int  # n_head_kv x head_dim_k (largest layer)
+
+
+def compute_peaks(shape: ComputeShape, n_ctx_seq_cells: int, n_ubatch: int, n_batch: int, n_ctx: int,
+                  flash_attn: bool) -> tuple[int, int]:
+    """(logits peak, attention peak) in bytes for the worst-case ubatch (see the module docstring)."""
+    n_tok = max(1, min(n_ubatch, n_batch, n_ctx))
+    logits = n_tok * (shape.n_vocab * 4 + 3 * shape.n_embd * 4)
+    if flash_attn:
+        return logits, 0
+    attention = (n_tok * n_ctx_seq_cells * (shape.n_head * 4 + 4)
+                 + n_tok * 4 * (5 * shape.n_embd + 2 * shape.n_embd_kv))
+    return logits, attention
+
+
+def compute_bytes(shape: ComputeShape, n_ctx_seq_cells: int, n_ubatch: int, n_batch: int, n_ctx: int,
+                  flash_attn: bool) -> int:
+    return max(compute_peaks(shape, n_ctx_seq_cells, n_ubatch, n_batch, n_ctx, flash_attn))
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Bytes each device needs for one setting."""
+
+    weights_gpu: int
+    weights_host: int
+    kv_gpu: int
+    kv_host: int
+    compute_gpu: int
+    compute_host: int
+    gpu_layers: int
+
+    @property
+    def gpu(self) -> int:
+        return self.weights_gpu + self.kv_gpu + self.compute_gpu
+
+    @property
+    def host(self) -> int:
+        return self.weights_host + self.kv_host + self.compute_host
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything the budget depends on: the model and the settings."""
+
+    layout: WeightLayout
+    kv: KvShape | None
+    compute: ComputeShape | None
+    n_ctx: int
+    n_gpu_layers: int
+    type_k: str = "f16"
+    type_v: str = "f16"
+    n_seq: int = 1
+    unified: bool = False
+    n_batch: int = 512
+    n_ubatch: int = 512
+    flash_attn: bool = False
+    offload_kqv: bool = True
+    swa_full: bool = True
+    gpu: bool = True
+
+    def with_(self, **changes: object) -> Plan:
+        from dataclasses import replace
+
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def budget(plan: Plan) -> Budget:
+    place = place_weights(plan.layout, plan.n_gpu_layers, plan.gpu)
+    kv_gpu = kv_host = 0
+    if plan.kv is not None:
+        per_layer = kv_layer_bytes(plan.kv, plan.n_ctx, plan.type_k, plan.type_v, plan.n_seq, plan.unified,
+                                   swa_full=plan.swa_full, n_ubatch=plan.n_ubatch)
+        for layer, size in enumerate(per_layer):
+            if plan.offload_kqv and place.gpu_layers and layer >= place.first_gpu_layer:
+                kv_gpu += size
+            else:
+                kv_host += size
+    comp_gpu = comp_host = 0
+    if plan.compute is not None:
+        cells, _ = kv_cells(plan.n_ctx, plan.n_seq, plan.unified)
+        logits, attention = compute_peaks(plan.compute, cells, plan.n_ubatch, plan.n_batch, pad(plan.n_ctx),
+                                          plan.flash_attn)
+        n_tok = max(1, min(plan.n_ubatch, plan.n_batch, pad(plan.n_ctx)))
+        repeat_on_gpu = place.gpu_layers - (1 if place.output_on_gpu else 0) > 0
+        repeat_on_host = place.first_gpu_layer > 0
+        comp_gpu = max(logits if place.output_on_gpu else 0, attention if repeat_on_gpu else 0)
+        comp_host = max(0 if place.output_on_gpu else logits, attention if repeat_on_host else 0,
+                        n_tok * plan.compute.n_embd * 4)  # the input embeddings are always built on the host
+    return Budget(place.gpu_bytes, place.host_bytes, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers)
+
+
+def max_gpu_layers(plan: Plan, vram_budget: int) -> int:
+    """Largest n_gpu_layers (0..n_layer+1) whose GPU share fits in `vram_budget` bytes."""
+    best = 0
+    for ngl in range(1, plan.layout.n_layer + 2):
+        if budget(plan.with_(n_gpu_layers=ngl, gpu=True)).gpu <= vram_budget:
+            best = ngl
+        else:
+            break
+    return best
+
+
+def max_ctx_fit(plan: Plan, vram_budget: int | None, ram_budget: int | None, limit: int) -> int | None:
+    """Largest n_ctx (a multiple of 256, at most `limit`) for which both devices fit; None if none does."""
+    def fits(n_ctx: int) -> bool:
+        b = budget(plan.with_(n_ctx=n_ctx))
+        gpu_ok = vram_budget is None or b.gpu == 0 or b.gpu <= vram_budget
+        host_ok = ram_budget is None or b.host <= ram_budget
+        return gpu_ok and host_ok
+
+    lo, hi = 0, max(1, limit // KV_PAD)
+    if not fits(KV_PAD):
+        return None
+    while lo < hi:  # largest k with fits(k * 256)
+        mid = (lo + hi + 1) // 2
+        if fits(mid * KV_PAD):
+            lo = mid
+        else:
+            hi = mid - 1
+    return max(lo, 1) * KV_PAD
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -129,7 +347,12 @@ def shape_from_facts(facts: Facts) -> KvShape | None:
             return None
     if not isinstance(hd_v, int):
         hd_v = hd_k
-    return KvShape(n_layer, heads, hd_k, hd_v)
+    n_swa = facts.value("model.n_swa", 0)
+    mask = facts.value("model.swa_per_layer")
+    swa: tuple[bool, ...] = ()
+    if isinstance(n_swa, int) and n_swa > 0 and isinstance(mask, list) and len(mask) == n_layer:
+        swa = tuple(bool(v) for v in mask)
+    return KvShape(n_layer, heads, hd_k, hd_v, swa, n_swa if isinstance(n_swa, int) and swa else 0)
 
 
 def derive(facts: Facts) -> Facts:
@@ -140,13 +363,40 @@ def derive(facts: Facts) -> Facts:
     _derive_threads(facts)
     _derive_load(facts)
     _derive_offload(facts)
+    _derive_budget(facts)
+    _derive_decode_floor(facts)
+    _derive_gpu_ratios(facts)
+    _derive_output(facts)
     return facts
+
+
+def _derive_output(facts: Facts) -> None:
+    """run.output_repetition / repeat_span / repeat_count from the generated text (doctor/repetition.py).
+
+    Added by the watch task: the looping span found in run.output_text, with the span itself in the
+    source text so it shows as evidence."""
+    text = facts.value("run.output_text")
+    if not isinstance(text, str) or facts.has("run.output_repetition"):
+        return
+    from doctor.repetition import find_loop, tokens_of
+
+    loop = find_loop(text)
+    if loop is None:
+        n = len(tokens_of(text))
+        facts.set("run.output_repetition", 0.0, _src("output", f"no repeated span in {n} words of output"))
+        return
+    how = (f"\"{loop.span[:120]}\" x{loop.count} ({loop.period} words each) covers {loop.share:.0%} "
+           f"of the last {loop.tokens} words of output")
+    facts.set("run.output_repetition", loop.share, _src("output", how))
+    facts.set("run.repeat_count", loop.count, _src("output", how))
+    facts.set("run.repeat_span", loop.span, _src("output", how))
 
 
 def _derive_kv(facts: Facts) -> None:
     arch = str(facts.value("model.arch", "")).lower()
     if arch and arch in KV_UNMODELLED:
-        facts.set_default("model.kv_model_supported", False, _src("kv", f"architecture {arch} keeps recurrent or compressed state"))
+        facts.set_default("model.kv_model_supported", False,
+                          _src("kv", f"architecture {arch} keeps recurrent or compressed state"))
         for name in ("derived.kv_bytes", "derived.kv_bytes_per_token"):
             facts.unknown(name, f"KV size is not modelled for architecture {arch}", _src("kv", arch))
         return
@@ -174,13 +424,25 @@ def _derive_kv(facts: Facts) -> None:
     n_seq = n_seq if isinstance(n_seq, int) and n_seq > 0 else 1
     unified = bool(facts.value("config.kv_unified", False))
     cells, streams = kv_cells(n_ctx, n_seq, unified)
+    swa_full = _swa_full(facts)
+    n_ubatch = _int_fact(facts, "config.n_ubatch", 512)
+    n_swa = facts.value("model.n_swa", 0)
+    if isinstance(n_swa, int) and n_swa > 0 and not shape.swa and not swa_full:
+        facts.unknown("derived.kv_bytes", "which layers use the sliding window is unknown, and SWA layers get a"
+                      " smaller cache without swa_full", _src("kv", f"n_swa {n_swa}"))
+        return
     how = f"{formula} x {cells} cells x {streams} stream(s)"
+    if shape.swa and not swa_full:
+        how += (f"; {sum(shape.swa)} sliding-window layers x "
+                f"{swa_cells(cells, shape.n_swa, n_seq, unified, n_ubatch)} cells")
     facts.set("derived.kv_cells", cells * streams, _src("kv", how), "tokens")
+    opts = {"swa_full": swa_full, "n_ubatch": n_ubatch}
     try:
-        facts.set("derived.kv_bytes", kv_bytes(shape, n_ctx, type_k, type_v, n_seq, unified), _src("kv", how), "bytes")
-        facts.set("derived.kv_bytes_f16", kv_bytes(shape, n_ctx, "f16", "f16", n_seq, unified),
+        facts.set("derived.kv_bytes", kv_bytes(shape, n_ctx, type_k, type_v, n_seq, unified, **opts),
+                  _src("kv", how), "bytes")
+        facts.set("derived.kv_bytes_f16", kv_bytes(shape, n_ctx, "f16", "f16", n_seq, unified, **opts),
                   _src("kv", how.replace(type_k, "f16")), "bytes")
-        facts.set("derived.kv_bytes_q8_0", kv_bytes(shape, n_ctx, "q8_0", "q8_0", n_seq, unified),
+        facts.set("derived.kv_bytes_q8_0", kv_bytes(shape, n_ctx, "q8_0", "q8_0", n_seq, unified, **opts),
                   _src("kv", "same cells at q8_0"), "bytes")
     except ValueError as exc:
         facts.unknown("derived.kv_bytes", str(exc), _src("kv", how))
@@ -243,7 +505,8 @@ def _derive_context(facts: Facts) -> None:
     facts.set("derived.ctx_slot_recommended", recommended * n_par,
               _src("context", f"{recommended} per slot x {n_par} slot(s)"), "tokens")
     if isinstance(n_seq_ctx, int) and n_seq_ctx > 0:
-        facts.set("derived.tokens_over", max(0, need - n_seq_ctx), _src("context", f"{need} needed - {n_seq_ctx} per sequence"), "tokens")
+        facts.set("derived.tokens_over", max(0, need - n_seq_ctx),
+                  _src("context", f"{need} needed - {n_seq_ctx} per sequence"), "tokens")
         facts.set("derived.ctx_headroom", round(n_seq_ctx / max(need, 1), 3), _src("context", f"{n_seq_ctx} / {need}"))
         kv_tok = facts.value("derived.kv_bytes_per_token")
         if isinstance(kv_tok, int) and isinstance(n_ctx, int):
@@ -308,8 +571,267 @@ def _derive_run_summaries(facts: Facts) -> None:
     total = facts.value("run.decode_ms_total")
     n = facts.value("run.decode_tokens")
     if isinstance(total, int | float) and isinstance(n, int) and total > 0 and n > 0:
-        facts.set_default("run.decode_tps", round(n / (total / 1000), 2), _src("decode", f"{n} tokens in {total:.0f} ms"), "tokens/s")
+        facts.set_default("run.decode_tps", round(n / (total / 1000), 2),
+                          _src("decode", f"{n} tokens in {total:.0f} ms"), "tokens/s")
     prefill = facts.value("run.prefill_ms")
     if isinstance(prefill, int | float) and isinstance(total, int | float) and prefill + total > 0:
         facts.set_default("run.prefill_share", round(prefill / (prefill + total), 4),
                           _src("run", f"prefill {prefill:.0f} ms vs decode {total:.0f} ms"))
+
+
+# -- memory budget and decode floor ----------------------------------------------------------
+
+VRAM_MARGIN = 1024 * MIB  # llama.cpp's own --fit target per device (common/common.h fit_params_target)
+RAM_MARGIN = 512 * MIB  # the OS, the engine's own allocations, the Python process
+
+
+def _int_fact(facts: Facts, name: str, default: int) -> int:
+    value = facts.value(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _swa_full(facts: Facts) -> bool:
+    value = facts.value("config.swa_full")
+    if isinstance(value, bool):
+        return value
+    # llama.cpp's CLI and server default to swa_full=false; the C API (llama-cpp-python) to true
+    return facts.value("config.engine", facts.value("engine.name")) not in ("llama.cpp", "ollama")
+
+
+def _flash_attn(facts: Facts) -> bool:
+    value = str(facts.value("config.flash_attn", "disabled")).lower()
+    return value in ("enabled", "auto", "on", "true", "1")
+
+
+def layout_from_facts(facts: Facts) -> WeightLayout | None:
+    layers = facts.value("model.layer_bytes")
+    n_layer = facts.value("model.n_layer")
+    if not (isinstance(layers, list) and layers and all(isinstance(b, int) for b in layers)):
+        return None
+    if isinstance(n_layer, int) and len(layers) != n_layer:
+        return None
+    inp = facts.value("model.input_bytes")
+    out = facts.value("model.output_bytes")
+    if not isinstance(inp, int) or not isinstance(out, int):
+        return None
+    tied = facts.value("model.output_tied") is True
+    return WeightLayout(list(layers), inp, out, tied, inp if tied else 0)
+
+
+def compute_shape_from_facts(facts: Facts) -> ComputeShape | None:
+    n_vocab, n_embd, n_head = (facts.value(f"model.{k}") for k in ("n_vocab", "n_embd", "n_head"))
+    shape = shape_from_facts(facts)
+    if not all(isinstance(v, int) and v > 0 for v in (n_vocab, n_embd, n_head)) or shape is None:
+        return None
+    return ComputeShape(n_vocab, n_embd, n_head, max(shape.n_head_kv) * shape.head_dim_k)
+
+
+def _gpu_present(facts: Facts) -> bool:
+    count = facts.value("host.gpu.count")
+    return isinstance(count, int) and count > 0
+
+
+def _vram_free(facts: Facts) -> int | None:
+    count = facts.value("host.gpu.count")
+    if not isinstance(count, int) or count <= 0:
+        return None
+    free = [facts.value(f"host.gpu[{i}].vram_free") for i in range(count)]
+    if not all(isinstance(f, int) for f in free):
+        return None
+    return sum(free)  # llama.cpp splits layers over GPUs in proportion to their free memory
+
+
+def plan_from_facts(facts: Facts) -> Plan | None:
+    layout = layout_from_facts(facts)
+    n_ctx = facts.value("config.n_ctx")
+    if layout is None or not isinstance(n_ctx, int) or n_ctx <= 0:
+        return None
+    arch = str(facts.value("model.arch", "")).lower()
+    kv = None if arch in KV_UNMODELLED else shape_from_facts(facts)
+    type_k = str(facts.value("config.type_k", "f16")).lower()
+    type_v = str(facts.value("config.type_v", type_k)).lower()
+    if type_k not in KV_TYPES or type_v not in KV_TYPES:
+        kv = None
+    n_batch = _int_fact(facts, "config.n_batch", 512)
+    ngl = _int_fact(facts, "config.n_gpu_layers", 0)
+    gpu = _gpu_present(facts) and facts.value("engine.gpu_offload_supported") is not False
+    return Plan(layout=layout, kv=kv, compute=compute_shape_from_facts(facts), n_ctx=n_ctx, n_gpu_layers=ngl,
+                type_k=type_k, type_v=type_v, n_seq=max(1, _int_fact(facts, "config.n_parallel", 1)),
+                unified=facts.value("config.kv_unified") is True, n_batch=n_batch,
+                n_ubatch=min(n_batch, _int_fact(facts, "config.n_ubatch", 512)), flash_attn=_flash_attn(facts),
+                offload_kqv=facts.value("config.offload_kqv") is not False, swa_full=_swa_full(facts), gpu=gpu)
+
+
+def _derive_budget(facts: Facts) -> None:
+    plan = plan_from_facts(facts)
+    if plan is None:
+        return
+    b = budget(plan)
+    n_total = plan.layout.n_layer + 1
+    settings = (f"n_ctx {plan.n_ctx}, n_gpu_layers {plan.n_gpu_layers}, {plan.type_k}/{plan.type_v}, "
+                f"n_ubatch {plan.n_ubatch}, flash attention {'on' if plan.flash_attn else 'off'}")
+    src = _src("budget", settings)
+    facts.set("derived.total_layers", n_total, _src("budget", "n_layer repeating layers + the output layer"), "layers")
+    facts.set("derived.weights_bytes", plan.layout.total, _src("budget", "sum of per-tensor sizes"), "bytes")
+    facts.set("derived.gpu_layers", b.gpu_layers, src, "layers")
+    facts.set("derived.weights_gpu_bytes", b.weights_gpu,
+              _src("budget", f"layers {n_total - b.gpu_layers}..{n_total - 1} of 0..{n_total - 1} on the GPU"), "bytes")
+    facts.set("derived.weights_host_bytes", b.weights_host,
+              _src("budget", "token embedding (always on the CPU) + layers not offloaded"), "bytes")
+    if plan.kv is not None:
+        facts.set("derived.kv_gpu_bytes", b.kv_gpu, src, "bytes")
+        facts.set("derived.kv_host_bytes", b.kv_host, src, "bytes")
+    if plan.compute is not None:
+        how = _src("budget", f"worst-case ubatch of {min(plan.n_ubatch, pad(plan.n_ctx))} tokens; {settings}")
+        facts.set("derived.compute_bytes", b.compute_gpu + b.compute_host, how, "bytes")
+        facts.set("derived.compute_gpu_bytes", b.compute_gpu, how, "bytes")
+        facts.set("derived.compute_host_bytes", b.compute_host, how, "bytes")
+    complete = plan.kv is not None and plan.compute is not None
+    if not complete:
+        reason = ("KV cache not modelled for this model" if plan.kv is None
+                  else "compute buffer needs n_vocab, n_embd, n_head")
+        for name in ("derived.fits_vram", "derived.fits_ram", "derived.max_ctx_fit"):
+            facts.unknown(name, reason, src)
+    facts.set("derived.gpu_need_bytes", b.gpu, _src("budget", "weights + KV + compute on the GPU"), "bytes")
+    facts.set("derived.host_need_bytes", b.host, _src("budget", "weights + KV + compute in host memory"), "bytes")
+
+    vram_free = _vram_free(facts)
+    vram_budget = None
+    if vram_free is not None:
+        count = _int_fact(facts, "host.gpu.count", 1)
+        vram_budget = max(0, vram_free - VRAM_MARGIN * count)
+        facts.set("derived.vram_budget", vram_budget,
+                  _src("budget", f"free VRAM {vram_free / MIB:.0f} MiB - {count} x 1024 MiB margin (llama.cpp --fit)"),
+                  "bytes")
+    available = facts.value("host.ram.available")
+    ram_budget = None
+    if isinstance(available, int):
+        ram_budget = max(0, available - RAM_MARGIN)
+        facts.set("derived.ram_budget", ram_budget,
+                  _src("budget", f"available RAM {available / MIB:.0f} MiB - 512 MiB margin"), "bytes")
+
+    phase, device = "none", "none"
+    if vram_budget is not None and plan.gpu and b.gpu_layers > 0:
+        fits = b.gpu <= vram_budget
+        facts.set("derived.weights_fit_vram", b.weights_gpu <= vram_budget, src)
+        facts.set("derived.kv_fits_vram", b.weights_gpu + b.kv_gpu <= vram_budget, src)
+        if complete:
+            facts.set("derived.fits_vram", fits, src)
+            facts.set("derived.gpu_short_bytes", max(0, b.gpu - vram_budget), src, "bytes")
+        if not fits:
+            device = "gpu"
+            phase = ("weights" if b.weights_gpu > vram_budget else
+                     "kv_cache" if b.weights_gpu + b.kv_gpu > vram_budget else "compute")
+    if ram_budget is not None and complete:
+        fits_ram = b.host <= ram_budget
+        facts.set("derived.fits_ram", fits_ram, src)
+        facts.set("derived.host_short_bytes", max(0, b.host - ram_budget), src, "bytes")
+        if not fits_ram and device == "none":
+            device = "host"
+            phase = ("weights" if b.weights_host > ram_budget else
+                     "kv_cache" if b.weights_host + b.kv_host > ram_budget else "compute")
+    if complete and (vram_budget is not None or ram_budget is not None):
+        facts.set("derived.oom_phase", phase, src)
+        facts.set("derived.oom_device", device, src)
+        if device != "none":
+            need, room = (b.gpu, vram_budget) if device == "gpu" else (b.host, ram_budget)
+            facts.set("derived.oom_need_bytes", need,
+                      _src("budget", f"weights + KV + compute on the {device}"), "bytes")
+            facts.set("derived.oom_budget_bytes", room,
+                      _src("budget", f"free {device} memory minus the margin"), "bytes")
+
+    if vram_budget is not None and complete:
+        best = max_gpu_layers(plan, vram_budget)
+        fit_how = f"largest n_gpu_layers whose weights + KV + compute fit in {vram_budget / MIB:.0f} MiB"
+        facts.set("derived.max_gpu_layers", best, _src("budget", fit_how), "layers")
+        facts.set("derived.gpu_layers_fit_recommended", -1 if best >= n_total else best,
+                  _src("budget", "all layers (-1)" if best >= n_total else f"{best} of {n_total} layers fit"),
+                  "layers")
+    if complete and (vram_budget is not None or ram_budget is not None):
+        train = facts.value("model.n_ctx_train")
+        limit = train if isinstance(train, int) and train > 0 else max(plan.n_ctx, 131072)
+        limit = max(limit, plan.n_ctx)
+        best_ctx = max_ctx_fit(plan, vram_budget if plan.gpu and b.gpu_layers else None, ram_budget, limit)
+        if best_ctx is None:
+            facts.set("derived.max_ctx_fit", 0, _src("budget", "not even 256 tokens fit next to the weights"), "tokens")
+        else:
+            facts.set("derived.max_ctx_fit", best_ctx,
+                      _src("budget", f"largest multiple of 256 up to {limit} that fits with n_gpu_layers "
+                                     f"{plan.n_gpu_layers}"), "tokens")
+            need = facts.value("derived.ctx_recommended")
+            rec = min(need, best_ctx) if isinstance(need, int) else best_ctx
+            facts.set("derived.ctx_fit_recommended", rec,
+                      _src("budget", "the context needed, or the largest that fits if smaller"), "tokens")
+
+
+def _derive_decode_floor(facts: Facts) -> None:
+    """Bytes read per generated token / memory bandwidth: a floor on ms per token."""
+    plan = plan_from_facts(facts)
+    if plan is None or plan.kv is None:
+        return
+    place = place_weights(plan.layout, plan.n_gpu_layers, plan.gpu)
+    # decode reads every weight once per token except the embedding table (one row) and, for MoE,
+    # the experts that are not routed to
+    n_expert, used = facts.value("model.n_expert", 0), facts.value("model.n_expert_used", 0)
+    experts = facts.value("model.expert_bytes", 0)
+    unused_share = 0.0
+    if isinstance(n_expert, int) and n_expert > 0 and isinstance(used, int) and isinstance(experts, int):
+        unused_share = experts / max(1, sum(plan.layout.layer_bytes)) * (1 - used / n_expert)
+    gpu_weights = place.gpu_bytes
+    host_weights = place.host_bytes - plan.layout.input_bytes
+    if plan.layout.output_tied and not place.output_on_gpu:
+        host_weights += plan.layout.tied_bytes  # the tied lm head is the embedding table, read in full
+    gpu_weights = int(gpu_weights * (1 - unused_share))
+    host_weights = int(host_weights * (1 - unused_share))
+    tokens = facts.value("derived.tokens_needed")
+    ctx_tokens = min(tokens, pad(plan.n_ctx)) if isinstance(tokens, int) else pad(plan.n_ctx)
+    kv_tok = kv_bytes_per_token(plan.kv, plan.type_k, plan.type_v)
+    kv_read = int(kv_tok * ctx_tokens)
+    share_gpu = (place.gpu_layers - (1 if place.output_on_gpu else 0)) / max(1, plan.layout.n_layer)
+    kv_gpu = int(kv_read * share_gpu) if plan.offload_kqv else 0
+    gpu_bytes, host_bytes = gpu_weights + kv_gpu, host_weights + kv_read - kv_gpu
+    how = f"weights read per token + KV of {ctx_tokens} tokens"
+    facts.set("derived.decode_bytes_per_token", gpu_bytes + host_bytes, _src("decode", how), "bytes")
+    facts.set("derived.decode_gpu_bytes_per_token", gpu_bytes, _src("decode", how), "bytes")
+    facts.set("derived.decode_host_bytes_per_token", host_bytes, _src("decode", how), "bytes")
+    gpu_bw = facts.value("host.gpu[0].bandwidth_measured_gbs", facts.value("host.gpu[0].bandwidth_spec_gbs"))
+    host_bw = facts.value("host.ram.bandwidth_measured_gbs")
+    if isinstance(gpu_bw, int | float) and gpu_bw > 0:
+        facts.set("derived.gpu_bandwidth_gbs", float(gpu_bw), _src("decode", "measured device copy, else spec"), "GB/s")
+    if isinstance(host_bw, int | float) and host_bw > 0:
+        facts.set("derived.host_bandwidth_gbs", float(host_bw), _src("decode", "measured host copy"), "GB/s")
+    floor = 0.0
+    parts = []
+    for n_bytes, bw, where in ((gpu_bytes, gpu_bw, "GPU"), (host_bytes, host_bw, "RAM")):
+        if n_bytes <= 0:
+            continue
+        if not isinstance(bw, int | float) or bw <= 0:
+            facts.unknown("derived.decode_floor_ms", f"{where} memory bandwidth unknown (scan --bench measures it)",
+                          _src("decode", how))
+            return
+        floor += n_bytes / (bw * 1e9) * 1000
+        parts.append(f"{n_bytes / MIB:.0f} MiB at {bw:.0f} GB/s ({where})")
+    facts.set("derived.decode_floor_ms", round(floor, 3), _src("decode", " + ".join(parts)), "ms")
+    if plan.gpu and isinstance(gpu_bw, int | float) and gpu_bw > 0 and place.first_gpu_layer > 0:
+        full = place_weights(plan.layout, -1, True)
+        full_bytes = full.gpu_bytes + kv_read
+        full_ms = full_bytes / (gpu_bw * 1e9) * 1000 * (1 - unused_share)
+        facts.set("derived.decode_floor_full_gpu_ms", round(full_ms, 3), _src(
+            "decode", f"{full_bytes / MIB:.0f} MiB at {gpu_bw:.0f} GB/s if every layer were on the GPU"), "ms")
+        if full_ms > 0:
+            facts.set("derived.offload_slowdown", round(floor / full_ms, 2),
+                      _src("decode", f"{floor:.1f} ms / {full_ms:.1f} ms per token"))
+
+
+def _derive_gpu_ratios(facts: Facts) -> None:
+    """Measured against spec: memory bandwidth and the pinned host-to-device copy over PCIe."""
+    count = facts.value("host.gpu.count")
+    if not isinstance(count, int):
+        return
+    for i in range(count):
+        p = f"host.gpu[{i}]"
+        for measured, spec, out in ((f"{p}.bandwidth_measured_gbs", f"{p}.bandwidth_spec_gbs", f"{p}.bandwidth_ratio"),
+                                    (f"{p}.pcie.h2d_measured_gbs", f"{p}.pcie.spec_gbs", f"{p}.pcie.h2d_ratio")):
+            m, s = facts.value(measured), facts.value(spec)
+            if isinstance(m, int | float) and isinstance(s, int | float) and s > 0:
+                facts.set(out, round(m / s, 3), _src("gpu", f"{m:g} GB/s measured / {s:g} GB/s spec"))

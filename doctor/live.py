@@ -58,7 +58,10 @@ class PhaseEvent(LiveEvent):
 
 @dataclass(slots=True)
 class StepEvent(LiveEvent):
-    """One decode step (1..N): its time, the token, KV cells used out of n_ctx, memory sampled."""
+    """One decode step (1..N): its time, the token, KV cells used out of n_ctx, memory sampled.
+
+    `token` is the generated text piece: escape sequences and controls removed, except line breaks
+    (and tabs), which are part of the output; views make it inert line by line."""
 
     kind: str = "step"
     step: int = 0
@@ -130,14 +133,18 @@ class PerfEvent(LiveEvent):
     decode_ms: float | None = None
     decode_tokens: int | None = None
     graphs_reused: int | None = None
+    tracer_ms: float | None = None  # time the tracer itself spent between decode steps, in the engine process
 
 
 @dataclass(slots=True)
 class FindingEvent(LiveEvent):
-    """A finding that fired or resolved since the last evaluation (the finding's JSON)."""
+    """A finding that fired, changed or resolved since the last evaluation (the finding's JSON).
+
+    "updated": the same finding with a new message or confidence (a loop that grew, a median that
+    moved); announced at most every couple of seconds, and once more at the end if it changed."""
 
     kind: str = "finding"
-    state: str = "fired"  # fired | resolved
+    state: str = "fired"  # fired | updated | resolved
     finding: dict[str, Any] = field(default_factory=dict)
 
 

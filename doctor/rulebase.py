@@ -60,6 +60,7 @@ CLASSES: dict[str, str] = {
     "gpu.bandwidth": "GPU memory bandwidth",
     "model.corrupt": "Model file",
     "decode.jitter": "Decode timing",
+    "engine.crash": "Engine process",  # the engine aborted or was killed (watch: the child's exit)
 }
 
 MAX_FILE_BYTES = 1 << 20

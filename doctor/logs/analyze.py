@@ -54,7 +54,7 @@ class LogAnalyzer:
 
     def _consume(self, items: object) -> None:
         parsers = self.parsers
-        capture_any = False
+        capture_any = self.scanner.capture  # a gap may come in a later feed() than its trigger line
         for raw in items:  # type: ignore[attr-defined]
             if raw.text is not None:
                 line = make_line(raw.number, raw.text, raw.next)

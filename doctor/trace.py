@@ -1,0 +1,383 @@
+"""Traces: live events → Facts, for a run as it happens and for a recording read back later.
+
+`TraceBuilder` is fed LiveEvents (doctor/live.py) in order and can give a Facts snapshot at any
+time. The watch command feeds it live; `facts_from_recording` feeds it from a `--record` file
+(NDJSON: a header object `{"llm_doctor": "trace", "version": 1, ...}` then one event per line).
+Because both paths run the same events through the same builder, replaying a recording through
+`analyze` gives the same facts, hence the same findings, as the live run.
+
+What maps where:
+- SettingsEvent → config.*, sampling.*, model.path, engine.* (the engine stage wins over requested);
+- FactsEvent → the facts it carries (host probes, model file, metrics scrapes);
+- PhaseEvent → run.load_ms, run.warmup_ms, run.prefill_ms, run.prompt_tokens;
+- StepEvent → run.decode_ms (one value per decode step), run.kv_used / run.kv_fill, the output text;
+- SampleEvent → run.rss_max, run.vram_max, run.cpu_load_max, run.swap_in_use;
+- LogEvent → the engine's own log lines, through the same LogAnalyzer `analyze` uses;
+- IncidentEvent → events (ctx_full, decode_failed, crash, ...);
+- PerfEvent → run.engine_* (llama.cpp's own counters, for the cross-check);
+- EndEvent → run.finish_reason, run.exit_status, run.crashed.
+Trace facts win over facts parsed from the log, as they come from the engine's API.
+
+Pure: events in, facts out (reading the given stream for recordings).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import Any, BinaryIO
+
+from doctor.errors import InputError
+from doctor.facts import Event, Fact, Facts, Source
+from doctor.live import (
+    EndEvent,
+    FactsEvent,
+    IncidentEvent,
+    LiveEvent,
+    LogEvent,
+    PerfEvent,
+    PhaseEvent,
+    SampleEvent,
+    SettingsEvent,
+    StepEvent,
+    event_from_json,
+)
+from doctor.logs.analyze import LogAnalyzer
+
+TRACE_KIND = "trace"
+TRACE_VERSION = 1
+OUTPUT_KEEP = 8192  # characters of generated text kept for the facts (the loop detector's window)
+MAX_RECORD_LINE = 8 << 20  # a recording line longer than this is damaged
+STEPS_KEPT = 100_000  # decode steps kept in run.decode_ms (a day of decoding at 1 step/s)
+LOG_BATCH = 1 << 20  # log bytes held before they are parsed even without a snapshot
+
+# settings key → (fact, unit); "requested" and "engine" stages use the same keys
+SETTING_FACTS: dict[str, tuple[str, str | None]] = {
+    "engine": ("config.engine", None),
+    "n_ctx": ("config.n_ctx", "tokens"),
+    "n_ctx_requested": ("config.n_ctx_requested", "tokens"),
+    "n_ctx_seq": ("config.n_ctx_seq", "tokens"),
+    "n_parallel": ("config.n_parallel", "sequences"),
+    "n_gpu_layers": ("config.n_gpu_layers", "layers"),
+    "n_threads": ("config.n_threads", "threads"),
+    "n_threads_batch": ("config.n_threads_batch", "threads"),
+    "n_batch": ("config.n_batch", "tokens"),
+    "n_ubatch": ("config.n_ubatch", "tokens"),
+    "use_mmap": ("config.use_mmap", None),
+    "flash_attn": ("config.flash_attn", None),
+    "type_k": ("config.type_k", None),
+    "type_v": ("config.type_v", None),
+    "max_tokens": ("config.max_new_tokens", "tokens"),
+    "prompt_tokens": ("config.prompt_tokens", "tokens"),
+    "temperature": ("sampling.temperature", None),
+    "top_p": ("sampling.top_p", None),
+    "top_k": ("sampling.top_k", None),
+    "min_p": ("sampling.min_p", None),
+    "repeat_penalty": ("sampling.repeat_penalty", None),
+    "repeat_last_n": ("sampling.repeat_last_n", "tokens"),
+    "seed": ("sampling.seed", None),
+    "model_path": ("model.path", None),
+    "model_bytes": ("model.weights_bytes", "bytes"),
+    "n_params": ("model.n_params", "params"),
+    "n_layer": ("model.n_layer", "layers"),
+    "n_ctx_train": ("model.n_ctx_train", "tokens"),
+    "engine_name": ("engine.name", None),
+    "engine_version": ("engine.version", None),
+    "gpu_offload_supported": ("engine.gpu_offload_supported", None),
+    "mmap_supported": ("engine.mmap_supported", None),
+    "max_tokens_effective": ("run.max_tokens_effective", "tokens"),
+}
+PHASE_FACTS = {"load": "run.load_ms", "warmup": "run.warmup_ms", "prefill": "run.prefill_ms"}
+
+
+class TraceBuilder:
+    """Accumulates LiveEvents into facts; `snapshot()` may be called any number of times."""
+
+    def __init__(self, name: str = "trace") -> None:
+        self.name = name
+        self.analyzer = LogAnalyzer(name)
+        self.facts = Facts()  # facts set by trace events (they win over log facts)
+        self.facts.inputs.append(name)
+        self.decode_ms: deque[float] = deque(maxlen=STEPS_KEPT)
+        self.output: deque[str] = deque()
+        self.output_chars = 0
+        self.generated = 0
+        self.prompt_tokens: int | None = None
+        self.n_ctx: int | None = None
+        self.kv_used: int | None = None
+        self.kv_source: Source | None = None
+        self.rss_max: int | None = None
+        self.vram_max: int | None = None
+        self.others_load_max: float | None = None
+        self.swap_in_max: int | None = None
+        self.samples = 0
+        self.log_lines = 0
+        self.events_fed = 0
+        self.last_t_ms = 0.0
+        self.ended: EndEvent | None = None
+        # log lines reach the parsers in batches (at each snapshot), so that a line wrapped by a
+        # terminal is still joined with the next one, as `analyze` does over its big chunks
+        self.pending_log: list[bytes] = []
+        self.pending_bytes = 0
+
+    def _drain_log(self) -> None:
+        if self.pending_log:
+            self.analyzer.feed(b"".join(self.pending_log))
+            self.pending_log.clear()
+            self.pending_bytes = 0
+
+    # -- feeding ---------------------------------------------------------------------------
+    def feed(self, event: LiveEvent) -> None:
+        self.events_fed += 1
+        self.last_t_ms = max(self.last_t_ms, event.t_ms)
+        if isinstance(event, StepEvent):
+            self._step(event)
+        elif isinstance(event, LogEvent):
+            self.log_lines += 1
+            self.pending_log.append(event.text.encode("utf-8", "replace") + b"\n")
+            self.pending_bytes += len(self.pending_log[-1])
+            if self.pending_bytes >= LOG_BATCH:
+                self._drain_log()
+        elif isinstance(event, SampleEvent):
+            self._sample(event)
+        elif isinstance(event, PhaseEvent):
+            self._phase(event)
+        elif isinstance(event, SettingsEvent):
+            self._settings(event)
+        elif isinstance(event, FactsEvent):
+            self._facts(event)
+        elif isinstance(event, IncidentEvent):
+            self._incident(event)
+        elif isinstance(event, PerfEvent):
+            self._perf(event)
+        elif isinstance(event, EndEvent):
+            self._end(event)
+        # FindingEvents are the rules' output, not input: they are not fed back.
+
+    def _src(self, what: str, text: str | None = None) -> Source:
+        return Source("trace", f"trace.{what}", text=text)
+
+    def _settings(self, event: SettingsEvent) -> None:
+        stage = event.stage or "requested"
+        for key, value in event.settings.items():
+            target = SETTING_FACTS.get(key)
+            if target is None or value is None or isinstance(value, dict | list):
+                continue
+            name, unit = target
+            if stage == "requested" and name.startswith("config.n_ctx") and key == "n_ctx":
+                name = "config.n_ctx_requested"
+            how = "as asked" if stage == "requested" else "as the engine reports"
+            src = self._src(f"settings.{stage}", f"{key} = {value} ({how})")
+            if stage == "requested":
+                self.facts.set_default(name, value, src, unit)
+            else:
+                self.facts.set(name, value, src, unit)
+        n_ctx = event.settings.get("n_ctx")
+        if stage != "requested" and isinstance(n_ctx, int):
+            self.n_ctx = n_ctx
+        prompt = event.settings.get("prompt_tokens")
+        if isinstance(prompt, int):
+            self.prompt_tokens = prompt
+
+    def _facts(self, event: FactsEvent) -> None:
+        for name, raw in event.facts.items():
+            if isinstance(raw, dict):
+                self.facts.add(Fact.from_json(str(name), raw))
+
+    def _phase(self, event: PhaseEvent) -> None:
+        name = PHASE_FACTS.get(event.phase)
+        if name is None:
+            return
+        src = self._src(f"phase.{event.phase}", f"{event.phase} took {event.ms:.1f} ms"
+                        + (f" for {event.tokens} tokens" if event.tokens else ""))
+        self.facts.set(name, round(event.ms, 3), src, "ms")
+        if event.phase == "prefill":
+            if event.tokens is not None:
+                self.prompt_tokens = event.tokens
+                self.facts.set("run.prompt_tokens", event.tokens, src, "tokens")
+                self.facts.set("run.prompt_tokens_max", event.tokens, src, "tokens")
+                if event.ms > 0:
+                    self.facts.set("run.prefill_tps", round(event.tokens / (event.ms / 1000), 2), src, "tokens/s")
+            self.generated += 1
+            self._append_output(event.token)
+            if event.kv_used is not None:
+                self._kv(event.kv_used, src)
+
+    def _step(self, event: StepEvent) -> None:
+        self.decode_ms.append(round(event.ms, 3))
+        self.generated += 1
+        if event.token:
+            self._append_output(event.token)
+        if event.n_ctx:
+            self.n_ctx = event.n_ctx
+        if event.kv_used is not None:
+            self.kv_used = event.kv_used
+            self.kv_source = None
+        if event.rss_bytes is not None:
+            self.rss_max = max(self.rss_max or 0, event.rss_bytes)
+        if event.vram_bytes is not None:
+            self.vram_max = max(self.vram_max or 0, event.vram_bytes)
+
+    def _kv(self, used: int, src: Source) -> None:
+        self.kv_used = used
+        self.kv_source = src
+
+    def _append_output(self, text: str) -> None:
+        if not text:
+            return
+        self.output.append(text)
+        self.output_chars += len(text)
+        while self.output_chars - len(self.output[0]) >= OUTPUT_KEEP and len(self.output) > 1:
+            self.output_chars -= len(self.output.popleft())
+
+    def _sample(self, event: SampleEvent) -> None:
+        self.samples += 1
+        if event.rss_bytes is not None:
+            self.rss_max = max(self.rss_max or 0, event.rss_bytes)
+        if event.vram_bytes is not None:
+            self.vram_max = max(self.vram_max or 0, event.vram_bytes)
+        if event.others_load is not None:
+            self.others_load_max = max(self.others_load_max or 0.0, event.others_load)
+        if event.swap_in_bytes is not None:
+            self.swap_in_max = max(self.swap_in_max or 0, event.swap_in_bytes)
+
+    def _incident(self, event: IncidentEvent) -> None:
+        data = {str(k): v for k, v in event.data.items() if isinstance(v, int | float | str | bool)}
+        self.facts.add_event(Event(kind=event.event, line=None, text=event.text, source="trace",
+                                   phase=event.phase, data=data))
+
+    def _perf(self, event: PerfEvent) -> None:
+        src = self._src("perf", "llama_perf_context: llama.cpp's own counters")
+        for name, value, unit in (("run.engine_prefill_ms", event.prefill_ms, "ms"),
+                                  ("run.engine_prompt_tokens", event.prompt_tokens, "tokens"),
+                                  ("run.engine_decode_ms", event.decode_ms, "ms"),
+                                  ("run.engine_decode_tokens", event.decode_tokens, "tokens")):
+            if value is not None:
+                self.facts.set(name, value, src, unit)
+
+    def _end(self, event: EndEvent) -> None:
+        self.ended = event
+        src = self._src("end", f"run ended: {event.reason}"
+                        + (f", exit status {event.exit_status}" if event.exit_status is not None else ""))
+        if event.finish_reason:
+            self.facts.set("run.finish_reason", event.finish_reason, src)
+        if event.exit_status is not None:
+            self.facts.set("run.exit_status", event.exit_status, src)
+        self.facts.set("run.crashed", event.reason == "crashed", src)
+        self.facts.set("run.total_ms", round(event.t_ms, 1), src, "ms")
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def output_text(self) -> str:
+        return "".join(self.output)[-OUTPUT_KEEP:]
+
+    def snapshot(self) -> Facts:
+        """Facts so far: the engine log's facts, overlaid with the trace's own."""
+        # with no log line seen there is nothing to detect an engine from: start empty
+        self._drain_log()
+        facts = self.analyzer.snapshot() if self.log_lines else Facts()
+        facts.merge(self.facts)
+        facts.inputs = [self.name]
+        facts.events_observed = True
+        self._run_facts(facts)
+        return facts
+
+    def _run_facts(self, facts: Facts) -> None:
+        if self.decode_ms:
+            steps = list(self.decode_ms)
+            facts.set("run.decode_ms", steps,
+                      self._src("steps", f"{len(steps)} decode steps timed (eval + sample)"), "ms")
+        if self.generated:
+            src = self._src("steps", f"{self.generated} tokens generated")
+            facts.set("run.generated_tokens", self.generated, src, "tokens")
+            if self.prompt_tokens is not None:
+                used = self.prompt_tokens + self.generated
+                facts.set("run.tokens_used", used, src, "tokens")
+                current = facts.value("run.tokens_used_max")
+                if not isinstance(current, int) or used > current:
+                    facts.set("run.tokens_used_max", used, src, "tokens")
+        if self.kv_used is not None:
+            src = self.kv_source or self._src("kv", "llama_memory_seq_pos_max(seq 0) + 1 after the last step")
+            facts.set("run.kv_used", self.kv_used, src, "tokens")
+            if self.n_ctx:
+                facts.set("run.kv_fill", round(self.kv_used / self.n_ctx, 4),
+                          self._src("kv", f"{self.kv_used} of {self.n_ctx} cells"))
+        if self.output:
+            facts.set("run.output_text", self.output_text, self._src("output", "generated text (last 8 KiB)"))
+        if self.rss_max is not None:
+            facts.set("run.rss_max", self.rss_max, self._src("sampler", "peak resident memory of the engine"), "bytes")
+        if self.vram_max is not None:
+            facts.set("run.vram_max", self.vram_max,
+                      self._src("sampler", "peak GPU memory of the engine (NVML)"), "bytes")
+        if self.others_load_max is not None:
+            facts.set("run.cpu_load_max", round(self.others_load_max, 3),
+                      self._src("sampler", "runnable threads of other processes per usable core, "
+                                f"highest of {self.samples} samples"))
+        if self.swap_in_max is not None:
+            facts.set("run.swap_in_bytes", self.swap_in_max,
+                      self._src("sampler", "bytes swapped in during the run"), "bytes")
+            facts.set("run.swap_in_use", self.swap_in_max > 0,
+                      self._src("sampler", f"{self.swap_in_max} bytes swapped in during the run"))
+
+
+# -- recordings ----------------------------------------------------------------------------
+
+def header(source: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The first line of a recording."""
+    out: dict[str, Any] = {"llm_doctor": TRACE_KIND, "version": TRACE_VERSION, "source": source}
+    for key, value in (settings or {}).items():
+        if key not in out:
+            out[key] = value
+    return out
+
+
+def read_recording(stream: BinaryIO, name: str = "recording") -> tuple[dict[str, Any], list[LiveEvent], int]:
+    """(header, events, damaged lines). A damaged line (a crash mid-write) is skipped, not fatal."""
+    head_line = stream.readline(MAX_RECORD_LINE)
+    try:
+        head = json.loads(head_line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise InputError(f"{name}: not a watch recording (the first line is not JSON)") from None
+    if not isinstance(head, dict) or head.get("llm_doctor") != TRACE_KIND:
+        raise InputError(f"{name}: not a watch recording (no \"llm_doctor\": \"trace\" header)")
+    version = head.get("version")
+    if not isinstance(version, int) or version > TRACE_VERSION:
+        raise InputError(f"{name}: recording version {version!r} is newer than this llm-doctor reads ({TRACE_VERSION})")
+    events: list[LiveEvent] = []
+    damaged = 0
+    for raw in iter(lambda: stream.readline(MAX_RECORD_LINE), b""):
+        if not raw.strip():
+            continue
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            damaged += 1
+            continue
+        event = event_from_json(data) if isinstance(data, dict) else None
+        if event is None:
+            damaged += 1
+            continue
+        events.append(event)
+    return head, events, damaged
+
+
+def facts_from_recording(stream: BinaryIO, name: str = "recording") -> Facts:
+    """Replay a `watch --record` file into Facts (analyze FILE)."""
+    head, events, damaged = read_recording(stream, name)
+    builder = TraceBuilder(name)
+    for event in events:
+        builder.feed(event)
+    facts = builder.snapshot()
+    def src(text: str) -> Source:
+        return Source("trace", "trace.recording", text=text)
+
+    if damaged:
+        facts.set("run.recording_damaged_lines", damaged,
+                  src(f"{damaged} damaged line(s) skipped (a crash mid-write?)"), "lines")
+    if builder.ended is None:
+        facts.set("run.recording_complete", False,
+                  src("the recording has no end event: the run (or watch) stopped early"))
+    else:
+        facts.set("run.recording_complete", True, src(f"ended: {builder.ended.reason}"))
+    del head
+    return facts

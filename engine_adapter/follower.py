@@ -1,0 +1,236 @@
+"""Follow a growing log file the way `tail -F` does: appends, truncation, rotation, a file that
+is not there yet.
+
+`LogFollower.poll()` returns what is new since the last call: data chunks and notes ("truncated",
+"rotated", "appeared"). Rotation is a new inode at the path (logrotate's create mode, or a
+rename-and-recreate): the rest of the old file is read to its end first, then the new file from its
+start. Truncation (copytruncate, `> file`) is a size below the read position: reading restarts at
+0. Memory is bounded: at most `chunk` bytes are read per poll, and a line is only ever held until
+its newline arrives (`LineSplitter`, which cuts lines longer than `max_line`).
+
+`follow_log()` drives a watch session from it: each complete line becomes a LogEvent, fed to the
+same parsers `analyze` runs, so findings fire as the lines arrive.
+
+Machine access: the file system.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+from doctor.live import EndEvent, LogEvent, SettingsEvent
+from doctor.sanitize import strip_controls
+from engine_adapter.session import TraceSession
+
+CHUNK = 1 << 20
+MAX_LINE = 16 << 10
+POLL_S = 0.25
+
+
+@dataclass(slots=True)
+class Change:
+    kind: str  # data | note
+    data: bytes = b""
+    text: str = ""
+
+
+class LineSplitter:
+    """Bytes in, complete lines out; a partial last line waits for the rest (bounded)."""
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self.max_line = max_line
+        self.partial = b""
+        self.skipping = False  # inside a line already cut at max_line
+
+    def feed(self, data: bytes) -> list[bytes]:
+        lines: list[bytes] = []
+        buf = self.partial + data
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            line = buf[start:nl]
+            if self.skipping:
+                self.skipping = False
+            else:
+                lines.append(line[: self.max_line].rstrip(b"\r"))
+            start = nl + 1
+        rest = buf[start:]
+        if len(rest) > self.max_line:
+            if not self.skipping:
+                lines.append(rest[: self.max_line])
+                self.skipping = True
+            rest = b""
+        self.partial = rest
+        return lines
+
+    def finish(self) -> list[bytes]:
+        rest, self.partial = self.partial, b""
+        if rest and not self.skipping:
+            return [rest.rstrip(b"\r")]
+        self.skipping = False
+        return []
+
+
+class LogFollower:
+    def __init__(self, path: str, *, from_start: bool = True, chunk: int = CHUNK) -> None:
+        self.path = path
+        self.from_start = from_start
+        self.chunk = chunk
+        self.handle: IO[bytes] | None = None
+        self.ident: tuple[int, int] | None = None
+        self.pos = 0
+        self.waiting_noted = False
+        self.opened_once = False
+
+    def _open(self) -> Change | None:
+        try:
+            handle = open(self.path, "rb")  # noqa: SIM115 - kept open across polls, closed in close()
+            st = os.fstat(handle.fileno())
+        except FileNotFoundError:
+            if not self.waiting_noted:
+                self.waiting_noted = True
+                return Change("note", text=f"waiting for {self.path} to appear")
+            return None
+        except OSError as exc:
+            if not self.waiting_noted:
+                self.waiting_noted = True
+                return Change("note", text=f"cannot open {self.path}: {exc.strerror or exc}; retrying")
+            return None
+        self.handle = handle
+        self.ident = (st.st_dev, st.st_ino)
+        first = not self.opened_once
+        self.opened_once = True
+        self.waiting_noted = False
+        if first and not self.from_start:
+            self.pos = st.st_size
+            handle.seek(self.pos)
+            return Change("note", text=f"following {self.path} from its end ({st.st_size} bytes skipped)")
+        self.pos = 0
+        if first:
+            return Change("note", text=f"following {self.path}")
+        return Change("note", text=f"{self.path} appeared again; reading it from the start")
+
+    def poll(self) -> list[Change]:
+        changes: list[Change] = []
+        if self.handle is None:
+            note = self._open()
+            if note is not None:
+                changes.append(note)
+            if self.handle is None:
+                return changes
+        assert self.handle is not None
+        try:
+            st_path = os.stat(self.path)
+        except OSError:
+            st_path = None
+        try:
+            st_open = os.fstat(self.handle.fileno())
+        except OSError:
+            st_open = None
+        if st_open is not None and st_open.st_size < self.pos:
+            changes.append(Change("note", text=f"{self.path} was truncated; reading from its start"))
+            self.pos = 0
+            self.handle.seek(0)
+        budget = self.chunk
+        data = self._read(budget)
+        if data:
+            changes.append(Change("data", data))
+            budget -= len(data)
+        rotated = st_path is not None and (st_path.st_dev, st_path.st_ino) != self.ident
+        if (rotated or st_path is None) and budget > 0 and len(data) < self.chunk:
+            # the old file is fully read; switch to the new one (or wait for it)
+            self.close()
+            if rotated:
+                self._open()
+                changes.append(Change("note", text=f"{self.path} was rotated; following the new file"))
+                more = self._read(budget)
+                if more:
+                    changes.append(Change("data", more))
+        return changes
+
+    def _read(self, budget: int) -> bytes:
+        if self.handle is None or budget <= 0:
+            return b""
+        try:
+            data = self.handle.read(budget)
+        except OSError:
+            return b""
+        self.pos += len(data)
+        return data
+
+    def close(self) -> None:
+        if self.handle is not None:
+            with contextlib.suppress(OSError):
+                self.handle.close()
+            self.handle = None
+
+
+def lines_to_events(lines: list[bytes], first_line: int, stream: str) -> list[LogEvent]:
+    return [LogEvent(line=first_line + i, text=strip_controls(raw.decode("utf-8", "replace")), stream=stream)
+            for i, raw in enumerate(lines)]
+
+
+def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], duration_s: float | None = None,
+               from_start: bool = True, poll_s: float = POLL_S, until_idle_s: float | None = None,
+               on_note: Callable[[str], None] | None = None, metrics: Any = None) -> EndEvent:
+    """Follow `path` into the session until stopped, `duration_s` passes, or (for tests and
+    replays) nothing new arrived for `until_idle_s`. Returns the EndEvent it finished with."""
+    follower = LogFollower(path, from_start=from_start)
+    splitter = LineSplitter()
+    session.emit(SettingsEvent(settings={"log": path, "from_start": from_start}, stage="source"))
+    start = time.monotonic()
+    last_data = start
+    line_no = 0
+    reason = "finished"
+    try:
+        while True:
+            got = False
+            for change in follower.poll():
+                if change.kind == "note":
+                    if on_note is not None:
+                        on_note(change.text)
+                    if "truncated" in change.text or "rotated" in change.text:
+                        for event in lines_to_events(splitter.finish(), line_no + 1, "file"):
+                            line_no += 1
+                            session.emit(event)
+                    continue
+                got = True
+                for event in lines_to_events(splitter.feed(change.data), line_no + 1, "file"):
+                    line_no += 1
+                    session.emit(event)
+            if metrics is not None and metrics.due():
+                scraped, note = metrics.poll()
+                for scraped_event in scraped:
+                    session.emit(scraped_event)
+                if note and on_note is not None:
+                    on_note(note)
+            session.flush()
+            session.evaluate()
+            now = time.monotonic()
+            if got:
+                last_data = now
+            if stop():
+                reason = "interrupted"
+                break
+            if duration_s is not None and now - start >= duration_s:
+                reason = "finished"
+                break
+            if got:
+                continue  # more may be waiting: read on before sleeping
+            if until_idle_s is not None and now - last_data >= until_idle_s:
+                break
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        reason = "interrupted"
+    finally:
+        follower.close()
+    for event in lines_to_events(splitter.finish(), line_no + 1, "file"):
+        session.emit(event)
+    return session.finish(EndEvent(reason=reason))

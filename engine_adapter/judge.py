@@ -1,0 +1,65 @@
+"""Live judgement: run the rules over the facts so far and say which findings fired or resolved.
+
+Each `update(facts)` runs the whole pipeline (`doctor.evaluate.diagnose`) on a fresh snapshot and
+compares the findings with the previous evaluation: a new id is `fired`, a missing one `resolved`,
+and one whose message or confidence changed (a loop that keeps growing, a median that moves) is
+`updated` — at most every UPDATE_EVERY_MS per finding, so a stream of small changes stays quiet.
+The final evaluation announces every change, so what the stream said last and what the report
+says agree.
+
+Pure (the rules and facts are given).
+"""
+
+from __future__ import annotations
+
+from doctor.evaluate import diagnose
+from doctor.facts import Facts
+from doctor.live import FindingEvent
+from doctor.report import Finding, Report
+from doctor.rulebase import RuleBase
+
+UPDATE_EVERY_MS = 2000.0
+
+
+class LiveJudge:
+    def __init__(self, rulebase: RuleBase, *, command: str = "watch", mode: str = "watch",
+                 engine: str | None = None) -> None:
+        self.rulebase = rulebase
+        self.command = command
+        self.mode = mode
+        self.engine = engine
+        self.active: dict[str, Finding] = {}
+        self.announced_ms: dict[str, float] = {}
+        self.evaluations = 0
+
+    def report(self, facts: Facts, errors: list[str] | None = None) -> Report:
+        return diagnose(facts, self.rulebase, command=self.command, mode=self.mode, engine=self.engine,
+                        errors=errors)
+
+    def update(self, facts: Facts, t_ms: float = 0.0, errors: list[str] | None = None,
+               final: bool = False) -> tuple[Report, list[FindingEvent]]:
+        """Evaluate `facts` (a snapshot this call may modify) and return the report and the changes."""
+        report = self.report(facts, errors)
+        self.evaluations += 1
+        return report, self.diff(report, t_ms, final)
+
+    def diff(self, report: Report, t_ms: float, final: bool = False) -> list[FindingEvent]:
+        now = {f.id: f for f in report.findings}
+        changes: list[FindingEvent] = []
+        for fid, finding in now.items():
+            before = self.active.get(fid)
+            if before is None:
+                changes.append(FindingEvent(t_ms=t_ms, state="fired", finding=finding.to_json()))
+                self.announced_ms[fid] = t_ms
+            elif (before.message, before.confidence) != (finding.message, finding.confidence):
+                if final or t_ms - self.announced_ms.get(fid, 0.0) >= UPDATE_EVERY_MS:
+                    changes.append(FindingEvent(t_ms=t_ms, state="updated", finding=finding.to_json()))
+                    self.announced_ms[fid] = t_ms
+                else:
+                    now[fid] = before  # keep the announced version until the next announcement
+        for fid, finding in self.active.items():
+            if fid not in now:
+                changes.append(FindingEvent(t_ms=t_ms, state="resolved", finding=finding.to_json()))
+                self.announced_ms.pop(fid, None)
+        self.active = now
+        return changes

@@ -1,0 +1,426 @@
+"""The embedded engine runner: llama-cpp-python on a model, traced step by step, in a child process.
+
+    run = run_embedded(RunSettings(model_path=...), on_event=print, record="run.jsonl")
+    run.facts      # config.*, sampling.*, run.* (load, prefill, decode steps, KV fill, memory, output),
+                   # events, and every fact the llama.cpp log parser reads from the engine's own log
+    run.events     # the LiveEvents, in order (doctor/live.py)
+
+The child (engine_adapter/child.py) loads the model and generates; this parent reads its messages
+and its stdout/stderr, samples its CPU, memory and GPU memory, turns everything into LiveEvents,
+records them, and — when a judge is given — re-runs the rules as the run goes. An abort inside the
+engine (GGML_ABORT, a CUDA error) kills only the child: the run ends with reason "crashed", the
+signal, and the engine's last error lines. `timeout_s` and `stop` end the run cleanly (the child
+finishes its current step and reports).
+
+Machine access (a process, pipes, psutil, NVML).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from doctor.errors import EngineError, UsageError
+from doctor.estimate import KV_TYPES
+from doctor.facts import Facts
+from doctor.live import EndEvent, FactsEvent, LiveEvent, LogEvent, SettingsEvent, StepEvent
+from doctor.report import Report
+from doctor.sanitize import strip_controls
+from engine_adapter.judge import LiveJudge
+from engine_adapter.messages import step_event, to_event
+from engine_adapter.sampler import ResourceSampler
+from engine_adapter.session import TraceSession
+
+DEFAULT_PROMPT = "Here is a short story about a robot who learns to paint:"
+SAMPLE_INTERVAL_S = 0.5
+STOP_GRACE_S = 5.0
+ERROR_LINES_KEPT = 12
+CONTEXT_FULL = ("truncate", "fail")
+REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+@dataclass
+class RunSettings:
+    """What to run. Defaults are llama-cpp-python's where it has one, except n_ctx (2048: room for
+    the default prompt and output) and the prompt."""
+
+    model_path: str
+    n_ctx: int = 2048
+    n_gpu_layers: int = 0
+    n_threads: int | None = None
+    n_batch: int = 512
+    n_ubatch: int = 512
+    type_k: str = "f16"
+    type_v: str = "f16"
+    flash_attn: bool = False
+    use_mmap: bool = True
+    prompt: str = DEFAULT_PROMPT
+    chat: bool = False
+    max_tokens: int = 128
+    temperature: float = 0.8
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    seed: int | None = None
+    n_threads_batch: int | None = None
+    context_full: str = "truncate"  # truncate (like create_completion) | fail (decode until the engine refuses)
+
+    def validate(self) -> None:
+        """Refuse settings the engine would reject or misread, with a one-line reason."""
+        checks = [
+            (self.n_ctx > 0, f"--ctx-size must be positive (got {self.n_ctx})"),
+            (self.n_batch > 0 and self.n_ubatch > 0, "--batch-size and --ubatch-size must be positive"),
+            (self.n_threads is None or self.n_threads > 0, f"--threads must be positive (got {self.n_threads})"),
+            (self.max_tokens >= 0,
+             f"--max-tokens must be 0 (until the context is full) or more (got {self.max_tokens})"),
+            (self.temperature >= 0, f"--temperature must be 0 (greedy) or more (got {self.temperature})"),
+            (0 <= self.top_p <= 1, f"--top-p must be between 0 and 1 (got {self.top_p})"),
+            (0 <= self.min_p <= 1, f"--min-p must be between 0 and 1 (got {self.min_p})"),
+            (self.repeat_penalty > 0, f"--repeat-penalty must be above 0 (got {self.repeat_penalty})"),
+            (self.repeat_last_n >= 0, f"--repeat-last-n must be 0 or more (got {self.repeat_last_n})"),
+            (self.type_k.lower() in KV_TYPES, f"--type-k {self.type_k}: one of {', '.join(KV_TYPES)}"),
+            (self.type_v.lower() in KV_TYPES, f"--type-v {self.type_v}: one of {', '.join(KV_TYPES)}"),
+            (self.context_full in CONTEXT_FULL, f"context_full must be one of {', '.join(CONTEXT_FULL)}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UsageError(message)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def requested(self) -> dict[str, Any]:
+        """The settings as the SettingsEvent (stage "requested") carries them."""
+        out = self.to_json()
+        out["engine"] = "llama-cpp-python"
+        out["flash_attn"] = "enabled" if self.flash_attn else "disabled"
+        out["type_k"] = self.type_k.lower()
+        out["type_v"] = self.type_v.lower()
+        return out
+
+
+@dataclass
+class EmbeddedRun:
+    facts: Facts
+    events: list[LiveEvent]
+    log_lines: list[str]
+    exit_status: int | None
+    crashed: bool
+    reason: str = "finished"  # finished | crashed | interrupted | timeout | error
+    finish_reason: str | None = None
+    error_lines: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # one-line descriptions for the report
+    report: Report | None = None
+    record_path: str | None = None
+
+    @property
+    def steps(self) -> list[StepEvent]:
+        return [e for e in self.events if isinstance(e, StepEvent)]
+
+
+def child_command() -> list[str]:
+    return [sys.executable, "-m", "engine_adapter.child"]
+
+
+def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None] | None = None,
+                 record: str | None = None, timeout_s: float | None = None, judge: LiveJudge | None = None,
+                 stop: threading.Event | None = None, pause: threading.Event | None = None, host: bool = True,
+                 sample_interval_s: float = SAMPLE_INTERVAL_S, command: list[str] | None = None) -> EmbeddedRun:
+    """Run one traced generation in a child process and return what it showed.
+
+    judge: re-run the rules while running (FindingEvents) and build the final report;
+    stop: set it to end the run early (the report is still made); pause: while set, the child holds
+    between two decode steps (the wait is in no step's time); host: read host facts (cores,
+    RAM, swap, model file) for the rules; command: the child's command line (tests substitute one).
+    """
+    settings.validate()
+    if not os.path.isfile(settings.model_path):
+        raise EngineError(f"{settings.model_path}: no such model file")
+    if command is None and importlib.util.find_spec("llama_cpp") is None:
+        raise EngineError("llama-cpp-python is not installed: pip install 'llm-doctor[engine]'")
+    session = TraceSession(os.path.basename(settings.model_path) or "embedded", source="embedded",
+                           settings=settings.requested(), on_event=on_event, record=record, judge=judge)
+    session.emit(SettingsEvent(settings=settings.requested(), stage="requested"))
+    if host:
+        from engine_adapter.hostinfo import facts_payload, host_facts
+
+        session.emit(FactsEvent(facts=facts_payload(host_facts(settings.model_path))))
+    session.flush()
+    return _Parent(settings, session, timeout_s, stop, pause, sample_interval_s, command or child_command()).run()
+
+
+class _Parent:
+    """Reads the child, samples it, and ends the session; one instance per run."""
+
+    def __init__(self, settings: RunSettings, session: TraceSession, timeout_s: float | None,
+                 stop: threading.Event | None, pause: threading.Event | None, sample_interval_s: float,
+                 command: list[str]) -> None:
+        self.settings = settings
+        self.session = session
+        self.timeout_s = timeout_s
+        self.stop = stop
+        self.pause = pause
+        self.sample_interval_s = sample_interval_s
+        self.command = command
+        self.n_ctx: int | None = None
+        self.log_line = 0
+        self.log_lines: deque[str] = deque(maxlen=20_000)
+        self.error_lines: deque[str] = deque(maxlen=ERROR_LINES_KEPT)  # engine warn/error lines
+        self.stderr_tail: deque[str] = deque(maxlen=ERROR_LINES_KEPT)  # raw fd 1/2 output
+        self.finish_reason: str | None = None
+        self.exception: str | None = None
+        self.abort_text: str | None = None
+        self.ended = False
+        self.last_rss: int | None = None
+        self.last_vram: int | None = None
+        self.paused = False
+        self.ready = False  # the child said hello: its signal handlers are in place
+
+    # -- process --------------------------------------------------------------------------
+    def _spawn(self) -> tuple[subprocess.Popen[bytes], int]:
+        msg_r, msg_w = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["PYTHONUNBUFFERED"] = "1"
+        try:
+            proc = subprocess.Popen(
+                [*self.command, "--msg-fd", str(msg_w), "--t0", repr(self.session.t0)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(msg_w,), env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            os.close(msg_r)
+            os.close(msg_w)
+            raise EngineError(f"cannot start the engine process: {exc.strerror or exc}") from None
+        os.close(msg_w)
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(self.settings.to_json()).encode("utf-8"))
+            proc.stdin.close()
+        except OSError:
+            pass  # the child died at once; its exit status says why
+        return proc, msg_r
+
+    def run(self) -> EmbeddedRun:
+        proc, msg_r = self._spawn()
+        sampler = ResourceSampler(proc.pid, tree=False)  # the engine child starts no processes
+        reason = "finished"
+        try:
+            reason = self._loop(proc, msg_r, sampler)
+        except KeyboardInterrupt:
+            reason = "interrupted"
+            self._stop_child(proc)
+        finally:
+            sampler.close()
+            os.close(msg_r)
+            if proc.stdout is not None:
+                proc.stdout.close()
+        return self._finish(proc, reason)
+
+    def _loop(self, proc: subprocess.Popen[bytes], msg_r: int, sampler: ResourceSampler) -> str:
+        sel = selectors.DefaultSelector()
+        assert proc.stdout is not None
+        out_fd = proc.stdout.fileno()
+        sel.register(msg_r, selectors.EVENT_READ, "msg")
+        sel.register(out_fd, selectors.EVENT_READ, "out")
+        bufs = {"msg": b"", "out": b""}
+        open_fds = 2
+        start = time.monotonic()
+        next_sample = start
+        stop_sent_at: float | None = None
+        reason = "finished"
+        while open_fds:
+            now = time.monotonic()
+            if now >= next_sample:
+                self._sample(sampler)
+                next_sample = now + self.sample_interval_s
+            if stop_sent_at is None:
+                if self.timeout_s is not None and now - start > self.timeout_s:
+                    reason = "timeout"
+                    stop_sent_at = now
+                    self._signal(proc, signal.SIGINT)
+                elif self.stop is not None and self.stop.is_set():
+                    reason = "interrupted"
+                    stop_sent_at = now
+                    self._signal(proc, signal.SIGINT)
+            elif now - stop_sent_at > STOP_GRACE_S:
+                self._signal(proc, signal.SIGKILL)
+                stop_sent_at = now + 3600  # once
+            if self.ready and self.pause is not None and self.pause.is_set() != self.paused \
+                    and hasattr(signal, "SIGUSR1"):
+                self.paused = self.pause.is_set()
+                self._signal(proc, signal.SIGUSR1 if self.paused else signal.SIGUSR2)
+            timeout = max(0.0, min(next_sample - now, 0.25))
+            for key, _ in sel.select(timeout):
+                fd = key.fileobj
+                try:
+                    data = os.read(fd, 1 << 16)  # type: ignore[arg-type]
+                except OSError:
+                    data = b""
+                if not data:
+                    sel.unregister(fd)
+                    open_fds -= 1
+                    tail = bufs[key.data]
+                    if tail:
+                        self._lines(key.data, [tail])
+                        bufs[key.data] = b""
+                    continue
+                buf = bufs[key.data] + data
+                *lines, bufs[key.data] = buf.split(b"\n")
+                if lines:
+                    self._lines(key.data, lines)
+            self.session.flush()
+            self.session.evaluate()
+        sel.close()
+        return reason
+
+    def _signal(self, proc: subprocess.Popen[bytes], sig: int) -> None:
+        with contextlib.suppress(OSError):
+            proc.send_signal(sig)
+
+    def _stop_child(self, proc: subprocess.Popen[bytes]) -> None:
+        self._signal(proc, signal.SIGINT)
+        try:
+            proc.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self._signal(proc, signal.SIGKILL)
+
+    def _sample(self, sampler: ResourceSampler) -> None:
+        event = sampler.sample(self.session.now_ms())
+        self.last_rss = event.rss_bytes if event.rss_bytes is not None else self.last_rss
+        self.last_vram = event.vram_bytes if event.vram_bytes is not None else self.last_vram
+        self.session.emit(event)
+
+    # -- messages -------------------------------------------------------------------------
+    def _lines(self, stream: str, lines: list[bytes]) -> None:
+        if stream == "out":
+            for raw in lines:
+                text = strip_controls(raw.decode("utf-8", "replace")).rstrip()
+                if not text:
+                    continue
+                self._log(LogEvent(text=text, stream="stderr"))
+            return
+        for raw in lines:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(msg, dict):
+                self._message(msg)
+
+    def _log(self, event: LogEvent) -> None:
+        self.log_line += 1
+        event.line = self.log_line
+        self.log_lines.append(event.text)
+        if event.level in ("warn", "error"):
+            self.error_lines.append(event.text)
+        elif event.stream == "stderr":
+            self.stderr_tail.append(event.text)
+        self.session.emit(event)
+
+    def _message(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("m")
+        if kind == "hello":
+            self.ready = True
+            return
+        if kind == "error":
+            text = f"{msg.get('type', 'Error')}: {msg.get('message', '')}"
+            self.exception = strip_controls(text)[:2000]
+            self._log(LogEvent(t_ms=float(msg.get("t") or 0), text=self.exception, stream="log", level="error"))
+            return
+        if kind == "abort":
+            self.abort_text = strip_controls(str(msg.get("text", "")))
+            self._log(LogEvent(t_ms=float(msg.get("t") or 0), text=self.abort_text, stream="log", level="error"))
+            return
+        if kind == "end":
+            self.ended = True
+            self.finish_reason = str(msg.get("finish_reason") or "") or None
+            return
+        if kind == "steps":
+            rows = msg.get("s")
+            for row in rows if isinstance(rows, list) else []:
+                step = step_event(row, self.n_ctx)
+                if step is not None:
+                    step.rss_bytes = self.last_rss
+                    step.vram_bytes = self.last_vram
+                    self.session.emit(step)
+            return
+        event = to_event(msg, self.n_ctx, self.log_line + 1)
+        if event is None:
+            return
+        if isinstance(event, LogEvent):
+            self._log(event)
+            return
+        if isinstance(event, SettingsEvent):
+            n_ctx = event.settings.get("n_ctx")
+            self.n_ctx = n_ctx if isinstance(n_ctx, int) else self.n_ctx
+        elif isinstance(event, StepEvent):
+            event.rss_bytes = self.last_rss
+            event.vram_bytes = self.last_vram
+        self.session.emit(event)
+
+    # -- the end --------------------------------------------------------------------------
+    def _finish(self, proc: subprocess.Popen[bytes], reason: str) -> EmbeddedRun:
+        try:
+            status = proc.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self._signal(proc, signal.SIGKILL)
+            status = proc.wait()
+        our_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+        stopped_by_us = reason in ("timeout", "interrupted") and -status in our_signals
+        crashed = status < 0 and not stopped_by_us
+        errors: list[str] = []
+        error_lines = list(self.error_lines) + list(self.stderr_tail)
+        headline = self.abort_text or self.exception or (self.error_lines[-1] if self.error_lines else None) \
+            or (self.stderr_tail[-1] if self.stderr_tail else None)
+        if crashed:
+            reason = "crashed"
+            errors.append(f"the engine process died: {describe_status(status)}"
+                          + (f"; the engine's last error: {headline}" if headline else ""))
+        elif reason == "finished" and (self.exception or self.finish_reason == "error"):
+            reason = "error"
+            if self.exception:
+                errors.append(f"the engine raised {self.exception}")
+        elif reason == "finished" and not self.ended:
+            reason = "exited"
+            errors.append(f"the engine process exited ({describe_status(status)}) before the run ended"
+                          + (f"; its last output: {headline}" if headline else ""))
+        finish = self.finish_reason or ("error" if reason in ("crashed", "error", "exited") else reason)
+        end = EndEvent(reason=reason, exit_status=status, finish_reason=finish,
+                       error_lines=error_lines if reason != "finished" else [])
+        self.session.finish(end, errors)
+        facts = self.session.snapshot()
+        return EmbeddedRun(
+            facts=facts, events=self.session.events, log_lines=list(self.log_lines), exit_status=status,
+            crashed=reason == "crashed", reason=reason, finish_reason=finish, error_lines=error_lines,
+            errors=errors, report=self.session.report,
+            record_path=self.session.recorder.path if self.session.recorder is not None else None,
+        )
+
+
+def describe_status(status: int | None) -> str:
+    if status is None:
+        return "status unknown"
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"killed by {name}" + (" (abort: GGML_ABORT / assert / CUDA error)" if -status == signal.SIGABRT else
+                                      " (the kernel's OOM killer, or kill -9)" if -status == signal.SIGKILL else "")
+    return f"exit status {status}"

@@ -1,0 +1,151 @@
+"""One watch session: every live event goes through here, in order, exactly once.
+
+`emit(event)` stamps the time, feeds the trace builder (doctor/trace.py), appends the event to the
+recording (`--record`: NDJSON after a header line, flushed after every batch so a crash of the
+engine — or of llm-doctor — leaves everything up to that point on disk), hands it to the consumer
+(`on_event`: the ndjson printer, the text ticker, the TUI) and keeps it if asked. `evaluate()`
+re-runs the rules on the facts so far (at most every `eval_interval_s`, or at once on phases and
+incidents) and emits the findings that fired or resolved. `finish()` writes the end, with the final
+report. The embedded runner, the log follower and the command wrapper all use it, which is why a
+recording replays to the same findings as the live run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+from doctor.errors import InputError
+from doctor.facts import Facts
+from doctor.live import EndEvent, FindingEvent, IncidentEvent, LiveEvent, PhaseEvent, SettingsEvent
+from doctor.report import Report
+from doctor.trace import TraceBuilder, header
+from engine_adapter.judge import LiveJudge
+
+EVAL_INTERVAL_S = 1.0  # a rules pass costs the watcher ~10 ms of CPU; the engine may need every core
+
+
+class Recorder:
+    """Writes a recording: the header line, then one event per line."""
+
+    def __init__(self, path: str, head: dict[str, Any]) -> None:
+        self.path = path
+        try:
+            self.handle: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._write(head)
+            self.handle.flush()
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write the recording ({exc.strerror or exc})") from None
+        self.failed: str | None = None
+
+    def _write(self, data: dict[str, Any]) -> None:
+        assert self.handle is not None
+        self.handle.write(json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
+
+    def write(self, event: LiveEvent) -> None:
+        if self.handle is None:
+            return
+        try:
+            self._write(event.to_json())
+        except OSError as exc:  # disk full mid-run: stop recording, keep watching
+            self.failed = f"{self.path}: recording stopped ({exc.strerror or exc})"
+            self.close()
+
+    def flush(self) -> None:
+        if self.handle is not None:
+            try:
+                self.handle.flush()
+            except OSError as exc:
+                self.failed = f"{self.path}: recording stopped ({exc.strerror or exc})"
+                self.close()
+
+    def close(self) -> None:
+        if self.handle is not None:
+            with contextlib.suppress(OSError):
+                self.handle.close()
+            self.handle = None
+
+
+class TraceSession:
+    def __init__(self, name: str, *, source: str, settings: dict[str, Any] | None = None,
+                 on_event: Callable[[LiveEvent], None] | None = None, record: str | None = None,
+                 judge: LiveJudge | None = None, keep_events: bool = True, t0: float | None = None,
+                 eval_interval_s: float = EVAL_INTERVAL_S) -> None:
+        self.t0 = time.monotonic() if t0 is None else t0
+        self.builder = TraceBuilder(name)
+        self.on_event = on_event
+        self.judge = judge
+        self.keep_events = keep_events
+        self.events: list[LiveEvent] = []
+        self.recorder = Recorder(record, header(source, settings)) if record else None
+        self.eval_interval_s = eval_interval_s
+        self.last_eval = 0.0
+        self.dirty = False
+        self.report: Report | None = None
+        self.consumer_error: str | None = None
+
+    def now_ms(self) -> float:
+        return round((time.monotonic() - self.t0) * 1000.0, 3)
+
+    def emit(self, event: LiveEvent, *, feed: bool = True) -> None:
+        if not event.t_ms:
+            event.t_ms = self.now_ms()
+        if feed:
+            self.builder.feed(event)
+            self.dirty = True
+        if self.recorder is not None:
+            self.recorder.write(event)
+        if self.keep_events:
+            self.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+        if isinstance(event, PhaseEvent | IncidentEvent | SettingsEvent):
+            self.evaluate(force=True)
+
+    def flush(self) -> None:
+        if self.recorder is not None:
+            self.recorder.flush()
+
+    def snapshot(self) -> Facts:
+        return self.builder.snapshot()
+
+    def evaluate(self, force: bool = False, errors: list[str] | None = None) -> None:
+        """Re-judge the facts so far; emit FindingEvents for what changed."""
+        if self.judge is None or not self.dirty:
+            return
+        now = time.monotonic()
+        if not force and now - self.last_eval < self.eval_interval_s:
+            return
+        self.last_eval = now
+        self.dirty = False
+        self.report, changes = self.judge.update(self.snapshot(), self.now_ms(), errors)
+        for change in changes:
+            self.emit(change, feed=False)
+
+    def finish(self, end: EndEvent, errors: list[str] | None = None) -> EndEvent:
+        """Close the run: feed the end, judge the final facts, emit the changes, then the end itself."""
+        if not end.t_ms:
+            end.t_ms = self.now_ms()
+        self.builder.feed(end)
+        self.dirty = True
+        if self.judge is not None:
+            self.report, changes = self.judge.update(self.snapshot(), end.t_ms, errors, final=True)
+            for change in changes:
+                self.emit(change, feed=False)
+            end.report = self.report.to_json()
+        self.emit(end, feed=False)
+        self.flush()
+        if self.recorder is not None:
+            self.recorder.close()
+        return end
+
+    @property
+    def recording_problem(self) -> str | None:
+        return self.recorder.failed if self.recorder is not None else None
+
+
+def finding_events(events: list[LiveEvent]) -> list[FindingEvent]:
+    return [e for e in events if isinstance(e, FindingEvent)]

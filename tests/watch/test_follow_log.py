@@ -1,0 +1,176 @@
+"""`watch --log`: tail -F semantics, and a followed log giving the same findings as analyze."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from doctor.live import FindingEvent, LiveEvent, LogEvent
+from doctor.rulebase import RuleBase
+from engine_adapter.follower import LineSplitter, LogFollower, follow_log
+from engine_adapter.judge import LiveJudge
+from engine_adapter.session import TraceSession
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = ROOT / "fixtures" / "logs"
+SERVER_LOG = LOGS / "llama-server" / "session-slowdown-then-full.log"
+
+
+def _data(changes: list) -> bytes:  # type: ignore[type-arg]
+    return b"".join(c.data for c in changes if c.kind == "data")
+
+
+def _notes(changes: list) -> list[str]:  # type: ignore[type-arg]
+    return [c.text for c in changes if c.kind == "note"]
+
+
+def test_appends_are_read_as_they_arrive(tmp_path: Path) -> None:
+    path = tmp_path / "server.log"
+    path.write_bytes(b"one\n")
+    f = LogFollower(str(path))
+    assert _data(f.poll()) == b"one\n"
+    assert _data(f.poll()) == b""
+    with path.open("ab") as h:
+        h.write(b"two\nthr")
+    assert _data(f.poll()) == b"two\nthr"
+    with path.open("ab") as h:
+        h.write(b"ee\n")
+    assert _data(f.poll()) == b"ee\n"
+    f.close()
+
+
+def test_from_end_skips_what_is_there(tmp_path: Path) -> None:
+    path = tmp_path / "server.log"
+    path.write_bytes(b"old line\n" * 100)
+    f = LogFollower(str(path), from_start=False)
+    first = f.poll()
+    assert _data(first) == b""
+    assert "from its end" in _notes(first)[0]
+    with path.open("ab") as h:
+        h.write(b"new\n")
+    assert _data(f.poll()) == b"new\n"
+    f.close()
+
+
+def test_truncation_restarts_from_the_top(tmp_path: Path) -> None:
+    path = tmp_path / "server.log"
+    path.write_bytes(b"a long first line of the old content\n")
+    f = LogFollower(str(path))
+    f.poll()
+    path.write_bytes(b"fresh\n")  # copytruncate / `> file`: same inode, smaller
+    changes = f.poll()
+    assert any("truncated" in n for n in _notes(changes))
+    assert _data(changes) == b"fresh\n"
+    f.close()
+
+
+def test_rotation_finishes_the_old_file_then_follows_the_new_one(tmp_path: Path) -> None:
+    path = tmp_path / "server.log"
+    path.write_bytes(b"before\n")
+    f = LogFollower(str(path))
+    assert _data(f.poll()) == b"before\n"
+    with path.open("ab") as h:
+        h.write(b"last words of the old file\n")
+    os.rename(path, tmp_path / "server.log.1")  # logrotate: rename, then create
+    path.write_bytes(b"first line of the new file\n")
+    changes = f.poll()
+    assert _data(changes) == b"last words of the old file\nfirst line of the new file\n"
+    assert any("rotated" in n for n in _notes(changes))
+    with path.open("ab") as h:
+        h.write(b"more\n")
+    assert _data(f.poll()) == b"more\n"
+    f.close()
+
+
+def test_a_file_that_is_not_there_yet_is_waited_for(tmp_path: Path) -> None:
+    path = tmp_path / "later.log"
+    f = LogFollower(str(path))
+    assert "waiting" in _notes(f.poll())[0]
+    assert f.poll() == []  # said once
+    path.write_bytes(b"hello\n")
+    assert _data(f.poll()) == b"hello\n"
+    f.close()
+
+
+def test_reads_are_bounded_per_poll(tmp_path: Path) -> None:
+    path = tmp_path / "big.log"
+    path.write_bytes(b"x" * 100_000 + b"\n")
+    f = LogFollower(str(path), chunk=4096)
+    assert len(_data(f.poll())) == 4096
+    f.close()
+
+
+def test_line_splitter_holds_partial_lines_and_cuts_huge_ones() -> None:
+    s = LineSplitter(max_line=10)
+    assert s.feed(b"ab") == []
+    assert s.feed(b"c\r\nde") == [b"abc"]
+    assert s.feed(b"f\n") == [b"def"]
+    assert s.feed(b"0123456789ABCDEF") == [b"0123456789"]  # the head of an over-long line
+    assert s.feed(b"GHIJ\nok\n") == [b"ok"]  # the rest of it is skipped
+    assert s.feed(b"tail") == []
+    assert s.finish() == [b"tail"]
+
+
+def _follow(path: Path, rulebase: RuleBase, events: list[LiveEvent] | None = None):  # type: ignore[no-untyped-def]
+    session = TraceSession(path.name, source="log", judge=LiveJudge(rulebase, mode="analyze"),
+                           on_event=events.append if events is not None else None, keep_events=False)
+    follow_log(str(path), session, stop=lambda: False, until_idle_s=0.0, poll_s=0.01)
+    return session.report
+
+
+# every log fixture of every engine (Ollama, vLLM, TGI, pasted issues...): what analyze reads in one
+# go, watch --log reads as it grows
+ALL_LOGS = sorted(p for p in LOGS.rglob("*") if p.is_file() and p.suffix in (".log", ".md", ".txt")
+                  and p.name != "README.md" and "buffers" not in p.parts)
+
+
+@pytest.mark.parametrize("path", ALL_LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_followed_log_gives_the_same_findings_as_analyze(path: Path, analyze, rulebase: RuleBase) -> None:  # type: ignore[no-untyped-def]
+    expected = analyze(path)
+    followed = _follow(path, rulebase)
+    assert [(f.id, f.confidence) for f in followed.findings] == [(f.id, f.confidence) for f in expected.findings]
+    for mine, theirs in zip(followed.findings, expected.findings, strict=True):
+        assert mine.lines == theirs.lines  # the same evidence lines
+
+
+def test_findings_fire_as_the_lines_arrive(tmp_path: Path, rulebase: RuleBase) -> None:
+    lines = SERVER_LOG.read_bytes().splitlines(keepends=True)
+    slow_at = next(i for i, line in enumerate(lines) if b"tg_3s =   7.32" in line)
+    full_at = next(i for i, line in enumerate(lines) if b"failed to find a memory slot" in line)
+    path = tmp_path / "server.log"
+    path.write_bytes(b"")
+    events: list[LiveEvent] = []
+    session = TraceSession("server.log", source="log", judge=LiveJudge(rulebase), on_event=events.append,
+                           keep_events=False, eval_interval_s=0.0)
+    follower_state = {"written": 0}
+
+    def write_more() -> bool:
+        """Append a few lines per poll, like a server writing its log; stop when all are written."""
+        n = follower_state["written"]
+        if n >= len(lines):
+            return True
+        with path.open("ab") as h:
+            h.writelines(lines[n:n + 3])
+        follower_state["written"] = n + 3
+        return False
+
+    follow_log(str(path), session, stop=write_more, poll_s=0.0)
+    fired = [(e.finding["id"], _lines_before(events, e)) for e in events
+             if isinstance(e, FindingEvent) and e.state == "fired"]
+    by_id = dict(fired)
+    assert "LD802" in by_id and "LD202" in by_id
+    # each finding fired once the lines that show it had arrived, and the rate swing long before the end
+    assert slow_at < by_id["LD802"] <= full_at
+    assert by_id["LD202"] > full_at
+
+
+def _lines_before(events: list[LiveEvent], finding: FindingEvent) -> int:
+    count = 0
+    for e in events:
+        if e is finding:
+            return count
+        if isinstance(e, LogEvent):
+            count += 1
+    return count
