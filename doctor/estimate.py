@@ -364,6 +364,7 @@ def derive(facts: Facts) -> Facts:
     _derive_load(facts)
     _derive_offload(facts)
     _derive_budget(facts)
+    _derive_ctx_reduced(facts)
     _derive_decode_floor(facts)
     _derive_gpu_ratios(facts)
     _derive_output(facts)
@@ -448,11 +449,14 @@ def _derive_kv(facts: Facts) -> None:
         facts.unknown("derived.kv_bytes", str(exc), _src("kv", how))
 
 
+PLANNED = "planned prompt + max new tokens"
+
+
 def _needed_tokens(facts: Facts) -> tuple[int | None, str]:
     prompt = facts.value("config.prompt_tokens")
     new = facts.value("config.max_new_tokens")
     if isinstance(prompt, int) and isinstance(new, int):
-        return prompt + new, "planned prompt + max new tokens"
+        return prompt + new, PLANNED
     used = facts.value("run.tokens_used_max")
     if isinstance(used, int):
         return used, "most tokens a sequence held in the input"
@@ -497,11 +501,15 @@ def _derive_context(facts: Facts) -> None:
     facts.set("derived.tokens_needed", need, _src("context", how), "tokens")
     train = facts.value("model.n_ctx_train")
     recommended = pad(need + max(64, need // 10))  # room for the reply's end and the chat template
+    how_rec = f"{need} tokens needed + 10% headroom, rounded up to 256"
+    if how != PLANNED and isinstance(n_seq_ctx, int) and n_seq_ctx - 1 <= need <= n_seq_ctx:
+        # what was seen filled the context, so the real need is unknown and larger: double it
+        recommended, how_rec = pad(2 * n_seq_ctx), f"the {n_seq_ctx}-token context filled up: double it"
     if isinstance(train, int) and train > 0:
         recommended = min(recommended, train)
     facts.set("derived.ctx_recommended", recommended,
-              _src("context", f"{need} tokens needed + 10% headroom, rounded up to 256"
-                   + (f", capped at n_ctx_train {train}" if isinstance(train, int) else "")), "tokens")
+              _src("context", how_rec + (f", capped at n_ctx_train {train}" if isinstance(train, int) else "")),
+              "tokens")
     facts.set("derived.ctx_slot_recommended", recommended * n_par,
               _src("context", f"{recommended} per slot x {n_par} slot(s)"), "tokens")
     if isinstance(n_seq_ctx, int) and n_seq_ctx > 0:
@@ -762,6 +770,20 @@ def _derive_budget(facts: Facts) -> None:
             rec = min(need, best_ctx) if isinstance(need, int) else best_ctx
             facts.set("derived.ctx_fit_recommended", rec,
                       _src("budget", "the context needed, or the largest that fits if smaller"), "tokens")
+
+
+def _derive_ctx_reduced(facts: Facts) -> None:
+    """A smaller context to try after a KV-cache OOM: the largest that fits when memory is known,
+    otherwise half of what failed."""
+    n_ctx = facts.value("config.n_ctx")
+    if not isinstance(n_ctx, int) or n_ctx <= 256:
+        return
+    fit = facts.value("derived.max_ctx_fit")
+    if isinstance(fit, int) and 0 < fit < n_ctx:
+        facts.set("derived.ctx_reduced", fit, _src("context", "the largest context that fits in free memory"), "tokens")
+    else:
+        facts.set("derived.ctx_reduced", pad(n_ctx // 2),
+                  _src("context", f"half of n_ctx {n_ctx} (free memory unknown: try, then adjust)"), "tokens")
 
 
 def _derive_decode_floor(facts: Facts) -> None:

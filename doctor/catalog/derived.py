@@ -39,6 +39,7 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.tokens_needed", "int", "tokens", "prompt + tokens to generate"),
     ("derived.tokens_over", "int", "tokens", "tokens needed beyond the context"),
     ("derived.ctx_recommended", "int", "tokens", "the need + 10%, rounded up to 256, capped at n_ctx_train"),
+    ("derived.ctx_reduced", "int", "tokens", "a smaller context to try after a KV OOM: the largest that fits, else half"),
     ("derived.ctx_slot_recommended", "int", "tokens", "context to ask for so each server slot holds the need"),
     ("derived.ctx_headroom", "float", None, "n_ctx / tokens needed"),
     ("derived.safe_max_new_tokens", "int", "tokens", "tokens that can be generated after the prompt"),

@@ -120,6 +120,8 @@ def _area_mark(checks: list[Check], findings: list[Finding]) -> str:
 def _area_note(checks: list[Check], findings: list[Finding]) -> str:
     ok = sum(1 for c in checks if c.outcome == "ok")
     unknown = [c for c in checks if c.outcome == "unknown"]
+    need_run = [c for c in unknown if c.missing == ["events"]]
+    unknown = [c for c in unknown if c not in need_run]
     bits = []
     if findings:
         bits.append(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}")
@@ -129,6 +131,8 @@ def _area_note(checks: list[Check], findings: list[Finding]) -> str:
         missing = sorted({m for c in unknown for m in c.missing})
         shown = ", ".join(missing[:3]) + (", …" if len(missing) > 3 else "")
         bits.append(f"{len(unknown)} unknown: needs {shown}")
+    if need_run:
+        bits.append(f"{len(need_run)} need a log or a run")
     return f"  ({'; '.join(bits)})" if bits else ""
 
 
