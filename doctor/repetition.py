@@ -12,6 +12,7 @@ Pure.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -35,26 +36,47 @@ def tokens_of(text: str) -> list[str]:
     return _TOKEN.findall(text)[-MAX_TOKENS:]
 
 
+def _spans(text: str) -> list[tuple[int, int]]:
+    spans = [m.span() for m in _TOKEN.finditer(text)]
+    return spans[-MAX_TOKENS:]
+
+
 def find_loop(text: str, min_repeats: int = 3, min_tokens: int = 12) -> Repetition | None:
     """The strongest loop in `text`, or None when there is none worth reporting."""
-    toks = tokens_of(text)
+    spans = _spans(text)
+    toks = [text[a:b] for a, b in spans]
     n = len(toks)
     if n < min_tokens:
         return None
-    best = _periodic_tail(toks, min_repeats)
+    tail = _periodic_tail(toks, min_repeats)
     ngram = _repeated_ngram(toks, min_repeats)
-    candidates = [c for c in (best, ngram) if c is not None]
-    if not candidates:
+    if tail is not None and ngram is not None:
+        # a loop that runs to the end is reported by its period; an n-gram only when it covers clearly more
+        pick = ngram if ngram.share > tail.share + 0.1 else tail
+    else:
+        pick = tail or ngram
+    if pick is None or pick.period * pick.count < min_tokens:
         return None
-    pick = max(candidates, key=lambda r: (r.share, r.count))
-    if pick.period * pick.count < min_tokens:
-        return None
-    return pick
+    start = _sentence_aligned(toks, pick.start_token, pick.period)
+    first, last = spans[start], spans[start + pick.period - 1]
+    span = " ".join(text[first[0]:last[1]].split())[:300]
+    return Repetition(pick.share, span, pick.count, pick.period, pick.tokens, pick.start_token)
+
+
+def _sentence_aligned(toks: list[str], start: int, period: int) -> int:
+    """Rotate a copy of the loop so it starts where a sentence starts, when one does."""
+    for k in range(period):
+        i = start + k
+        if i + period > len(toks):
+            break
+        if i > 0 and toks[i - 1] in (".", "!", "?", ":") and toks[i][:1].isalnum():
+            return i
+    return start
 
 
 def _periodic_tail(toks: list[str], min_repeats: int) -> Repetition | None:
     n = len(toks)
-    best: tuple[int, int, int] | None = None  # (covered, period, repeats)
+    best: tuple[int, int, int, int] | None = None  # (covered, period, repeats, run start)
     for period in range(1, min(MAX_PERIOD, n // min_repeats) + 1):
         # grow the run backwards from the end while toks[i] == toks[i + period]
         i = n - period - 1
@@ -65,47 +87,32 @@ def _periodic_tail(toks: list[str], min_repeats: int) -> Repetition | None:
         if repeats >= min_repeats:
             covered = repeats * period
             if best is None or covered > best[0] or (covered == best[0] and period < best[1]):
-                best = (covered, period, repeats)
+                best = (covered, period, repeats, i + 1)
     if best is None:
         return None
-    covered, period, repeats = best
-    span = _join(toks[n - period:])
-    return Repetition(round(covered / n, 3), span, repeats, period, n, n - covered)
+    covered, period, repeats, start = best
+    return Repetition(round(covered / n, 3), "", repeats, period, n, start)
 
 
-def _repeated_ngram(toks: list[str], min_repeats: int) -> Repetition | None:
+def _repeated_ngram(toks: list[str], min_repeats: int, size: int = 6) -> Repetition | None:
+    """The most repeated 6-gram, widened to the loop's period (the usual gap between its copies):
+    a loop the model escaped from, or one that does not run to the end."""
     n = len(toks)
-    best: Repetition | None = None
-    for size in (16, 10, 6):
-        if n < size * min_repeats:
-            continue
-        grams = Counter(tuple(toks[i:i + size]) for i in range(n - size + 1))
-        gram, count = grams.most_common(1)[0]
-        if count < min_repeats or len(set(gram)) < 2:
-            continue
-        share = min(1.0, count * size / n)
-        cand = Repetition(round(share, 3), _join(list(gram)), count, size, n, _index(toks, gram))
-        if best is None or cand.share > best.share:
-            best = cand
-    return best
-
-
-def _index(toks: list[str], gram: tuple[str, ...]) -> int:
-    size = len(gram)
-    for i in range(len(toks) - size + 1):
-        if tuple(toks[i:i + size]) == gram:
-            return i
-    return 0
-
-
-def _join(toks: list[str]) -> str:
-    out = ""
-    for tok in toks:
-        if out and (tok[0].isalnum() or tok[0] in "([{\"'") and not _is_cjk(tok) and not out.endswith(("(", "[", "{")):
-            out += " "
-        out += tok
-    return out.strip()[:300]
-
-
-def _is_cjk(tok: str) -> bool:
-    return len(tok) == 1 and ("\u3040" <= tok <= "\u9fff" or "\uac00" <= tok <= "\ud7af")
+    if n < size * min_repeats:
+        return None
+    positions: dict[tuple[str, ...], list[int]] = {}
+    for i in range(n - size + 1):
+        positions.setdefault(tuple(toks[i:i + size]), []).append(i)
+    gram, starts = max(positions.items(), key=lambda kv: len(kv[1]))
+    if len(starts) < min_repeats or len(set(gram)) < 2:
+        return None
+    gaps = Counter(b - a for a, b in itertools.pairwise(starts))
+    period = max(size, gaps.most_common(1)[0][0]) if gaps else size
+    period = min(period, MAX_PERIOD)
+    count, last = 0, -period
+    for start in starts:  # copies at least one period apart
+        if start >= last + period:
+            count, last = count + 1, start
+    if count < min_repeats:
+        return None
+    return Repetition(round(min(1.0, count * period / n), 3), "", count, period, n, starts[0])
