@@ -107,12 +107,15 @@ def _repeated_ngram(toks: list[str], min_repeats: int, size: int = 6) -> Repetit
     if len(starts) < min_repeats or len(set(gram)) < 2:
         return None
     gaps = Counter(b - a for a, b in itertools.pairwise(starts))
-    period = max(size, gaps.most_common(1)[0][0]) if gaps else size
-    period = min(period, MAX_PERIOD)
-    count, last = 0, -period
-    for start in starts:  # copies at least one period apart
-        if start >= last + period:
-            count, last = count + 1, start
+    period = min(gaps.most_common(1)[0][0], MAX_PERIOD) if gaps else size
+    # the longest stretch of copies exactly one period apart: tokens it covers / period = copies
+    best_first, best_last, first = starts[0], starts[0], starts[0]
+    for a, b in itertools.pairwise(starts):
+        if b - a != period:
+            first = b
+        elif b - first > best_last - best_first:
+            best_first, best_last = first, b
+    count = -(-(best_last - best_first + size) // period)  # copies touched, the last one partly
     if count < min_repeats:
         return None
-    return Repetition(round(min(1.0, count * period / n), 3), "", count, period, n, starts[0])
+    return Repetition(round(min(1.0, count * period / n), 3), "", count, period, n, best_first)
