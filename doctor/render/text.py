@@ -46,10 +46,14 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         by_area[check.area].append(check)
     findings = {f.id: f for f in report.findings}
     areas = sorted(by_area, key=lambda a: (AREA_ORDER.index(a) if a in AREA_ORDER else 99, a))
+    not_checked: list[str] = []
     for area in areas:
         checks = by_area[area]
         area_findings = [findings[c.id] for c in checks if c.id in findings]
         mark_kind = _area_mark(checks, area_findings)
+        if mark_kind == "unknown" and not verbose:
+            not_checked.append(area)  # nothing in the input speaks to this area: one line at the end
+            continue
         out.append(f"[{style.paint(mark_kind, style.mark(mark_kind))}] {style.paint('bold', area)}"
                    + style.paint("dim", _area_note(checks, area_findings)))
         for finding in sorted(area_findings, key=lambda f: -SEVERITY_RANK[f.severity]):
@@ -64,6 +68,10 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
                 elif check.inhibited_by:
                     out.append(f"    {style.paint('dim', '-')} {check.id} {check.slug}"
                                + style.paint("dim", f" — explained by {check.inhibited_by}"))
+    if not_checked:
+        hint = " — `llm-doctor scan` reads the machine" if report.command == "analyze" else ""
+        out.append(f"[{style.paint('unknown', style.mark('unknown'))}] " + style.paint(
+            "dim", f"Not checked, the input does not say: {', '.join(not_checked)}{hint} (-v for each check)"))
     out.append("")
     out.extend(_footer(report, style))
     for error in report.errors:
