@@ -36,6 +36,10 @@ from doctor.facts import Facts, Source
 
 KV_PAD = 256
 MIB = 1 << 20
+# Bounds on what a model or machine can be: larger values come from a damaged or hostile input and
+# would make the per-layer and per-GPU loops below allocate or spin without end.
+MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS (src/llama-hparams.h): it refuses more
+MAX_GPUS = 64
 
 # ggml block size and bytes per block for the KV cache types llama.cpp accepts (-ctk / -ctv).
 # Values from ggml-common.h; tests check them against gguf.GGML_QUANT_SIZES.
@@ -325,7 +329,7 @@ def _src(name: str, text: str) -> Source:
 
 def shape_from_facts(facts: Facts) -> KvShape | None:
     n_layer = facts.value("model.n_layer")
-    if not isinstance(n_layer, int) or n_layer <= 0:
+    if not isinstance(n_layer, int) or not 0 < n_layer <= MAX_LAYERS:
         return None
     per_layer = facts.value("model.n_head_kv_per_layer")
     n_head = facts.value("model.n_head")
@@ -357,17 +361,15 @@ def shape_from_facts(facts: Facts) -> KvShape | None:
 
 def derive(facts: Facts) -> Facts:
     """Add derived facts in place and return the same snapshot."""
-    _derive_run_summaries(facts)
-    _derive_kv(facts)
-    _derive_context(facts)
-    _derive_threads(facts)
-    _derive_load(facts)
-    _derive_offload(facts)
-    _derive_budget(facts)
-    _derive_ctx_reduced(facts)
-    _derive_decode_floor(facts)
-    _derive_gpu_ratios(facts)
-    _derive_output(facts)
+    for step in (_derive_run_summaries, _derive_kv, _derive_context, _derive_threads, _derive_load,
+                 _derive_offload, _derive_budget, _derive_ctx_reduced, _derive_decode_floor, _derive_gpu_ratios,
+                 _derive_output):
+        try:
+            step(facts)
+        except (ArithmeticError, ValueError):
+            # facts no real run has (zero head dims, values at the edge of 64 bits from a damaged or
+            # hostile input): that derivation is left out; the rules needing it say unknown
+            continue
     return facts
 
 
@@ -457,16 +459,14 @@ def _needed_tokens(facts: Facts) -> tuple[int | None, str]:
     new = facts.value("config.max_new_tokens")
     if isinstance(prompt, int) and isinstance(new, int):
         return prompt + new, PLANNED
-    used = facts.value("run.tokens_used_max")
-    if isinstance(used, int):
-        return used, "most tokens a sequence held in the input"
-    requested = facts.value("server.request_tokens_max")
-    if isinstance(requested, int):
-        return requested, "largest request seen"
-    prompt_max = facts.value("run.prompt_tokens_max")
-    if isinstance(prompt_max, int):
-        return prompt_max, "largest prompt seen"
-    return None, ""
+    seen = [(facts.value(name), how) for name, how in (
+        ("run.tokens_used_max", "most tokens a sequence held in the input"),
+        ("server.request_tokens_max", "largest request seen"),
+        ("run.prompt_tokens_max", "largest prompt seen"))]
+    known = [(value, how) for value, how in seen if isinstance(value, int)]
+    if not known:
+        return None, ""
+    return max(known, key=lambda vh: vh[0])
 
 
 def _needed_from_events(facts: Facts, n_seq_ctx: object) -> tuple[int | None, str]:
@@ -614,7 +614,7 @@ def _flash_attn(facts: Facts) -> bool:
 def layout_from_facts(facts: Facts) -> WeightLayout | None:
     layers = facts.value("model.layer_bytes")
     n_layer = facts.value("model.n_layer")
-    if not (isinstance(layers, list) and layers and all(isinstance(b, int) for b in layers)):
+    if not (isinstance(layers, list) and 0 < len(layers) <= MAX_LAYERS and all(isinstance(b, int) for b in layers)):
         return None
     if isinstance(n_layer, int) and len(layers) != n_layer:
         return None
@@ -641,7 +641,7 @@ def _gpu_present(facts: Facts) -> bool:
 
 def _vram_free(facts: Facts) -> int | None:
     count = facts.value("host.gpu.count")
-    if not isinstance(count, int) or count <= 0:
+    if not isinstance(count, int) or not 0 < count <= MAX_GPUS:
         return None
     free = [facts.value(f"host.gpu[{i}].vram_free") for i in range(count)]
     if not all(isinstance(f, int) for f in free):
@@ -850,7 +850,7 @@ def _derive_gpu_ratios(facts: Facts) -> None:
     count = facts.value("host.gpu.count")
     if not isinstance(count, int):
         return
-    for i in range(count):
+    for i in range(min(count, MAX_GPUS)):
         p = f"host.gpu[{i}]"
         for measured, spec, out in ((f"{p}.bandwidth_measured_gbs", f"{p}.bandwidth_spec_gbs", f"{p}.bandwidth_ratio"),
                                     (f"{p}.pcie.h2d_measured_gbs", f"{p}.pcie.spec_gbs", f"{p}.pcie.h2d_ratio")):

@@ -50,12 +50,16 @@ def evaluate_rule(rule: Rule, facts: Facts, mode: str | None = None) -> RuleResu
     if out.value is False:
         return RuleResult("ok")
     confidence = rule.confidence_default
+    evidence_facts, evidence_events = list(out.facts), list(out.events)
     for level, predicate in rule.confidence_levels:
         sub = predicate.evaluate(facts)
         if sub.value is True:
             confidence = level
+            # what raised the confidence is evidence too (a truncation line behind a slot-size finding)
+            evidence_facts += sub.facts
+            evidence_events += sub.events
             break
-    return RuleResult("fired", confidence, facts=out.facts, events=out.events)
+    return RuleResult("fired", confidence, facts=evidence_facts, events=evidence_events)
 
 
 def resolve_engine(facts: Facts, engine: str | None = None) -> str | None:
