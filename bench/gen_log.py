@@ -20,7 +20,8 @@ PROBLEMS = [
     "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4507.00 MiB on device 0: cudaMalloc failed: out of memory",
     "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 4725934080",
     "llama_new_context_with_model: failed to allocate compute buffers",
-    "slot update_slots: id  1 | task 236 | input truncated, n_ctx = 2048, n_keep = 0, n_left = 2048, n_prompt_tokens = 2150",
+    "slot update_slots: id  1 | task 236 | input truncated, n_ctx = 2048, n_keep = 0, n_left = 2048, "
+    "n_prompt_tokens = 2150",
     "slot update_slots: id  1 | task 236 | slot context shift, n_keep = 0, n_left = 2047, n_discard = 1023",
     "decode: failed to find a memory slot for batch of size 128",
 ]

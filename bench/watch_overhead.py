@@ -3,16 +3,18 @@
 Both sides run the same model with the same settings in one child process each (the bare side is a
 child that only loads, warms up and generates; the traced side is engine_adapter's runner with its
 parent reading every message, sampling the process, recording to a file and re-running the rules
-as the run goes). Runs alternate bare / traced, `--repeat` times, so drift on the machine hits both
-alike. Decode speed on both sides is measured the same way, from inside the child: tokens generated
-after the first one, divided by the wall time from the first token to the last (so the tracer's own
+as the run goes). Runs go in bare / traced pairs, `--rounds` times, the order alternating, so
+drift on the machine hits both alike. Decode speed on both sides is measured the same way, from
+inside the child: tokens generated after the first one, divided by the wall time from the first
+token to the last (so the tracer's own
 per-step work is included on the traced side); and, because a shared machine makes whole-run times
 noisy, also from the median gap between consecutive tokens (also wall time, tracer work included),
 which one busy second elsewhere does not move. The prompt loops under greedy decoding, so every
 run generates exactly `--tokens` tokens.
 
-    python bench/watch_overhead.py [--tokens 256] [--repeat 5] [--threads N]
-Results go to bench/results/watch_overhead.json; the target is traced / bare >= 0.98.
+    python bench/watch_overhead.py [--tokens 256] [--rounds 6] [--threads N]
+Results go to bench/results/watch_overhead.json; the target is traced / bare >= 0.98. The same traced
+runs give the trace-fidelity rows (bench/trace_fidelity.py).
 """
 
 from __future__ import annotations
@@ -26,11 +28,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.common import RESULTS, Row, spread  # noqa: E402
+
+TARGET = 0.98
 
 PROMPT = "Write a list of fruits. Write a list of fruits. Write a list of fruits."
 
@@ -101,17 +107,14 @@ def traced_run(model: str, tokens: int, threads: int | None, n_ctx: int,
     return len(steps) / decode_s, median_tps, perf
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokens", type=int, default=256)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="default: llama-cpp-python's (logical CPUs / 2)")
-    parser.add_argument("--model", default=None)
-    args = parser.parse_args()
+def measure(tokens: int = 256, rounds: int = 6, threads: int | None = None,
+            model_arg: str | None = None) -> tuple[list[Row], list[dict[str, float]]]:
+    """Rows for the overhead (traced / bare decode tokens/s) and the traced runs' numbers, which
+    bench/trace_fidelity.py turns into the fidelity rows (same runs, no second set of runs)."""
     from engine_adapter.models import resolve_model
 
-    model = str(resolve_model(args.model))
-    n_ctx = max(512, args.tokens + 64)
+    model = str(resolve_model(model_arg))
+    n_ctx = max(512, tokens + 64)
     bare: list[float] = []
     traced: list[float] = []
     bare_med: list[float] = []
@@ -119,42 +122,73 @@ def main() -> int:
     perf_rows: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         record = os.path.join(tmp, "run.jsonl")
-        for i in range(args.repeat):
-            whole, median = bare_run(model, args.tokens, args.threads, n_ctx)
+        for i in range(rounds + 1):  # round 0 warms the page cache and the byte-code cache
+            first = i % 2 == 0  # which side goes first alternates too
+            pair = []
+            for side in (("bare", "traced") if first else ("traced", "bare")):
+                if side == "bare":
+                    pair.append(("bare", bare_run(model, tokens, threads, n_ctx)))
+                else:
+                    tps, tps_med, perf = traced_run(model, tokens, threads, n_ctx, record)
+                    pair.append(("traced", (tps, tps_med, perf)))
+            if i == 0:
+                continue
+            got = dict(pair)
+            whole, median_gap = got["bare"]
+            tps, tps_med, perf = got["traced"]
             bare.append(whole)
-            bare_med.append(median)
-            tps, tps_med, perf = traced_run(model, args.tokens, args.threads, n_ctx, record)
+            bare_med.append(median_gap)
             traced.append(tps)
             traced_med.append(tps_med)
             perf_rows.append(perf)
-            print(f"round {i + 1}: bare {whole:.1f} tokens/s (median gap {median:.1f}), "
+            print(f"  round {i}: bare {whole:.1f} tokens/s (median gap {median_gap:.1f}), "
                   f"traced {tps:.1f} tokens/s (median gap {tps_med:.1f})", file=sys.stderr)
+    ratios = [t / b for t, b in zip(traced, bare, strict=True)]
+    gap_ratios = [t / b for t, b in zip(traced_med, bare_med, strict=True)]
+    ratio, gap_ratio = statistics.median(ratios), statistics.median(gap_ratios)
     b, t = statistics.median(bare), statistics.median(traced)
-    bm, tm = statistics.median(bare_med), statistics.median(traced_med)
     per_step = statistics.median(r["tracer_us_per_step"] for r in perf_rows)
     parent_share = statistics.median(r["parent_cpu_s"] * 1000 / r["decode_wall_ms"] for r in perf_rows)
-    result = {
-        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": {"cpus": os.cpu_count(), "platform": sys.platform},
-        "model": Path(model).name, "tokens": args.tokens, "repeat": args.repeat, "threads": args.threads,
+    details = {
+        "model": Path(model).name, "tokens": tokens, "rounds": rounds, "threads": threads,
         "bare_tps": [round(x, 2) for x in bare], "traced_tps": [round(x, 2) for x in traced],
-        "bare_tps_median": round(b, 2), "traced_tps_median": round(t, 2), "ratio": round(t / b, 4),
-        "bare_tps_from_median_gap": round(bm, 2), "traced_tps_from_median_gap": round(tm, 2),
-        "ratio_median_gap": round(tm / bm, 4),
-        "target": 0.98, "load_1m_after": round(os.getloadavg()[0], 2),
+        "ratio_per_round": [round(x, 4) for x in ratios],
+        "ratio_median_gap_per_round": [round(x, 4) for x in gap_ratios],
+        "ratio_median_gap": round(gap_ratio, 4),
         "tracer_us_per_step_median": per_step, "parent_cpu_share_of_decode_median": round(parent_share, 4),
-        "runs": perf_rows,
         "method": "decode tokens/s from first to last token, measured inside each child; bare = plain "
                   "Llama.generate loop in a child; traced = engine_adapter.runner.run_embedded with live rules "
-                  "and --record; runs alternate",
+                  "and --record; bare and traced run in pairs, the order alternating; ratio = median of the "
+                  "per-pair ratios",
     }
-    out = ROOT / "bench" / "results" / "watch_overhead.json"
+    step_us = 1e6 / b if b else 0.0
+    row = Row("watch tracing overhead (decode tokens/s)", "bare llama-cpp-python, same model and settings",
+              f">= {TARGET}x", f"{t:.1f} tok/s", f"{b:.1f} tok/s", f"{ratio:.3f}x", ratio >= TARGET,
+              f"median of {rounds} pairs, per-pair {spread(ratios)}; from the median token gap {gap_ratio:.3f}x; "
+              f"tracer {per_step:.0f} us/step", details,
+              missed=f"the tracer's own work is {per_step:.0f} us a step ({per_step / step_us:.1%} of a "
+                     f"{step_us:.0f} us step); the pairs spread {spread(ratios)}, so the shortfall is the machine's "
+                     "run-to-run noise, wider than the 2% target; more pairs (--rounds) narrow it")
+    return [row], perf_rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--threads", type=int, default=None, help="default: llama-cpp-python's (logical CPUs / 2)")
+    parser.add_argument("--model", default=None)
+    args = parser.parse_args()
+    from bench.trace_fidelity import fidelity_rows
+
+    rows, perf_rows = measure(args.tokens, args.rounds, args.threads, args.model)
+    rows += fidelity_rows(perf_rows)
+    for row in rows:
+        print(f"{row.measure}: {row.doctor} vs {row.ref} -> {row.result} (target {row.target}); {row.note}")
+    out = RESULTS / "watch_overhead.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(f"bare {b:.1f} tokens/s, traced {t:.1f} tokens/s: ratio {t / b:.3f}; from the median gap between "
-          f"tokens {bm:.1f} vs {tm:.1f}: ratio {tm / bm:.3f} (target >= 0.98); tracer "
-          f"{per_step:.0f} us/step in the engine process, parent CPU {parent_share:.1%} of decode time; "
-          f"load {os.getloadavg()[0]:.2f} -> {out}")
+    out.write_text(json.dumps({"rows": [r.to_json() for r in rows], "runs": perf_rows}, indent=1) + "\n",
+                   encoding="utf-8")
     return 0
 
 

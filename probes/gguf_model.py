@@ -7,18 +7,30 @@ possibly per layer -, head dims, training context, sliding window, experts) and 
 byte sizes are summed per repeating layer, for the input (token embedding) and for the output
 layer: llama.cpp places weights by layer, so the memory budget needs them per layer, not the
 file-type label.
+
+The reader spends seconds building numpy objects for a large tokenizer (49k tokens take ~3 s), so
+what it found is remembered: in the process, and on disk under the user's cache folder
+(`$XDG_CACHE_HOME/llm-doctor/gguf`, else `~/.cache/llm-doctor/gguf`) as plain JSON, keyed by each
+shard's path, size, mtime, inode and device, the `gguf` version and this module's own source. An
+entry that does not match its key or does not parse as a ModelFile is ignored and rewritten; only
+files whose metadata arrays hold CACHE_MIN_ITEMS entries or more are kept (the others read fast),
+and the folder keeps the CACHE_KEEP newest entries. `LLM_DOCTOR_NO_CACHE=1` turns the disk cache off.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import json
 import os
 import re
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doctor.estimate import MAX_LAYERS
 from doctor.facts import Facts
 from probes.base import Probe, ProbeContext, Reporter
 from probes.gguf_header import GgufCorrupt, check_gguf
@@ -69,21 +81,160 @@ def shard_paths(path: str) -> list[str]:
     return [str(q) for q in paths]
 
 
-def read_model(path: str) -> ModelFile:
+def read_model(path: str, cache_dir: str | None = None) -> ModelFile:
     """Check every shard, then read them with gguf.GGUFReader. Raises GgufCorrupt.
 
-    Remembered per (shards, sizes, mtimes): reading a large vocabulary takes the reader seconds."""
+    Remembered per (shards, sizes, mtimes, inodes): in the process, and on disk (see the module
+    docstring); `cache_dir` overrides the disk cache folder."""
     shards = shard_paths(path)
     try:
-        stamp = tuple((s, os.stat(s).st_size, os.stat(s).st_mtime_ns) for s in shards)
+        stamp = tuple(_stamp(s) for s in shards)
     except OSError as exc:
         raise GgufCorrupt(f"cannot read: {exc.strerror or exc}") from None
-    return _read_cached(str(path), stamp)
+    return _read_remembered(str(path), stamp, cache_dir)
+
+
+def _stamp(shard: str) -> tuple[str, int, int, int, int]:
+    st = os.stat(shard)
+    return shard, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev
 
 
 @functools.lru_cache(maxsize=4)
-def _read_cached(path: str, stamp: tuple[tuple[str, int, int], ...]) -> ModelFile:
-    shards = [s for s, _, _ in stamp]
+def _read_remembered(path: str, stamp: tuple[tuple[str, int, int, int, int], ...], cache_dir: str | None) -> ModelFile:
+    folder = cache_folder(cache_dir)
+    key = _cache_key(path, stamp) if folder is not None else None
+    shards = [s for s, _, _, _, _ in stamp]
+    if folder is not None and key is not None:
+        cached = load_cached(folder, key)
+        if cached is not None:
+            cached.path, cached.shards = path, shards  # as asked this time (the key holds absolute paths)
+            return cached
+    model = _read(path, shards)
+    if folder is not None and key is not None and array_items(model) >= CACHE_MIN_ITEMS:
+        store_cached(folder, key, model)
+    return model
+
+
+def array_items(model: ModelFile) -> int:
+    """Entries of the metadata arrays the reader skipped over (tokens, merges, ...): its cost."""
+    return sum(v for k, v in model.metadata.items() if k.endswith("#count") and isinstance(v, int))
+
+
+# -- the disk cache ---------------------------------------------------------------------------------
+CACHE_VERSION = 1
+CACHE_MIN_ITEMS = 4096  # a file with fewer array entries reads in well under a second: not kept
+CACHE_KEEP = 32
+
+
+def cache_folder(override: str | None = None) -> str | None:
+    """Where read models are kept, or None when the disk cache is off."""
+    if override is not None:
+        return override
+    if os.environ.get("LLM_DOCTOR_NO_CACHE", "").strip() not in ("", "0"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "llm-doctor", "gguf")
+
+
+@functools.lru_cache(maxsize=1)
+def _code_stamp() -> str:
+    """This module's source and the gguf version: a change in how files are read invalidates entries."""
+    try:
+        from importlib.metadata import version
+
+        gguf_version = version("gguf")
+    except Exception:
+        gguf_version = "unknown"
+    try:
+        source = Path(__file__).read_bytes()
+    except OSError:
+        source = b""
+    return f"{CACHE_VERSION}:{gguf_version}:{hashlib.sha256(source).hexdigest()[:16]}"
+
+
+def _cache_key(path: str, stamp: tuple[tuple[str, int, int, int, int], ...]) -> dict[str, Any]:
+    return {"code": _code_stamp(), "path": os.path.abspath(path),
+            "shards": [[os.path.abspath(s), *rest] for s, *rest in stamp]}
+
+
+def _entry_path(folder: str, key: dict[str, Any]) -> str:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+    return os.path.join(folder, f"{digest}.json")
+
+
+def load_cached(folder: str, key: dict[str, Any]) -> ModelFile | None:
+    """The ModelFile stored under `key`, or None (absent, unreadable, for another key, malformed)."""
+    try:
+        with open(_entry_path(folder, key), encoding="utf-8") as handle:
+            data = json.load(handle)
+        if not isinstance(data, dict) or data.get("key") != json.loads(json.dumps(key)):
+            return None
+        return _model_from_json(data["model"])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+
+
+def store_cached(folder: str, key: dict[str, Any], model: ModelFile) -> None:
+    """Write the entry atomically; a cache that cannot be written is simply not used."""
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        text = json.dumps({"key": key, "model": asdict(model)}, sort_keys=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, _entry_path(folder, key))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        _prune(folder)
+    except (OSError, TypeError, ValueError):
+        return
+
+
+def _prune(folder: str) -> None:
+    entries = [e for e in os.scandir(folder) if e.name.endswith(".json") and e.is_file(follow_symlinks=False)]
+    if len(entries) <= CACHE_KEEP:
+        return
+    entries.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime_ns)
+    for entry in entries[: len(entries) - CACHE_KEEP]:
+        with contextlib.suppress(OSError):
+            os.unlink(entry.path)
+
+
+_INT_FIELDS = ("file_bytes", "input_bytes", "output_bytes", "expert_bytes", "tensor_bytes", "n_params")
+
+
+def _model_from_json(data: Any) -> ModelFile:
+    """A ModelFile from its stored form, checking every field's type (ValueError/TypeError if off)."""
+    if not isinstance(data, dict):
+        raise TypeError("entry is not an object")
+
+    def is_int(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    if not isinstance(data["path"], str) or not all(isinstance(x, str) for x in data["shards"]):
+        raise TypeError("path")
+    if not all(is_int(data[name]) and data[name] >= 0 for name in _INT_FIELDS):
+        raise TypeError("sizes")
+    if not all(is_int(x) and x >= 0 for x in data["layer_bytes"]) or len(data["layer_bytes"]) > MAX_LAYERS:
+        raise TypeError("layer_bytes")
+    if not isinstance(data["output_tied"], bool) or not isinstance(data["metadata"], dict):
+        raise TypeError("metadata")
+    def plain(value: Any, depth: int = 0) -> bool:  # what fld.contents() gives: scalars, (nested) lists
+        if isinstance(value, list):
+            return depth < 4 and all(plain(x, depth + 1) for x in value)
+        return isinstance(value, str | int | float | bool)
+
+    if not all(isinstance(k, str) and plain(v) for k, v in data["metadata"].items()):
+        raise TypeError("metadata value")
+    return ModelFile(path=data["path"], shards=list(data["shards"]), metadata=dict(data["metadata"]),
+                     layer_bytes=list(data["layer_bytes"]), output_tied=data["output_tied"],
+                     **{name: data[name] for name in _INT_FIELDS})
+
+
+def _read(path: str, shards: list[str]) -> ModelFile:
     headers = [check_gguf(s) for s in shards]
     from gguf import GGUFReader  # heavy (numpy): imported only when a model is read
 
@@ -117,8 +268,8 @@ def _read_cached(path: str, stamp: tuple[tuple[str, int, int], ...]) -> ModelFil
             if m:
                 layer = int(m.group(1))
                 if layer >= len(model.layer_bytes):
-                    if layer > 100_000:
-                        raise GgufCorrupt(f"tensor {name!r} names layer {layer}")
+                    if layer >= MAX_LAYERS:
+                        raise GgufCorrupt(f"tensor {name!r} names layer {layer}; llama.cpp allows {MAX_LAYERS}")
                     model.layer_bytes.extend([0] * (layer + 1 - len(model.layer_bytes)))
                 model.layer_bytes[layer] += n_bytes
                 if EXPERT_TENSOR.match(name):
@@ -129,7 +280,7 @@ def _read_cached(path: str, stamp: tuple[tuple[str, int, int], ...]) -> ModelFil
                 model.input_bytes += n_bytes
         model.metadata.setdefault("#tensor_names", set()).update(names)
     names = model.metadata.pop("#tensor_names", set())
-    if isinstance(n_layer_hint, int) and len(model.layer_bytes) < n_layer_hint:
+    if isinstance(n_layer_hint, int) and len(model.layer_bytes) < n_layer_hint <= MAX_LAYERS:
         model.layer_bytes.extend([0] * (n_layer_hint - len(model.layer_bytes)))
     if "output.weight" not in names and "token_embd.weight" in names:
         model.output_tied = True  # llama.cpp duplicates token_embd as the output on the output layer's device
@@ -179,6 +330,9 @@ def model_facts(model: ModelFile, rep: Reporter) -> None:
     n_layer = _int(key("block_count"))
     if n_layer is None:
         rep.unknown("model.n_layer", f"{arch}.block_count missing")
+        return
+    if n_layer > MAX_LAYERS:  # a damaged or hostile header: per-layer lists would not fit in memory
+        rep.unknown("model.n_layer", f"{arch}.block_count is {n_layer}; llama.cpp loads 1 to {MAX_LAYERS} layers")
         return
     rep.set("model.n_layer", n_layer, "layers", f"{arch}.block_count")
     n_embd = _int(key("embedding_length"))

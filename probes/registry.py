@@ -7,6 +7,7 @@ engine check, the GGUF read and the machine reads overlap.
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 from doctor.facts import Facts
@@ -33,6 +34,22 @@ def select(bench: bool, only: set[str] | None = None, skip: set[str] | None = No
             continue
         chosen.append(probe)
     return chosen
+
+
+def unreadable_roots(ctx: ProbeContext) -> list[str]:
+    """The probe roots (/sys, /proc) this process cannot list, each with why. The probes read a
+    missing file as "not there" (no cgroup quota, no such disk), so a root that exists but cannot be
+    read must be said once, loudly, or its absence would read as facts."""
+    out = []
+    for label, path in (("/sys", ctx.roots.sysfs), ("/proc", ctx.roots.proc)):
+        try:
+            os.listdir(path)
+        except FileNotFoundError:
+            continue  # not there at all (another OS, a recording without it): the probes say so
+        except OSError as exc:
+            out.append(f"cannot read {label} ({path}): {exc.strerror or exc}; machine facts read from it are "
+                       "unknown, and limits kept there (a cgroup CPU quota, a disk, a PCIe link) may be missed")
+    return out
 
 
 def collect(ctx: ProbeContext, probes: list[Probe], parallel: bool = True) -> Facts:

@@ -17,6 +17,7 @@ import argparse
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -269,6 +270,17 @@ def run(args: argparse.Namespace) -> int:
     from engine_adapter.models import resolve_model
 
     model_path = str(resolve_model(args.model))
+    ctx = ProbeContext(roots=roots, model_path=model_path, storage_path=storage_path, bench=args.bench)
+    only = (only_probes - {"trace"} or {"(trace only)"}) if only_probes else None
+    chosen = registry.select(args.bench, only, skip_probes)
+    machine_probes = [p for p in chosen if p.cost != "heavy" and p.name != "gguf"]
+    gguf = [p for p in chosen if p.name == "gguf"]
+    heavy = [p for p in chosen if p.cost == "heavy"]
+    _progress(f"probing {machine_name or 'this machine'} ({', '.join(p.name for p in chosen) or 'no probes'})")
+    # the machine probes (mostly waiting on the engine's child process) overlap the header check;
+    # results merge in the same order as before
+    side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scan")
+    machine_job = side.submit(registry.collect, ctx, machine_probes)
     header: dict[str, Any] = {}
     header_error = None
     try:
@@ -277,15 +289,8 @@ def run(args: argparse.Namespace) -> int:
         header["n_ctx_train"] = head.scalars.get(f"{arch}.context_length")
     except GgufCorrupt as exc:
         header_error = str(exc)  # the gguf probe reports it as model.corrupt
-
-    ctx = ProbeContext(roots=roots, model_path=model_path, storage_path=storage_path, bench=args.bench)
-    only = (only_probes - {"trace"} or {"(trace only)"}) if only_probes else None
-    chosen = registry.select(args.bench, only, skip_probes)
-    machine_probes = [p for p in chosen if p.cost != "heavy" and p.name != "gguf"]
-    gguf = [p for p in chosen if p.name == "gguf"]
-    heavy = [p for p in chosen if p.cost == "heavy"]
-    _progress(f"probing {machine_name or 'this machine'} ({', '.join(p.name for p in chosen) or 'no probes'})")
-    facts = registry.collect(ctx, machine_probes)
+    side.shutdown(wait=False)
+    facts = machine_job.result()
     plan = make_plan(args, engine, header, facts)
     want_trace = not args.no_trace and (not only_probes or "trace" in only_probes) and "trace" not in skip_probes
     if want_trace and args.replay_machine:
@@ -312,6 +317,7 @@ def run(args: argparse.Namespace) -> int:
         _progress("benchmarks (--bench): " + ", ".join(p.name for p in heavy))
         facts.merge(registry.collect(ctx, heavy, parallel=False))
     errors: list[str] = list(trace_result.get("errors", []))
+    errors += registry.unreadable_roots(ctx) if machine_probes else []
     if blocked is not None:
         errors.append(f"trace skipped: {blocked}")
     if "facts" in trace_result:

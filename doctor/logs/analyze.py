@@ -3,7 +3,10 @@
 `LogAnalyzer` is incremental: feed it bytes as they arrive and ask for a `snapshot()` at any time
 (watch --log does this); `analyze_stream` reads a whole stream in fixed-size chunks, so memory
 stays flat on logs of any size. The scanner finds candidate lines with every parser's triggers;
-each candidate is decoded, made inert and given to every parser.
+each candidate is decoded, made inert and given to every parser — except to a parser with a `gate`
+when one RE2 set match on the raw bytes shows the line is not one of its own (only for plain lines,
+whose text is their raw bytes, so the parser's own gate would say the same). The same match hands
+the gates that pass, and the llama.cpp parser's literal index, their answers for that line.
 
 Pure apart from reading the given stream.
 """
@@ -11,13 +14,14 @@ Pure apart from reading the given stream.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import BinaryIO
 
 from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.detect import detect
-from doctor.logs.line import decode, make_line
-from doctor.logs.matcher import BytesPattern, compile_triggers
+from doctor.logs.line import LogLine, decode, make_line
+from doctor.logs.matcher import BytesPattern, LiteralIndex, compile_triggers, set_matcher, verdict
 from doctor.logs.registry import parser_classes
 from doctor.logs.stream import CHUNK, LineScanner, open_input, rewindable
 
@@ -33,6 +37,63 @@ def _trigger_pattern(parsers: list[LogParser]) -> BytesPattern:
     return compile_triggers(fragments)
 
 
+class _Router:
+    """Which parsers a plain line goes to, in one RE2 set match on its raw bytes: the set holds every
+    parser's gate and, for a parser that keeps a LiteralIndex (`literal_index`), that index's
+    literals, whose hits are handed to the index so the parser need not match the line again."""
+
+    def __init__(self, parsers: list[LogParser], gated: list[int], indexes: list[tuple[LiteralIndex, int, int]],
+                 matcher: Callable[[bytes], list[int]]) -> None:
+        self.parsers = parsers
+        self.gated = gated  # indices (into the parser list) of the parsers with a gate
+        self.verdicts = [verdict(parsers[i].gate or ()) for i in gated]  # their gates' verdict slots
+        self.indexes = indexes  # (index, first set pattern, end): its literals' place in the set
+        self.matcher = matcher  # RE2 set: pattern k < len(gated) = the gate of parser gated[k]
+        self._targets: dict[tuple[int, ...], list[LogParser]] = {}
+
+    @classmethod
+    def build(cls, parsers: list[LogParser]) -> _Router | None:
+        gated = [i for i, p in enumerate(parsers) if p.gate]
+        patterns = ["|".join(f"(?:{f})" for f in parsers[i].gate or ()) for i in gated]
+        indexes: list[tuple[LiteralIndex, int, int]] = []
+        for parser in parsers:
+            index = getattr(parser, "literal_index", None)
+            if isinstance(index, LiteralIndex) and all(index is not x for x, _, _ in indexes):
+                indexes.append((index, len(patterns), len(patterns) + len(index.patterns)))
+                patterns += index.patterns
+        if not gated:
+            return None
+        # None without RE2, or when it refuses a gate: every parser then sees every line, as before
+        matcher = set_matcher(patterns)
+        return cls(parsers, gated, indexes, matcher) if matcher is not None else None
+
+    def targets(self, line: LogLine, raw: bytes) -> list[LogParser]:
+        """The parsers to feed: all of them, less the gated ones whose gate the line fails. Told from
+        the raw bytes only where they are the text the parsers see (no JSON, quote, control or
+        non-ASCII rewriting); otherwise every parser gets the line and asks its own gate."""
+        if line.fields or len(line.text) != len(raw) or not raw.isascii():
+            return self.parsers
+        hits = self.matcher(raw)
+        n_gates = len(self.gated)
+        text = line.text
+        passed = []
+        rest = []
+        for k in hits:
+            if k < n_gates:
+                passed.append(k)
+                self.verdicts[k].passed = text  # this gate passes: the parser's own check need not search
+            else:
+                rest.append(k)
+        for index, first, end in self.indexes:
+            index.prime(text, [k - first for k in rest if first <= k < end])
+        key = tuple(sorted(passed))
+        found = self._targets.get(key)
+        if found is None:
+            dropped = {self.gated[k] for k in range(n_gates) if k not in key}
+            found = self._targets[key] = [p for i, p in enumerate(self.parsers) if i not in dropped]
+        return found
+
+
 class LogAnalyzer:
     def __init__(self, name: str = "input", parsers: list[LogParser] | None = None) -> None:
         self.name = name
@@ -43,6 +104,9 @@ class LogAnalyzer:
         for parser in self.parsers:
             parser.bind(self.facts)
         self.scanner = LineScanner(_trigger_pattern(self.parsers))
+        self.router = _Router.build(self.parsers)
+        # the parsers that ever ask for the text between candidates (the others never do)
+        self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
         self.skipped_lines = 0
 
     def feed(self, data: bytes) -> None:
@@ -54,24 +118,29 @@ class LogAnalyzer:
 
     def _consume(self, items: object) -> None:
         parsers = self.parsers
+        route = self.router.targets if self.router is not None else None
+        capturing = self._capturing
+        wants = capturing[0].wants_capture if len(capturing) == 1 else None
         capture_any = self.scanner.capture  # a gap may come in a later feed() than its trigger line
         for raw in items:  # type: ignore[attr-defined]
-            if raw.text is not None:
-                line = make_line(raw.number, raw.text, raw.next)
-                for parser in parsers:
+            text = raw.text
+            if text is not None:
+                line = make_line(raw.number, text, raw.next)
+                for parser in route(line, text) if route is not None else parsers:
                     try:
                         parser.feed(line)
                     except (ValueError, OverflowError, ArithmeticError):
                         # a line shaped like a known one but with numbers no engine prints
                         # (30 000 digits, ...): it is not that line; go on with the next
                         self.skipped_lines += 1
-                capture_any = any(p.wants_capture() for p in parsers)
-                self.scanner.capture = capture_any
+                if capturing:
+                    capture_any = wants() if wants is not None else any(p.wants_capture() for p in capturing)
+                    self.scanner.capture = capture_any
             elif raw.gap is not None and capture_any:
-                text = decode(raw.gap)
-                for parser in parsers:
+                gap = decode(raw.gap)
+                for parser in capturing:
                     if parser.wants_capture():
-                        parser.feed_gap(raw.number, text)
+                        parser.feed_gap(raw.number, gap)
 
     def snapshot(self) -> Facts:
         """The facts so far, with whole-input summaries; the analyzer can go on afterwards."""
@@ -79,7 +148,12 @@ class LogAnalyzer:
         facts.merge(self.facts)
         facts.events_observed = True
         for parser in self.parsers:
-            parser.summarize(facts)
+            try:
+                parser.summarize(facts)
+            except (ValueError, OverflowError, ArithmeticError):
+                # numbers no engine prints (1e309 MiB buffers, ...) reached a whole-input sum: that
+                # parser's summary is left out rather than the whole snapshot
+                self.skipped_lines += 1
         votes: Counter[str] = Counter()
         for parser in self.parsers:
             votes.update(parser.votes)

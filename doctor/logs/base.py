@@ -21,6 +21,9 @@ from doctor.logs.line import LogLine
 class LogParser:
     name = "base"
     triggers: tuple[str, ...] = ()
+    # when set, feed() ignores every line whose text matches none of these fragments, so the
+    # analyzer may leave such lines out (it checks them all at once on the raw bytes)
+    gate: tuple[str, ...] | None = None
 
     def __init__(self) -> None:
         self.votes: Counter[str] = Counter()

@@ -21,6 +21,7 @@ from typing import Any
 from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.line import LogLine
+from doctor.logs.matcher import LiteralIndex, gated
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -28,113 +29,113 @@ NUM = r"(-?[\d.]+|inf|-?nan)"
 GPU_BACKENDS = ("CUDA", "ROCm", "HIP", "MUSA", "Metal", "Vulkan", "SYCL", "CANN", "OpenCL", "BLAS_CUDA", "KOMPUTE")
 
 # -- patterns ------------------------------------------------------------------------------------
-META = re.compile(r"(?:print_info|llm_load_print_meta)\s*:\s+([A-Za-z_][\w. ]*?)\s*=\s*(.*)$")
-LOADED_META = re.compile(r"loaded meta data with \d+ key-value pairs and (\d+) tensors from (.+?) \(version")
-LOAD_MODE = re.compile(r"loading model tensors.*\((?:mmap = (true|false)|load_mode = ([\w+]+))")
-OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
-BUFFER = re.compile(r"(?<![\w.])([A-Za-z][\w\-]*)\s+(?:(model|KV|compute|output|RS|"
-                    r"LoRA)\s+)?buffer size\s*=\s*([\d.]+)\s*MiB")
-KV_SIZE = re.compile(r"size\s*=\s*([\d.]+)\s*MiB\s*\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)(?:/\s*(\d+))? seqs\),"
-                     r"\s*K \((\w+)\):\s*([\d.]+)\s*MiB,\s*V \((\w+)\):\s*([\d.]+)\s*MiB")
-KV_SELF = re.compile(r"KV self size\s*=\s*([\d.]+)\s*MiB,\s*K \((\w+)\):\s*([\d.]+)\s*MiB,\s*V "
-                     r"\((\w+)\):\s*([\d.]+)\s*MiB")
-KV_SELF_2023 = re.compile(r"kv self size\s*=\s*([\d.]+)\s*MB")
-VRAM_USED_2023 = re.compile(r"VRAM used:\s*([\d.]+)\s*MB")
-MEM_REQUIRED_2023 = re.compile(r"mem required\s*=\s*([\d.]+)\s*MB")
-KV_TYPES_OLD = re.compile(r"type_k = '(\w+)', type_v = '(\w+)'")
-CTX_KV = re.compile(r"\b(n_ctx|n_ctx_seq|n_ctx_per_seq|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|n_ctx_slot|"
-                    r"n_slots)\s*=\s*'?([\w.]+)")
-CTX_TRAIN_OVER = re.compile(r"n_ctx_(?:seq|per_seq|pre_seq) \((\d+)\) > n_ctx_train \((\d+)\)")
-CTX_TRAIN_WARN = re.compile(r"model was trained on only (\d+) context tokens \((\d+) specified\)")
-QUANT_V_NEEDS_FA = re.compile(r"quantized V cache requires flash_attn|V cache quantization requires flash_attn"
-                              r"|quantized V cache was requested, but this requires Flash Attention")
-FA_DECISION = re.compile(r"Flash Attention (?:was auto, set to (enabled|disabled)|(enabled)|"
-                         r"not supported, set to (disabled))")
-TIMING = re.compile(r"(load|prompt eval|generation eval|eval|total|sample|sampling|samplers) time\s*=\s*" + NUM
-                    + r"\s*ms(?:\s*/\s*(\d+)\s*(tokens|runs))?(?:\s*\(\s*" + NUM + r"\s*ms per token,\s*" + NUM
-                    + r"\s*tokens per second\))?")
-SERVER_TG = re.compile(r"\b(?:n_gen|n_decoded)\s*=\s*(\d+),\s*tg\s*=\s*([\d.]+)\s*t/s")
-SYSINFO_THREADS = re.compile(r"n_threads\s*=\s*(\d+)(?:\s*\(n_threads_batch\s*=\s*(\d+)\))?\s*/\s*(\d+)")
-SERVER_THREADS = re.compile(r"n_threads\s*=\s*(\d+),?\s*n_threads_batch\s*=\s*(\d+),?\s*total_threads\s*=\s*(\d+)")
-FEATURE = re.compile(r"\b([A-Z][A-Z0-9_]+)\s*=\s*1\b")
-SECTION = re.compile(r"(?:^|\|)\s*([A-Za-z][A-Za-z0-9_]*)\s+:\s")
-CUDA_FOUND = re.compile(r"found (\d+) (CUDA|ROCm|MUSA) devices")
-CUDA_DEVICE = re.compile(r"Device (\d+): (.+?), (?:compute capability|gfx)[^,]*(?:,.*?VRAM: (\d+) MiB)?")
-USING_DEVICE = re.compile(r"using device (\S+) \((.+?)\)(?: \([^)]*\))? - (\d+) MiB free")
-BACKEND_LOADED = re.compile(r"loaded (\w+) backend from")
-VULKAN_FOUND = re.compile(r"ggml_vulkan: Found (\d+) Vulkan devices")
-METAL_DEVICE = re.compile(r"ggml_metal\w*: (?:found device|GPU name):\s*(.+)$")
-NO_GPU = re.compile(r"no usable GPU found|not compiled with GPU offload support|compiled without GPU support")
-GPU_INIT_FAILED = re.compile(r"failed to initialize (CUDA|ROCm|MUSA|Vulkan|SYCL)\s*:\s*(.*)$")
-GENERATE = re.compile(r"generate: n_ctx = (\d+), n_batch = (\d+), n_predict = (-?\d+), n_keep = (\d+)")
-SAMPLER_KV = re.compile(r"\b(repeat_last_n|repeat_penalty|frequency_penalty|presence_penalty|dry_multiplier|top_k|"
-                        r"top_p|min_p|temp|mirostat)\s*=\s*(-?[\d.]+)")
-SEED = re.compile(r"\bseed\s*=\s*(\d+)|sampler seed:\s*(\d+)")
+META = gated(r"(?:print_info|llm_load_print_meta)\s*:\s+([A-Za-z_][\w. ]*?)\s*=\s*(.*)$")
+LOADED_META = gated(r"loaded meta data with \d+ key-value pairs and (\d+) tensors from (.+?) \(version")
+LOAD_MODE = gated(r"loading model tensors.*\((?:mmap = (true|false)|load_mode = ([\w+]+))")
+OFFLOADED = gated(r"offloaded (\d+)/(\d+) layers to GPU")
+BUFFER = gated(r"(?<![\w.])([A-Za-z][\w\-]*)\s+(?:(model|KV|compute|output|RS|"
+               r"LoRA)\s+)?buffer size\s*=\s*([\d.]+)\s*MiB")
+KV_SIZE = gated(r"size\s*=\s*([\d.]+)\s*MiB\s*\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)(?:/\s*(\d+))? seqs\),"
+                r"\s*K \((\w+)\):\s*([\d.]+)\s*MiB,\s*V \((\w+)\):\s*([\d.]+)\s*MiB")
+KV_SELF = gated(r"KV self size\s*=\s*([\d.]+)\s*MiB,\s*K \((\w+)\):\s*([\d.]+)\s*MiB,\s*V "
+                r"\((\w+)\):\s*([\d.]+)\s*MiB")
+KV_SELF_2023 = gated(r"kv self size\s*=\s*([\d.]+)\s*MB")
+VRAM_USED_2023 = gated(r"VRAM used:\s*([\d.]+)\s*MB")
+MEM_REQUIRED_2023 = gated(r"mem required\s*=\s*([\d.]+)\s*MB")
+KV_TYPES_OLD = gated(r"type_k = '(\w+)', type_v = '(\w+)'")
+CTX_KV = gated(r"\b(n_ctx|n_ctx_seq|n_ctx_per_seq|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|n_ctx_slot|"
+               r"n_slots)\s*=\s*'?([\w.]+)")
+CTX_TRAIN_OVER = gated(r"n_ctx_(?:seq|per_seq|pre_seq) \((\d+)\) > n_ctx_train \((\d+)\)")
+CTX_TRAIN_WARN = gated(r"model was trained on only (\d+) context tokens \((\d+) specified\)")
+QUANT_V_NEEDS_FA = gated(r"quantized V cache requires flash_attn|V cache quantization requires flash_attn"
+                         r"|quantized V cache was requested, but this requires Flash Attention")
+FA_DECISION = gated(r"Flash Attention (?:was auto, set to (enabled|disabled)|(enabled)|"
+                    r"not supported, set to (disabled))")
+TIMING = gated(r"(load|prompt eval|generation eval|eval|total|sample|sampling|samplers) time\s*=\s*" + NUM
+               + r"\s*ms(?:\s*/\s*(\d+)\s*(tokens|runs))?(?:\s*\(\s*" + NUM + r"\s*ms per token,\s*" + NUM
+               + r"\s*tokens per second\))?")
+SERVER_TG = gated(r"\b(?:n_gen|n_decoded)\s*=\s*(\d+),\s*tg\s*=\s*([\d.]+)\s*t/s")
+SYSINFO_THREADS = gated(r"n_threads\s*=\s*(\d+)(?:\s*\(n_threads_batch\s*=\s*(\d+)\))?\s*/\s*(\d+)")
+SERVER_THREADS = gated(r"n_threads\s*=\s*(\d+),?\s*n_threads_batch\s*=\s*(\d+),?\s*total_threads\s*=\s*(\d+)")
+FEATURE = gated(r"\b([A-Z][A-Z0-9_]+)\s*=\s*1\b")
+SECTION = gated(r"(?:^|\|)\s*([A-Za-z][A-Za-z0-9_]*)\s+:\s")
+CUDA_FOUND = gated(r"found (\d+) (CUDA|ROCm|MUSA) devices")
+CUDA_DEVICE = gated(r"Device (\d+): (.+?), (?:compute capability|gfx)[^,]*(?:,.*?VRAM: (\d+) MiB)?")
+USING_DEVICE = gated(r"using device (\S+) \((.+?)\)(?: \([^)]*\))? - (\d+) MiB free")
+BACKEND_LOADED = gated(r"loaded (\w+) backend from")
+VULKAN_FOUND = gated(r"ggml_vulkan: Found (\d+) Vulkan devices")
+METAL_DEVICE = gated(r"ggml_metal\w*: (?:found device|GPU name):\s*(.+)$")
+NO_GPU = gated(r"no usable GPU found|not compiled with GPU offload support|compiled without GPU support")
+GPU_INIT_FAILED = gated(r"failed to initialize (CUDA|ROCm|MUSA|Vulkan|SYCL)\s*:\s*(.*)$")
+GENERATE = gated(r"generate: n_ctx = (\d+), n_batch = (\d+), n_predict = (-?\d+), n_keep = (\d+)")
+SAMPLER_KV = gated(r"\b(repeat_last_n|repeat_penalty|frequency_penalty|presence_penalty|dry_multiplier|top_k|"
+                   r"top_p|min_p|temp|mirostat)\s*=\s*(-?[\d.]+)")
+SEED = gated(r"\bseed\s*=\s*(\d+)|sampler seed:\s*(\d+)")
 # context overflow, in every form
-REQUESTED_TOKENS = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
-PROMPT_TOO_LONG = re.compile(r"prompt is too long \((\d+) tokens, max (\d+)\)")
-REQUEST_EXCEEDS = re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)")
-INPUT_LARGER = re.compile(r"input \((\d+) tokens\) is larger than the max context size \((\d+) tokens\)")
-TOO_BIG_MSGS = re.compile(r"Input prompt is too big compared to KV size|the request exceeds the available context size"
-                          r"|input is larger than the max context size|"
-                          r"This model's maximum context length is (\d+) tokens")
-TRUNCATED = re.compile(r"input truncated, n_ctx = (\d+), n_keep = (\d+), n_left = (\d+), n_prompt_tokens = (\d+)")
-STOP_TRUNCATED = re.compile(r"stop processing: (?:n_past|n_tokens) = (\d+), truncated = (\d+)")
-CTX_SHIFT = re.compile(r"(?:slot )?context shift(?:, | - )n_keep = (\d+), n_left = (\d+), n_discard = (\d+)"
-                       r"|context full, swapping: n_past = (\d+), n_left = (\d+), n_ctx = (\d+), n_keep = (\d+), "
-                       r"n_discard = (\d+)"
-                       r"|\bslot context shift\b|context limit hit - shifting")
-CTX_FULL_STOP = re.compile(r"context full and context shift is disabled")
-CTX_SHIFT_DISABLED = re.compile(r"context shift is disabled")
-MEMORY_SLOT = re.compile(r"failed to find (?:a memory slot for batch|KV cache slot for ubatch) of size (\d+)")
-KV_FULL = re.compile(r"failed to find free space in the KV cache|KV cache is full|Context size has been exceeded")
-DECODE_FAILED = re.compile(r"failed to decode(?:, ret = (-?\d+)| the batch)|llama_decode returned (-?\d+)|"
-                           r"failed to eval\b")
-NEW_PROMPT = re.compile(r"new prompt, n_ctx_slot = (\d+), n_keep = (\d+), (?:n_prompt_tokens|task\.n_tokens) = (\d+)")
-SLOT_INIT = re.compile(r"initializing(?: slots)?(?:,| \|)\s*n_slots\s*=\s*(\d+)(?:, n_ctx_slot = (\d+))?")
-NEW_SLOT = re.compile(r"new slot,?(?: \|.*?)? n_ctx(?:_slot)?\s*=\s*(\d+)")
+REQUESTED_TOKENS = gated(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+PROMPT_TOO_LONG = gated(r"prompt is too long \((\d+) tokens, max (\d+)\)")
+REQUEST_EXCEEDS = gated(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)")
+INPUT_LARGER = gated(r"input \((\d+) tokens\) is larger than the max context size \((\d+) tokens\)")
+TOO_BIG_MSGS = gated(r"Input prompt is too big compared to KV size|the request exceeds the available context size"
+                     r"|input is larger than the max context size|"
+                     r"This model's maximum context length is (\d+) tokens")
+TRUNCATED = gated(r"input truncated, n_ctx = (\d+), n_keep = (\d+), n_left = (\d+), n_prompt_tokens = (\d+)")
+STOP_TRUNCATED = gated(r"stop processing: (?:n_past|n_tokens) = (\d+), truncated = (\d+)")
+CTX_SHIFT = gated(r"(?:slot )?context shift(?:, | - )n_keep = (\d+), n_left = (\d+), n_discard = (\d+)"
+                  r"|context full, swapping: n_past = (\d+), n_left = (\d+), n_ctx = (\d+), n_keep = (\d+), "
+                  r"n_discard = (\d+)"
+                  r"|\bslot context shift\b|context limit hit - shifting")
+CTX_FULL_STOP = gated(r"context full and context shift is disabled")
+CTX_SHIFT_DISABLED = gated(r"context shift is disabled")
+MEMORY_SLOT = gated(r"failed to find (?:a memory slot for batch|KV cache slot for ubatch) of size (\d+)")
+KV_FULL = gated(r"failed to find free space in the KV cache|KV cache is full|Context size has been exceeded")
+DECODE_FAILED = gated(r"failed to decode(?:, ret = (-?\d+)| the batch)|llama_decode returned (-?\d+)|"
+                      r"failed to eval\b")
+NEW_PROMPT = gated(r"new prompt, n_ctx_slot = (\d+), n_keep = (\d+), (?:n_prompt_tokens|task\.n_tokens) = (\d+)")
+SLOT_INIT = gated(r"initializing(?: slots)?(?:,| \|)\s*n_slots\s*=\s*(\d+)(?:, n_ctx_slot = (\d+))?")
+NEW_SLOT = gated(r"new slot,?(?: \|.*?)? n_ctx(?:_slot)?\s*=\s*(\d+)")
 # memory
-CUDA_MALLOC = re.compile(r"allocating ([\d.]+) MiB on device (\d+): cudaMalloc failed: (.+)$")
-CUDA_MALLOC_BARE = re.compile(r"cudaMalloc failed: out of memory|hipMalloc failed")
-ALLOC_RANGE = re.compile(r"alloc_tensor_range: failed to allocate (\S+) buffer of size (\d+)")
-GALLOCR = re.compile(r"(?:ggml_gallocr_reserve_n\w*|gallocr\w*): failed to allocate (\S+) buffer of size (\d+)")
-CPU_ALLOC = re.compile(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size (\d+)")
-BACKEND_OOM = re.compile(r"\b(CUDA|ROCm|MUSA) error: out of memory|CUDA error \d+ at .*: out of memory"
-                         r"|ErrorOutOfDeviceMemory|Device memory allocation of size (\d+) failed"
-                         r"|kIOGPUCommandBufferCallbackErrorOutOfMemory|Insufficient Memory"
-                         r"|failed to allocate Metal buffer of (\d+) bytes|"
-                         r"ggml_metal\w*: error: failed to allocate buffer, size =\s*([\d.]+) MiB")
+CUDA_MALLOC = gated(r"allocating ([\d.]+) MiB on device (\d+): cudaMalloc failed: (.+)$")
+CUDA_MALLOC_BARE = gated(r"cudaMalloc failed: out of memory|hipMalloc failed")
+ALLOC_RANGE = gated(r"alloc_tensor_range: failed to allocate (\S+) buffer of size (\d+)")
+GALLOCR = gated(r"(?:ggml_gallocr_reserve_n\w*|gallocr\w*): failed to allocate (\S+) buffer of size (\d+)")
+CPU_ALLOC = gated(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size (\d+)")
+BACKEND_OOM = gated(r"\b(CUDA|ROCm|MUSA) error: out of memory|CUDA error \d+ at .*: out of memory"
+                    r"|ErrorOutOfDeviceMemory|Device memory allocation of size (\d+) failed"
+                    r"|kIOGPUCommandBufferCallbackErrorOutOfMemory|Insufficient Memory"
+                    r"|failed to allocate Metal buffer of (\d+) bytes|"
+                    r"ggml_metal\w*: error: failed to allocate buffer, size =\s*([\d.]+) MiB")
 # PyTorch's "CUDA out of memory. Tried to allocate" (vLLM, TGI) is read by doctor/logs/vllm.py, which knows their steps
-PHASE_WEIGHTS = re.compile(r"unable to allocate (\S+) buffer|error loading model: .*(?:alloc|memory)")
-PHASE_KV = re.compile(r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|"
-                      r"kv_cache_init.*failed|failed to allocate (?:the )?KV")
-PHASE_COMPUTE = re.compile(r"failed to allocate compute (?:pp |tg )?buffers|compute buffer allocation failed|"
-                           r"failed to allocate output buffer|failed to allocate graph")
-LOAD_FAILED = re.compile(r"error loading model: (.*)$|failed to load model(?: '([^']*)')?|"
-                         r"Failed to load model from file: (.*)$"
-                         r"|Model path does not exist: (.*)$|unable to load model")
-CORRUPT = re.compile(r"data is not within the file bounds|model is corrupted or incomplete|invalid magic characters"
-                     r"|failed to read (?:magic|header|tensor info|tensor data)|gguf_init_from_file\w*: failed"
-                     r"|bad GGUF version|wrong number of tensors|unknown model architecture: '([^']*)'")
-CONTEXT_FAILED = re.compile(r"Failed to create llama_context|failed to initialize the context: (.*)$|"
-                            r"failed to create context with model")
-CRASH = re.compile(r"GGML_ASSERT\(?|GGML_ABORT|: CUDA error$|Segmentation fault|core dumped|"
-                   r"terminate called after throwing"
-                   r"|\bAborted\b|fatal error|SIGABRT|SIGSEGV")
+PHASE_WEIGHTS = gated(r"unable to allocate (\S+) buffer|error loading model: .*(?:alloc|memory)")
+PHASE_KV = gated(r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|"
+                 r"kv_cache_init.*failed|failed to allocate (?:the )?KV")
+PHASE_COMPUTE = gated(r"failed to allocate compute (?:pp |tg )?buffers|compute buffer allocation failed|"
+                      r"failed to allocate output buffer|failed to allocate graph")
+LOAD_FAILED = gated(r"error loading model: (.*)$|failed to load model(?: '([^']*)')?|"
+                    r"Failed to load model from file: (.*)$"
+                    r"|Model path does not exist: (.*)$|unable to load model")
+CORRUPT = gated(r"data is not within the file bounds|model is corrupted or incomplete|invalid magic characters"
+                r"|failed to read (?:magic|header|tensor info|tensor data)|gguf_init_from_file\w*: failed"
+                r"|bad GGUF version|wrong number of tensors|unknown model architecture: '([^']*)'")
+CONTEXT_FAILED = gated(r"Failed to create llama_context|failed to initialize the context: (.*)$|"
+                       r"failed to create context with model")
+CRASH = gated(r"GGML_ASSERT\(?|GGML_ABORT|: CUDA error$|Segmentation fault|core dumped|"
+              r"terminate called after throwing"
+              r"|\bAborted\b|fatal error|SIGABRT|SIGSEGV")
 # llama-cpp-python
-LCP_SIGNATURE = re.compile(r"Model metadata: \{|Available chat formats from metadata|Using gguf chat template|"
-                           r"Using chat eos_token"
-                           r"|Llama\.generate: |llama_cpp[/.]|Requested tokens \(|Failed to create llama_context"
-                           r"|Failed to load model from file|llama_decode returned|Llama\._create_completion")
-LCP_TEXT = re.compile(r"""['"]text['"]\s*:\s*(['"])(.*?)(?<!\\)\1""")
-LCP_FINISH = re.compile(r"""['"]finish_reason['"]\s*:\s*['"](\w+)['"]""")
-SERVER_SIGNATURE = re.compile(r"\bslot\s+\w+\s*: id\s+\d+ \| task|\bsrv\s+\w+: |server is listening|llama_server|"
-                              r"INFO \[\s+\w+\] |all slots are idle|update_slots")
-CLI_SIGNATURE = re.compile(r"\bmain: |system_info: n_threads|generate: n_ctx|sampler params|"
-                           r"common_init_from_params|build: \d+ \(")
-BUILD = re.compile(r"build(?::| =)\s*(\d+) \(([0-9a-f]+)\)")
-OUTPUT_END = re.compile(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\[end of text\]|"
-                        r"interrupted by user")
+LCP_SIGNATURE = gated(r"Model metadata: \{|Available chat formats from metadata|Using gguf chat template|"
+                      r"Using chat eos_token"
+                      r"|Llama\.generate: |llama_cpp[/.]|Requested tokens \(|Failed to create llama_context"
+                      r"|Failed to load model from file|llama_decode returned|Llama\._create_completion")
+LCP_TEXT = gated(r"""['"]text['"]\s*:\s*(['"])(.*?)(?<!\\)\1""")
+LCP_FINISH = gated(r"""['"]finish_reason['"]\s*:\s*['"](\w+)['"]""")
+SERVER_SIGNATURE = gated(r"\bslot\s+\w+\s*: id\s+\d+ \| task|\bsrv\s+\w+: |server is listening|llama_server|"
+                         r"INFO \[\s+\w+\] |all slots are idle|update_slots")
+CLI_SIGNATURE = gated(r"\bmain: |system_info: n_threads|generate: n_ctx|sampler params|"
+                      r"common_init_from_params|build: \d+ \(")
+BUILD = gated(r"build(?::| =)\s*(\d+) \(([0-9a-f]+)\)")
+OUTPUT_END = gated(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\[end of text\]|"
+                   r"interrupted by user")
 
 # Trigger fragments: specific enough that the lines worth reading are the only candidates (they are
 # scanned over every byte of the input); RE2-compatible syntax (no look-around).
@@ -166,6 +167,8 @@ _MEMORY_KEYS = ("alloc", "emory", "OutOf", "rror", "ailed", "GGML_A", "bort", "e
                 "within the file")
 _CONTEXT_KEYS = ("exceed", "too long", "too big", "larger than", "truncated", "context", "KV cache",
                  "memory slot", "cache slot", "decode", "returned", "failed to eval", "shifting")
+_CTX_KV_KEYS = ("n_ctx", "n_seq_max", "n_batch", "n_ubatch", "flash_attn", "kv_unified")
+_SAMPLER_KEYS = ("repeat_penalty", "top_k =", "mirostat =", "temp =")
 
 
 def _num(text: str | None) -> float | None:
@@ -240,6 +243,7 @@ class _State:
 class LlamaCppParser(LogParser):
     name = "llama.cpp"
     triggers = TRIGGERS
+    literal_index: LiteralIndex | None = None  # set below, once the index is built
 
     def __init__(self) -> None:
         super().__init__()
@@ -249,78 +253,101 @@ class LlamaCppParser(LogParser):
     def feed(self, line: LogLine) -> None:
         t = line.text
         s = self.s
-        if LCP_SIGNATURE.search(t):
+        bits = _INDEX.bits(t)
+        if bits & _LCP and LCP_SIGNATURE.search(t):
             self.votes["llama-cpp-python"] += 1
-        if SERVER_SIGNATURE.search(t):
+        if bits & _SERVER and SERVER_SIGNATURE.search(t):
             self.votes["llama.cpp"] += 1
             self.votes["llama-server"] += 1
-        elif CLI_SIGNATURE.search(t):
+        elif bits & _CLI and CLI_SIGNATURE.search(t):
             self.votes["llama.cpp"] += 1
-        if s.capture and OUTPUT_END.search(t):
+        if s.capture and bits & _OUTPUT_END and OUTPUT_END.search(t):
             s.capture = False
         if s.pending and len(s.pending) and line.number - s.pending[0].line.number > 40:
             self._flush_oom(None)
 
-        if self._dispatch(line):
+        if self._dispatch(line, bits):
             return
-        if line.next_text and _looks_cut(t) and not _starts_a_line(line.next_text):
+        if _looks_cut(t) and line.next_text and not _starts_a_line(line.next_text):
             # a line hard-wrapped by a terminal or an issue quote: read it with the next one
             joined = LogLine(line.number, line.joined(), line.raw + " " + line.next_text.strip())
-            if self._dispatch(joined):
+            if self._dispatch(joined, _INDEX.bits(joined.text)):
                 return
         self._lcp_output(line)
 
-    def _dispatch(self, line: LogLine) -> bool:
+    def _dispatch(self, line: LogLine, bits: int) -> bool:
+        """Run the line kinds in order until one takes the line. A kind runs only where the line
+        holds a literal it needs (`_STEPS`); one that cannot match is skipped, not tried."""
+        steps = _STEPS_FOR.get(bits)
+        if steps is None:
+            steps = _steps_for(bits)
+        for step in steps:  # noqa: SIM110 - a plain loop: any() over a generator costs more per line
+            if step(self, line):
+                return True
+        return False
+
+    # Each step keeps its own full condition: the routing in _dispatch only skips steps that cannot
+    # fire, so with every literal "present" (bits = -1) it is the plain sequence of tries.
+    def _step_meta(self, line: LogLine) -> bool:
         t = line.text
-        s = self.s
         if "print_info" in t or "llm_load_print_meta" in t:
-            self._meta(line)
+            self._meta(line)  # any print_info line is taken, read or not
             return True
-        if any(k in t for k in _MEMORY_KEYS) and self._memory(line):
-            return True
-        if any(k in t for k in _CONTEXT_KEYS) and self._context_overflow(line):
-            return True
-        if (" time" in t or "t/s" in t) and self._timings(line):
-            return True
-        m = LOADED_META.search(t)
-        if m:
-            self._stage("load")
-            s.model_buffers.clear()
-            self.set("model.path", m.group(2).strip(), line)
-            self.votes["llama.cpp-library"] += 1
-            return True
-        m = LOAD_MODE.search(t)
-        if m:
-            self._stage("load")
-            s.model_buffers.clear()
-            if m.group(1):
-                self.set("config.use_mmap", m.group(1) == "true", line)
-                self.set("config.load_mode", "mmap" if m.group(1) == "true" else "none", line)
-            else:
-                mode = m.group(2)
-                self.set("config.load_mode", mode, line)
-                self.set("config.use_mmap", "mmap" in mode, line)
-                self.set("config.use_mlock", "mlock" in mode, line)
-            return True
-        m = OFFLOADED.search(t)
-        if m:
-            self.set("run.offloaded_layers", int(m.group(1)), line, "layers")
-            self.set("run.total_layers", int(m.group(2)), line, "layers")
-            self.set("engine.gpu_offload_supported", True, line)
-            return True
-        m = BUFFER.search(t)
-        if m and "buffer size is" not in t:
+        return False
+
+    def _step_memory(self, line: LogLine) -> bool:
+        t = line.text
+        return any(k in t for k in _MEMORY_KEYS) and self._memory(line)
+
+    def _step_context(self, line: LogLine) -> bool:
+        t = line.text
+        return any(k in t for k in _CONTEXT_KEYS) and self._context_overflow(line)
+
+    def _step_timings(self, line: LogLine) -> bool:
+        t = line.text
+        return (" time" in t or "t/s" in t) and self._timings(line)
+
+    def _step_loaded_meta(self, line: LogLine) -> bool:
+        m = LOADED_META.search(line.text)
+        if not m:
+            return False
+        self._stage("load")
+        self.s.model_buffers.clear()
+        self.set("model.path", m.group(2).strip(), line)
+        self.votes["llama.cpp-library"] += 1
+        return True
+
+    def _step_load_mode(self, line: LogLine) -> bool:
+        m = LOAD_MODE.search(line.text)
+        if not m:
+            return False
+        self._stage("load")
+        self.s.model_buffers.clear()
+        if m.group(1):
+            self.set("config.use_mmap", m.group(1) == "true", line)
+            self.set("config.load_mode", "mmap" if m.group(1) == "true" else "none", line)
+        else:
+            mode = m.group(2)
+            self.set("config.load_mode", mode, line)
+            self.set("config.use_mmap", "mmap" in mode, line)
+            self.set("config.use_mlock", "mlock" in mode, line)
+        return True
+
+    def _step_offloaded(self, line: LogLine) -> bool:
+        m = OFFLOADED.search(line.text)
+        if not m:
+            return False
+        self.set("run.offloaded_layers", int(m.group(1)), line, "layers")
+        self.set("run.total_layers", int(m.group(2)), line, "layers")
+        self.set("engine.gpu_offload_supported", True, line)
+        return True
+
+    def _step_buffer(self, line: LogLine) -> bool:
+        m = BUFFER.search(line.text)
+        if m and "buffer size is" not in line.text:
             self._buffer(line, m)
             return True
-        if self._kv_size(line):
-            return True
-        if self._context_params(line):
-            return True
-        if self._hardware(line):
-            return True
-        if self._sampling(line):
-            return True
-        return self._old_buffers(line)
+        return False
 
     def _old_buffers(self, line: LogLine) -> bool:
         """2023 builds: "VRAM used: N MB", "mem required = N MB" (MB meant MiB then)."""
@@ -504,7 +531,7 @@ class LlamaCppParser(LogParser):
                 s.prompt_tokens_max, s.prompt_line = n_prompt, line
             return True
         found = False
-        if any(k in t for k in ("n_ctx", "n_seq_max", "n_batch", "n_ubatch", "flash_attn", "kv_unified")):
+        if any(k in t for k in _CTX_KV_KEYS):
             for key, value in CTX_KV.findall(t):
                 found = True
                 if key == "n_ctx" and ("generate:" in t or "slot" in t or "n_ctx_train" in t):
@@ -611,7 +638,7 @@ class LlamaCppParser(LogParser):
 
     def _sampling(self, line: LogLine) -> bool:
         t = line.text
-        if "repeat_penalty" in t or "top_k =" in t or "mirostat =" in t or "temp =" in t:
+        if any(k in t for k in _SAMPLER_KEYS):
             found = False
             for key, value in SAMPLER_KV.findall(t):
                 target = {"temp": "temperature"}.get(key, key)
@@ -970,8 +997,94 @@ class LlamaCppParser(LogParser):
             facts.set("run.output_bytes", int(sum(s.output_buffers.values()) * MIB), src, "bytes")
 
 
+# -- routing: the literals each line kind needs -------------------------------------------------------
+# Every `_dispatch` step returns True only when one of its patterns matched (or, for the first four
+# and the CTX_KV / sampling / system_info branches, when the plain `in` tests they make hold), and
+# changes nothing when it returns False. So a step is tried only when the line holds at least one
+# literal of each of its needs: the result is the same as trying every step, found without the
+# dozens of searches a line that no step takes used to cost. The literals of a gated pattern come
+# from the pattern itself (matcher.required_literals), so they cannot drift from the regex; and
+# tests/logs/test_log_routing.py checks the result against trying every step.
+
+def _lits(*items: object) -> tuple[str, ...] | None:
+    """Literals one of which a line holds wherever one of `items` (gated patterns, or literal strings)
+    can match; None when some item names none (the step then always runs)."""
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        literals = getattr(item, "literals", None)
+        if not literals:
+            return None
+        out.extend(literals)
+    return tuple(dict.fromkeys(out))
+
+
+_STEP_NEEDS: tuple[tuple[Any, tuple[tuple[str, ...] | None, ...]], ...] = (
+    (LlamaCppParser._step_meta, (("print_info", "llm_load_print_meta"),)),
+    (LlamaCppParser._step_memory, (_MEMORY_KEYS, _lits(CUDA_MALLOC, ALLOC_RANGE, GALLOCR, CPU_ALLOC, PHASE_KV,
+                                                       PHASE_COMPUTE, PHASE_WEIGHTS, BACKEND_OOM, CUDA_MALLOC_BARE,
+                                                       CORRUPT, LOAD_FAILED, CONTEXT_FAILED, CRASH))),
+    (LlamaCppParser._step_context, (_CONTEXT_KEYS, _lits(REQUESTED_TOKENS, PROMPT_TOO_LONG, REQUEST_EXCEEDS,
+                                                             INPUT_LARGER, TOO_BIG_MSGS, TRUNCATED, STOP_TRUNCATED,
+                                                             CTX_FULL_STOP, CTX_SHIFT, MEMORY_SLOT, KV_FULL,
+                                                             CTX_SHIFT_DISABLED, DECODE_FAILED))),
+    (LlamaCppParser._step_timings, ((" time", "t/s"), _lits(SERVER_TG, TIMING))),
+    (LlamaCppParser._step_loaded_meta, (_lits(LOADED_META),)),
+    (LlamaCppParser._step_load_mode, (_lits(LOAD_MODE),)),
+    (LlamaCppParser._step_offloaded, (_lits(OFFLOADED),)),
+    (LlamaCppParser._step_buffer, (_lits(BUFFER),)),
+    (LlamaCppParser._kv_size, (_lits(KV_SIZE, KV_SELF, KV_SELF_2023, KV_TYPES_OLD),)),
+    (LlamaCppParser._context_params, (_lits(QUANT_V_NEEDS_FA, CTX_TRAIN_OVER, CTX_TRAIN_WARN, FA_DECISION, GENERATE,
+                                            SLOT_INIT, NEW_SLOT, NEW_PROMPT, *_CTX_KV_KEYS),)),
+    (LlamaCppParser._hardware, (_lits(SYSINFO_THREADS, SERVER_THREADS, " = 1", CUDA_FOUND, CUDA_DEVICE, USING_DEVICE,
+                                      BACKEND_LOADED, VULKAN_FOUND, METAL_DEVICE, NO_GPU, GPU_INIT_FAILED, BUILD),)),
+    (LlamaCppParser._sampling, (_lits(*_SAMPLER_KEYS, SEED),)),
+    (LlamaCppParser._old_buffers, (_lits(VRAM_USED_2023, MEM_REQUIRED_2023),)),
+)
+_FEED_NEEDS = {"lcp": _lits(LCP_SIGNATURE), "server": _lits(SERVER_SIGNATURE), "cli": _lits(CLI_SIGNATURE),
+               "end": _lits(OUTPUT_END)}
+_INDEX = LiteralIndex(list(dict.fromkeys(
+    [lit for _, needs in _STEP_NEEDS for lits in needs if lits for lit in lits]
+    + [lit for lits in _FEED_NEEDS.values() if lits for lit in lits])))
+
+
+def _mask(literals: tuple[str, ...] | None) -> int:
+    if literals is None:
+        raise ValueError("a feed-level signature pattern must name its literals")
+    return _INDEX.mask(*literals)
+
+
+
+
+def _step_masks(needs: tuple[tuple[str, ...] | None, ...]) -> tuple[int, int]:
+    """(first, second) literal masks of a step. A need without literals (None) is always met and is
+    left out; 0 stands for "no need", so a step with none always runs."""
+    masks = [_INDEX.mask(*lits) for lits in needs if lits is not None]
+    if len(masks) > 2:
+        raise ValueError("a dispatch step has at most two needs")
+    return (masks[0] if masks else 0), (masks[1] if len(masks) > 1 else 0)
+
+
+_STEPS = tuple((step, *_step_masks(needs)) for step, needs in _STEP_NEEDS)
+_STEPS_FOR: dict[int, tuple[Any, ...]] = {}  # literal bits -> the steps that may fire, in order
+_STEPS_FOR_MAX = 4096  # lines of a log fall into few such sets; a hostile one cannot grow it
+
+
+def _steps_for(bits: int) -> tuple[Any, ...]:
+    steps = tuple(step for step, first, second in _STEPS
+                  if (not first or bits & first) and (not second or bits & second))
+    if len(_STEPS_FOR) >= _STEPS_FOR_MAX:
+        _STEPS_FOR.clear()
+    _STEPS_FOR[bits] = steps
+    return steps
+_LCP, _SERVER, _CLI, _OUTPUT_END = (_mask(_FEED_NEEDS[k]) for k in ("lcp", "server", "cli", "end"))
+LlamaCppParser.literal_index = _INDEX  # the analyzer's router can fill it in its own pass over a line
+
+
 _LINE_START = re.compile(r"^\s*(?:[\w.~\[\]-]+\s*:\s|\d+\.\d+\.\d+\.\d+ [IWED] |\[?\d{4}-\d\d-\d\d|time=|level=|\{|"
-                         r"(?:INFO|WARN|WARNING|ERROR|DEBUG)\b|[A-Z][a-z]{2} [ \d]\d \d\d:|slot |srv |que )")
+                    r"(?:INFO|WARN|WARNING|ERROR|DEBUG)\b|[A-Z][a-z]{2} [ \d]\d \d\d:|slot |srv |que )")
 
 
 def _starts_a_line(text: str) -> bool:

@@ -32,29 +32,30 @@ from typing import Any
 from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.line import LogLine
+from doctor.logs.matcher import gated
 from doctor.logs.vllm import line_filter, size_text
 
-SLOG = re.compile(r"\blevel=(?:DEBUG|INFO|WARN|ERROR|TRACE)\b.*?\bmsg=")
-SOURCE = re.compile(r"\bsource=[\w./\-]+\.go:\d+")
-PAIR = re.compile(r'("(?:[^"\\]|\\.)*"|[^\s="]+)=("(?:[^"\\]|\\.)*"|\S*)')
-JOURNALD = re.compile(r"\bollama\[\d+\]: ")
-OLD_GO_LOG = re.compile(r"\b(?:llama|routes|server|images|download)\.go:\d+: ")
-GIN = re.compile(r"\[GIN\] [\d/]+ - [\d:]+ \|\s*(\d{3})\s*\|\s*([\d.]+)(µs|μs|us|ms|s|m)\s*\|")
-CLI_STAT = re.compile(r"^\s*(total duration|load duration|prompt eval count|prompt eval duration|prompt eval rate"
-                      r"|eval count|eval duration|eval rate):\s+(.+?)\s*$")
-GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|µs|μs|us|ns|m|s)")
-AVX_GATE = re.compile(r"CPU does not have AVX or AVX2, disabling GPU support"
-                      r"|CPU does not have minimum vector extensions, GPU inference disabled"
-                      r"|GPU runner incompatible with host system, CPU does not have AVX")
-CMD_FLAG = re.compile(r"--([\w-]+)(?:[ =]([^\s\"-][^\s\"]*))?")
-LOAD_REQUEST = re.compile(r"\b(Parallel|BatchSize|FlashAttention|KvSize|KvCacheType|NumThreads|GPULayers)"
-                          r":([^\s\[\]}]*)")
-LISTENING = re.compile(r"Listening on \S+ \(version ([\w.\-+]+)\)")
-ENV_PAIR = re.compile(r"\b(OLLAMA_[A-Z_]+):(\S*)")
-TERMINATED = re.compile(r"(?:llama runner|llama-server) process (?:has terminated|no longer running)(?::\s*(.*))?")
-EXIT = re.compile(r"exit status (0x[0-9a-fA-F]+|-?\d+)|signal: ([\w ]+)")
-SYSTEM_MEMORY = re.compile(r"model requires more system memory \(([\d.]+ [KMGT]?i?B)\) than is available "
-                           r"\(([\d.]+ [KMGT]?i?B)\)")
+SLOG = gated(r"\blevel=(?:DEBUG|INFO|WARN|ERROR|TRACE)\b.*?\bmsg=")
+SOURCE = gated(r"\bsource=[\w./\-]+\.go:\d+")
+PAIR = gated(r'(?<!\S)("(?:[^"\\]|\\.)*"|[^\s="]+)=("(?:[^"\\]|\\.)*"|\S*)')  # (?<!\S): linear
+JOURNALD = gated(r"\bollama\[\d+\]: ")
+OLD_GO_LOG = gated(r"\b(?:llama|routes|server|images|download)\.go:\d+: ")
+GIN = gated(r"\[GIN\] [\d/]+ - [\d:]+ \|\s*(\d{3})\s*\|\s*([\d.]+)(µs|μs|us|ms|s|m)\s*\|")
+CLI_STAT = gated(r"^\s*(total duration|load duration|prompt eval count|prompt eval duration|prompt eval rate"
+                 r"|eval count|eval duration|eval rate):\s+(.+?)\s*$")
+GO_DURATION = gated(r"(?<![\d.])(\d+(?:\.\d+)?)(h|ms|µs|μs|us|ns|m|s)")  # (?<!..): linear on digit runs
+AVX_GATE = gated(r"CPU does not have AVX or AVX2, disabling GPU support"
+                 r"|CPU does not have minimum vector extensions, GPU inference disabled"
+                 r"|GPU runner incompatible with host system, CPU does not have AVX")
+CMD_FLAG = gated(r"--([\w-]+)(?:[ =]([^\s\"-][^\s\"]*))?")
+LOAD_REQUEST = gated(r"\b(Parallel|BatchSize|FlashAttention|KvSize|KvCacheType|NumThreads|GPULayers)"
+                     r":([^\s\[\]}]*)")
+LISTENING = gated(r"Listening on \S+ \(version ([\w.\-+]+)\)")
+ENV_PAIR = gated(r"\b(OLLAMA_[A-Z_]+):(\S*)")
+TERMINATED = gated(r"(?:llama runner|llama-server) process (?:has terminated|no longer running)(?::\s*(.*))?")
+EXIT = gated(r"exit status (0x[0-9a-fA-F]+|-?\d+)|signal: ([\w ]+)")
+SYSTEM_MEMORY = gated(r"model requires more system memory \(([\d.]+ [KMGT]?i?B)\) than is available "
+                      r"\(([\d.]+ [KMGT]?i?B)\)")
 
 # messages an Ollama server (any era) writes; each one also votes for Ollama
 TRIGGERS: tuple[str, ...] = (
@@ -87,8 +88,8 @@ def slog_pairs(text: str) -> dict[str, str]:
 
 
 # the start of a log record: a line that begins like this is not the tail of a wrapped one
-RECORD_START = re.compile(r"^(?:time=|\[GIN\]|[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d |\d{4}[-/]\d\d[-/]\d\d|[\w.]+: |"
-                          r"(?:INFO|WARN|WARNING|ERROR|DEBUG) |\[?\w+\]|\(|\{|Traceback|  File |>>> |\S+ \S+:\s*$)")
+RECORD_START = gated(r"^(?:time=|\[GIN\]|[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d |\d{4}[-/]\d\d[-/]\d\d|[\w.]+: |"
+                     r"(?:INFO|WARN|WARNING|ERROR|DEBUG) |\[?\w+\]|\(|\{|Traceback|  File |>>> |\S+ \S+:\s*$)")
 TERMINAL_WIDTHS = (80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250)
 
 
@@ -131,7 +132,7 @@ def _sizes(value: str | None) -> int | None:
     if value.isdigit():
         return int(value)
     total, found = 0, False
-    for m in re.finditer(r"(-?[\d.]+)\s*([KMGT]i?B|B)\b", value):
+    for m in re.finditer(r"(?<![\d.])(-?[\d.]+)\s*([KMGT]i?B|B)\b", value):  # (?<!..): linear on digit runs
         size = size_text(m.group(0))
         if size is not None:
             total += size
@@ -198,11 +199,12 @@ class _State:
 class OllamaParser(LogParser):
     name = "ollama"
     triggers = TRIGGERS
+    gate = TRIGGERS
 
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
-        self._mine = line_filter(TRIGGERS)
+        self._mine = line_filter(self.gate)
 
     def feed(self, line: LogLine) -> None:
         t = line.text
@@ -617,7 +619,7 @@ class OllamaParser(LogParser):
             if not isinstance(current, int) or max(numbers) > current:
                 event = next(e for e in facts.events("truncation") if e.data.get("n_tokens") == max(numbers))
                 facts.set("run.prompt_tokens_max", max(numbers), Source("log", self.name, event.line, event.text[:300]),
-                          "tokens")
+                     "tokens")
 
     def _summarize_cli(self, facts: Facts) -> None:
         blocks = [b for b in self.s.cli if b.line is not None]

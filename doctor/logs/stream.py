@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from doctor.errors import InputError
-from doctor.logs.matcher import BytesPattern
+from doctor.logs.matcher import BytesPattern, span_finder
 
 CHUNK = 4 << 20
 MAX_LINE = 16 << 10
@@ -40,6 +40,7 @@ class RawLine:
 class LineScanner:
     def __init__(self, trigger: BytesPattern, max_line: int = MAX_LINE) -> None:
         self.trigger = trigger
+        self._find = span_finder(trigger)
         self.max_line = max_line
         self.capture = False
         self.lines = 0  # complete lines seen so far
@@ -63,20 +64,22 @@ class LineScanner:
             if len(self._tail) > 4 * self.max_line:
                 yield from self._overlong()
             return
-        region, self._tail = buf[: cut + 1], buf[cut + 1:]
+        # the complete lines are scanned in place (no copy of the chunk); the partial last line waits
+        self._tail = buf[cut + 1:]
+        begin = 0
         if self._skipping:
-            first = region.find(b"\n")
+            begin = buf.find(b"\n") + 1
             self._skipping = False
             self.lines += 1
-            region = region[first + 1:]
-        yield from self._scan(region)
+        yield from self._scan(buf, begin, cut + 1)
         if len(self._tail) > 4 * self.max_line:
             yield from self._overlong()
 
     def finish(self) -> Iterator[RawLine]:
         if self._tail and not self._skipping:
             tail, self._tail = self._tail, b""
-            yield from self._scan(tail + b"\n")
+            data = tail + b"\n"
+            yield from self._scan(data, 0, len(data))
         elif self._skipping:
             self._skipping = False
             self.lines += 1
@@ -91,43 +94,47 @@ class LineScanner:
                 yield RawLine(self.lines + 1, text=head)
             self._skipping = True
 
-    def _scan(self, region: bytes) -> Iterator[RawLine]:
-        search = self.trigger.search
-        pos = 0
-        line_base = self.lines  # lines before `region`
-        counted_to = 0
+    def _scan(self, region: bytes, begin: int, end_region: int) -> Iterator[RawLine]:
+        """Candidates in region[begin:end_region], which holds complete lines only."""
+        find = self._find
+        rfind, nfind, count = region.rfind, region.find, region.count
+        max_line = self.max_line
+        pos = begin
+        line_base = self.lines  # lines before `begin`
+        counted_to = begin
         counted = 0
-        gap_start = 0
-        end_region = len(region)
+        gap_start = begin
         while pos < end_region:
-            m = search(region, pos)
-            if m is None:
+            span = find(region, pos, end_region)
+            if span is None:
                 break
-            start = region.rfind(b"\n", 0, m.start()) + 1
-            end = region.find(b"\n", m.end())
+            start = rfind(b"\n", begin, span[0]) + 1 or begin
+            end = nfind(b"\n", span[1])
             if end < 0:
                 end = end_region
-            counted += region.count(b"\n", counted_to, start)
+            counted += count(b"\n", counted_to, start)
             counted_to = start
             number = line_base + counted + 1
             if self.capture and start > gap_start:
-                yield RawLine(number, gap=region[gap_start:start][-MAX_GAP:])
-            line = region[start:end]
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if len(line) > self.max_line:
-                line = line[: self.max_line]
+                yield RawLine(number, None, region[gap_start:start][-MAX_GAP:])
+            if end - start <= max_line:
+                line = region[start:end]
+                if line.endswith(b"\r"):
+                    line = line[:-1]
+            else:  # cut: the first max_line bytes (a CR at the very end is beyond the cut)
+                line = region[start:start + max_line]
             nxt = None
-            if end + 1 < end_region:
-                nxt_end = region.find(b"\n", end + 1, end + 1 + self.max_line)
-                nxt = region[end + 1: nxt_end if nxt_end >= 0 else end + 1 + self.max_line].rstrip(b"\r")
-            yield RawLine(number, text=line, next=nxt)
             pos = end + 1
+            if pos < end_region:
+                nxt_end = nfind(b"\n", pos, pos + max_line)
+                nxt = region[pos: nxt_end if nxt_end >= 0 else pos + max_line].rstrip(b"\r")
+            yield RawLine(number, line, None, nxt)
             gap_start = pos
         if self.capture and gap_start < end_region:
             counted += region.count(b"\n", counted_to, gap_start)
-            yield RawLine(line_base + counted + 1, gap=region[gap_start:][-MAX_GAP:])
-        self.lines = line_base + region.count(b"\n")
+            counted_to = gap_start
+            yield RawLine(line_base + counted + 1, gap=region[gap_start:end_region][-MAX_GAP:])
+        self.lines = line_base + counted + region.count(b"\n", counted_to, end_region)
 
 
 def looks_binary(head: bytes) -> str | None:

@@ -30,40 +30,41 @@ from typing import Any
 from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.line import LogLine
+from doctor.logs.matcher import gated
 from doctor.logs.vllm import TORCH_TRIGGERS, Frames, board_for, line_filter, torch_oom
 
-TARGET = re.compile(r"\btext_generation_(?:launcher|router|server|client|router_v\d)\b")
-ARG = re.compile(r"\b(max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
-                 r"|max_batch_total_tokens|num_shard|quantize|cuda_memory_fraction|max_concurrent_requests"
-                 r"|kv_cache_dtype|model_id): (Some\(\s*)?(\"[^\"]*\"|[\w.\-]+)?")
-DEFAULTS = re.compile(r"Default `(max_input_tokens|max_total_tokens|max_batch_prefill_tokens)` to (\d+)"
-                      r"|Maximum (input|total) tokens defaulted to (\d+)")
-MODEL_SUPPORTS = re.compile(r"Model supports up to (\d+) but tgi will now set its default to (\d+)")
-REDUCED_PREFILL = re.compile(r"Reducing the max batch prefill from (\d+) to (\d+) because there is not enough VRAM")
-SHARDING = re.compile(r"Sharding model on (\d+) processes")
-SHARD_START = re.compile(r"Starting shard\b")
-SHARD_READY = re.compile(r"Shard ready in ([\d.]+)(ms|s|µs|us|m)\b")
-WARMING = re.compile(r"Warming up model")
-KV_BLOCKS = re.compile(r"KV-cache blocks: (\d+), size: (\d+)")
-BATCH_TOTAL = re.compile(r"Setting max batch total tokens to (\d+)|Inferred max batch total tokens: (\d+)")
-METHOD_FAILED = re.compile(r"Method (\w+) encountered an error")
-INIT_FAILED = re.compile(r"Error when initializing model")
-PREFILL_OOM = re.compile(r"Not enough memory to handle (\d+) prefill tokens")
-TOTAL_OOM = re.compile(r"Not enough memory to handle `max_total_tokens=(\d+)`|NotEnoughMemory\((\d+)\)")
-TOTAL_OVER_BATCH = re.compile(r"`max_total_tokens` must be <= `max_batch_total_tokens`\. Given: (\d+) and (\d+)")
-INPUT_TOTAL = re.compile(r"`inputs` tokens \+ `max_new_tokens` must be <= (\d+)\. "
-                         r"Given: (\d+) `inputs` tokens and (\d+) `max_new_tokens`")
-INPUT_LEN = re.compile(r"`inputs` must have less than (\d+) tokens\. Given: (\d+)")
-MAX_NEW = re.compile(r"`max_new_tokens` must be <= (\d+)\. Given: (\d+)")
-ARGS_INPUT_TOTAL = re.compile(r"`max_input_(?:tokens|length)`\s*\((\d+)\) must be < `max_total_tokens`\s*\((\d+)\)")
-SHARD_FAILED = re.compile(r"Shard (\d+) failed to start|Error: ShardCannotStart|Error: ShardDisconnected")
+TARGET = gated(r"\btext_generation_(?:launcher|router|server|client|router_v\d)\b")
+ARG = gated(r"\b(max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
+            r"|max_batch_total_tokens|num_shard|quantize|cuda_memory_fraction|max_concurrent_requests"
+            r"|kv_cache_dtype|model_id): (Some\(\s*)?(\"[^\"]*\"|[\w.\-]+)?")
+DEFAULTS = gated(r"Default `(max_input_tokens|max_total_tokens|max_batch_prefill_tokens)` to (\d+)"
+                 r"|Maximum (input|total) tokens defaulted to (\d+)")
+MODEL_SUPPORTS = gated(r"Model supports up to (\d+) but tgi will now set its default to (\d+)")
+REDUCED_PREFILL = gated(r"Reducing the max batch prefill from (\d+) to (\d+) because there is not enough VRAM")
+SHARDING = gated(r"Sharding model on (\d+) processes")
+SHARD_START = gated(r"Starting shard\b")
+SHARD_READY = gated(r"Shard ready in ([\d.]+)(ms|s|µs|us|m)\b")
+WARMING = gated(r"Warming up model")
+KV_BLOCKS = gated(r"KV-cache blocks: (\d+), size: (\d+)")
+BATCH_TOTAL = gated(r"Setting max batch total tokens to (\d+)|Inferred max batch total tokens: (\d+)")
+METHOD_FAILED = gated(r"Method (\w+) encountered an error")
+INIT_FAILED = gated(r"Error when initializing model")
+PREFILL_OOM = gated(r"Not enough memory to handle (\d+) prefill tokens")
+TOTAL_OOM = gated(r"Not enough memory to handle `max_total_tokens=(\d+)`|NotEnoughMemory\((\d+)\)")
+TOTAL_OVER_BATCH = gated(r"`max_total_tokens` must be <= `max_batch_total_tokens`\. Given: (\d+) and (\d+)")
+INPUT_TOTAL = gated(r"`inputs` tokens \+ `max_new_tokens` must be <= (\d+)\. "
+                    r"Given: (\d+) `inputs` tokens and (\d+) `max_new_tokens`")
+INPUT_LEN = gated(r"`inputs` must have less than (\d+) tokens\. Given: (\d+)")
+MAX_NEW = gated(r"`max_new_tokens` must be <= (\d+)\. Given: (\d+)")
+ARGS_INPUT_TOTAL = gated(r"`max_input_(?:tokens|length)`\s*\((\d+)\) must be < `max_total_tokens`\s*\((\d+)\)")
+SHARD_FAILED = gated(r"Shard (\d+) failed to start|Error: ShardCannotStart|Error: ShardDisconnected")
 # a shard died while serving; "Webserver Crashed" after a failed warm-up is a consequence, not a crash
-CRASHED = re.compile(r"Shard (\d+) crashed|Error: ShardFailed")
-GRAPH_WARMUP_FAILED = re.compile(r"cuda graph warmup failed", re.IGNORECASE)
-SIGNATURE = re.compile(r"Error: (?:ShardCannotStart|Warmup\(|Backend\(|WebserverFailed)"
-                       r"|`inputs` tokens \+ `max_new_tokens`"
-                       r"|prefill tokens\. You need to decrease `--max-batch-prefill-tokens`"
-                       r"|KV-cache blocks: \d+, size: \d+")
+CRASHED = gated(r"Shard (\d+) crashed|Error: ShardFailed")
+GRAPH_WARMUP_FAILED = gated(r"cuda graph warmup failed", re.IGNORECASE)
+SIGNATURE = gated(r"Error: (?:ShardCannotStart|Warmup\(|Backend\(|WebserverFailed)"
+                  r"|`inputs` tokens \+ `max_new_tokens`"
+                  r"|prefill tokens\. You need to decrease `--max-batch-prefill-tokens`"
+                  r"|KV-cache blocks: \d+, size: \d+")
 
 TRIGGERS: tuple[str, ...] = (
     r"text_generation_launcher", r"Args \{",
@@ -112,12 +113,13 @@ class _State:
 class TgiParser(LogParser):
     name = "tgi"
     triggers = TRIGGERS
+    gate = (*TRIGGERS, *TORCH_TRIGGERS)
 
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
         self.frames = Frames()
-        self._mine = line_filter((*TRIGGERS, *TORCH_TRIGGERS))
+        self._mine = line_filter(self.gate)
 
     def feed(self, line: LogLine) -> None:
         t = line.text

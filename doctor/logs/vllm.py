@@ -42,6 +42,7 @@ from typing import Any
 from doctor.facts import Event, Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.line import LogLine
+from doctor.logs.matcher import gated, text_filter
 
 KIB, MIB, GIB, TIB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 _UNITS = {"B": 1, "KIB": KIB, "MIB": MIB, "GIB": GIB, "TIB": TIB, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
@@ -64,13 +65,7 @@ def parse_size(number: str, unit: str) -> int | None:
 def line_filter(fragments: Iterable[str]) -> Callable[[str], object]:
     """A fast test that a line holds one of `fragments`: every parser sees every candidate line, so a
     parser first asks whether the line is one of its own (RE2 when installed, as the trigger scan)."""
-    source = "|".join(f"(?:{f})" for f in fragments)
-    try:
-        import re2
-
-        return re2.compile(source).search  # type: ignore[no-any-return]
-    except Exception:  # RE2 missing or refusing the pattern: the standard engine works
-        return re.compile(source).search
+    return text_filter(fragments)  # RE2 when installed, searched as bytes (doctor/logs/matcher.py)
 
 
 def size_text(text: str) -> int | None:
@@ -83,16 +78,16 @@ def size_text(text: str) -> int | None:
 #   CUDA out of memory. Tried to allocate X. GPU N has a total capacity of X of which X is free. ...
 # older wording: CUDA out of memory. Tried to allocate X (GPU N; X total capacity; X already allocated;
 #   X free; X reserved in total by PyTorch)
-TORCH_OOM_NEW = re.compile(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE
-                           + r"\. GPU (\d+) has a total capac\w* of " + SIZE + r" of which " + SIZE + r" is free")
-TORCH_OOM_OLD = re.compile(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE + r" \(GPU (\d+); " + SIZE
-                           + r" total capacity; " + SIZE + r" already allocated; " + SIZE + r" free")
-TORCH_OOM_BARE = re.compile(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE
-                            + r"|OutOfMemoryError: (?:CUDA|HIP) out of memory")
-SAMPLER_WARMUP_OOM = re.compile(r"CUDA out of memory occurred when warming up (sampler|pooler) with (\d+) "
-                                r"dummy requests")
-TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
-FRAME = re.compile(r'File "[^"]*", line \d+, in (\w+)')
+TORCH_OOM_NEW = gated(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE
+                      + r"\. GPU (\d+) has a total capac\w* of " + SIZE + r" of which " + SIZE + r" is free")
+TORCH_OOM_OLD = gated(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE + r" \(GPU (\d+); " + SIZE
+                      + r" total capacity; " + SIZE + r" already allocated; " + SIZE + r" free")
+TORCH_OOM_BARE = gated(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE
+                       + r"|OutOfMemoryError: (?:CUDA|HIP) out of memory")
+SAMPLER_WARMUP_OOM = gated(r"CUDA out of memory occurred when warming up (sampler|pooler) with (\d+) "
+                           r"dummy requests")
+TRACEBACK = gated(r"Traceback \(most recent call last\)")
+FRAME = gated(r'File "[^"]*", line \d+, in (\w+)')
 
 # the start-up step a traceback frame belongs to: (phase, step)
 FRAME_STEPS: dict[str, tuple[str, str]] = {
@@ -262,70 +257,70 @@ def board_for(facts: Facts) -> TorchOomBoard:
 
 
 # -- vLLM messages ---------------------------------------------------------------------------------
-HEADER = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
-                    r"\[?[\w./\-]+\.py:\d+\]? ")
-PROCESS = re.compile(r"\((?:EngineCore|APIServer|VllmWorker|Worker|DPCoordinator|RayWorkerWrapper)[\w\-]*"
-                     r"(?: rank=\d+)? pid=\d+(?:, ip=[\d.]+)?\)")
-VERSION = re.compile(r"vLLM API server version v?([\w.+\-]+)"
-                     r"|Initializing an? (V1 )?LLM engine \(v?([\w.+\-]+)\) with config")
-CONFIG_LINE = re.compile(r"with config: |args: Namespace\(|non-default args: \{|EngineArgs\(")
-CONFIG_KV = re.compile(r"""(?:^|[\s,({])['"]?(max_model_len|max_seq_len|gpu_memory_utilization|max_num_seqs"""
-                       r"""|max_num_batched_tokens|tensor_parallel_size|pipeline_parallel_size|kv_cache_dtype"""
-                       r"""|cache_dtype|block_size|enable_chunked_prefill|chunked_prefill_enabled|quantization"""
-                       r"""|enforce_eager|model)['"]?\s*[=:]\s*('[^']*'|"[^"]*"|[\w.\-/]+)""")
-MAX_LEN_USED = re.compile(r"Using max model len (\d+)")
-CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
-BATCHED_BELOW = re.compile(r"max_num_batched_tokens \((\d+)\) is smaller than max_model_len \((\d+)\)")
-USER_MAX_LEN = re.compile(r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len "
-                          r"\((\w+)=(\d+)")
-LOAD_START = re.compile(r"Starting to load model (\S+?)(?:\.\.\.)?$")
-WEIGHTS_TOOK = re.compile(r"Loading model weights took ([\d.]+) GB"
-                          r"|Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds"
-                          r"|Loading weights took ([\d.]+) seconds")
-PROFILE_TOTAL = re.compile(r"total_gpu_memory \(([\d.]+)\s*GiB\) x gpu_memory_utilization \(([\d.]+)\)")
-PROFILE_SPLIT = re.compile(r"model weights take ([\d.]+)\s*GiB;.*?"
-                           r"the rest of the memory reserved for KV Cache is (-?[\d.]+)\s*GiB")
-PROFILE_V1 = re.compile(r"Memory profiling takes [\d.]+ seconds\. Total non KV cache memory: [\d.]+\s*GiB;.*?"
-                        r"weights memory: ([\d.]+)\s*GiB")
-BLOCKS = re.compile(r"# (GPU|cuda|CUDA|ROCm|rocm|XPU|xpu|device) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
-KV_TOKENS = re.compile(r"(\w+(?: \+ host)?) KV cache size: ([\d,]+) tokens")
-CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-KV_AVAILABLE = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB")
-NO_KV_MEMORY = re.compile(r"No available memory for the cache blocks")
-MAX_SEQ_OVER_KV = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored "
-                             r"in KV cache \((\d+)\)")
-TO_SERVE = re.compile(r"To serve at least one request with the models?'s max seq len \((\d+)\), "
-                      r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory "
-                      r"\((-?[\d.]+) GiB\)")
-ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
-LOOKAHEAD = re.compile(r"Input prompt \((\d+) tokens\) \+ lookahead slots \((\d+)\) is too long "
-                       r"and exceeds the capacity of block_manager")
-INPUT_TOO_LONG = re.compile(r"Input prompt \((\d+) tokens\) is too long and exceeds limit of (\d+)")
-CTX_REQUESTED = re.compile(r"maximum context length is (\d+) tokens\. However, you requested (\d+) tokens "
-                           r"\((\d+) in the messages, (\d+) in the completion\)")
-CTX_REQUESTED_INPUT = re.compile(r"maximum context length is (\d+) tokens\. However, you requested (\d+) tokens "
-                                 r"in the (?:messages|input)")
-CTX_REQUEST_HAS = re.compile(r"maximum context length is (\d+) tokens\. However, your "
-                             r"(?:request has|prompt contains (?:at least )?)(\d+) input tokens")
-CTX_MAX_TOKENS = re.compile(r"'max_tokens' or 'max_completion_tokens' is too large: (\d+)\. This model's maximum "
-                            r"context length is (\d+) tokens and your request has (\d+) input tokens")
-PROMPT_LONGER = re.compile(r"The (?:decoder|encoder) prompt \(length (\d+)\)"
-                           r"(?: plus the number of requested output tokens)?.{0,30}? is longer than the maximum "
-                           r"model length of (\d+)")
-PREEMPTED = re.compile(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not "
-                       r"enough KV cache space")
-PREEMPT_TOTAL = re.compile(r"total_num_cumulative_preemption=(\d+)")
-STATS = re.compile(r"Avg prompt throughput: ")
-STATS_NUMBER = re.compile(r"(-?[\d.]+)")
+HEADER = gated(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+               r"\[?[\w./\-]+\.py:\d+\]? ")
+PROCESS = gated(r"\((?:EngineCore|APIServer|VllmWorker|Worker|DPCoordinator|RayWorkerWrapper)[\w\-]*"
+                r"(?: rank=\d+)? pid=\d+(?:, ip=[\d.]+)?\)")
+VERSION = gated(r"vLLM API server version v?([\w.+\-]+)"
+                r"|Initializing an? (V1 )?LLM engine \(v?([\w.+\-]+)\) with config")
+CONFIG_LINE = gated(r"with config: |args: Namespace\(|non-default args: \{|EngineArgs\(")
+CONFIG_KV = gated(r"""(?:^|[\s,({])['"]?(max_model_len|max_seq_len|gpu_memory_utilization|max_num_seqs"""
+                  r"""|max_num_batched_tokens|tensor_parallel_size|pipeline_parallel_size|kv_cache_dtype"""
+                  r"""|cache_dtype|block_size|enable_chunked_prefill|chunked_prefill_enabled|quantization"""
+                  r"""|enforce_eager|model)['"]?\s*[=:]\s*('[^']*'|"[^"]*"|[\w.\-/]+)""")
+MAX_LEN_USED = gated(r"Using max model len (\d+)")
+CHUNKED = gated(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+BATCHED_BELOW = gated(r"max_num_batched_tokens \((\d+)\) is smaller than max_model_len \((\d+)\)")
+USER_MAX_LEN = gated(r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len "
+                     r"\((\w+)=(\d+)")
+LOAD_START = gated(r"Starting to load model (\S+?)(?:\.\.\.)?$")
+WEIGHTS_TOOK = gated(r"Loading model weights took ([\d.]+) GB"
+                     r"|Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds"
+                     r"|Loading weights took ([\d.]+) seconds")
+PROFILE_TOTAL = gated(r"total_gpu_memory \(([\d.]+)\s*GiB\) x gpu_memory_utilization \(([\d.]+)\)")
+PROFILE_SPLIT = gated(r"model weights take ([\d.]+)\s*GiB;.*?"
+                      r"the rest of the memory reserved for KV Cache is (-?[\d.]+)\s*GiB")
+PROFILE_V1 = gated(r"Memory profiling takes [\d.]+ seconds\. Total non KV cache memory: [\d.]+\s*GiB;.*?"
+                   r"weights memory: ([\d.]+)\s*GiB")
+BLOCKS = gated(r"# (GPU|cuda|CUDA|ROCm|rocm|XPU|xpu|device) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+KV_TOKENS = gated(r"\b(\w+(?: \+ host)?) KV cache size: ([\d,]+) tokens")  # \b: linear on long words
+CONCURRENCY = gated(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+KV_AVAILABLE = gated(r"Available KV cache memory: (-?[\d.]+) GiB")
+NO_KV_MEMORY = gated(r"No available memory for the cache blocks")
+MAX_SEQ_OVER_KV = gated(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored "
+                        r"in KV cache \((\d+)\)")
+TO_SERVE = gated(r"To serve at least one request with the models?'s max seq len \((\d+)\), "
+                 r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory "
+                 r"\((-?[\d.]+) GiB\)")
+ESTIMATED_LEN = gated(r"estimated maximum model length is (\d+)")
+LOOKAHEAD = gated(r"Input prompt \((\d+) tokens\) \+ lookahead slots \((\d+)\) is too long "
+                  r"and exceeds the capacity of block_manager")
+INPUT_TOO_LONG = gated(r"Input prompt \((\d+) tokens\) is too long and exceeds limit of (\d+)")
+CTX_REQUESTED = gated(r"maximum context length is (\d+) tokens\. However, you requested (\d+) tokens "
+                      r"\((\d+) in the messages, (\d+) in the completion\)")
+CTX_REQUESTED_INPUT = gated(r"maximum context length is (\d+) tokens\. However, you requested (\d+) tokens "
+                            r"in the (?:messages|input)")
+CTX_REQUEST_HAS = gated(r"maximum context length is (\d+) tokens\. However, your "
+                        r"(?:request has|prompt contains (?:at least )?)(\d+) input tokens")
+CTX_MAX_TOKENS = gated(r"'max_tokens' or 'max_completion_tokens' is too large: (\d+)\. This model's maximum "
+                       r"context length is (\d+) tokens and your request has (\d+) input tokens")
+PROMPT_LONGER = gated(r"The (?:decoder|encoder) prompt \(length (\d+)\)"
+                      r"(?: plus the number of requested output tokens)?.{0,30}? is longer than the maximum "
+                      r"model length of (\d+)")
+PREEMPTED = gated(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not "
+                  r"enough KV cache space")
+PREEMPT_TOTAL = gated(r"total_num_cumulative_preemption=(\d+)")
+STATS = gated(r"Avg prompt throughput: ")
+STATS_NUMBER = gated(r"(-?[\d.]+)")
 STAGE_MARKS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"Starting to load model|Loading safetensors checkpoint|Loading pt checkpoint"), "load"),
-    (re.compile(r"Loading model weights took|Model loading took"), "profile"),
-    (re.compile(r"Memory profiling takes|# \w+ blocks: |KV cache size: |Available KV cache memory"), "kv"),
-    (re.compile(r"Capturing (?:the model for CUDA graphs|cudagraphs|CUDA graph)|Compile and warming up model"),
+    (gated(r"Starting to load model|Loading safetensors checkpoint|Loading pt checkpoint"), "load"),
+    (gated(r"Loading model weights took|Model loading took"), "profile"),
+    (gated(r"Memory profiling takes|# \w+ blocks: |KV cache size: |Available KV cache memory"), "kv"),
+    (gated(r"Capturing (?:the model for CUDA graphs|cudagraphs|CUDA graph)|Compile and warming up model"),
      "warmup"),
-    (re.compile(r"Graph capturing finished|init engine \(profile"), "ready"),
-    (re.compile(r"Starting vLLM API server|Available routes are|Application startup complete|Uvicorn running"
-                r"|Avg prompt throughput"), "run"),
+    (gated(r"Graph capturing finished|init engine \(profile"), "ready"),
+    (gated(r"Starting vLLM API server|Available routes are|Application startup complete|Uvicorn running"
+           r"|Avg prompt throughput"), "run"),
 )
 STAGE_ORDER = ("start", "load", "profile", "kv", "warmup", "ready", "run")
 STAGE_PHASE: dict[str, tuple[str | None, str | None]] = {
@@ -334,7 +329,7 @@ STAGE_PHASE: dict[str, tuple[str | None, str | None]] = {
     "run": ("runtime", "serving"),
 }
 # the engine died while serving (a failure at start-up is reported by the error that caused it)
-ENGINE_FAILED = re.compile(r"EngineCore encountered a fatal error|Error in model execution")
+ENGINE_FAILED = gated(r"EngineCore encountered a fatal error|Error in model execution")
 
 TRIGGERS: tuple[str, ...] = (
     *TORCH_TRIGGERS,
@@ -391,12 +386,13 @@ class _State:
 class VllmParser(LogParser):
     name = "vllm"
     triggers = TRIGGERS
+    gate = TRIGGERS
 
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
         self.frames = Frames()
-        self._mine = line_filter(TRIGGERS)
+        self._mine = line_filter(self.gate)
 
     # -- entry -------------------------------------------------------------------------------
     def feed(self, line: LogLine) -> None:

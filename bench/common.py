@@ -1,0 +1,168 @@
+"""What every measure shares: child processes run as a user runs them, timing and peak memory of
+one process, alternation, medians, and the result rows the runner prints as one table.
+
+Children get the environment of an installed package: byte-code caching on (some shells and CI set
+PYTHONDONTWRITEBYTECODE, which makes every start compile the whole tool again), kept under a
+folder of the benchmark's own so the checkout stays clean.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+PYTHON = sys.executable
+_WORK: Path | None = None
+
+
+def workdir() -> Path:
+    """One scratch folder per benchmark process (byte-code cache, generated logs, fresh caches),
+    removed when the process ends."""
+    global _WORK
+    if _WORK is None:
+        _WORK = Path(tempfile.mkdtemp(prefix="llm-doctor-bench-"))
+        atexit.register(shutil.rmtree, _WORK, True)
+    return _WORK
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(workdir() / "pycache")
+    env.update(extra)
+    return env
+
+
+@dataclass(slots=True)
+class Run:
+    """One finished child process."""
+
+    wall_s: float
+    cpu_s: float
+    peak_rss: int  # bytes (the child's own maximum resident set)
+    returncode: int
+    stdout: bytes
+
+
+def run(cmd: Sequence[str], env: dict[str, str] | None = None, ok: Sequence[int] = (0,),
+        timeout_s: float = 600.0) -> Run:
+    """Run `cmd` from the repository root; wall time from start to exit, CPU and peak RSS from the
+    kernel's accounting of that one process (os.wait4). Fails loudly on an unexpected exit code."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(cmd), cwd=ROOT, env=env if env is not None else child_env(),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+        assert proc.stdout is not None
+        watchdog = threading.Timer(timeout_s, proc.kill)
+        watchdog.start()
+        try:
+            chunks = []
+            while True:  # read everything (a full pipe would stall the child), then reap it ourselves
+                chunk = proc.stdout.read(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            watchdog.cancel()
+        wall = time.perf_counter() - start
+        proc.stdout.close()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in ok:
+            err.seek(0)
+            tail = err.read().decode("utf-8", "replace")[-800:]
+            raise SystemExit(f"{' '.join(cmd[:6])} exited {proc.returncode}: {tail}")
+    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, proc.returncode, b"".join(chunks))
+
+
+def doctor(*args: str) -> list[str]:
+    return [PYTHON, "-m", "doctor", *args]
+
+
+def alternate(jobs: dict[str, Callable[[], Any]], rounds: int, warmup: bool = True) -> dict[str, list[Any]]:
+    """Run every job once per round, in turn, so that drift on the machine hits all of them alike."""
+    if warmup:
+        for job in jobs.values():
+            job()
+    results: dict[str, list[Any]] = {name: [] for name in jobs}
+    for _ in range(rounds):
+        for name, job in jobs.items():
+            results[name].append(job())
+    return results
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def spread(values: Sequence[float]) -> str:
+    return f"{min(values):.3g}–{max(values):.3g}" if values else "-"
+
+
+@dataclass(slots=True)
+class Row:
+    """One line of the table: a measure next to its reference, measured in the same run."""
+
+    measure: str
+    reference: str
+    target: str
+    doctor: str  # llm-doctor's figure, with its unit
+    ref: str  # the reference's figure ("-" when there is none)
+    result: str  # the ratio or the figure that is judged against the target
+    met: bool | None  # None: nothing to judge
+    note: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    missed: str = ""  # when the target is not met: why, and what it would take
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def mark(met: bool | None) -> str:
+    return {True: "yes", False: "NO", None: "-"}[met]
+
+
+def markdown_table(rows: Sequence[Row]) -> str:
+    lines = ["| measure | reference | target | llm-doctor | reference | result | met |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [r.measure, r.reference, r.target, r.doctor, r.ref, r.result, mark(r.met)]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def text_table(rows: Sequence[Row]) -> str:
+    head = ("measure", "target", "llm-doctor", "reference", "result", "met")
+    body = [(r.measure, r.target, r.doctor, r.ref, r.result, mark(r.met)) for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=False)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) for row in body]
+    return "\n".join(out)
+
+
+def machine() -> dict[str, Any]:
+    import platform
+
+    info: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count(),
+                            "platform": platform.platform(terse=True)}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            info["cpu"] = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), None)
+    except OSError:
+        pass
+    info["load_1m"] = round(os.getloadavg()[0], 2)
+    return info

@@ -1,0 +1,242 @@
+"""The fast paths of the log analysis find exactly what the plain paths find.
+
+- literal gates (matcher.gated): a regex runs only where one of the literals read from its own syntax
+  is in the text, so every match must contain one of them;
+- the literal index and the llama.cpp dispatch routing: the same facts as trying every line kind;
+- the analyzer's router: the same facts as giving every line to every parser;
+- chunked input and the direct RE2 calls: the same candidates, line numbers and facts.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import doctor.logs.llamacpp as llamacpp_module
+from doctor.logs import ollama, tgi, vllm
+from doctor.logs.analyze import LogAnalyzer, analyze_stream
+from doctor.logs.line import make_line
+from doctor.logs.matcher import (
+    GatedPattern,
+    LiteralIndex,
+    compile_triggers,
+    gated,
+    required_literals,
+    span_finder,
+    text_filter,
+    verdict,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
+LOGS = sorted(FIXTURES.rglob("*.log")) + sorted(FIXTURES.rglob("*.md"))
+MODULES = (llamacpp_module, vllm, ollama, tgi)
+
+
+def _gated_patterns() -> list[tuple[str, GatedPattern]]:
+    found = []
+    for module in MODULES:
+        for name, value in vars(module).items():
+            items = value if isinstance(value, tuple) else (value,)
+            for item in items:
+                item = item[0] if isinstance(item, tuple) and item else item
+                if isinstance(item, GatedPattern):
+                    found.append((f"{module.__name__}.{name}", item))
+    return found
+
+
+GATED = _gated_patterns()
+
+
+def _fixture_texts() -> list[str]:
+    texts = []
+    for path in LOGS:
+        for raw in path.read_bytes().splitlines():
+            texts.append(make_line(1, raw[:16384]).text)
+    return texts
+
+
+TEXTS = _fixture_texts()
+
+
+def test_every_parser_pattern_is_gated_and_compiles() -> None:
+    assert len(GATED) > 150
+    for name, pattern in GATED:
+        assert isinstance(pattern.regex, re.Pattern), name  # compiles (lazily, so check here)
+
+
+@pytest.mark.parametrize("name,pattern", GATED, ids=[n for n, _ in GATED])
+def test_a_gate_never_hides_a_match_in_the_fixtures(name: str, pattern: GatedPattern) -> None:
+    regex = pattern.regex
+    for text in TEXTS:
+        plain = regex.search(text)
+        assert (pattern.search(text) is None) == (plain is None), (name, text[:200])
+        if plain is not None and pattern.literals:
+            assert any(lit in text for lit in pattern.literals), (name, text[:200])
+        assert pattern.findall(text) == regex.findall(text), name
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_gate_never_hides_a_match_in_generated_text(data: st.DataObject) -> None:
+    name, pattern = data.draw(st.sampled_from(GATED))
+    # text made of the pattern's own literals, digits and separators: where matches are likely
+    pieces = [*(pattern.literals or ()), "0", "12", " = ", ": ", "(", ")", ",", " ", "MiB", "\n", "é", "x"]
+    text = "".join(data.draw(st.lists(st.sampled_from(pieces), max_size=12)))
+    assert (pattern.search(text) is None) == (pattern.regex.search(text) is None), (name, text)
+
+
+@pytest.mark.parametrize("source,expected", [
+    (r"abc|abd", ("ab",)),
+    (r"(?:foo|bar)\d+ baz", (" baz",)),
+    (r"(?:foo|bar)\d+", ("bar", "foo")),
+    (r"x*y?", None),
+    (r"(?i)needle", None),
+    (r"(?:print_info|llm_load_print_meta)\s*:\s+(\w+)", ("llm_load_print_meta", "print_info")),
+    (r"(?:a+|b)c", ("c",)),
+    (r"(?:slot|all slots are idle)", ("slot",)),
+])
+def test_required_literals(source: str, expected: tuple[str, ...] | None) -> None:
+    assert required_literals(re.compile(source)) == expected
+
+
+def test_gated_keeps_the_rest_of_the_pattern_api() -> None:
+    p = gated(r"n_ctx\s*=\s*(\d+)")
+    assert p.match("n_ctx = 4") is not None and p.groups == 1 and p.sub("N", "n_ctx = 4") == "N"
+    assert list(m.group(1) for m in p.finditer("n_ctx = 1, n_ctx = 2")) == ["1", "2"]
+    assert p.findall("nothing here") == [] and p.search("nothing here") is None
+    compiled = re.compile("x")
+    assert gated(compiled) is compiled
+    assert gated("case", re.IGNORECASE).search("CASE") is not None  # no gate where `in` would miss
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from([*"abc =:_0119(),\t", "\ud800", "é", "字"]), max_size=40))
+def test_literal_index_is_exact(text: str) -> None:
+    literals = ["a", "ab", "c =", ":_", "(1", "b)", "\t"]
+    index = LiteralIndex(literals)
+    assert index.bits(text) == sum(1 << i for i, s in enumerate(literals) if s in text)
+
+
+def test_primed_bits_are_used_only_for_that_very_text() -> None:
+    index = LiteralIndex(["ab", "cd"])
+    text = "".join(["x", "ab"])  # a distinct str object
+    index.prime(text, [1])  # deliberately not the true bits, to see where they are used
+    assert index.bits(text) == 0b10
+    assert index.bits("xab") == 0b01  # an equal but other object: computed
+    assert index.bits("cd") == 0b10
+
+
+def test_literal_index_of_the_llama_parser_matches_plain_search() -> None:
+    index = llamacpp_module._INDEX
+    for text in TEXTS[::7]:
+        assert index.bits(text) == sum(1 << i for i, s in enumerate(index.literals) if s in text)
+
+
+def _facts_of(data: bytes, chunk: int | None = None, analyzer: LogAnalyzer | None = None) -> str:
+    if chunk is None and analyzer is None:
+        facts = analyze_stream(io.BytesIO(data), "x")
+    else:
+        a = analyzer or LogAnalyzer("x")
+        step = chunk or len(data) or 1
+        for i in range(0, len(data), step):
+            a.feed(data[i:i + step])
+        facts = a.finish()
+    return json.dumps(facts.to_json(), sort_keys=True, default=str)
+
+
+def _variants(data: bytes) -> dict[str, bytes]:
+    lines = data.split(b"\n")
+    return {
+        "plain": data,
+        "quoted": b"\n".join(b"> " + ln for ln in lines),
+        "json": b"\n".join(json.dumps({"log": ln.decode("utf-8", "replace") + "\n"}).encode() for ln in lines),
+        "wrapped": b"\n".join(ln[i:i + 80] for ln in lines for i in range(0, max(len(ln), 1), 80)),
+    }
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
+def test_dispatch_routing_finds_what_trying_every_step_finds(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, data in _variants(path.read_bytes()).items():
+        routed = _facts_of(data)
+        with monkeypatch.context() as m:
+            m.setattr(llamacpp_module._INDEX, "bits", lambda text: -1)  # every literal "present"
+            assert _facts_of(data) == routed, name
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
+def test_the_router_finds_what_every_parser_on_every_line_finds(path: Path) -> None:
+    for name, data in _variants(path.read_bytes()).items():
+        plain = LogAnalyzer("x")
+        plain.router = None
+        assert _facts_of(data) == _facts_of(data, analyzer=plain), name
+
+
+def _candidates(data: bytes, chunk: int, capture: bool) -> tuple[list[tuple[int, bytes]], int]:
+    analyzer = LogAnalyzer("x")
+    scanner = analyzer.scanner
+    scanner.capture = capture
+    got = []
+    for i in range(0, len(data), chunk):
+        got += [(r.number, r.text) for r in scanner.feed(data[i:i + chunk]) if r.text is not None]
+    got += [(r.number, r.text) for r in scanner.finish() if r.text is not None]
+    return got, scanner.lines
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
+def test_candidate_lines_and_numbers_do_not_depend_on_chunking(path: Path) -> None:
+    data = path.read_bytes()[:300_000]
+    pattern = LogAnalyzer("x").scanner.trigger
+    lines = data.replace(b"\r\n", b"\n").split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    expected = [(i + 1, ln.rstrip(b"\r")[:16384]) for i, ln in enumerate(lines) if pattern.search(ln)]
+    for chunk in (7, 4096, 1 << 22):
+        for capture in (False, True):
+            got, total = _candidates(data, chunk, capture)
+            assert got == expected, (chunk, capture)
+            assert total == len(lines), (chunk, capture)
+
+
+def test_span_finder_agrees_with_search() -> None:
+    from doctor.logs.registry import parser_classes
+
+    fragments = [f for cls in parser_classes() for f in cls.triggers]
+    pattern = compile_triggers(fragments)
+    find = span_finder(pattern)
+    data = b"".join(p.read_bytes() for p in LOGS[:20])
+    pos = 0
+    while True:
+        m = pattern.search(data, pos)
+        span = find(data, pos, len(data))
+        assert (span is None) == (m is None)
+        if m is None:
+            break
+        assert span == m.span()
+        pos = m.end() + 1
+    assert find(data, 0, 0) is None
+
+
+def test_a_gate_verdict_holds_for_that_very_text_only() -> None:
+    fragments = ("needle \\d+",)
+    test = text_filter(fragments)
+    text = "".join(["hay", "stack"])
+    assert not test(text)
+    verdict(fragments).passed = text  # as the router says after its own match of the raw bytes
+    assert test(text)
+    assert not test("haystack")  # an equal but other object: searched
+    assert test("a needle 42")
+
+
+def test_text_filter_agrees_with_a_plain_search() -> None:
+    test = text_filter(vllm.TRIGGERS)
+    plain = re.compile("|".join(f"(?:{f})" for f in vllm.TRIGGERS))
+    for text in TEXTS[::3]:
+        assert bool(test(text)) == bool(plain.search(text)), text[:200]
+    with pytest.raises(UnicodeEncodeError):  # as the RE2 binding does with a lone surrogate
+        test("CUDA out of memory \ud800")
