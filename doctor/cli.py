@@ -62,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("LLM_DOCTOR_DEBUG"):
             raise
-        print(f"llm-doctor: internal error: {type(exc).__name__}: {exc} "
+        from doctor.sanitize import inert
+
+        print(f"llm-doctor: internal error: {type(exc).__name__}: {inert(' '.join(str(exc).split()), 500)} "
               "(set LLM_DOCTOR_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
         return 3
 

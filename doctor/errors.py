@@ -9,7 +9,10 @@ class DoctorError(Exception):
     exit_code = 2
 
     def one_line(self) -> str:
-        text = " ".join(str(self).split())
+        """The message on one line, made inert: it may quote a file name, a rule field or a log line."""
+        from doctor.sanitize import inert
+
+        text = inert(" ".join(str(self).split()), limit=2000)
         return text or self.__class__.__name__
 
 

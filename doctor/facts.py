@@ -151,8 +151,9 @@ class Facts:
 
     # -- facts -------------------------------------------------------------------------------
     def set(self, name: str, value: Value, source: Source, unit: str | None = None) -> None:
-        if isinstance(value, float) and not math.isfinite(value):
-            self.unknown(name, f"not a finite number ({value})", source, unit)
+        problem = _out_of_range(value)
+        if problem:
+            self.unknown(name, problem, source, unit)
             return
         self._facts[name] = Fact(name, value, unit, source)
 
@@ -169,8 +170,10 @@ class Facts:
         self._facts[name] = Fact(name, None, unit, source, unknown=reason)
 
     def add(self, fact: Fact) -> None:
-        if fact.known:
+        if fact.known and not _out_of_range(fact.value):
             self._facts[fact.name] = fact
+        elif fact.known:
+            self.unknown(fact.name, _out_of_range(fact.value) or "unknown", fact.source, fact.unit)
         else:
             self.unknown(fact.name, fact.unknown or "unknown", fact.source, fact.unit)
 
@@ -205,6 +208,8 @@ class Facts:
         if kept < EVENTS_KEPT_PER_KIND:
             if len(event.text) > TEXT_LIMIT:
                 event.text = event.text[: TEXT_LIMIT - 1] + "…"
+            if any(_out_of_range(v) for v in event.data.values()):  # as for facts: no number past 64 bits
+                event.data = {k: v for k, v in event.data.items() if not _out_of_range(v)}
             self._events.append(event)
             self._kept_per_kind[event.kind] = kept + 1
 
@@ -283,6 +288,25 @@ class Facts:
         if events_observed is not None:
             facts.events_observed = events_observed
         return facts
+
+
+MAX_MAGNITUDE = 1 << 64  # no engine, probe or file field holds a larger number (size_t / uint64 at most)
+
+
+def _out_of_range(value: Any) -> str | None:
+    """Why a value cannot be a fact (a number no engine prints: infinite, NaN, or past 64 bits, as a
+    damaged or hostile input can carry), or None. Such values would overflow the float arithmetic
+    of every consumer; they become unknown instead."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"not a finite number ({value})"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE else "a number beyond 64 bits"
+    if isinstance(value, list):
+        for item in value:
+            problem = _out_of_range(item)
+            if problem:
+                return problem
+    return None
 
 
 def _json_value(value: Any) -> Any:

@@ -193,10 +193,10 @@ def _fits(default: Any, annotation: Any, value: Any) -> bool:
         return isinstance(value, dict)
     if "list" in text:
         return isinstance(value, list)
-    if "float" in text:
-        return isinstance(value, int | float)
+    if "float" in text:  # finite, within 64 bits: a recording is outside input (see Facts.set)
+        return isinstance(value, int | float) and abs(value) <= 1 << 64  # False for inf and NaN too
     if "int" in text:
-        return isinstance(value, int)
+        return isinstance(value, int) and abs(value) <= 1 << 64
     if "str" in text:
         return isinstance(value, str)
     return isinstance(value, type(default))

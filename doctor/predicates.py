@@ -198,5 +198,25 @@ def _equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
+def compile_regex(pattern: str) -> Any:
+    """A case-insensitive pattern for `matches`. Rule files may come from users: with RE2 (google-re2,
+    a dependency) matching takes linear time, so a pattern like `(a+)+$` cannot hang on a long log
+    line; patterns RE2 cannot run (look-around, backreferences) are refused as re.error. Python's
+    `re` is the fallback only where RE2 is not installed."""
+    try:
+        import re2
+    except ImportError:
+        return re.compile(pattern, re.IGNORECASE)
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False
+    options.max_mem = 8 << 20
+    try:
+        re.compile(pattern)  # the same syntax errors and messages as before
+        return re2.compile(pattern, options)
+    except re.error:
+        raise
+    except Exception as exc:
+        why = exc.args[0] if exc.args else exc
+        why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
+        raise re.error(f"RE2 cannot run it (no look-around or backreferences): {why}") from None

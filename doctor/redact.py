@@ -3,8 +3,11 @@
 What goes: home directories (/home/NAME, /Users/NAME, C:\\Users\\NAME → ~), the user and host names
 the caller passes in (the CLI passes this machine's), IPv4 / IPv6 addresses and MAC addresses,
 e-mail addresses, GPU and machine UUIDs, and the prompt and generated text (replaced by a note
-saying how long they were). What stays: everything needed for the diagnosis — numbers, settings,
-model names, the engine's own messages.
+saying how long they were; text a finding quotes from them, such as a loop's span, goes too). In a
+watch recording each generated token becomes a stable pseudonym instead (`event`): the same token
+always gets the same one, so a replay still finds a loop, but they cannot be turned back into text.
+What stays: everything needed for the diagnosis — numbers, settings, model names, the engine's own
+messages.
 
 Pure: the caller supplies the names to hide.
 """
@@ -13,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import ipaddress
+import os
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
@@ -25,12 +30,14 @@ _HOME = re.compile(r"(?P<pre>/home/|/Users/|/var/home/|[A-Za-z]:\\\\?Users\\\\?)
 _IPV4 = re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\d.])")
 _IPV6_CANDIDATE = re.compile(r"(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:%\w+)?(?![\w:])")
 _MAC = re.compile(r"(?<![\w:])(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}(?![\w:])")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+")  # the look-behind keeps it linear on long words
 _UUID = re.compile(r"\b(?:GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 # facts and event kinds whose text is the user's prompt or the model's output
 TEXT_FACTS = ("run.output_text", "run.repeat_span", "config.prompt_text")
 # keys of recorded JSON (watch recordings) that hold prompt or generated text
 GENERATED_KEYS = ("prompt", "token", "output_text", "text_generated")
+TOKEN_KEY = "token"  # a generated token in a watch event: pseudonymised by `event`
+MIN_QUOTED = 3  # prompt / output text shorter than this is not looked for inside other text
 
 
 def _ipv6(m: re.Match[str]) -> str:
@@ -53,10 +60,34 @@ class Redactor:
         names = [re.escape(n) for n in {*self.users, *self.hosts} if n and len(n) >= 2 and n not in ("root",)]
         self._names = re.compile(r"(?<![\w-])(?:" + "|".join(sorted(names, key=len, reverse=True)) + r")(?![\w-])") \
             if names else None
+        self._quoted: set[str] = set()  # prompt / generated text learned from facts (see `learn`)
+        self._quoted_re: re.Pattern[str] | None = None
+        self._key = os.urandom(16)  # pseudonym key: random, never written anywhere
+
+    def learn(self, facts: Facts) -> None:
+        """Remember the prompt and generated text these facts hold, so that any other text quoting
+        them (a loop's span in a finding's message or evidence) is redacted as well."""
+        for name in TEXT_FACTS:
+            value = facts.value(name)
+            if isinstance(value, str) and len(value.strip()) >= MIN_QUOTED and value not in self._quoted:
+                self._quoted.add(value)
+                self._quoted_re = None
+
+    def _unquote(self, value: str) -> str:
+        if self._quoted_re is None:
+            parts = []
+            for secret in sorted(self._quoted, key=len, reverse=True):
+                body = re.escape(secret)
+                parts.append((r"(?<!\w)" if secret[0].isalnum() else "") + body
+                             + (r"(?!\w)" if secret[-1].isalnum() else ""))
+            self._quoted_re = re.compile("|".join(parts))
+        return self._quoted_re.sub(lambda m: self.generated(m.group(0)), value)
 
     def text(self, value: str) -> str:
         if not value:
             return value
+        if self._quoted and self.prompts:
+            value = self._unquote(value)
         out = _HOME.sub(lambda m: "~" if "\\" not in m.group("pre") else "%USERPROFILE%", value)
         out = _EMAIL.sub("<email>", out)
         out = _UUID.sub("<uuid>", out)
@@ -100,6 +131,7 @@ class Redactor:
         return out
 
     def report(self, report: Report) -> Report:
+        self.learn(report.facts)
         redacted = copy.copy(report)
         redacted.facts = self.facts(report.facts)
         redacted.findings = [self._walk(copy.deepcopy(f)) for f in report.findings]
@@ -118,6 +150,30 @@ class Redactor:
         if isinstance(doc, str):
             return self.text(doc)
         return doc
+
+    def event(self, doc: Any) -> Any:
+        """Redact one watch event as JSON (a recording line, an ndjson line, the recording's header).
+
+        Like `json`, except that generated tokens become pseudonyms (see the module docstring)."""
+        if isinstance(doc, dict):
+            return {k: (self.pseudonym(v) if k == TOKEN_KEY and isinstance(v, str) and self.prompts
+                        else self.generated(v) if k in GENERATED_KEYS and isinstance(v, str)
+                        else self.event(v)) for k, v in doc.items()}
+        if isinstance(doc, list):
+            return [self.event(v) for v in doc]
+        if isinstance(doc, str):
+            return self.text(doc)
+        return doc
+
+    def pseudonym(self, token: str) -> str:
+        """The same word for the same token text (whitespace around it kept); not reversible."""
+        core = token.strip()
+        if not core:
+            return token
+        lead = token[: len(token) - len(token.lstrip())]
+        trail = token[len(token.rstrip()):]
+        digest = hashlib.blake2b(core.encode("utf-8", "surrogatepass"), key=self._key, digest_size=4).hexdigest()
+        return f"{lead}t{digest}{trail}"
 
     def _walk(self, obj: Any) -> Any:
         if is_dataclass(obj) and not isinstance(obj, type):

@@ -26,7 +26,8 @@ class CaseResult:
 
     def describe(self) -> str:
         where = f"{self.rule.path}:{self.case.line}" if self.case.line else self.rule.path
-        return f"{self.rule.id} {self.rule.slug} — {self.case.name} ({where}): expected {self.expected}, got {self.actual}"
+        return (f"{self.rule.id} {self.rule.slug} — {self.case.name} ({where}): "
+                f"expected {self.expected}, got {self.actual}")
 
 
 def facts_for_case(case: RuleCase) -> Facts:

@@ -17,7 +17,8 @@ from typing import Any
 from doctor.facts import Event, Facts
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.\[\]]*)(?:\|([a-z0-9_]+))?\}")
-OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
+# an optional part holds no "[[" (none nest), which also keeps this linear on a line of "[[[[..."
+OPTIONAL = re.compile(r"\[\[((?:[^\[\]]|\[(?!\[)|\](?!\]))*)\]\]", re.DOTALL)
 # units that read as counts: shown without the unit word (the template says "tokens" itself)
 COUNT_UNITS = {"tokens", "layers", "threads", "cores", "sequences", "requests", "GPUs", "steps", "params",
                "lines", "files", "blocks", "count", "lanes", "bits"}

@@ -8,8 +8,9 @@ start. Truncation (copytruncate, `> file`) is a size below the read position: re
 0. Memory is bounded: at most `chunk` bytes are read per poll, and a line is only ever held until
 its newline arrives (`LineSplitter`, which cuts lines longer than `max_line`).
 
-`follow_log()` drives a watch session from it: each complete line becomes a LogEvent, fed to the
-same parsers `analyze` runs, so findings fire as the lines arrive.
+`follow_log()` drives a watch session from it: complete lines go to the same parsers `analyze`
+runs, in one piece per read (`TraceSession.emit_log_lines`), so findings fire as the lines arrive
+and a log growing at tens of MB/s is read as fast as it grows.
 
 Machine access: the file system.
 """
@@ -23,11 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-from doctor.live import EndEvent, LogEvent, SettingsEvent
-from doctor.sanitize import strip_controls
+from doctor.live import EndEvent, SettingsEvent
 from engine_adapter.session import TraceSession
 
 CHUNK = 1 << 20
+SNIFF = 64 << 10  # the first bytes that tell LF from CR-only line ends
 MAX_LINE = 16 << 10
 POLL_S = 0.25
 
@@ -42,13 +43,20 @@ class Change:
 class LineSplitter:
     """Bytes in, complete lines out; a partial last line waits for the rest (bounded)."""
 
-    def __init__(self, max_line: int = MAX_LINE) -> None:
+    def __init__(self, max_line: int = MAX_LINE, sniff_cr: bool = False) -> None:
         self.max_line = max_line
         self.partial = b""
         self.skipping = False  # inside a line already cut at max_line
+        # sniff_cr (files): when the first data has a CR and no LF, lines end in a lone CR (progress
+        # output saved to a file, old Mac logs), as `analyze` reads them; pipes never guess
+        self.cr_mode: bool | None = None if sniff_cr else False
 
     def feed(self, data: bytes) -> list[bytes]:
         lines: list[bytes] = []
+        if self.cr_mode is None and data:
+            self.cr_mode = b"\n" not in data[:SNIFF] and b"\r" in data[:SNIFF]
+        if self.cr_mode:
+            data = data.replace(b"\r", b"\n")
         buf = self.partial + data
         start = 0
         while True:
@@ -172,9 +180,9 @@ class LogFollower:
             self.handle = None
 
 
-def lines_to_events(lines: list[bytes], first_line: int, stream: str) -> list[LogEvent]:
-    return [LogEvent(line=first_line + i, text=strip_controls(raw.decode("utf-8", "replace")), stream=stream)
-            for i, raw in enumerate(lines)]
+def _emit(session: TraceSession, lines: list[bytes], line_no: int) -> int:
+    session.emit_log_lines(lines, line_no + 1, "file")
+    return line_no + len(lines)
 
 
 def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], duration_s: float | None = None,
@@ -183,12 +191,13 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
     """Follow `path` into the session until stopped, `duration_s` passes, or (for tests and
     replays) nothing new arrived for `until_idle_s`. Returns the EndEvent it finished with."""
     follower = LogFollower(path, from_start=from_start)
-    splitter = LineSplitter()
+    splitter = LineSplitter(sniff_cr=True)
     session.emit(SettingsEvent(settings={"log": path, "from_start": from_start}, stage="source"))
     start = time.monotonic()
     last_data = start
     line_no = 0
     reason = "finished"
+    faults: list[str] = []  # truncation and rotation: the report says where the input restarted
     try:
         while True:
             got = False
@@ -197,14 +206,11 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
                     if on_note is not None:
                         on_note(change.text)
                     if "truncated" in change.text or "rotated" in change.text:
-                        for event in lines_to_events(splitter.finish(), line_no + 1, "file"):
-                            line_no += 1
-                            session.emit(event)
+                        faults.append(f"{change.text} (after line {line_no}; later lines are numbered on)")
+                        line_no = _emit(session, splitter.finish(), line_no)
                     continue
                 got = True
-                for event in lines_to_events(splitter.feed(change.data), line_no + 1, "file"):
-                    line_no += 1
-                    session.emit(event)
+                line_no = _emit(session, splitter.feed(change.data), line_no)
             if metrics is not None and metrics.due():
                 scraped, note = metrics.poll()
                 for scraped_event in scraped:
@@ -231,6 +237,5 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
         reason = "interrupted"
     finally:
         follower.close()
-    for event in lines_to_events(splitter.finish(), line_no + 1, "file"):
-        session.emit(event)
-    return session.finish(EndEvent(reason=reason))
+    _emit(session, splitter.finish(), line_no)
+    return session.finish(EndEvent(reason=reason), faults or None)

@@ -140,13 +140,15 @@ def child_command() -> list[str]:
 def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None] | None = None,
                  record: str | None = None, timeout_s: float | None = None, judge: LiveJudge | None = None,
                  stop: threading.Event | None = None, pause: threading.Event | None = None, host: bool = True,
-                 sample_interval_s: float = SAMPLE_INTERVAL_S, command: list[str] | None = None) -> EmbeddedRun:
+                 sample_interval_s: float = SAMPLE_INTERVAL_S, command: list[str] | None = None,
+                 redactor: Any = None) -> EmbeddedRun:
     """Run one traced generation in a child process and return what it showed.
 
     judge: re-run the rules while running (FindingEvents) and build the final report;
     stop: set it to end the run early (the report is still made); pause: while set, the child holds
     between two decode steps (the wait is in no step's time); host: read host facts (cores,
-    RAM, swap, model file) for the rules; command: the child's command line (tests substitute one).
+    RAM, swap, model file) for the rules; command: the child's command line (tests substitute one);
+    redactor: a doctor.redact.Redactor for the recording (`--redact`).
     """
     settings.validate()
     if not os.path.isfile(settings.model_path):
@@ -154,7 +156,8 @@ def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None]
     if command is None and importlib.util.find_spec("llama_cpp") is None:
         raise EngineError("llama-cpp-python is not installed: pip install 'llm-doctor[engine]'")
     session = TraceSession(os.path.basename(settings.model_path) or "embedded", source="embedded",
-                           settings=settings.requested(), on_event=on_event, record=record, judge=judge)
+                           settings=settings.requested(), on_event=on_event, record=record, judge=judge,
+                           redactor=redactor)
     session.emit(SettingsEvent(settings=settings.requested(), stage="requested"))
     if host:
         from engine_adapter.hostinfo import facts_payload, host_facts
@@ -185,6 +188,8 @@ class _Parent:
         self.finish_reason: str | None = None
         self.exception: str | None = None
         self.abort_text: str | None = None
+        self.fatal_text: str | None = None  # "Fatal Python error: Bus error" (faulthandler, before its stack)
+        self.model_stat = _file_stat(settings.model_path)  # to tell, at the end, whether the file changed
         self.ended = False
         self.last_rss: int | None = None
         self.last_vram: int | None = None
@@ -331,6 +336,8 @@ class _Parent:
             self.error_lines.append(event.text)
         elif event.stream == "stderr":
             self.stderr_tail.append(event.text)
+            if event.text.startswith("Fatal Python error:") and self.fatal_text is None:
+                self.fatal_text = event.text
         self.session.emit(event)
 
     def _message(self, msg: dict[str, Any]) -> None:
@@ -386,7 +393,8 @@ class _Parent:
         crashed = status < 0 and not stopped_by_us
         errors: list[str] = []
         error_lines = list(self.error_lines) + list(self.stderr_tail)
-        headline = self.abort_text or self.exception or (self.error_lines[-1] if self.error_lines else None) \
+        headline = self.abort_text or self.exception or self.fatal_text \
+            or (self.error_lines[-1] if self.error_lines else None) \
             or (self.stderr_tail[-1] if self.stderr_tail else None)
         if crashed:
             reason = "crashed"
@@ -400,6 +408,9 @@ class _Parent:
             reason = "exited"
             errors.append(f"the engine process exited ({describe_status(status)}) before the run ended"
                           + (f"; its last output: {headline}" if headline else ""))
+        changed = _model_change(self.settings.model_path, self.model_stat)
+        if changed:
+            errors.append(changed)
         finish = self.finish_reason or ("error" if reason in ("crashed", "error", "exited") else reason)
         end = EndEvent(reason=reason, exit_status=status, finish_reason=finish,
                        error_lines=error_lines if reason != "finished" else [])
@@ -413,6 +424,31 @@ class _Parent:
         )
 
 
+def _file_stat(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _model_change(path: str, before: tuple[int, int, int] | None) -> str | None:
+    """What happened to the model file while the engine had it open (deleted, cut short, replaced)."""
+    if before is None:
+        return None
+    after = _file_stat(path)
+    if after is None:
+        return f"the model file {path} was deleted during the run (the engine went on with the copy it had open)"
+    if after[0] != before[0]:
+        return f"the model file {path} was replaced during the run (the engine went on with the file it had open)"
+    if after[1] < before[1]:
+        return (f"the model file {path} was cut short during the run ({before[1]} -> {after[1]} bytes): the engine "
+                "maps it, and reading a page past the cut ends the process with SIGBUS")
+    if after[1:] != before[1:]:
+        return f"the model file {path} was written to during the run ({before[1]} -> {after[1]} bytes)"
+    return None
+
+
 def describe_status(status: int | None) -> str:
     if status is None:
         return "status unknown"
@@ -422,5 +458,7 @@ def describe_status(status: int | None) -> str:
         except ValueError:
             name = f"signal {-status}"
         return f"killed by {name}" + (" (abort: GGML_ABORT / assert / CUDA error)" if -status == signal.SIGABRT else
-                                      " (the kernel's OOM killer, or kill -9)" if -status == signal.SIGKILL else "")
+                                      " (the kernel's OOM killer, or kill -9)" if -status == signal.SIGKILL else
+                                      " (a memory-mapped file, such as the model, was cut short or became "
+                                      "unreadable)" if -status == signal.SIGBUS else "")
     return f"exit status {status}"

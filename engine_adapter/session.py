@@ -20,19 +20,25 @@ from typing import IO, Any
 
 from doctor.errors import InputError
 from doctor.facts import Facts
-from doctor.live import EndEvent, FindingEvent, IncidentEvent, LiveEvent, PhaseEvent, SettingsEvent
+from doctor.live import EndEvent, FindingEvent, IncidentEvent, LiveEvent, LogEvent, PhaseEvent, SettingsEvent
 from doctor.report import Report
+from doctor.sanitize import strip_controls
 from doctor.trace import TraceBuilder, header
 from engine_adapter.judge import LiveJudge
 
+# with line_events="tail", a consumer that shows log lines (the TUI's log pane) gets at most this many of
+# each batch, the newest: a flood of output cannot queue up behind a screen that shows a few dozen
+TAIL_LINES_PER_BATCH = 200
 EVAL_INTERVAL_S = 1.0  # a rules pass costs the watcher ~10 ms of CPU; the engine may need every core
 
 
 class Recorder:
-    """Writes a recording: the header line, then one event per line."""
+    """Writes a recording: the header line, then one event per line (redacted line by line when a
+    doctor.redact.Redactor is given: `watch --record FILE --redact`)."""
 
-    def __init__(self, path: str, head: dict[str, Any]) -> None:
+    def __init__(self, path: str, head: dict[str, Any], redactor: Any = None) -> None:
         self.path = path
+        self.redactor = redactor
         try:
             self.handle: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
             self._write(head)
@@ -43,6 +49,8 @@ class Recorder:
 
     def _write(self, data: dict[str, Any]) -> None:
         assert self.handle is not None
+        if self.redactor is not None:
+            data = self.redactor.event(data)
         self.handle.write(json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
 
     def write(self, event: LiveEvent) -> None:
@@ -73,14 +81,19 @@ class TraceSession:
     def __init__(self, name: str, *, source: str, settings: dict[str, Any] | None = None,
                  on_event: Callable[[LiveEvent], None] | None = None, record: str | None = None,
                  judge: LiveJudge | None = None, keep_events: bool = True, t0: float | None = None,
-                 eval_interval_s: float = EVAL_INTERVAL_S) -> None:
+                 eval_interval_s: float = EVAL_INTERVAL_S, redactor: Any = None, line_events: str = "all") -> None:
         self.t0 = time.monotonic() if t0 is None else t0
         self.builder = TraceBuilder(name)
         self.on_event = on_event
+        # which log lines of a followed file or wrapped command reach on_event as LogEvents: "all"
+        # (the ndjson stream), "tail" (the newest of each batch: the TUI) or "none" (the ticker and the
+        # final-report formats ignore them); the parsers, the recording and kept events get every line
+        self.line_events = line_events
         self.judge = judge
         self.keep_events = keep_events
         self.events: list[LiveEvent] = []
-        self.recorder = Recorder(record, header(source, settings)) if record else None
+        self.redactor = redactor  # learns the prompt and output as the run goes, to redact quotes of them
+        self.recorder = Recorder(record, header(source, settings), redactor) if record else None
         self.eval_interval_s = eval_interval_s
         self.last_eval = 0.0
         self.dirty = False
@@ -105,6 +118,33 @@ class TraceSession:
         if isinstance(event, PhaseEvent | IncidentEvent | SettingsEvent):
             self.evaluate(force=True)
 
+    def emit_log_lines(self, lines: list[bytes], first_line: int, stream: str) -> None:
+        """Complete lines (bytes, no newline) read from a followed file or a wrapped command, numbered
+        from `first_line`. The parsers get them in one piece; LogEvents are built only for whoever
+        needs each line (the recording, kept events, a consumer per `line_events`)."""
+        if not lines:
+            return
+        self.builder.feed_log_lines(lines)
+        self.dirty = True
+        show_from = len(lines)  # the first line on_event gets
+        if self.on_event is not None and self.line_events == "all":
+            show_from = 0
+        elif self.on_event is not None and self.line_events == "tail":
+            show_from = max(0, len(lines) - TAIL_LINES_PER_BATCH)
+        first = 0 if self.recorder is not None or self.keep_events else show_from
+        if first >= len(lines):
+            return
+        t_ms = self.now_ms()
+        for i in range(first, len(lines)):
+            event = LogEvent(t_ms=t_ms, line=first_line + i,
+                             text=strip_controls(lines[i].decode("utf-8", "replace")), stream=stream)
+            if self.recorder is not None:
+                self.recorder.write(event)
+            if self.keep_events:
+                self.events.append(event)
+            if self.on_event is not None and i >= show_from:
+                self.on_event(event)
+
     def flush(self) -> None:
         if self.recorder is not None:
             self.recorder.flush()
@@ -122,6 +162,8 @@ class TraceSession:
         self.last_eval = now
         self.dirty = False
         self.report, changes = self.judge.update(self.snapshot(), self.now_ms(), errors)
+        if self.redactor is not None:
+            self.redactor.learn(self.report.facts)
         for change in changes:
             self.emit(change, feed=False)
 
@@ -131,8 +173,12 @@ class TraceSession:
             end.t_ms = self.now_ms()
         self.builder.feed(end)
         self.dirty = True
+        if self.recording_problem:  # disk full mid-run: the report says so (the recording cannot)
+            errors = [*(errors or []), self.recording_problem]
         if self.judge is not None:
             self.report, changes = self.judge.update(self.snapshot(), end.t_ms, errors, final=True)
+            if self.redactor is not None:
+                self.redactor.learn(self.report.facts)
             for change in changes:
                 self.emit(change, feed=False)
             end.report = self.report.to_json()

@@ -25,7 +25,8 @@ from typing import Any
 
 from doctor.errors import EngineError
 from doctor.live import EndEvent, SettingsEvent
-from engine_adapter.follower import LineSplitter, lines_to_events
+from doctor.sanitize import strip_controls
+from engine_adapter.follower import LineSplitter
 from engine_adapter.runner import describe_status
 from engine_adapter.sampler import ResourceSampler
 from engine_adapter.session import TraceSession
@@ -82,11 +83,15 @@ class _Wrapped:
             pass  # our own output went away (a closed pipe); keep watching
 
     def _lines(self, stream: str, lines: list[bytes]) -> None:
-        for event in lines_to_events(lines, self.line + 1, stream):
-            self.line += 1
-            if event.text.strip():
-                self.tail.append(event.text)
-            self.session.emit(event)
+        self.session.emit_log_lines(lines, self.line + 1, stream)
+        self.line += len(lines)
+        recent: list[str] = []  # the last non-blank lines, for the report if the command dies
+        for raw in reversed(lines):
+            if len(recent) >= TAIL_KEPT:
+                break
+            if raw.strip():
+                recent.append(strip_controls(raw.decode("utf-8", "replace")))
+        self.tail.extend(reversed(recent))
 
     def _request_stop(self, reason: str) -> None:
         if self.reason is None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from doctor.facts import Facts, Source, Value
+from doctor.sanitize import strip_controls
 
 COSTS = ("passive", "light", "heavy")
 T = TypeVar("T")
@@ -76,12 +77,14 @@ class Reporter:
         self.facts = facts if facts is not None else Facts()
 
     def source(self, text: str | None = None) -> Source:
-        return Source("probe", self.name, text=text[:300] if text else None)
+        return Source("probe", self.name, text=strip_controls(text[:300]) if text else None)
 
     def set(self, name: str, value: Value, unit: str | None = None, text: str | None = None) -> None:
         if value is None:
             self.unknown(name, text or "not reported", unit)
             return
+        if isinstance(value, str):  # names read from files and drivers (a GGUF's general.name) are outside text
+            value = strip_controls(value)
         self.facts.set(name, value, self.source(text), unit)
 
     def unknown(self, name: str, reason: str, unit: str | None = None) -> None:

@@ -25,6 +25,15 @@ MAX_DIMS = 4
 MAX_NESTING = 3
 DEFAULT_ALIGNMENT = 32
 ARRAY_VALUES_KEPT = 4096  # numeric arrays up to this length keep their values (per-layer head counts)
+# Counts no real model comes near (the largest vocabularies hold ~262k tokens; files hold tens of
+# keys and at most tens of thousands of tensors). The file-size checks alone let a lying count walk
+# a large zero-filled region (a preallocated download) one 8-byte entry at a time, for minutes.
+MAX_KV = 1 << 16
+MAX_TENSORS = 1 << 20
+# Strings and sub-arrays walked in all metadata arrays (numeric arrays are not walked): the largest
+# real tokenizers hold ~410k (Llama 3: 128k tokens + 280k merges), and gguf.GGUFReader then spends
+# about 1.5 KB and 60 µs on each, so this also bounds the full read that follows the check.
+MAX_ARRAY_ITEMS = 1 << 20
 
 # GGUF value types (gguf.GGUFValueType) -> struct format of one element; 8 = string, 9 = array.
 _SCALAR_FORMATS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
@@ -99,6 +108,7 @@ class _Walker:
         self.path = path
         self.pos = 0
         self.bo = "<"
+        self.items = 0  # strings and sub-arrays walked inside arrays so far
 
     # -- primitives ---------------------------------------------------------------------------
     def need(self, n: int, what: str) -> None:
@@ -149,6 +159,10 @@ class _Walker:
             raise GgufCorrupt(f"header claims {n_kv} metadata entries, more than a {self.size}-byte file can hold")
         if n_tensors > self.size // 33:
             raise GgufCorrupt(f"header claims {n_tensors} tensors, more than a {self.size}-byte file can hold")
+        if n_kv > MAX_KV:
+            raise GgufCorrupt(f"header claims {n_kv} metadata entries; no model has more than {MAX_KV}")
+        if n_tensors > MAX_TENSORS:
+            raise GgufCorrupt(f"header claims {n_tensors} tensors; no model has more than {MAX_TENSORS}")
         header = GgufHeader(self.path, self.size, version, self.bo, DEFAULT_ALIGNMENT, 0)
         for i in range(n_kv):
             key = self.string(f"metadata key #{i}")
@@ -188,11 +202,16 @@ class _Walker:
                     fmt = f"{self.bo}{count}{_SCALAR_FORMATS[elem_type]}"
                     values = list(struct.unpack_from(fmt, self.buf, self.pos))
                 self.pos += count * width
+            elif elem_type in (_STRING, _ARRAY) and self.items + count > MAX_ARRAY_ITEMS:
+                raise GgufCorrupt(f"array {key!r} claims {count} elements, past {MAX_ARRAY_ITEMS} strings or "
+                                  "arrays in all the metadata (no model has that many)")
             elif elem_type == _STRING:
+                self.items += count
                 self.need(count * 8, f"array {key!r} of {count} strings")
                 for j in range(count):
                     self.string(f"{key!r}[{j}]", keep=False)
             elif elem_type == _ARRAY:
+                self.items += count
                 self.need(count * 12, f"array {key!r} of {count} arrays")
                 for _ in range(count):
                     self.value(header, key, _ARRAY, depth + 1)

@@ -24,7 +24,7 @@ def _has_nvidia_gpu() -> bool:
         count = pynvml.nvmlDeviceGetCount()
         pynvml.nvmlShutdown()
         return count > 0
-    except Exception:  # noqa: BLE001 - any failure means no usable GPU here
+    except Exception:  # any failure means no usable GPU here
         return False
 
 

@@ -48,7 +48,7 @@ def run_list(args: argparse.Namespace) -> int:
     lines = [f"{r.id:<7} {r.severity:<8} {r.cls:<20} {r.slug:<34} {r.title}" for r in rb.rules]
     lines.append(f"\n{len(rb.rules)} rules from {len(rb.sources)} files.")
     lines += [f"note: {n}" for n in rb.notes]
-    write_stdout("\n".join(lines) + "\n")
+    write_stdout(inert("\n".join(lines)).replace("\\x0a", "\n") + "\n")  # user rules' titles are outside text
     return 0
 
 
@@ -69,7 +69,7 @@ def run_test(args: argparse.Namespace) -> int:
         lines += [f"warning: {r.id} {r.slug} has no test cases ({r.path})" for r in no_cases]
         lines.append(f"{len(results) - len(failed)}/{len(results)} rule test cases passed"
                      f" across {len(rb.rules)} rules.")
-        write_stdout("\n".join(lines) + "\n")
+        write_stdout(inert("\n".join(lines)).replace("\\x0a", "\n") + "\n")
     return 1 if failed else 0
 
 
@@ -85,7 +85,8 @@ def run_explain(args: argparse.Namespace) -> int:
         out += ["Why:", "  " + " ".join(rule.explain.split()), ""]
     names = sorted(rule.when.fact_names())
     if names:
-        out += ["Reads facts:", *[f"  {n}  — {CATALOG[_norm(n)].doc}" if _norm(n) in CATALOG else f"  {n}" for n in names], ""]
+        described = [f"  {n}  — {CATALOG[_norm(n)].doc}" if _norm(n) in CATALOG else f"  {n}" for n in names]
+        out += ["Reads facts:", *described, ""]
     kinds = _event_kinds(rule)
     if kinds:
         out += ["Reads events:", *[f"  {k}  — {EVENT_KINDS[k]}" for k in kinds], ""]

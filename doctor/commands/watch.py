@@ -192,6 +192,10 @@ def run(args: argparse.Namespace) -> int:
     judge = LiveJudge(rulebase, engine=args.engine)
     stop = threading.Event()
     pause = threading.Event()
+    if args.redact:  # the recording and the ndjson stream too, not only the report
+        from doctor.redact import for_this_machine
+
+        args.redactor = for_this_machine()
 
     def produce(on_event: Callable[[LiveEvent], None], note: Callable[[str], None]) -> Outcome:
         if settings is not None:
@@ -218,7 +222,7 @@ def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event:
     from engine_adapter.runner import run_embedded
 
     result = run_embedded(settings, on_event=on_event, record=args.record, timeout_s=args.duration, judge=judge,
-                          stop=stop, pause=pause)
+                          stop=stop, pause=pause, redactor=getattr(args, "redactor", None))
     end = next((e for e in reversed(result.events) if isinstance(e, EndEvent)), None)
     return Outcome(result.report, end, result.errors)
 
@@ -236,7 +240,8 @@ def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: 
     else:
         name, source = args.metrics, "metrics"
     session = TraceSession(name, source=source, settings={"log": args.log, "command": cmd, "metrics": args.metrics},
-                           on_event=on_event, record=args.record, judge=judge, keep_events=False)
+                           on_event=on_event, record=args.record, judge=judge, keep_events=False,
+                           redactor=getattr(args, "redactor", None), line_events=getattr(args, "line_events", "all"))
     if args.log:
         from engine_adapter.follower import follow_log
 
@@ -252,7 +257,7 @@ def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: 
         assert metrics is not None
         end = follow_metrics(metrics, session, stop=stop.is_set, duration_s=args.duration, on_note=note)
     errors = list(session.report.errors if session.report is not None else [])
-    if session.recording_problem:
+    if session.recording_problem and session.recording_problem not in errors:
         errors.append(session.recording_problem)
     return Outcome(session.report, end, errors)
 
@@ -271,11 +276,15 @@ def _with_stream(produce: Callable[..., Outcome], args: argparse.Namespace) -> i
     from engine_adapter.ticker import Ticker
 
     fmt = args.format or "text"
+    args.line_events = "all" if fmt == "ndjson" else "none"  # the ticker and the final report show no log lines
     style = choose_style(sys.stderr.isatty(), sys.stderr.encoding, args.color)
     ticker = Ticker(style)
     if fmt == "ndjson":
+        redactor = getattr(args, "redactor", None)
+
         def on_event(event: LiveEvent) -> None:
-            write_stdout(json.dumps(event.to_json(), separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
+            doc = event.to_json() if redactor is None else redactor.event(event.to_json())
+            write_stdout(json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
 
         def note(text: str) -> None:
             print(f"llm-doctor: {text}", file=sys.stderr)
@@ -312,6 +321,7 @@ def _with_tui(tui: Any, produce: Callable[..., Outcome], stop: threading.Event, 
     except ImportError:
         return _with_stream(produce, args)
     feed = EventQueue()
+    args.line_events = "tail"  # the log pane shows the newest lines; a flood must not queue up behind it
     result: dict[str, Any] = {}
     notes: list[str] = []
 

@@ -21,7 +21,7 @@ def render_markdown(report: Report) -> str:
     out.append("")
     meta = [f"llm-doctor {__version__}"]
     if report.engine:
-        meta.append(f"engine: {report.engine}")
+        meta.append(f"engine: {inert(report.engine, 40)}")
     if report.facts.inputs:
         meta.append("input: " + ", ".join(inert(i, 80) for i in report.facts.inputs))
     out.append(" · ".join(meta))

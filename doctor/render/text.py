@@ -82,7 +82,7 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
 def _header(report: Report, style: Style) -> str:
     parts = [f"llm-doctor {__version__}", report.command]
     if report.engine:
-        parts.append(report.engine)
+        parts.append(inert(report.engine, 40))
     name = report.facts.value("model.name") or report.facts.value("model.path")
     if name:
         parts.append(inert(str(name), 60))

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LCP = ROOT / "fixtures" / "logs" / "llama-cpp-python"
 
 
-def cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+def cli(*args: str, stdin: bytes | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run([sys.executable, "-m", "doctor", *args], input=stdin, capture_output=True,
                           env=full_env, cwd=ROOT, timeout=120, check=False)

@@ -29,7 +29,7 @@ def test_estimate_equals_the_kv_line_of_every_recorded_run(log: str) -> None:
     text = (LCP / log).read_text()
     m = SIZE_LINE.search(text)
     assert m is not None
-    total_mib, cells, layers, _seqs, streams, tk, k_mib, tv, v_mib = m.groups()
+    total_mib, cells, layers, _seqs, streams, tk, k_mib, tv, _v_mib = m.groups()
     n_ctx = int(re.search(r"llama_context: n_ctx\s*=\s*(\d+)", text).group(1))  # type: ignore[union-attr]
     assert int(cells) == kv_cells(n_ctx)[0] and int(layers) == SMOL.n_layer
     total = kv_bytes(SMOL, n_ctx, tk, tv, int(streams))
@@ -52,7 +52,8 @@ def test_llama3_8b_is_128_kib_per_token_not_the_articles_1_mib() -> None:
 
 
 def test_olmoe_q8_0_doc_example() -> None:
-    # llama.cpp docs: "size =  544.00 MiB (  8192 cells,  16 layers,  1/1 seqs), K (q8_0):  272.00 MiB, V (q8_0):  272.00 MiB"
+    # llama.cpp docs: "size =  544.00 MiB (  8192 cells,  16 layers,  1/1 seqs),
+    #                  K (q8_0):  272.00 MiB, V (q8_0):  272.00 MiB"
     olmoe = KvShape.uniform(16, 16, 128, 128)
     assert kv_bytes(olmoe, 8192, "q8_0", "q8_0") == 544 * 2**20
 

@@ -42,7 +42,8 @@ def test_fix_uses_the_detected_or_chosen_engine(rulebase) -> None:  # type: igno
 
 def test_evidence_points_at_log_lines(rulebase) -> None:  # type: ignore[no-untyped-def]
     report = run(rulebase, {"config.n_ctx": 256},
-                 [{"kind": "prompt_too_long", "line": 2132, "text": "ValueError: Requested tokens (401) exceed context window of 256",
+                 [{"kind": "prompt_too_long", "line": 2132,
+                   "text": "ValueError: Requested tokens (401) exceed context window of 256",
                    "data": {"n_tokens": 401, "n_ctx": 256}}])
     finding = next(f for f in report.findings if f.id == "LD201")
     assert 2132 in finding.lines

@@ -63,7 +63,8 @@ def test_all_any_not_three_valued() -> None:
 
 def test_events_unknown_until_an_event_source_was_read() -> None:
     assert Events("oom").evaluate(Facts()).value is None
-    seen = Facts.from_values({}, events=[{"kind": "oom", "phase": "kv_cache", "line": 9, "data": {"phase_from": "message"}}])
+    oom = {"kind": "oom", "phase": "kv_cache", "line": 9, "data": {"phase_from": "message"}}
+    seen = Facts.from_values({}, events=[oom])
     assert Events("oom", ("kv_cache",)).evaluate(seen).value is True
     assert Events("oom", ("weights",)).evaluate(seen).value is False
     assert Events("oom", (), 1, {"phase_from": "message"}).evaluate(seen).value is True

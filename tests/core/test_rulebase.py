@@ -136,7 +136,8 @@ def test_duplicate_ids_in_user_folders_are_an_error(tmp_path: Path) -> None:
 
 def test_inhibition_cycles_and_unknown_targets_are_errors(tmp_path: Path) -> None:
     a = GOOD.replace("  tests:", "  inhibits: [LD991]\n  tests:")
-    b = GOOD.replace("LD990", "LD991").replace("test-rule", "test-two").replace("  tests:", "  inhibits: [LD990]\n  tests:")
+    b = (GOOD.replace("LD990", "LD991").replace("test-rule", "test-two")
+         .replace("  tests:", "  inhibits: [LD990]\n  tests:"))
     folder = _write(tmp_path, a + b)
     with pytest.raises(RuleError, match="cycle"):
         load_rulebase([str(folder)], env={})

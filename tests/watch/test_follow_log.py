@@ -174,3 +174,58 @@ def _lines_before(events: list[LiveEvent], finding: FindingEvent) -> int:
         if isinstance(e, LogEvent):
             count += 1
     return count
+
+
+def _follow_with(path: Path, rulebase: RuleBase, line_events: str, record: Path | None = None
+                 ) -> tuple[TraceSession, list[LiveEvent]]:
+    seen: list[LiveEvent] = []
+    session = TraceSession(path.name, source="log", judge=LiveJudge(rulebase), on_event=seen.append,
+                           keep_events=False, line_events=line_events, record=str(record) if record else None)
+    follow_log(str(path), session, stop=lambda: False, until_idle_s=0.2, poll_s=0.01)
+    return session, seen
+
+
+@pytest.mark.parametrize("mode", ["all", "tail", "none"])
+def test_every_line_is_parsed_whatever_the_consumer_is_shown(tmp_path: Path, rulebase: RuleBase, mode: str) -> None:
+    """The ticker and the final-report formats get no LogEvents, the TUI the newest of each batch;
+    the parsers, the findings, the line count and the recording are the same in every mode."""
+    from doctor.trace import read_recording
+
+    path = tmp_path / "server.log"
+    path.write_bytes(SERVER_LOG.read_bytes() * 3)
+    total = path.read_bytes().count(b"\n")
+    record = tmp_path / "run.jsonl"
+    session, seen = _follow_with(path, rulebase, mode, record)
+    shown = [e for e in seen if isinstance(e, LogEvent)]
+    if mode == "all":
+        assert [e.line for e in shown] == list(range(1, total + 1))
+    elif mode == "tail":  # one read holds the whole file: its newest 200 lines
+        assert [e.line for e in shown] == list(range(total - 199, total + 1))
+        assert shown[-1].text == SERVER_LOG.read_text().splitlines()[-1]
+    else:
+        assert shown == []
+    report = session.report
+    assert report is not None and report.facts.value("run.log_lines") == total
+    assert {"LD202", "LD802"} <= {f.id for f in report.findings}
+    with record.open("rb") as handle:
+        _, events, damaged = read_recording(handle)
+    assert damaged == 0 and [e.line for e in events if isinstance(e, LogEvent)] == list(range(1, total + 1))
+
+
+def test_a_followed_log_with_cr_only_line_ends(tmp_path: Path, rulebase: RuleBase) -> None:
+    """Progress output saved to a file: lines end in a lone CR. Read as lines, as analyze reads them."""
+    path = tmp_path / "server.log"
+    text = SERVER_LOG.read_bytes()
+    path.write_bytes(text.replace(b"\n", b"\r"))
+    session, _ = _follow_with(path, rulebase, "none")
+    assert session.report is not None
+    assert session.report.facts.value("run.log_lines") == text.count(b"\n")
+    assert {"LD202", "LD802"} <= {f.id for f in session.report.findings}
+
+
+def test_a_pipe_never_guesses_cr_line_ends() -> None:
+    splitter = LineSplitter()
+    assert splitter.feed(b"\rloading 10%\rloading 20%") == []
+    assert splitter.feed(b"\ndone\n") == [b"\rloading 10%\rloading 20%", b"done"]
+    files = LineSplitter(sniff_cr=True)
+    assert files.feed(b"one\rtwo\r") == [b"one", b"two"]
