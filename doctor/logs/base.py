@@ -16,6 +16,7 @@ from collections import Counter
 
 from doctor.facts import Event, Facts, Source
 from doctor.logs.line import LogLine
+from doctor.logs.matcher import text_filter
 
 
 class LogParser:
@@ -28,6 +29,12 @@ class LogParser:
     def __init__(self) -> None:
         self.votes: Counter[str] = Counter()
         self.facts = Facts()  # replaced by the analyzer with the shared snapshot
+        self._gate_test = text_filter(self.gate) if self.gate else None
+
+    def passes_gate(self, text: str) -> bool:
+        """Whether `text` is one of this parser's lines (always, for a parser without a gate). Cheap
+        when the analyzer's grouped scan has already said so (doctor/logs/matcher.py, Verdict)."""
+        return self._gate_test is None or bool(self._gate_test(text))
 
     def bind(self, facts: Facts) -> None:
         self.facts = facts

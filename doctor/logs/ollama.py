@@ -33,7 +33,7 @@ from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
-from doctor.logs.vllm import line_filter, size_text
+from doctor.logs.vllm import size_text
 
 SLOG = gated(r"\blevel=(?:DEBUG|INFO|WARN|ERROR|TRACE)\b.*?\bmsg=")
 SOURCE = gated(r"\bsource=[\w./\-]+\.go:\d+")
@@ -204,11 +204,10 @@ class OllamaParser(LogParser):
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
-        self._mine = line_filter(self.gate)
 
     def feed(self, line: LogLine) -> None:
         t = line.text
-        if not self._mine(t):
+        if not self.passes_gate(t):
             return
         if "[GIN]" in t:
             self._gin(line)

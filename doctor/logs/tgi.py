@@ -31,7 +31,7 @@ from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
-from doctor.logs.vllm import TORCH_TRIGGERS, Frames, board_for, line_filter, torch_oom
+from doctor.logs.vllm import TORCH_TRIGGERS, Frames, board_for, torch_oom
 
 TARGET = gated(r"\btext_generation_(?:launcher|router|server|client|router_v\d)\b")
 ARG = gated(r"\b(max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
@@ -119,11 +119,10 @@ class TgiParser(LogParser):
         super().__init__()
         self.s = _State()
         self.frames = Frames()
-        self._mine = line_filter(self.gate)
 
     def feed(self, line: LogLine) -> None:
         t = line.text
-        if not self._mine(t):
+        if not self.passes_gate(t):
             return
         framed = bool(TARGET.search(t))
         if framed or SIGNATURE.search(t):

@@ -35,14 +35,13 @@ import contextlib
 import re
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.facts import Event, Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.line import LogLine
-from doctor.logs.matcher import gated, text_filter
+from doctor.logs.matcher import gated
 
 KIB, MIB, GIB, TIB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 _UNITS = {"B": 1, "KIB": KIB, "MIB": MIB, "GIB": GIB, "TIB": TIB, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
@@ -60,12 +59,6 @@ def parse_size(number: str, unit: str) -> int | None:
         return None
     scale = _UNITS.get(unit.upper())
     return None if scale is None else int(value * scale)
-
-
-def line_filter(fragments: Iterable[str]) -> Callable[[str], object]:
-    """A fast test that a line holds one of `fragments`: every parser sees every candidate line, so a
-    parser first asks whether the line is one of its own (RE2 when installed, as the trigger scan)."""
-    return text_filter(fragments)  # RE2 when installed, searched as bytes (doctor/logs/matcher.py)
 
 
 def size_text(text: str) -> int | None:
@@ -392,12 +385,11 @@ class VllmParser(LogParser):
         super().__init__()
         self.s = _State()
         self.frames = Frames()
-        self._mine = line_filter(self.gate)
 
     # -- entry -------------------------------------------------------------------------------
     def feed(self, line: LogLine) -> None:
         t = line.text
-        if not self._mine(t):
+        if not self.passes_gate(t):
             return
         framed = bool(HEADER.search(t) or PROCESS.search(t))
         if framed:
