@@ -127,15 +127,14 @@ class TraceBuilder:
             self.pending_bytes = 0
 
     # -- feeding ---------------------------------------------------------------------------
-    def feed_log_lines(self, lines: list[bytes]) -> None:
-        """Complete log lines as read (no newline): the same parsing a LogEvent per line gets, without
-        building one — how a followed file or a wrapped command keeps up with tens of MB/s."""
-        if not lines:
+    def feed_log_block(self, block: bytes, count: int) -> None:
+        """`count` complete log lines as read, each ending in LF: the same parsing a LogEvent per line
+        gets, without building one — how a followed file or a wrapped command keeps up with tens of MB/s."""
+        if not count:
             return
-        self.log_lines += len(lines)
-        data = b"\n".join(lines) + b"\n"
-        self.pending_log.append(data)
-        self.pending_bytes += len(data)
+        self.log_lines += count
+        self.pending_log.append(block)
+        self.pending_bytes += len(block)
         if self.pending_bytes >= LOG_BATCH:
             self._drain_log()
 

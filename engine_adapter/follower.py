@@ -9,7 +9,7 @@ start. Truncation (copytruncate, `> file`) is a size below the read position: re
 its newline arrives (`LineSplitter`, which cuts lines longer than `max_line`).
 
 `follow_log()` drives a watch session from it: complete lines go to the same parsers `analyze`
-runs, in one piece per read (`TraceSession.emit_log_lines`), so findings fire as the lines arrive
+runs, in one piece per read (`TraceSession.emit_log_block`), so findings fire as the lines arrive
 and a log growing at tens of MB/s is read as fast as it grows.
 
 Machine access: the file system.
@@ -25,11 +25,10 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from doctor.live import EndEvent, SettingsEvent
+from engine_adapter.lines import LineSplitter
 from engine_adapter.session import TraceSession
 
 CHUNK = 1 << 20
-SNIFF = 64 << 10  # the first bytes that tell LF from CR-only line ends
-MAX_LINE = 16 << 10
 POLL_S = 0.25
 
 
@@ -38,52 +37,6 @@ class Change:
     kind: str  # data | note
     data: bytes = b""
     text: str = ""
-
-
-class LineSplitter:
-    """Bytes in, complete lines out; a partial last line waits for the rest (bounded)."""
-
-    def __init__(self, max_line: int = MAX_LINE, sniff_cr: bool = False) -> None:
-        self.max_line = max_line
-        self.partial = b""
-        self.skipping = False  # inside a line already cut at max_line
-        # sniff_cr (files): when the first data has a CR and no LF, lines end in a lone CR (progress
-        # output saved to a file, old Mac logs), as `analyze` reads them; pipes never guess
-        self.cr_mode: bool | None = None if sniff_cr else False
-
-    def feed(self, data: bytes) -> list[bytes]:
-        lines: list[bytes] = []
-        if self.cr_mode is None and data:
-            self.cr_mode = b"\n" not in data[:SNIFF] and b"\r" in data[:SNIFF]
-        if self.cr_mode:
-            data = data.replace(b"\r", b"\n")
-        buf = self.partial + data
-        start = 0
-        while True:
-            nl = buf.find(b"\n", start)
-            if nl < 0:
-                break
-            line = buf[start:nl]
-            if self.skipping:
-                self.skipping = False
-            else:
-                lines.append(line[: self.max_line].rstrip(b"\r"))
-            start = nl + 1
-        rest = buf[start:]
-        if len(rest) > self.max_line:
-            if not self.skipping:
-                lines.append(rest[: self.max_line])
-                self.skipping = True
-            rest = b""
-        self.partial = rest
-        return lines
-
-    def finish(self) -> list[bytes]:
-        rest, self.partial = self.partial, b""
-        if rest and not self.skipping:
-            return [rest.rstrip(b"\r")]
-        self.skipping = False
-        return []
 
 
 class LogFollower:
@@ -180,11 +133,6 @@ class LogFollower:
             self.handle = None
 
 
-def _emit(session: TraceSession, lines: list[bytes], line_no: int) -> int:
-    session.emit_log_lines(lines, line_no + 1, "file")
-    return line_no + len(lines)
-
-
 def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], duration_s: float | None = None,
                from_start: bool = True, poll_s: float = POLL_S, until_idle_s: float | None = None,
                on_note: Callable[[str], None] | None = None, metrics: Any = None) -> EndEvent:
@@ -207,10 +155,10 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
                         on_note(change.text)
                     if "truncated" in change.text or "rotated" in change.text:
                         faults.append(f"{change.text} (after line {line_no}; later lines are numbered on)")
-                        line_no = _emit(session, splitter.finish(), line_no)
+                        line_no += session.emit_log_block(splitter.finish_block(), line_no + 1, "file")
                     continue
                 got = True
-                line_no = _emit(session, splitter.feed(change.data), line_no)
+                line_no += session.emit_log_block(splitter.feed_block(change.data), line_no + 1, "file")
             if metrics is not None and metrics.due():
                 scraped, note = metrics.poll()
                 for scraped_event in scraped:
@@ -237,5 +185,5 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
         reason = "interrupted"
     finally:
         follower.close()
-    _emit(session, splitter.finish(), line_no)
+    session.emit_log_block(splitter.finish_block(), line_no + 1, "file")
     return session.finish(EndEvent(reason=reason), faults or None)

@@ -25,6 +25,7 @@ from doctor.report import Report
 from doctor.sanitize import strip_controls
 from doctor.trace import TraceBuilder, header
 from engine_adapter.judge import LiveJudge
+from engine_adapter.lines import block_lines
 
 # with line_events="tail", a consumer that shows log lines (the TUI's log pane) gets at most this many of
 # each batch, the newest: a flood of output cannot queue up behind a screen that shows a few dozen
@@ -118,32 +119,35 @@ class TraceSession:
         if isinstance(event, PhaseEvent | IncidentEvent | SettingsEvent):
             self.evaluate(force=True)
 
-    def emit_log_lines(self, lines: list[bytes], first_line: int, stream: str) -> None:
-        """Complete lines (bytes, no newline) read from a followed file or a wrapped command, numbered
-        from `first_line`. The parsers get them in one piece; LogEvents are built only for whoever
-        needs each line (the recording, kept events, a consumer per `line_events`)."""
-        if not lines:
-            return
-        self.builder.feed_log_lines(lines)
+    def emit_log_block(self, block: bytes, first_line: int, stream: str) -> int:
+        """Complete lines (a block of LF-ended lines, engine_adapter/follower.py LineSplitter) read from
+        a followed file or a wrapped command, numbered from `first_line`; returns how many. The parsers
+        get the block in one piece; LogEvents are built only for whoever needs each line (the
+        recording, kept events, a consumer per `line_events`)."""
+        count = block.count(b"\n")
+        if not count:
+            return 0
+        self.builder.feed_log_block(block, count)
         self.dirty = True
-        show_from = len(lines)  # the first line on_event gets
+        show_from = count  # the first line on_event gets
         if self.on_event is not None and self.line_events == "all":
             show_from = 0
         elif self.on_event is not None and self.line_events == "tail":
-            show_from = max(0, len(lines) - TAIL_LINES_PER_BATCH)
+            show_from = max(0, count - TAIL_LINES_PER_BATCH)
         first = 0 if self.recorder is not None or self.keep_events else show_from
-        if first >= len(lines):
-            return
+        if first >= count:
+            return count
         t_ms = self.now_ms()
-        for i in range(first, len(lines)):
-            event = LogEvent(t_ms=t_ms, line=first_line + i,
-                             text=strip_controls(lines[i].decode("utf-8", "replace")), stream=stream)
+        for i, raw in enumerate(block_lines(block, last=count - first), start=first):
+            event = LogEvent(t_ms=t_ms, line=first_line + i, text=strip_controls(raw.decode("utf-8", "replace")),
+                             stream=stream)
             if self.recorder is not None:
                 self.recorder.write(event)
             if self.keep_events:
                 self.events.append(event)
             if self.on_event is not None and i >= show_from:
                 self.on_event(event)
+        return count
 
     def flush(self) -> None:
         if self.recorder is not None:

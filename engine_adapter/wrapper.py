@@ -26,7 +26,7 @@ from typing import Any
 from doctor.errors import EngineError
 from doctor.live import EndEvent, SettingsEvent
 from doctor.sanitize import strip_controls
-from engine_adapter.follower import LineSplitter
+from engine_adapter.lines import LineSplitter, block_lines
 from engine_adapter.runner import describe_status
 from engine_adapter.sampler import ResourceSampler
 from engine_adapter.session import TraceSession
@@ -82,16 +82,11 @@ class _Wrapped:
         except OSError:
             pass  # our own output went away (a closed pipe); keep watching
 
-    def _lines(self, stream: str, lines: list[bytes]) -> None:
-        self.session.emit_log_lines(lines, self.line + 1, stream)
-        self.line += len(lines)
-        recent: list[str] = []  # the last non-blank lines, for the report if the command dies
-        for raw in reversed(lines):
-            if len(recent) >= TAIL_KEPT:
-                break
-            if raw.strip():
-                recent.append(strip_controls(raw.decode("utf-8", "replace")))
-        self.tail.extend(reversed(recent))
+    def _lines(self, stream: str, block: bytes) -> None:
+        self.line += self.session.emit_log_block(block, self.line + 1, stream)
+        # the last non-blank lines, for the report if the command dies
+        recent = [raw for raw in block_lines(block, last=4 * TAIL_KEPT) if raw.strip()]
+        self.tail.extend(strip_controls(raw.decode("utf-8", "replace")) for raw in recent[-TAIL_KEPT:])
 
     def _request_stop(self, reason: str) -> None:
         if self.reason is None:
@@ -152,10 +147,10 @@ class _Wrapped:
                         if not data:
                             sel.unregister(key.fd)
                             open_fds -= 1
-                            self._lines(stream, self.splitters[stream].finish())
+                            self._lines(stream, self.splitters[stream].finish_block())
                             continue
                         self._copy(stream, data)
-                        self._lines(stream, self.splitters[stream].feed(data))
+                        self._lines(stream, self.splitters[stream].feed_block(data))
                     self.session.flush()
                     self.session.evaluate()
                 except KeyboardInterrupt:

@@ -6,11 +6,14 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from doctor.live import FindingEvent, LiveEvent, LogEvent
 from doctor.rulebase import RuleBase
-from engine_adapter.follower import LineSplitter, LogFollower, follow_log
+from engine_adapter.follower import LogFollower, follow_log
 from engine_adapter.judge import LiveJudge
+from engine_adapter.lines import LineSplitter, block_lines
 from engine_adapter.session import TraceSession
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,6 +115,34 @@ def test_line_splitter_holds_partial_lines_and_cuts_huge_ones() -> None:
     assert s.feed(b"tail") == []
     assert s.finish() == [b"tail"]
 
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b"bc", b"\n", b"\r\n", b"0123456789AB", b""]), max_size=40),
+       st.lists(st.integers(1, 30), min_size=1, max_size=10))
+def test_blocks_hold_the_same_lines_however_the_bytes_arrive(pieces: list[bytes], cuts: list[int]) -> None:
+    """Whatever the read sizes, the blocks split into the lines one pass over all the bytes gives."""
+    data = b"".join(pieces)
+    whole = LineSplitter(max_line=10)
+    expected = whole.feed(data) + whole.finish()
+    s = LineSplitter(max_line=10)
+    got: list[bytes] = []
+    pos, i = 0, 0
+    while pos < len(data):
+        step = cuts[i % len(cuts)]
+        got += block_lines(s.feed_block(data[pos:pos + step]), 10)
+        pos, i = pos + step, i + 1
+    got += block_lines(s.finish_block(), 10)
+    assert got == expected
+
+
+def test_block_lines_can_take_only_the_last_ones() -> None:
+    block = b"one\ntwo\r\nthree\n"
+    assert block_lines(block) == [b"one", b"two", b"three"]
+    assert block_lines(block, last=2) == [b"two", b"three"]
+    assert block_lines(block, last=5) == [b"one", b"two", b"three"]
+    assert block_lines(block, last=0) == []
+    assert block_lines(b"") == []
 
 def _follow(path: Path, rulebase: RuleBase, events: list[LiveEvent] | None = None):  # type: ignore[no-untyped-def]
     session = TraceSession(path.name, source="log", judge=LiveJudge(rulebase, mode="analyze"),
