@@ -166,7 +166,8 @@ class FindingsFeed(OptionList):
 
 
 class OutputPane(VerticalScroll):
-    """The generated text, newest at the bottom, the looping span highlighted."""
+    """The generated text, newest at the bottom, the looping span highlighted; until there is any
+    (a followed log, a wrapped command, the engine still loading), the newest log lines."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="output-text")
@@ -175,13 +176,16 @@ class OutputPane(VerticalScroll):
         self.anchor()  # stay at the newest text as it grows, until the user scrolls up
 
     def show(self, state: WatchState) -> None:
+        self.border_title = "Output" if state.text or not state.logs else "Log (newest lines)"
         self.query_one("#output-text", Static).update(output_content(state))
 
 
 def output_content(state: WatchState, shown: int = OUTPUT_SHOWN) -> Content:
-    """The last `shown` characters of the output, loop copies highlighted."""
+    """The last `shown` characters of the output, loop copies highlighted; the log tail before any."""
     full = state.text
     if not full:
+        if state.logs:
+            return log_tail_content(state)
         return Content.styled("(no output yet)", "$text-muted")
     cut = max(0, len(full) - shown)
     loop = state.loop()
@@ -196,6 +200,18 @@ def output_content(state: WatchState, shown: int = OUTPUT_SHOWN) -> Content:
         parts.append((inert_text(text[start:end]), "reverse $warning"))
         pos = end
     parts.append(inert_text(text[pos:]))
+    return Content.assemble(*parts)
+
+
+def log_tail_content(state: WatchState) -> Content:
+    """The newest log lines the state kept (already inert), each with its line number."""
+    width = len(str(state.logs[-1][0])) if state.logs else 1
+    parts: list[str | tuple[str, str]] = []
+    for number, text in state.logs:
+        if parts:
+            parts.append("\n")
+        parts.append((f"{number:>{width}} ", "$text-muted"))
+        parts.append(text)
     return Content.assemble(*parts)
 
 

@@ -251,3 +251,23 @@ def test_output_pane_shows_the_tail_with_the_loop_marked() -> None:
     assert marked and all("sea" in m or "blue" in m or "deep" in m for m in marked)
     full = output_content(state)
     assert full.plain.startswith("Once upon a time")
+
+
+def test_output_pane_shows_the_log_tail_until_there_is_output() -> None:
+    """watch --log / watch -- CMD: no generated text, so the pane shows the newest log lines, numbered
+    and inert; once tokens arrive it shows them instead."""
+    from doctor.live import LogEvent
+    from doctor.tui.watch_screen import output_content
+    from doctor.tui.watch_state import LOG_KEPT, WatchState
+
+    state = WatchState()
+    assert output_content(state).plain == "(no output yet)"
+    for n in range(1, LOG_KEPT + 11):
+        state.apply(LogEvent(t_ms=n, line=n, text=f"srv  update_slots: line {n}", stream="file"))
+    state.apply(LogEvent(t_ms=1, line=LOG_KEPT + 11, text="title \x1b]0;pwned\x07 done", stream="file"))
+    lines = output_content(state).plain.split("\n")
+    assert LOG_KEPT == 500 and len(lines) == 500
+    assert lines[0] == " 12 srv  update_slots: line 12"  # numbers right-aligned to the widest (511)
+    assert lines[-1].startswith(f"{LOG_KEPT + 11} title") and "\x1b" not in lines[-1]
+    state.apply(StepEvent(t_ms=2, step=1, ms=5.0, token="Hello"))
+    assert output_content(state).plain == "Hello"
