@@ -179,8 +179,10 @@ _RuleLoader.add_constructor("tag:yaml.org,2002:seq", _RuleLoader.construct_seque
 
 
 def load_yaml(text: str, path: str) -> Any:
+    # _RuleLoader is a (C)SafeLoader that also refuses aliases: no tag can build a Python object
+    loader = _RuleLoader(text)
     try:
-        return yaml.load(text, Loader=_RuleLoader)
+        return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -191,6 +193,8 @@ def load_yaml(text: str, path: str) -> Any:
         raise RuleError(path, None, None, "YAML nested too deeply") from None
     except (ValueError, OverflowError) as exc:  # a scalar the constructors reject (a 5000-digit integer, a bad date)
         raise RuleError(path, None, None, f"not valid YAML: {' '.join(str(exc).split())[:200]}") from None
+    finally:
+        loader.dispose()
 
 
 # -- locating rule folders -----------------------------------------------------------------------

@@ -31,7 +31,7 @@ from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
-from doctor.logs.vllm import TORCH_TRIGGERS, Frames, board_for, torch_oom
+from doctor.logs.vllm import TORCH_TRIGGERS, Frames, LargestRequest, board_for, rejection_data, torch_oom
 
 TARGET = gated(r"\btext_generation_(?:launcher|router|server|client|router_v\d)\b")
 ARG = gated(r"\b(max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
@@ -104,10 +104,7 @@ class _State:
     total_seen: set[int] = field(default_factory=set)
     failed: bool = False
     crashed: bool = False
-    prompt_max: int = 0
-    prompt_line: LogLine | None = None
-    request_max: int = 0
-    request_line: LogLine | None = None
+    largest: LargestRequest = field(default_factory=LargestRequest)
 
 
 class TgiParser(LogParser):
@@ -323,19 +320,10 @@ class TgiParser(LogParser):
 
     def _rejected(self, line: LogLine, *, n_tokens: int, n_ctx: int, prompt: int, limit: str,
                   completion: int | None = None) -> None:
-        data: dict[str, Any] = {"n_tokens": n_tokens, "n_ctx": n_ctx, "prompt": prompt, "limit": limit}
-        if completion is not None:
-            data["completion"] = completion
-        if completion and prompt < n_ctx:
-            data.update(cause="completion", room=n_ctx - prompt)
-        else:
-            data["cause"] = "prompt"
-        self.event("prompt_too_long", line, **data)
-        s = self.s
-        if prompt > s.prompt_max:
-            s.prompt_max, s.prompt_line = prompt, line
-        if n_tokens > s.request_max:
-            s.request_max, s.request_line = n_tokens, line
+        self.event("prompt_too_long", line, **rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt,
+                                                             limit=limit, completion=completion))
+        self.s.largest.saw_prompt(prompt, line)
+        self.s.largest.saw_request(n_tokens, line)
         self.set("server.limit_tokens", n_ctx, line, "tokens")
         self.set("server.limit_name", limit, line)
 
@@ -359,17 +347,10 @@ class TgiParser(LogParser):
     # -- summary -----------------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        board = board_for(self.facts)
-        board.votes["tgi"] = sum(self.votes.values())
-        board.emit(facts)
+        board_for(self.facts).summarize("tgi", self.votes, facts)
         if not self.votes:
             return
-        if s.prompt_max and s.prompt_line is not None:
-            current = facts.value("run.prompt_tokens_max")
-            if not isinstance(current, int) or s.prompt_max > current:
-                facts.set("run.prompt_tokens_max", s.prompt_max, self.src(s.prompt_line), "tokens")
-        if s.request_max and s.request_line is not None:
-            facts.set("server.request_tokens_max", s.request_max, self.src(s.request_line), "tokens")
+        s.largest.emit(facts, self.src)
         total = facts.get("config.max_total_tokens")
         if total is not None and total.known and not facts.has("config.n_ctx_seq"):
             # --max-total-tokens is the context one request gets

@@ -208,6 +208,11 @@ class TorchOomBoard:
                 return oom
         return None
 
+    def summarize(self, engine: str, votes: Counter[str], facts: Facts) -> None:
+        """A parser's summary: its votes (which engine the OOMs belong to), then the OOMs."""
+        self.votes[engine] = sum(votes.values())
+        self.emit(facts)
+
     def emit(self, facts: Facts) -> None:
         """Write each OOM into `facts` once per snapshot, whichever parser summarises first."""
         if self._emitted is not None and self._emitted() is facts:
@@ -239,6 +244,47 @@ class TorchOomBoard:
 
 
 _BOARDS: weakref.WeakKeyDictionary[Facts, TorchOomBoard] = weakref.WeakKeyDictionary()
+
+
+# -- requests a serving engine refused (shared with the TGI parser) -------------------------------------
+def rejection_data(*, n_tokens: int, n_ctx: int, prompt: int, limit: str, completion: int | None) -> dict[str, Any]:
+    """The `prompt_too_long` event's data: whether the prompt alone was too long, or the completion
+    asked for on top of a prompt that fit (and how much room that prompt left)."""
+    data: dict[str, Any] = {"n_tokens": n_tokens, "n_ctx": n_ctx, "prompt": prompt, "limit": limit}
+    if completion is not None:
+        data["completion"] = completion
+    if completion and prompt < n_ctx:
+        data.update(cause="completion", room=n_ctx - prompt)
+    else:
+        data["cause"] = "prompt"
+    return data
+
+
+@dataclass(slots=True)
+class LargestRequest:
+    """The longest prompt and the longest whole request (prompt + completion asked) seen, with lines."""
+
+    prompt: int = 0
+    prompt_line: LogLine | None = None
+    request: int = 0
+    request_line: LogLine | None = None
+
+    def saw_prompt(self, n: int, line: LogLine) -> None:
+        if n > self.prompt:
+            self.prompt, self.prompt_line = n, line
+
+    def saw_request(self, n: int, line: LogLine) -> None:
+        if n > self.request:
+            self.request, self.request_line = n, line
+
+    def emit(self, facts: Facts, src: Any) -> None:
+        """run.prompt_tokens_max (unless another parser saw a longer one), server.request_tokens_max."""
+        if self.prompt and self.prompt_line is not None:
+            current = facts.value("run.prompt_tokens_max")
+            if not isinstance(current, int) or self.prompt > current:
+                facts.set("run.prompt_tokens_max", self.prompt, src(self.prompt_line), "tokens")
+        if self.request and self.request_line is not None:
+            facts.set("server.request_tokens_max", self.request, src(self.request_line), "tokens")
 
 
 def board_for(facts: Facts) -> TorchOomBoard:
@@ -368,10 +414,7 @@ class _State:
     waiting_max: int | None = None
     swapped_max: int | None = None
     stats_lines: int = 0
-    prompt_max: int = 0
-    prompt_line: LogLine | None = None
-    request_max: int = 0
-    request_line: LogLine | None = None
+    largest: LargestRequest = field(default_factory=LargestRequest)
     crashed: bool = False
     capacity_seen: set[tuple[str, int]] = field(default_factory=set)
 
@@ -596,7 +639,7 @@ class VllmParser(LogParser):
         m = LOOKAHEAD.search(t)
         if m:
             self._capacity_event(line, "prompt", int(m.group(1)), n_tokens=int(m.group(1)))
-            self._prompt(int(m.group(1)), line)
+            self.s.largest.saw_prompt(int(m.group(1)), line)
             return True
         return False
 
@@ -642,27 +685,14 @@ class VllmParser(LogParser):
 
     def _rejected(self, line: LogLine, *, n_tokens: int, n_ctx: int, prompt: int, completion: int | None = None,
                   limit: str = "max_model_len") -> None:
-        data: dict[str, Any] = {"n_tokens": n_tokens, "n_ctx": n_ctx, "prompt": prompt, "limit": limit}
-        if completion is not None:
-            data["completion"] = completion
-        if completion and prompt < n_ctx:
-            data["cause"] = "completion"
-            data["room"] = n_ctx - prompt
-        else:
-            data["cause"] = "prompt"
-        self.event("prompt_too_long", line, **data)
-        self._prompt(prompt, line)
-        s = self.s
-        if n_tokens > s.request_max:
-            s.request_max, s.request_line = n_tokens, line
+        self.event("prompt_too_long", line, **rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt,
+                                                             limit=limit, completion=completion))
+        self.s.largest.saw_prompt(prompt, line)
+        self.s.largest.saw_request(n_tokens, line)
         self.set("server.limit_tokens", n_ctx, line, "tokens")
         self.set("server.limit_name", limit, line)
         if limit == "max_model_len":
             self.set("config.max_model_len", n_ctx, line, "tokens")
-
-    def _prompt(self, n: int, line: LogLine) -> None:
-        if n > self.s.prompt_max:
-            self.s.prompt_max, self.s.prompt_line = n, line
 
     # -- preemption and the periodic stats ---------------------------------------------------------
     def _capacity_event(self, line: LogLine, reason: str, size: int = 0, **data: Any) -> None:
@@ -737,9 +767,7 @@ class VllmParser(LogParser):
     # -- summary -------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        board = board_for(self.facts)
-        board.votes["vllm"] = sum(self.votes.values())
-        board.emit(facts)
+        board_for(self.facts).summarize("vllm", self.votes, facts)
         if s.preempt_total or s.preempt_sum:
             src = self._src(s.preempt_line)
             facts.set("server.preemptions", max(s.preempt_total, s.preempt_sum), src, "count")
@@ -753,12 +781,7 @@ class VllmParser(LogParser):
             facts.set("server.waiting_max", s.waiting_max, self._src(s.running_line), "requests")
         if s.swapped_max is not None:
             facts.set("server.swapped_max", s.swapped_max, self._src(s.running_line), "requests")
-        if s.prompt_max and s.prompt_line is not None:
-            current = facts.value("run.prompt_tokens_max")
-            if not isinstance(current, int) or s.prompt_max > current:
-                facts.set("run.prompt_tokens_max", s.prompt_max, self.src(s.prompt_line), "tokens")
-        if s.request_max and s.request_line is not None:
-            facts.set("server.request_tokens_max", s.request_max, self.src(s.request_line), "tokens")
+        s.largest.emit(facts, self.src)
         max_len = facts.get("config.max_model_len")
         if max_len is not None and max_len.known and not facts.has("config.n_ctx_seq") and self.votes:
             # max_model_len is the context one sequence gets
