@@ -144,8 +144,18 @@ class EmbeddedRun:
     settings: RunSettings | None = None  # the settings of the run reported (triage may have changed one)
 
     @property
+    def final_events(self) -> list[LiveEvent]:
+        """The events of the run reported: after crash triage restarted it with a working setting,
+        those from the restart on (the events before it are the run that crashed, and the triage)."""
+        for i in range(len(self.events) - 1, -1, -1):
+            event = self.events[i]
+            if isinstance(event, IncidentEvent) and event.event == "triage" and event.data.get("restart") is True:
+                return self.events[i + 1:]
+        return self.events
+
+    @property
     def steps(self) -> list[StepEvent]:
-        return [e for e in self.events if isinstance(e, StepEvent)]
+        return [e for e in self.final_events if isinstance(e, StepEvent)]
 
 
 def child_command() -> list[str]:
