@@ -13,7 +13,10 @@ What maps where:
 - StepEvent → run.decode_ms (one value per decode step), run.kv_used / run.kv_fill, the output text;
 - SampleEvent → run.rss_max, run.vram_max, run.cpu_load_max, run.swap_in_use;
 - LogEvent → the engine's own log lines, through the same LogAnalyzer `analyze` uses;
-- IncidentEvent → events (ctx_full, decode_failed, crash, ...);
+- IncidentEvent → events (ctx_full, decode_failed, crash, ...); a "triage" incident's final result →
+  run.triage_* (engine_adapter/triage.py), and its restart marker starts the run's facts afresh (the
+  run made again with the working setting replaces the one that crashed; host facts and the triage
+  itself are kept);
 - PerfEvent → run.engine_* (llama.cpp's own counters, for the cross-check);
 - EndEvent → run.finish_reason, run.exit_status, run.crashed.
 Trace facts win over facts parsed from the log, as they come from the engine's API.
@@ -64,6 +67,7 @@ SETTING_FACTS: dict[str, tuple[str, str | None]] = {
     "n_batch": ("config.n_batch", "tokens"),
     "n_ubatch": ("config.n_ubatch", "tokens"),
     "use_mmap": ("config.use_mmap", None),
+    "use_extra_bufts": ("config.use_extra_bufts", None),
     "flash_attn": ("config.flash_attn", None),
     "type_k": ("config.type_k", None),
     "type_v": ("config.type_v", None),
@@ -88,6 +92,14 @@ SETTING_FACTS: dict[str, tuple[str, str | None]] = {
     "max_tokens_effective": ("run.max_tokens_effective", "tokens"),
 }
 PHASE_FACTS = {"load": "run.load_ms", "warmup": "run.warmup_ms", "prefill": "run.prefill_ms"}
+TRIAGE_FACTS: dict[str, tuple[str, str | None]] = {
+    "status": ("run.triage_status", None), "change": ("run.triage_change", None),
+    "setting": ("run.triage_setting", None), "summary": ("run.triage_summary", None),
+    "tried": ("run.triage_tried", None), "crash": ("run.triage_crash", None),
+    "crash_phase": ("run.triage_crash_phase", None), "runs": ("run.triage_runs", "runs"),
+    "seconds": ("run.triage_seconds", "s"), "budget_s": ("run.triage_budget_s", "s"),
+}
+KEPT_MAX = 256  # events kept to replay after a triage restart (host facts, triage steps)
 
 
 class TraceBuilder:
@@ -119,6 +131,9 @@ class TraceBuilder:
         # terminal is still joined with the next one, as `analyze` does over its big chunks
         self.pending_log: list[bytes] = []
         self.pending_bytes = 0
+        # what survives a triage restart: facts given before the engine started, and the triage itself
+        self.kept: list[LiveEvent] = []
+        self.engine_started = False
 
     def _drain_log(self) -> None:
         if self.pending_log:
@@ -139,6 +154,15 @@ class TraceBuilder:
             self._drain_log()
 
     def feed(self, event: LiveEvent) -> None:
+        if isinstance(event, IncidentEvent) and event.event == "triage":
+            if event.data.get("restart") is True:
+                self._restart(event)
+                return
+            self._keep(event)
+        elif isinstance(event, FactsEvent) and not self.engine_started:
+            self._keep(event)
+        elif not (isinstance(event, SettingsEvent) and event.stage == "requested"):
+            self.engine_started = True
         self.events_fed += 1
         self.last_t_ms = max(self.last_t_ms, event.t_ms)
         if isinstance(event, StepEvent):
@@ -164,6 +188,21 @@ class TraceBuilder:
         elif isinstance(event, EndEvent):
             self._end(event)
         # FindingEvents are the rules' output, not input: they are not fed back.
+
+    def _keep(self, event: LiveEvent) -> None:
+        if len(self.kept) < KEPT_MAX:
+            self.kept.append(event)
+
+    def _restart(self, marker: IncidentEvent) -> None:
+        """The crashed run is over and triage found a setting that works: the run made with it is the
+        one the facts describe. Host facts and the triage steps are kept; the marker itself stays."""
+        kept, t_ms = self.kept, self.last_t_ms
+        self.__init__(self.name)  # type: ignore[misc]
+        for event in kept:
+            self.feed(event)
+        self.engine_started = False
+        self.last_t_ms = t_ms
+        self.facts.add_event(Event(kind="triage", line=None, text=marker.text, source="trace", data={"restart": True}))
 
     def _src(self, what: str, text: str | None = None) -> Source:
         return Source("trace", f"trace.{what}", text=text)
@@ -256,6 +295,12 @@ class TraceBuilder:
         data = {str(k): v for k, v in event.data.items() if isinstance(v, int | float | str | bool)}
         self.facts.add_event(Event(kind=event.event, line=None, text=event.text, source="trace",
                                    phase=event.phase, data=data))
+        if event.event == "triage" and data.get("final") is True:
+            src = self._src("triage", event.text)
+            for key, (name, unit) in TRIAGE_FACTS.items():
+                value = data.get(key)
+                if value is not None and value != "":
+                    self.facts.set(name, value, src, unit)
 
     def _perf(self, event: PerfEvent) -> None:
         src = self._src("perf", "llama_perf_context: llama.cpp's own counters")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import contextlib
 import ctypes
 import faulthandler
 import json
@@ -42,6 +43,7 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from engine_adapter.messages import FLUSH_INTERVAL_S, LEVELS
@@ -257,9 +259,15 @@ class ChildRun:
         if s.get("n_threads_batch"):
             kwargs["n_threads_batch"] = int(s["n_threads_batch"])
 
+        use_extra_bufts = bool(s.get("use_extra_bufts", True))
         t = time.perf_counter()
-        llm = Llama(s["model_path"], **kwargs)
+        with _model_params(llama_cpp, use_extra_bufts) as applied:
+            llm = Llama(s["model_path"], **kwargs)
         load_ms = (time.perf_counter() - t) * 1000.0
+        if not applied:
+            self.ch.send({"m": "log", "lvl": "warn", "text": "llm-doctor: this llama-cpp-python has no "
+                          "llama_model_params.use_extra_bufts; weight repacking stays on"}, urgent=True)
+            use_extra_bufts = True
         self.llm = llm
         capture.finish()
         ctx = llm.ctx
@@ -290,6 +298,7 @@ class ChildRun:
             "gpu_offload_supported": bool(llama_cpp.llama_supports_gpu_offload()),
             "mmap_supported": bool(llama_cpp.llama_supports_mmap()),
             "chat_template": bool(s.get("chat")),
+            "use_extra_bufts": use_extra_bufts,
         }
         self.ch.send({"m": "settings", "settings": engine}, urgent=True)
         if system_info:
@@ -469,6 +478,36 @@ class ChildRun:
                       "prompt_tokens": int(d.n_p_eval), "decode_ms": round(d.t_eval_ms, 3),
                       "decode_tokens": int(d.n_eval), "reused": int(d.n_reused),
                       "tracer_ms": round(tracer_ms, 3)}, urgent=True)
+
+
+@contextlib.contextmanager
+def _model_params(llama_cpp: Any, use_extra_bufts: bool) -> Iterator[bool]:
+    """Load with llama.cpp's extra buffer types (weight repacking: the AMX and CPU_REPACK kernels) on
+    or off. llama-cpp-python 0.3.36 has no Llama() argument for it (unknown keywords are ignored):
+    Llama.__init__ starts from `llama_cpp.llama_model_default_params()`, looked up on the
+    llama_cpp.llama_cpp module at call time, so that function is wrapped while the model loads.
+    Yields whether the setting was applied (False when this build has no such field)."""
+    if use_extra_bufts:
+        yield True
+        return
+    fields_ = {name for name, *_ in getattr(llama_cpp.llama_model_params, "_fields_", [])}
+    # the ctypes module Llama.__init__ calls (llama_cpp/llama.py: `import llama_cpp.llama_cpp as llama_cpp`)
+    lib = getattr(sys.modules.get("llama_cpp.llama"), "llama_cpp", None) or getattr(llama_cpp, "llama_cpp", None)
+    original = getattr(lib, "llama_model_default_params", None)
+    if "use_extra_bufts" not in fields_ or original is None:
+        yield False
+        return
+
+    def without_extra_bufts() -> Any:
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    lib.llama_model_default_params = without_extra_bufts
+    try:
+        yield True
+    finally:
+        lib.llama_model_default_params = original
 
 
 # sonames of ggml's base library; wheels ship copies (not symlinks) of libggml-base.so*, so the

@@ -18,6 +18,7 @@ Machine access (a process, pipes, psutil, NVML).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -36,13 +37,24 @@ from typing import Any
 from doctor.errors import EngineError, UsageError
 from doctor.estimate import KV_TYPES
 from doctor.facts import Facts
-from doctor.live import EndEvent, FactsEvent, LiveEvent, LogEvent, SettingsEvent, StepEvent
+from doctor.live import (
+    EndEvent,
+    FactsEvent,
+    IncidentEvent,
+    LiveEvent,
+    LogEvent,
+    PhaseEvent,
+    SettingsEvent,
+    StepEvent,
+)
 from doctor.report import Report
 from doctor.sanitize import strip_controls
 from engine_adapter.judge import LiveJudge
 from engine_adapter.messages import step_event, to_event
 from engine_adapter.sampler import ResourceSampler
 from engine_adapter.session import TraceSession
+from engine_adapter.triage import TRIAGE_BUDGET_S, Attempt, TriagePlan, TriageResult
+from engine_adapter.triage import eligible as triage_eligible
 
 DEFAULT_PROMPT = "Here is a short story about a robot who learns to paint:"
 SAMPLE_INTERVAL_S = 0.5
@@ -79,6 +91,7 @@ class RunSettings:
     seed: int | None = None
     n_threads_batch: int | None = None
     context_full: str = "truncate"  # truncate (like create_completion) | fail (decode until the engine refuses)
+    use_extra_bufts: bool = True  # llama.cpp's extra buffer types (weight repacking: AMX, CPU_REPACK); -nr turns off
 
     def validate(self) -> None:
         """Refuse settings the engine would reject or misread, with a one-line reason."""
@@ -127,13 +140,32 @@ class EmbeddedRun:
     errors: list[str] = field(default_factory=list)  # one-line descriptions for the report
     report: Report | None = None
     record_path: str | None = None
+    triage: TriageResult | None = None  # the crash triage, when the engine died and triage ran
+    settings: RunSettings | None = None  # the settings of the run reported (triage may have changed one)
+
+    @property
+    def final_events(self) -> list[LiveEvent]:
+        """The events of the run reported: after crash triage restarted it with a working setting,
+        those from the restart on (the events before it are the run that crashed, and the triage)."""
+        for i in range(len(self.events) - 1, -1, -1):
+            event = self.events[i]
+            if isinstance(event, IncidentEvent) and event.event == "triage" and event.data.get("restart") is True:
+                return self.events[i + 1:]
+        return self.events
 
     @property
     def steps(self) -> list[StepEvent]:
-        return [e for e in self.events if isinstance(e, StepEvent)]
+        return [e for e in self.final_events if isinstance(e, StepEvent)]
 
 
 def child_command() -> list[str]:
+    """The engine child's command line; LLM_DOCTOR_ENGINE_CHILD (shell words) replaces it — how the
+    command-line tests put a stand-in child (one that crashes under a given setting) under scan and watch."""
+    override = os.environ.get("LLM_DOCTOR_ENGINE_CHILD", "").strip()
+    if override:
+        import shlex
+
+        return shlex.split(override)
     return [sys.executable, "-m", "engine_adapter.child"]
 
 
@@ -141,7 +173,8 @@ def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None]
                  record: str | None = None, timeout_s: float | None = None, judge: LiveJudge | None = None,
                  stop: threading.Event | None = None, pause: threading.Event | None = None, host: bool = True,
                  sample_interval_s: float = SAMPLE_INTERVAL_S, command: list[str] | None = None,
-                 redactor: Any = None) -> EmbeddedRun:
+                 redactor: Any = None, triage: bool = True, triage_budget_s: float = TRIAGE_BUDGET_S,
+                 on_progress: Callable[[str], None] | None = None) -> EmbeddedRun:
     """Run one traced generation in a child process and return what it showed.
 
     judge: re-run the rules while running (FindingEvents) and build the final report;
@@ -149,6 +182,11 @@ def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None]
     between two decode steps (the wait is in no step's time); host: read host facts (cores,
     RAM, swap, model file) for the rules; command: the child's command line (tests substitute one);
     redactor: a doctor.redact.Redactor for the recording (`--redact`).
+    triage: when the engine dies (engine_adapter/triage.py says which deaths), re-run a short job in
+    fresh children, one setting changed at a time, within `triage_budget_s` seconds; its progress is
+    an IncidentEvent "triage" per step (and a line to `on_progress`). When a change makes the job
+    complete, the whole run is made again with it, in the same session, and reported; otherwise the
+    crash is reported with what was tried. Nothing of this happens when nothing crashes.
     """
     settings.validate()
     if not os.path.isfile(settings.model_path):
@@ -164,7 +202,61 @@ def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None]
 
         session.emit(FactsEvent(facts=facts_payload(host_facts(settings.model_path))))
     session.flush()
-    return _Parent(settings, session, timeout_s, stop, pause, sample_interval_s, command or child_command()).run()
+    command = command or child_command()
+    parent = _Parent(settings, session, timeout_s, stop, pause, sample_interval_s, command)
+    ended = parent.run()
+    result = None
+    if triage and not (stop is not None and stop.is_set()) and triage_eligible(
+            ended.reason, ended.status, exception_type=parent.exception_type, model_changed=bool(ended.model_changed)):
+        result = _triage(parent, ended, session, command, triage_budget_s, stop, on_progress)
+        if result.settings is not None:
+            working = result.settings
+            session.emit(IncidentEvent(event="triage", text=f"triage: carrying on with {result.change.label}"
+                                       if result.change else "triage: carrying on", data={"restart": True}))
+            session.emit(SettingsEvent(settings=working.requested(), stage="requested"))
+            session.flush()
+            parent = _Parent(working, session, timeout_s, stop, pause, sample_interval_s, command)
+            ended = parent.run()
+    run = parent.close(ended)
+    run.triage = result
+    return run
+
+
+def _triage(first: _Parent, ended: _Ended, session: TraceSession, command: list[str], budget_s: float,
+            stop: threading.Event | None, on_progress: Callable[[str], None] | None) -> TriageResult:
+    """Re-run a short job in fresh children until one completes (engine_adapter/triage.py decides)."""
+
+    def say(text: str, data: dict[str, Any] | None = None) -> None:
+        session.emit(IncidentEvent(event="triage", text=f"triage: {text}", data=data or {}))
+        session.flush()
+        if on_progress is not None:
+            on_progress(f"triage: {text}")
+
+    settings = first.settings
+    if settings.seed is None and isinstance(first.seed, int):
+        settings = dataclasses.replace(settings, seed=first.seed)  # the same seed as the run that crashed
+    crashed = first.attempt(ended, None, "the original settings", short=False)
+    plan = TriagePlan(settings, crashed, budget_s)
+    tokens = plan.short_job(settings).max_tokens
+    say(f"the engine {crashed.outcome_text()}; re-running a short job ({tokens} tokens, same prompt and seed)"
+        f" in fresh processes, one setting changed at a time (at most {budget_s:.0f} s)")
+    start = time.monotonic()
+    while (step := plan.next(time.monotonic() - start)) is not None:
+        change, label, short, limit = step
+        scratch = TraceSession("triage", source="embedded", keep_events=False, t0=session.t0)
+        began = time.monotonic()
+        parent = _Parent(short, scratch, limit, stop, None, SAMPLE_INTERVAL_S, command)
+        attempt = parent.attempt(parent.run(), change.key if change else None, label)
+        attempt.seconds = round(time.monotonic() - began, 2)
+        plan.record(attempt, time.monotonic() - start)
+        say(f"run {plan.runs}: {label}: {attempt.outcome_text()}",
+            {"run": plan.runs, "change": change.key if change else "", "outcome": attempt.outcome})
+        if stop is not None and stop.is_set():
+            plan.abandon("stopped")
+            break
+    result = plan.result()
+    say(result.summary(), result.data())
+    return result
 
 
 class _Parent:
@@ -195,6 +287,12 @@ class _Parent:
         self.last_vram: int | None = None
         self.paused = False
         self.ready = False  # the child said hello: its signal handlers are in place
+        self.exception_type: str | None = None
+        self.seed: int | None = None  # the seed the engine used (reported after loading)
+        self.phase = "load"  # how far the run got: load | warm-up | prefill | decode
+        self.prefill_ms: float | None = None
+        self.steps_done = 0
+        self.decode_ms = 0.0
 
     # -- process --------------------------------------------------------------------------
     def _spawn(self) -> tuple[subprocess.Popen[bytes], int]:
@@ -221,7 +319,7 @@ class _Parent:
             pass  # the child died at once; its exit status says why
         return proc, msg_r
 
-    def run(self) -> EmbeddedRun:
+    def run(self) -> _Ended:
         proc, msg_r = self._spawn()
         sampler = ResourceSampler(proc.pid, tree=False)  # the engine child starts no processes
         reason = "finished"
@@ -235,7 +333,7 @@ class _Parent:
             os.close(msg_r)
             if proc.stdout is not None:
                 proc.stdout.close()
-        return self._finish(proc, reason)
+        return self._ended(proc, reason)
 
     def _loop(self, proc: subprocess.Popen[bytes], msg_r: int, sampler: ResourceSampler) -> str:
         sel = selectors.DefaultSelector()
@@ -346,6 +444,7 @@ class _Parent:
             self.ready = True
             return
         if kind == "error":
+            self.exception_type = str(msg.get("type") or "Error")
             text = f"{msg.get('type', 'Error')}: {msg.get('message', '')}"
             self.exception = strip_controls(text)[:2000]
             self._log(LogEvent(t_ms=float(msg.get("t") or 0), text=self.exception, stream="log", level="error"))
@@ -363,6 +462,8 @@ class _Parent:
             for row in rows if isinstance(rows, list) else []:
                 step = step_event(row, self.n_ctx)
                 if step is not None:
+                    self.steps_done += 1
+                    self.decode_ms += step.ms
                     step.rss_bytes = self.last_rss
                     step.vram_bytes = self.last_vram
                     self.session.emit(step)
@@ -376,13 +477,20 @@ class _Parent:
         if isinstance(event, SettingsEvent):
             n_ctx = event.settings.get("n_ctx")
             self.n_ctx = n_ctx if isinstance(n_ctx, int) else self.n_ctx
+            seed = event.settings.get("seed")
+            self.seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else self.seed
+        elif isinstance(event, PhaseEvent):
+            self.phase = {"load": "warm-up", "warmup": "prefill", "prefill": "decode"}.get(event.phase, self.phase)
+            if event.phase == "prefill":
+                self.prefill_ms = event.ms
         elif isinstance(event, StepEvent):
             event.rss_bytes = self.last_rss
             event.vram_bytes = self.last_vram
         self.session.emit(event)
 
     # -- the end --------------------------------------------------------------------------
-    def _finish(self, proc: subprocess.Popen[bytes], reason: str) -> EmbeddedRun:
+    def _ended(self, proc: subprocess.Popen[bytes], reason: str) -> _Ended:
+        """How the child ended (the session stays open: triage may go on in it)."""
         try:
             status = proc.wait(STOP_GRACE_S)
         except subprocess.TimeoutExpired:
@@ -411,17 +519,58 @@ class _Parent:
         changed = _model_change(self.settings.model_path, self.model_stat)
         if changed:
             errors.append(changed)
+        return _Ended(reason, status, errors, error_lines, changed)
+
+    def attempt(self, ended: _Ended, change: str | None, label: str, short: bool = True) -> Attempt:
+        """This run as triage sees it: how it ended, how far it got, its figures."""
+        if ended.reason == "finished":
+            outcome, detail = "completed", ""
+        elif ended.reason == "crashed":
+            outcome = "crashed"
+            detail = f"{_signal_name(ended.status)} in the {self.phase}"
+        elif ended.reason == "timeout":
+            outcome, detail = "timeout", f"did not finish in time (stopped in the {self.phase})"
+        else:
+            outcome = "failed"
+            what = self.exception or describe_status(ended.status)
+            detail = f"failed in the {self.phase}: {what[:200]}"
+        per_token = round(self.decode_ms / self.steps_done, 2) if self.steps_done else None
+        return Attempt(change=change, label=label, outcome=outcome, detail=detail, phase=self.phase,
+                       steps=self.steps_done, prefill_ms=self.prefill_ms, decode_ms_per_token=per_token, short=short)
+
+    def close(self, ended: _Ended) -> EmbeddedRun:
+        """End the session with this run's end and final report."""
+        reason = ended.reason
         finish = self.finish_reason or ("error" if reason in ("crashed", "error", "exited") else reason)
-        end = EndEvent(reason=reason, exit_status=status, finish_reason=finish,
-                       error_lines=error_lines if reason != "finished" else [])
-        self.session.finish(end, errors)
+        end = EndEvent(reason=reason, exit_status=ended.status, finish_reason=finish,
+                       error_lines=ended.error_lines if reason != "finished" else [])
+        self.session.finish(end, ended.errors)
         facts = self.session.snapshot()
         return EmbeddedRun(
-            facts=facts, events=self.session.events, log_lines=list(self.log_lines), exit_status=status,
-            crashed=reason == "crashed", reason=reason, finish_reason=finish, error_lines=error_lines,
-            errors=errors, report=self.session.report,
+            facts=facts, events=self.session.events, log_lines=list(self.log_lines), exit_status=ended.status,
+            crashed=reason == "crashed", reason=reason, finish_reason=finish, error_lines=ended.error_lines,
+            errors=ended.errors, report=self.session.report,
             record_path=self.session.recorder.path if self.session.recorder is not None else None,
+            settings=self.settings,
         )
+
+
+@dataclass
+class _Ended:
+    reason: str  # finished | crashed | interrupted | timeout | error | exited
+    status: int
+    errors: list[str]
+    error_lines: list[str]
+    model_changed: str | None = None
+
+
+def _signal_name(status: int | None) -> str:
+    if status is None or status >= 0:
+        return f"exit status {status}"
+    try:
+        return signal.Signals(-status).name
+    except ValueError:
+        return f"signal {-status}"
 
 
 def _file_stat(path: str) -> tuple[int, int, int] | None:

@@ -43,6 +43,8 @@ EVENT_KINDS: dict[str, str] = {
     "ctx_over_train": "the context is larger than the model was trained for",
     "slow_step": "a decode step far above the median step time",
     "warning": "an engine warning worth showing that no rule consumes directly",
+    "triage": "a step of the crash triage: a short re-run after the embedded engine died (data: run, change, "
+              "outcome; the last one: final, status)",
 }
 
 

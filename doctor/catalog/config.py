@@ -14,6 +14,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("config.n_ubatch", "int", "tokens", "physical batch size"),
     ("config.use_mmap", "bool", None, "model weights memory-mapped"),
     ("config.use_mlock", "bool", None, "model weights locked in RAM"),
+    ("config.use_extra_bufts", "bool", None, "llama.cpp's extra buffer types on (weight repacking: AMX, CPU_REPACK; "
+     "off = -nr / --no-repack)"),
     ("config.load_mode", "str", None, "llama.cpp load mode (mmap, none, mlock, dio)"),
     ("config.flash_attn", "str", None, "flash attention: enabled, disabled, auto"),
     ("config.type_k", "str", None, "KV cache key type (f16, f32, q8_0, ...)"),

@@ -60,6 +60,18 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("run.finish_reason", "str", None, "why generation stopped (stop, length, error)"),
     ("run.exit_status", "int", None, "engine process exit status (negative = signal)"),
     ("run.crashed", "bool", None, "the engine process died abnormally"),
+    ("run.triage_status", "str", None, "crash triage (short re-runs after the engine died): fixed (one change made "
+     "the run complete), combined (only all changes together did), not_reproduced, no_fix, budget, stopped"),
+    ("run.triage_change", "str", None, "the change that made the run complete: repack_off, flash_attn_off, "
+     "mmap_off, one_thread, small_batch, no_gpu, kv_f16, all_together"),
+    ("run.triage_setting", "str", None, "that change in words (the run reported was made with it)"),
+    ("run.triage_summary", "str", None, "the triage's evidence: how often each setting crashed or completed"),
+    ("run.triage_tried", "str", None, "the changes triage tried, in order"),
+    ("run.triage_crash", "str", None, "how the engine died in the first run (signal, phase)"),
+    ("run.triage_crash_phase", "str", None, "where the first run died: load, warm-up, prefill, decode"),
+    ("run.triage_runs", "int", "runs", "short re-runs triage made"),
+    ("run.triage_seconds", "float", "s", "time the triage took"),
+    ("run.triage_budget_s", "float", "s", "the triage's time budget"),
     ("run.requests", "int", "requests", "requests seen in a server log"),
     ("run.log_lines", "int", "lines", "lines read from the input"),
     ("run.load_mb_s", "float", "MB/s", "model size / load time"),

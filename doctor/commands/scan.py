@@ -25,6 +25,7 @@ from doctor.commands.output import add_output_options, show_report
 from doctor.errors import EngineError, UsageError
 from doctor.estimate import KV_TYPES
 from doctor.facts import Facts, Source
+from engine_adapter.triage import TRIAGE_BUDGET_S
 
 HELP = "check this machine, a model and planned settings before deployment"
 DEFAULT_CTX_CAP = 4096
@@ -55,11 +56,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--batch-size", type=int, metavar="N", help="logical batch (default 512)")
     p.add_argument("--ubatch-size", type=int, metavar="N", help="physical batch (default 512)")
     p.add_argument("--no-mmap", action="store_true", help="plan to load without mmap")
+    p.add_argument("-nr", "--no-repack", action="store_true",
+                   help="plan without weight repacking (llama.cpp's extra buffer types, such as the AMX kernels)")
     p.add_argument("--prompt-tokens", type=int, metavar="N", default=None, help="expected prompt length (default 512)")
     p.add_argument("--max-new-tokens", type=int, metavar="N", default=None,
                    help="expected tokens to generate (default 512)")
     p.add_argument("--bench", action="store_true", help="also measure: model file read speed, RAM/GPU/PCIe bandwidth")
     p.add_argument("--no-trace", action="store_true", help="skip the short real run through llama-cpp-python")
+    p.add_argument("--no-triage", action="store_true",
+                   help="when the trace's engine crashes, do not re-run it to find the setting that avoids the crash "
+                        "(triage: short re-runs in fresh processes, one setting changed at a time, "
+                        f"{TRIAGE_BUDGET_S:.0f} s at most; nothing runs when nothing crashes)")
     p.add_argument("--only", action="append", default=[], type=_csv, metavar="X[,Y]",
                    help="only these probes (gguf, storage, cpu, memory, gpu, engine, readbench, gpubench, trace)"
                         " and/or checks (rule id, slug or class)")
@@ -159,6 +166,8 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     plan.put("config.n_batch", batch, "--batch-size" if args.batch_size else "default: 512")
     plan.put("config.n_ubatch", ubatch, "--ubatch-size" if args.ubatch_size else "default: 512")
     plan.put("config.use_mmap", not args.no_mmap, "--no-mmap" if args.no_mmap else "default: mmap on")
+    if args.no_repack:
+        plan.put("config.use_extra_bufts", False, "--no-repack")
     prompt = args.prompt_tokens if args.prompt_tokens is not None else 512
     new = args.max_new_tokens if args.max_new_tokens is not None else 512
     if prompt < 0 or new < 0:
@@ -205,8 +214,10 @@ def _trace_prompt(tokens: int) -> str:
     return " ".join(sentence[i % len(sentence)] for i in range(words))
 
 
-def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S) -> tuple[Facts, list[str]]:
-    """The short real run: the planned settings, a short prompt, a few dozen decode steps."""
+def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S,
+              triage: bool = True) -> tuple[Facts, list[str]]:
+    """The short real run: the planned settings, a short prompt, a few dozen decode steps. When the
+    engine crashes, triage finds the setting that avoids it and the trace is made with that."""
     from engine_adapter.runner import RunSettings, run_embedded
 
     v = plan.values
@@ -216,8 +227,10 @@ def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S) -
         type_k=str(v["config.type_k"]), type_v=str(v["config.type_v"]),
         flash_attn=v["config.flash_attn"] != "disabled", use_mmap=bool(v["config.use_mmap"]),
         prompt=_trace_prompt(int(v["config.prompt_tokens"])), max_tokens=TRACE_MAX_TOKENS, seed=1,
+        use_extra_bufts=v.get("config.use_extra_bufts", True) is not False,
     )
-    run = run_embedded(settings, host=False, timeout_s=timeout_s)
+    run = run_embedded(settings, host=False, timeout_s=timeout_s, triage=triage, triage_budget_s=TRIAGE_BUDGET_S,
+                       on_progress=_progress)
     trace = Facts()
     for fact in run.facts:
         if fact.name not in PLANNED_ONLY and not fact.name.startswith(TRACE_OWN_PREFIXES):
@@ -301,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
     if want_trace and blocked is None:
         def trace_job() -> None:
             try:
-                trace_result["facts"], trace_result["errors"] = run_trace(model_path, plan)
+                trace_result["facts"], trace_result["errors"] = run_trace(model_path, plan, triage=not args.no_triage)
             except EngineError as exc:
                 trace_result["errors"] = [f"trace: {exc.one_line()}"]
             except Exception as exc:  # the trace is one source among several: report, never crash
@@ -312,7 +325,8 @@ def run(args: argparse.Namespace) -> int:
         thread.start()
     facts.merge(registry.collect(ctx, gguf))
     if thread is not None:
-        thread.join(TRACE_TIMEOUT_S + 30)
+        # a trace that crashed may be followed by triage and by the trace made again
+        thread.join(TRACE_TIMEOUT_S + (0 if args.no_triage else TRIAGE_BUDGET_S + TRACE_TIMEOUT_S) + 30)
     if heavy:
         _progress("benchmarks (--bench): " + ", ".join(p.name for p in heavy))
         facts.merge(registry.collect(ctx, heavy, parallel=False))

@@ -44,7 +44,11 @@ ENGINE_OPTIONS = {
     "threads": "n_threads", "threads_batch": "n_threads_batch", "n_gpu_layers": "n_gpu_layers",
     "batch_size": "n_batch", "ubatch_size": "n_ubatch", "no_mmap": "use_mmap", "type_k": "type_k",
     "type_v": "type_v", "flash_attn": "flash_attn", "seed": "seed", "context_full": "context_full",
+    "no_repack": "use_extra_bufts",
 }
+TRIAGE_HELP = ("when the embedded engine crashes, do not re-run it to find the setting that avoids the crash "
+               "(triage: short re-runs in fresh processes, one setting changed at a time, {budget:.0f} s at most; "
+               "nothing runs when nothing crashes)")
 
 
 def duration(text: str) -> float:
@@ -103,6 +107,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     eng.add_argument("-b", "--batch-size", type=int, metavar="N", help="logical batch (default 512)")
     eng.add_argument("-ub", "--ubatch-size", type=int, metavar="N", help="physical batch (default 512)")
     eng.add_argument("--no-mmap", action="store_true", default=None, help="read the model instead of mapping it")
+    eng.add_argument("-nr", "--no-repack", action="store_true", default=None,
+                     help="no weight repacking (llama.cpp's extra buffer types, such as the AMX kernels)")
     eng.add_argument("-ctk", "--type-k", metavar="TYPE", help="KV cache key type (default f16)")
     eng.add_argument("-ctv", "--type-v", metavar="TYPE",
                      help="KV cache value type (default f16; quantised needs --flash-attn)")
@@ -111,6 +117,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     eng.add_argument("--context-full", choices=("truncate", "fail"), default=None,
                      help="when prompt + max tokens exceed the context: cut max tokens as create_completion does "
                           "(truncate, default) or decode until the engine refuses (fail)")
+    from engine_adapter.triage import TRIAGE_BUDGET_S
+
+    eng.add_argument("--no-triage", action="store_true", help=TRIAGE_HELP.format(budget=TRIAGE_BUDGET_S))
     add_output_options(p, formats=FORMATS)
     p.set_defaults(run=run)
 
@@ -159,6 +168,8 @@ def _settings(args: argparse.Namespace) -> Any:
             continue
         if option == "no_mmap":
             settings.use_mmap = not value
+        elif option == "no_repack":
+            settings.use_extra_bufts = not value
         else:
             setattr(settings, target, value)
     settings.validate()
@@ -199,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
 
     def produce(on_event: Callable[[LiveEvent], None], note: Callable[[str], None]) -> Outcome:
         if settings is not None:
-            return _run_embedded(settings, args, judge, on_event, stop, pause)
+            return _run_embedded(settings, args, judge, on_event, stop, pause, note)
         return _run_source(args, cmd, judge, on_event, stop, note)
 
     if wants_tui(args):
@@ -218,11 +229,14 @@ def _check_writable(path: str) -> None:
 
 
 def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event: Callable[[LiveEvent], None],
-                  stop: threading.Event, pause: threading.Event) -> Outcome:
+                  stop: threading.Event, pause: threading.Event, note: Callable[[str], None]) -> Outcome:
     from engine_adapter.runner import run_embedded
 
+    # triage's steps are IncidentEvents: the text ticker and the TUI show them; other formats get a note
+    progress = None if getattr(args, "format", None) in (None, "text") else note
     result = run_embedded(settings, on_event=on_event, record=args.record, timeout_s=args.duration, judge=judge,
-                          stop=stop, pause=pause, redactor=getattr(args, "redactor", None))
+                          stop=stop, pause=pause, redactor=getattr(args, "redactor", None),
+                          triage=not args.no_triage, on_progress=progress)
     end = next((e for e in reversed(result.events) if isinstance(e, EndEvent)), None)
     return Outcome(result.report, end, result.errors)
 

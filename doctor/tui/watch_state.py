@@ -102,6 +102,8 @@ class WatchState:
         elif isinstance(event, FindingEvent):
             self._finding(event)
         elif isinstance(event, IncidentEvent):
+            if event.event == "triage" and event.data.get("restart") is True:
+                self._restart()
             if len(self.incidents) < MAX_INCIDENTS:
                 self.incidents.append((event.t_ms, event.event, inert(event.text, 300)))
         elif isinstance(event, FactsEvent):
@@ -111,6 +113,17 @@ class WatchState:
         elif isinstance(event, EndEvent):
             self.end = event
         return event.kind
+
+    def _restart(self) -> None:
+        """Crash triage found a setting that works and the run starts again with it: the figures
+        start afresh (settings, findings, incidents and probe facts stay)."""
+        self.phases.clear()
+        self.prefill_tokens = None
+        self.steps.clear()
+        self.step_count = 0
+        self.text_parts, self.text_len = [], 0
+        self.kv_used = None
+        self._spikes, self._median, self._loop, self._loop_at = set(), None, None, -1
 
     def _phase(self, event: PhaseEvent) -> None:
         self.phases[event.phase] = float(event.ms)

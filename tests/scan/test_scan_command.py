@@ -4,6 +4,7 @@ selection, and one-line errors with exit code 2."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from doctor.cli import main
+from tests.conftest import worked_around
 from tests.scan.conftest import ROOT, build_gguf, load_spec
 
 
@@ -43,7 +45,7 @@ def test_the_trace_runs_the_planned_settings_and_agrees_with_the_estimate(capsys
     code, report, _ = scan(["--ctx-size", "1000", "--type-k", "q8_0", "--type-v", "q8_0", "--flash-attn", "on",
                             "--prompt-tokens", "64", "--max-new-tokens", "900"], capsys)
     facts = facts_of(report)
-    assert code == 0, report.get("errors")
+    assert code == (1 if worked_around(report) else 0), report.get("errors")  # 1: an AMX Xeon's crash, triaged
     assert 20 <= len(facts["run.decode_ms"]) <= 40 and facts["run.prefill_ms"] > 0 and facts["run.load_ms"] > 0
     # the engine's own KV allocation, parsed from its log, equals the estimate to the byte
     assert facts["run.kv_bytes"] == facts["derived.kv_bytes"] or \
@@ -110,3 +112,19 @@ def test_the_console_script_and_text_view() -> None:
     assert lines[0].startswith("llm-doctor") and " · scan · " in lines[0]
     assert lines[1].startswith("  machine: ") and lines[3].startswith("  plan:    n_ctx 4096")
     assert "\x1b" not in proc.stdout
+
+
+@pytest.mark.engine
+def test_a_trace_whose_engine_crashes_is_triaged_and_finished(smollm2: Path) -> None:
+    """The engine child segfaults while weight repacking is on (as on an AMX Xeon): the scan still
+    ends with prefill and decode figures, and names the setting it changed."""
+    env = {**os.environ, "LLM_DOCTOR_ENGINE_CHILD": f"{sys.executable} -m tests.watch.crashing_child"}
+    proc = subprocess.run([sys.executable, "-m", "doctor", "scan", "--format", "json", "--prompt-tokens", "16"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=400)
+    assert proc.returncode == 1, proc.stderr  # LD951: an error for this plan
+    report = json.loads(proc.stdout)
+    facts = facts_of(report)
+    assert 20 <= len(facts["run.decode_ms"]) <= 40 and facts["run.prefill_ms"] > 0
+    assert facts["run.triage_status"] == "fixed" and facts["run.triage_change"] == "repack_off"
+    assert report["assessment"]["id"] == "LD951"
+    assert "scan: triage: run 2: weight repacking off" in proc.stderr and "done in" in proc.stderr

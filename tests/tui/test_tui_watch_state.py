@@ -168,3 +168,24 @@ def test_recording_is_the_shape_the_trace_reader_accepts(recording: Path) -> Non
     assert facts.value("run.recording_complete") is True
     head = json.loads(recording.read_text().splitlines()[0])
     assert head["n_ctx"] == 256
+
+
+def test_a_triage_restart_starts_the_figures_afresh() -> None:
+    """The run crashed mid-decode, triage found a working setting and the run starts again: the
+    screen shows the new run's figures, and the triage's steps stay in the feed."""
+    state = WatchState()
+    first = [PhaseEvent(t_ms=10, phase="load", ms=300.0), PhaseEvent(t_ms=20, phase="prefill", ms=40.0, tokens=6,
+                                                                      token=" Once"),
+             StepEvent(t_ms=30, step=1, ms=15.0, token=" upon", kv_used=7, n_ctx=2048)]
+    triage = [IncidentEvent(t_ms=40, event="triage", text="triage: run 1: the original settings: crashed (SIGSEGV)"),
+              IncidentEvent(t_ms=50, event="triage", text="triage: carrying on with weight repacking off",
+                            data={"restart": True})]
+    second = [PhaseEvent(t_ms=60, phase="load", ms=280.0), PhaseEvent(t_ms=70, phase="prefill", ms=35.0, tokens=6,
+                                                                      token=" A"),
+              StepEvent(t_ms=80, step=1, ms=14.0, token=" robot", kv_used=7, n_ctx=2048),
+              StepEvent(t_ms=90, step=2, ms=13.0, token=" paints", kv_used=8, n_ctx=2048)]
+    for event in first + triage + second:
+        state.apply(event)
+    assert state.step_count == 2 and state.steps == [14.0, 13.0]
+    assert state.text == " A robot paints" and state.phases == {"load": 280.0, "prefill": 35.0}
+    assert [kind for _, kind, _ in state.incidents] == ["triage", "triage"]

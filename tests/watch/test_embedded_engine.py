@@ -31,6 +31,7 @@ from doctor.trace import facts_from_recording
 from engine_adapter.judge import LiveJudge
 from engine_adapter.models import default_model_path
 from engine_adapter.runner import EmbeddedRun, RunSettings, run_embedded
+from tests.conftest import worked_around
 
 pytestmark = pytest.mark.engine
 
@@ -79,18 +80,27 @@ def test_healthy_run_has_no_warning(healthy: tuple[EmbeddedRun, Path]) -> None:
     run, _ = healthy
     assert run.reason == "finished" and run.exit_status == 0 and not run.crashed
     assert run.report is not None
+    # where this machine's engine crashes with the defaults (an AMX Xeon), triage made the run with a
+    # working setting and says so (LD951): that is the machine's, not the run's
     serious = [(f.id, f.title) for f in run.report.findings
-               if f.severity in ("error", "warning") and f.cls not in MACHINE_DEPENDENT]
+               if f.severity in ("error", "warning") and f.cls not in MACHINE_DEPENDENT
+               and f.id not in worked_around(run.report)]
     assert serious == []
     assert run.report.errors == []
 
 
 def test_events_come_in_the_order_of_the_run(healthy: tuple[EmbeddedRun, Path]) -> None:
     run, _ = healthy
-    kinds = [(type(e).__name__, getattr(e, "phase", None) or getattr(e, "stage", None)) for e in run.events
+    # after a crash triage (an AMX Xeon) the run reported starts again at its restart; the host facts
+    # came before the first attempt
+    events = run.events if run.triage is None else run.events[:2] + run.final_events
+    kinds = [(type(e).__name__, getattr(e, "phase", None) or getattr(e, "stage", None)) for e in events
              if not isinstance(e, LogEvent | FindingEvent) and type(e).__name__ != "SampleEvent"]
-    assert kinds[:6] == [("SettingsEvent", "requested"), ("FactsEvent", None), ("PhaseEvent", "load"),
-                         ("SettingsEvent", "engine"), ("PhaseEvent", "warmup"), ("PhaseEvent", "prefill")]
+    expected_start = [("SettingsEvent", "requested"), ("FactsEvent", None)]
+    if run.triage is not None:
+        expected_start.append(("SettingsEvent", "requested"))
+    assert kinds[:len(expected_start) + 4] == [*expected_start, ("PhaseEvent", "load"), ("SettingsEvent", "engine"),
+                                               ("PhaseEvent", "warmup"), ("PhaseEvent", "prefill")]
     assert kinds[-2:] == [("PerfEvent", None), ("EndEvent", None)]
     # decode steps reach the parent in batches (at most 200 ms old), so samples taken meanwhile may
     # come before steps that ended earlier; nothing else is out of order
@@ -100,7 +110,7 @@ def test_events_come_in_the_order_of_the_run(healthy: tuple[EmbeddedRun, Path]) 
 
 def test_every_decode_step_is_timed_with_the_engines_kv_fill(healthy: tuple[EmbeddedRun, Path]) -> None:
     run, _ = healthy
-    prefill = next(e for e in run.events if isinstance(e, PhaseEvent) and e.phase == "prefill")
+    prefill = next(e for e in run.final_events if isinstance(e, PhaseEvent) and e.phase == "prefill")
     steps = run.steps
     assert [s.step for s in steps] == list(range(1, len(steps) + 1))
     assert len(steps) + 1 == run.facts.value("run.generated_tokens")
@@ -115,7 +125,7 @@ def test_every_decode_step_is_timed_with_the_engines_kv_fill(healthy: tuple[Embe
 def test_prefill_and_decode_agree_with_llama_cpps_own_counters(healthy: tuple[EmbeddedRun, Path]) -> None:
     run, _ = healthy
     facts = run.facts
-    perf = next(e for e in run.events if isinstance(e, PerfEvent))
+    perf = next(e for e in run.final_events if isinstance(e, PerfEvent))
     ours_decode = sum(s.ms for s in run.steps)
     assert perf.decode_tokens == len(run.steps)
     assert perf.prompt_tokens == facts.value("run.prompt_tokens")
@@ -139,7 +149,7 @@ def test_the_engine_log_is_captured_although_verbose_is_off(healthy: tuple[Embed
 
 def test_warmup_is_timed_apart_from_prefill(healthy: tuple[EmbeddedRun, Path]) -> None:
     run, _ = healthy
-    phases = {e.phase: e for e in run.events if isinstance(e, PhaseEvent)}
+    phases = {e.phase: e for e in run.final_events if isinstance(e, PhaseEvent)}
     assert phases["warmup"].tokens == 2 and phases["warmup"].ms > 0
     assert run.facts.value("run.warmup_ms") == round(phases["warmup"].ms, 3)
     assert run.facts.value("run.prefill_ms") == round(phases["prefill"].ms, 3)
@@ -189,8 +199,8 @@ def test_loop_recording_replays_to_the_same_findings(looping: tuple[EmbeddedRun,
 
 def test_overflow_is_predicted_before_the_first_token(overflow: tuple[EmbeddedRun, Path]) -> None:
     run, _ = overflow
-    fired = next(e for e in run.events if isinstance(e, FindingEvent) and e.finding["id"] == "LD211")
-    prefill = next(e for e in run.events if isinstance(e, PhaseEvent) and e.phase == "prefill")
+    fired = [e for e in run.events if isinstance(e, FindingEvent) and e.finding["id"] == "LD211"][-1]
+    prefill = next(e for e in run.final_events if isinstance(e, PhaseEvent) and e.phase == "prefill")
     assert fired.t_ms < prefill.t_ms
     assert fired.finding["class"] == "context.overflow"
 
@@ -206,7 +216,9 @@ def test_overflow_is_detected_when_it_happens(overflow: tuple[EmbeddedRun, Path]
     assert facts.value("run.tokens_used_max") == 256
     assert [e.data["n_ctx"] for e in facts.events("ctx_full")] == [256]
     report = run.report
-    assert report is not None and report.assessment is not None and report.assessment.id == "LD211"
+    assert report is not None and report.assessment is not None
+    assert report.assessment.id == "LD211" or report.assessment.id in worked_around(report)
+    assert "LD211" in {f.id for f in report.findings}
     ld202 = next(c for c in report.checks if c.id == "LD202")
     assert ld202.outcome == "fired" and ld202.inhibited_by == "LD211"
     ld211 = next(f for f in report.findings if f.id == "LD211")
@@ -239,8 +251,9 @@ def test_a_prompt_longer_than_the_context_is_refused(rules: RuleBase, tmp_path: 
 def test_an_engine_abort_is_reported_not_fatal(rules: RuleBase, tmp_path: Path) -> None:
     record = tmp_path / "crash.jsonl"
     settings = RunSettings(model_path=str(default_model_path()), max_tokens=64, seed=7)
+    # this child aborts whatever the settings; triage's "nothing avoided it" is tested in test_triage_runs.py
     run = run_embedded(settings, record=str(record), judge=LiveJudge(rules), timeout_s=300,
-                       command=[sys.executable, "-m", "tests.watch.aborting_child"])
+                       command=[sys.executable, "-m", "tests.watch.aborting_child"], triage=False)
     assert run.crashed and run.reason == "crashed" and run.exit_status == -6
     assert any("GGML_ASSERT(n_tokens_all <= cparams.n_batch) failed" in line for line in run.error_lines)
     assert "SIGABRT" in run.errors[0] and "GGML_ASSERT" in run.errors[0]
@@ -301,7 +314,7 @@ def test_facts_events_carry_no_machine_paths_beyond_the_model(healthy: tuple[Emb
 
 def test_incidents_are_in_the_stream(overflow: tuple[EmbeddedRun, Path]) -> None:
     run, _ = overflow
-    incidents = [e for e in run.events if isinstance(e, IncidentEvent)]
+    incidents = [e for e in run.final_events if isinstance(e, IncidentEvent)]
     assert [i.event for i in incidents] == ["ctx_full"]
     assert "n_ctx 256" in incidents[0].text
 
