@@ -418,7 +418,8 @@ AMX_CPU = gated(r"Xeon\(R\) (?:Platinum|Gold|Silver|Bronze) [3-9][45]\d\d|Xeon\(
                 r"|Xeon\(R\) (?:CPU )?Max 94\d\d|Xeon\(R\) 6\d\d\dP\b|Sapphire ?Rapids|Emerald ?Rapids"
                 r"|Granite ?Rapids|family: 0x6, model: 0x(?:8f|cf|ad|ae)\b|\bamx_int8\b")
 
-TRIGGERS: tuple[str, ...] = (
+# The lines this parser reads (its gate; the analyzer hands it no others) ...
+GATE: tuple[str, ...] = (
     r"K-shift", r"model architecture", r"not supported by your version", r"kernel image",
     r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
     r"CUBLAS_STATUS|cuBLAS error|cublas[A-Z]\w*\(", r"(?:CUDA|HIP|ROCm|MUSA) error", r"current device: ",
@@ -426,7 +427,16 @@ TRIGGERS: tuple[str, ...] = (
     r"Segmentation fault|segfault at|general protection fault|SIGSEGV|signal: segmentation|0xc0000005",
     r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d",
     r"model buffer size", r"amx repack", r"AMX_INT8 = 1", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_",
-    r"sapphirerapids", r"Xeon|Sapphire|Emerald|Granite|family: 0x6, model|amx_int8",
+    r"sapphirerapids", r"Xeon|Rapids|family: 0x6, model|amx_int8",
+)
+# ... and the candidate lines it adds to the scan: only those no other parser's triggers already
+# select (the llama.cpp parser's take every line with "error", "failed", "GGML_A", "buffer size =",
+# "Segmentation fault", "SIGSEGV", "SSE3 = "...), so the scan over every byte stays as fast
+TRIGGERS: tuple[str, ...] = (
+    r"K-shift", r"model architecture", r"current device: ", r"cublas[A-Z]\w*\(",
+    r"segfault at|general protection|signal: segm",
+    r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d", r"amx repack",
+    r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_|sapphirerapids", r"Xeon|Rapids|amx_int8",
 )
 
 
@@ -463,7 +473,7 @@ class CrashParser(LogParser):
 
     name = "crashes"
     triggers = TRIGGERS
-    gate = TRIGGERS
+    gate = GATE
 
     def __init__(self) -> None:
         super().__init__()
