@@ -55,12 +55,13 @@ AMX = Cause(
     "llama.cpp moves supported quantised weights into an 'extra' CPU buffer (AMX on Intel Xeons of the "
     "Sapphire, Emerald and Granite Rapids generations, CPU_REPACK elsewhere) and multiplies them with a "
     "special kernel; on some of these machines and builds that kernel crashes on the first batch of two or "
-    "more tokens. It is an engine bug, not a problem of the model or the settings.",
+    "more tokens. It is an engine bug, not a problem of the model or the settings (Ollama traced it in its "
+    "own builds to AMX code compiled by GCC 11, fixed in Ollama 0.32.2 by building with GCC 13).",
     Fixes(
         "Turn weight repacking off (llama.cpp -nr / --no-repack: the extra buffer types are not used), or use a "
         "build without AMX.",
-        "-nr   (--no-repack; or LLAMA_ARG_REPACK=false in the environment); or build without AMX: "
-        "cmake -B build -DGGML_NATIVE=OFF",
+        "-nr   (--no-repack; or LLAMA_ARG_REPACK=false in the environment; builds from about Aug 2025 have it); "
+        "or build without AMX: cmake -B build -DGGML_NATIVE=OFF",
         "turn the extra buffer types off (what llama.cpp's -nr / --no-repack does); 0.3.36 has no Llama() "
         "argument for it: before creating Llama, run  import llama_cpp.llama_cpp as C; "
         "_p = C.llama_model_default_params; C.llama_model_default_params = lambda: (q := _p(), "
@@ -74,7 +75,9 @@ AMX = Cause(
         "adds -march=native; with it OFF the AMX options default OFF), ggml-cpu.cpp (the AMX buffer type exists "
         "only with __AMX_INT8__), all in the llama.cpp vendored by llama-cpp-python 0.3.36; llama_cpp/llama.py "
         "0.3.36 (Llama() calls llama_cpp.llama_model_default_params() at load) and "
-        "../shared/reference/engine-crash-amx (the patch makes the crashing run complete); Ollama commits "
+        "../shared/reference/engine-crash-amx (the patch makes the crashing run complete); use_extra_bufts is "
+        "in llama.h of the llama.cpp vendored by Ollama v0.11.5 (e54d41b, Aug 2025), not v0.11.0 (de4c07f); "
+        "Ollama commits "
         "51fc001 (v0.32.2, fixes ollama#17006 #17205), 5f8c031 (v0.5.12 'remove amx'), dcfb7a1 (v0.5.8 CPU "
         "variants), llm/llama_server.go SetupLlamaServerCommandEnv (os.Environ() passed to llama-server)",
     ),

@@ -215,9 +215,11 @@ def test_each_cause_in_the_engines_words(rulebase, text: str, cause: str, words:
     assert not [f for f in report.findings if f.id in ("LD950", "LD901", "LD903")]
 
 
-def test_every_cause_has_a_case_and_a_fix_for_each_engine() -> None:
+def test_every_cause_has_a_case_and_a_fix_for_each_engine(rulebase) -> None:  # type: ignore[no-untyped-def]
     covered = {c[2] for c in CASES} | {"amx_repack"}
     assert covered == {c.id for c in CAUSES}
+    explain = next(r for r in rulebase.rules if r.id == "LD951").explain
+    assert all(c.id in explain for c in CAUSES)  # `llm-doctor explain LD951` lists them all
     for c in CAUSES:
         assert c.fixes.text and c.fixes.llama_cpp and c.fixes.lcp and c.fixes.ollama and c.fixes.checked, c.id
         assert c.family, c.id
