@@ -408,6 +408,9 @@ SEGV = gated(r"Segmentation fault|\bsegfault at\b|general protection fault|\bSIG
              r"|exit status 0xc0000005|Signals\.SIGSEGV")
 SIGILL = gated(r"Illegal instruction|trap invalid opcode|\bSIGILL\b|signal: illegal instruction"
                r"|exit status 0xc000001d")
+# the kernel's own lines: "comm[pid]: segfault at ..." / "traps: comm[pid] general protection fault ..."
+KERNEL_TRAP = gated(r"\S+\[\d+\]:? (?:segfault at|general protection fault|trap invalid opcode)")
+ENGINE_WORDS = re.compile(r"llama|python|ollama|ggml|vllm|text-generation|koboldcpp|lms", re.IGNORECASE)
 # evidence for the AMX / repack crash
 AMX_BUFFER = gated(r"\b(AMX|CPU_REPACK|CPU_AARCH64|[A-Za-z]+-REPACK) model buffer size")
 AMX_REPACK_LINE = gated(r"amx repack tensor")
@@ -516,7 +519,7 @@ class CrashParser(LogParser):
                 found.support.append(line)
             return
         self._amx_evidence(line)
-        if len(s.crashes) < MAX_CRASHES:
+        if len(s.crashes) < MAX_CRASHES and not _another_process(t):
             if SIGILL.search(t):
                 s.crashes.append(_Crash(line, "sigill"))
             elif SEGV.search(t):
@@ -633,6 +636,12 @@ class CrashParser(LogParser):
         for support in f.support:  # the same data: whichever line comes first renders the finding
             facts.add_event(Event(kind="crash_evidence", line=support.number, text=support.raw[:400],
                                   source=self.name, data=data))
+
+
+def _another_process(text: str) -> bool:
+    """A kernel line about a process that is no engine (a journal holds every program's segfaults)."""
+    m = KERNEL_TRAP.search(text)
+    return m is not None and not ENGINE_WORDS.search(text)
 
 
 def _signal_words(text: str) -> str:

@@ -113,7 +113,9 @@ def test_amx_crash_evidence_sets_the_confidence(text: str, confidence: str) -> N
     "   944.36 ms\n",  # the AMX buffer without a crash
     KERNEL_SEGV + "\n" + SMPBOOT.replace("8480+", "8380 CPU @ 2.30GHz").replace("0x8f", "0x6a").replace(
         "0x8,", "0x6,") + "\n",  # an Ice Lake Xeon has no AMX
-], ids=["bare-segfault", "amx-buffer-no-crash", "ice-lake-xeon"])
+    SYSTEM_LINE + "\nDec 04 17:41:03 xeon-vm kernel: chrome[9120]: segfault at 10 ip 000055d0c1a2b3c4 sp "
+    "00007ffc1d2e3f40 error 4 in chrome[55d0c0000000+9000000]\n",  # another program's segfault in the journal
+], ids=["bare-segfault", "amx-buffer-no-crash", "ice-lake-xeon", "another-process"])
 def test_no_amx_cause_without_both_crash_and_evidence(text: str) -> None:
     assert causes(text) == []
 
