@@ -5,7 +5,10 @@ crashes the table must leave to the generic rule or to the OOM rules.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -273,3 +276,20 @@ def test_family_strings_match_their_cause() -> None:
             if re.search(r"current device|^\s|ValueError|<|: CUDA error$", example):
                 continue  # lines of a block, or a placeholder for any error text
             assert [e.data["cause"] for e in causes(example + "\n")] == [c.id], (c.id, example)
+
+
+@pytest.mark.parametrize("prefixed", [False, True], ids=["file", "journal-on-stdin"])
+def test_the_cli_names_the_amx_crash(prefixed: bool) -> None:
+    """`llm-doctor analyze --format text` on the recorded crash, as a file and piped behind journal prefixes."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1"}
+    if prefixed:
+        args, stdin = ["-"], journal(AMX_LOG.read_text()).encode()
+    else:
+        args, stdin = [str(AMX_LOG)], None
+    proc = subprocess.run([sys.executable, "-m", "doctor", "analyze", "--format", "text", *args], input=stdin,
+                          capture_output=True, cwd=root, env=env, timeout=60)
+    out = proc.stdout.decode()
+    assert proc.returncode == 1, proc.stderr.decode()
+    assert "Likely root cause: The engine crashed for a known reason" in out
+    assert "AMX" in out and "--no-repack" in out
