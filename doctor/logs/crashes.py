@@ -532,7 +532,9 @@ class CrashParser(LogParser):
             m = pattern.search(t)  # type: ignore[attr-defined]
             if m:
                 detail = m.group(0)
-                if cause is UNKNOWN_ARCH and m.groups() and m.group(1) is not None:
+                if cause.id.startswith("assert_"):
+                    detail = cause.family[0]  # one spelling for both formats and for Ollama's restatement
+                elif cause is UNKNOWN_ARCH and m.groups() and m.group(1) is not None:
                     detail = f"architecture '{m.group(1)}'"
                 found = _Found(cause, confidence, line, detail)
                 if cause in CUDA_CAUSES:
