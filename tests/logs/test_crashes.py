@@ -293,3 +293,21 @@ def test_the_cli_names_the_amx_crash(prefixed: bool) -> None:
     assert proc.returncode == 1, proc.stderr.decode()
     assert "Likely root cause: The engine crashed for a known reason" in out
     assert "AMX" in out and "--no-repack" in out
+
+
+@pytest.mark.parametrize(("name", "amx"), [
+    ("Intel(R) Xeon(R) Platinum 8480+", True),  # Sapphire Rapids
+    ("Intel(R) Xeon(R) Gold 6430", True),
+    ("Intel(R) Xeon(R) Platinum 8592+", True),  # Emerald Rapids
+    ("Intel(R) Xeon(R) 6980P", True),  # Granite Rapids (Xeon 6, P-cores)
+    ("Intel(R) Xeon(R) w7-3455", True),
+    ("Intel Xeon Processor (SapphireRapids)", True),  # QEMU's CPU model name
+    ("Intel(R) Xeon(R) Processor (family: 0x6, model: 0x8f, stepping: 0x8)", True),  # generic name, model id
+    ("Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", False),  # Ice Lake
+    ("Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", False),  # Cascade Lake
+    ("Intel(R) Xeon(R) 6780E", False),  # Sierra Forest (E-cores): no AMX
+    ("AMD EPYC 9654 96-Core Processor", False),
+])
+def test_cpu_models_with_amx(name: str, amx: bool) -> None:
+    text = f"Dec 04 09:00:00 host kernel: smpboot: CPU0: {name}\nFatal Python error: Segmentation fault\n"
+    assert bool(causes(text)) is amx
