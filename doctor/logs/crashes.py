@@ -6,7 +6,7 @@ and the kernel's own segfault lines in a journal), what it means, how sure a mat
 for each engine. `CrashParser` reads a log for those messages and for the evidence some causes need
 (the AMX / CPU_REPACK weight buffers, `AMX_INT8 = 1` in the system line, the CPU model, backtrace
 frames), and at each summary writes one `crash_cause` event per cause found, plus `crash_evidence`
-events for the lines that support it. rules/crash.yaml (LD951, class engine.crash) renders them;
+events for the lines that support it. rules/crash.yaml (LD960, class engine.crash) renders them;
 a crash no entry explains stays with the generic LD950.
 
 Where each fix was checked is in `Fixes.checked`; README.md of fixtures/logs/crashes lists the

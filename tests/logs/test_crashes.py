@@ -40,8 +40,8 @@ def journal(text: str) -> str:
 
 def test_the_recorded_amx_crash_is_named_with_no_repack(rulebase) -> None:  # type: ignore[no-untyped-def]
     report = report_of(AMX_LOG.read_text(), rulebase)
-    assert report.assessment is not None and report.assessment.id == "LD951"
-    finding = next(f for f in report.findings if f.id == "LD951")
+    assert report.assessment is not None and report.assessment.id == "LD960"
+    finding = next(f for f in report.findings if f.id == "LD960")
     assert finding.cls == "engine.crash" and finding.confidence == "high"
     assert "AMX" in finding.message
     assert "--no-repack" in finding.fix.text
@@ -57,7 +57,7 @@ def test_the_recorded_amx_crash_is_named_with_no_repack(rulebase) -> None:  # ty
 
 def test_the_amx_crash_behind_journal_prefixes(rulebase) -> None:  # type: ignore[no-untyped-def]
     report = report_of(journal(AMX_LOG.read_text()), rulebase)
-    assert report.assessment is not None and report.assessment.id == "LD951"
+    assert report.assessment is not None and report.assessment.id == "LD960"
     assert report.assessment.confidence == "high"
 
 
@@ -212,9 +212,9 @@ def test_each_cause_in_the_engines_words(rulebase, text: str, cause: str, words:
     found = causes(text)
     assert [e.data["cause"] for e in found] == [cause]
     report = report_of(text, rulebase)
-    finding = next(f for f in report.findings if f.id == "LD951")
+    finding = next(f for f in report.findings if f.id == "LD960")
     assert finding.cls == "engine.crash"
-    assert report.assessment is not None and report.assessment.id == "LD951"
+    assert report.assessment is not None and report.assessment.id == "LD960"
     shown = " ".join([finding.message, finding.fix.text, *finding.fix.by_engine.values()])
     assert words in shown, shown
     assert not [f for f in report.findings if f.id in ("LD950", "LD901", "LD903")]
@@ -223,8 +223,8 @@ def test_each_cause_in_the_engines_words(rulebase, text: str, cause: str, words:
 def test_every_cause_has_a_case_and_a_fix_for_each_engine(rulebase) -> None:  # type: ignore[no-untyped-def]
     covered = {c[2] for c in CASES} | {"amx_repack"}
     assert covered == {c.id for c in CAUSES}
-    explain = next(r for r in rulebase.rules if r.id == "LD951").explain
-    assert all(c.id in explain for c in CAUSES)  # `llm-doctor explain LD951` lists them all
+    explain = next(r for r in rulebase.rules if r.id == "LD960").explain
+    assert all(c.id in explain for c in CAUSES)  # `llm-doctor explain LD960` lists them all
     for c in CAUSES:
         assert c.fixes.text and c.fixes.llama_cpp and c.fixes.lcp and c.fixes.ollama and c.fixes.checked, c.id
         assert c.family, c.id

@@ -15,8 +15,8 @@ EXPECTED = {
     "healthy.jsonl": {"must": set(), "class_free": {"context.overflow", "sampling.repetition", "engine.crash"}},
     "greedy-loop.jsonl": {"must": {"LD401"}, "class_free": {"context.overflow", "engine.crash"}},
     "context-cut.jsonl": {"must": {"LD211"}, "class_free": {"engine.crash"}},
-    # the recorded GGML_ASSERT has a known meaning: LD951 names it and explains the generic LD950
-    "crash.jsonl": {"must": {"LD951"}, "class_free": {"context.overflow"}},
+    # the recorded GGML_ASSERT has a known meaning: LD960 names it and explains the generic LD950
+    "crash.jsonl": {"must": {"LD960"}, "class_free": {"context.overflow"}},
 }
 
 
