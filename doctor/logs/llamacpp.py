@@ -1100,7 +1100,8 @@ def _looks_cut(text: str) -> bool:
 
 def _is_gpu_buffer(name: str) -> bool:
     upper = name.upper()
-    return not (upper.startswith("CPU") or upper.endswith("_HOST"))
+    # AMX and *-REPACK are the CPU backend's extra buffer types (repacked weights in RAM)
+    return not (upper.startswith(("CPU", "AMX")) or upper.endswith(("_HOST", "REPACK")))
 
 
 def _backend_of(buf: str) -> str:

@@ -6,9 +6,10 @@ from doctor.logs.base import LogParser
 
 
 def parser_classes() -> list[type[LogParser]]:
+    from doctor.logs.crashes import CrashParser
     from doctor.logs.llamacpp import LlamaCppParser
 
-    classes: list[type[LogParser]] = [LlamaCppParser]
+    classes: list[type[LogParser]] = [LlamaCppParser, CrashParser]
     try:  # the serving engines (issue: analyze for Ollama, vLLM and TGI)
         from doctor.logs.ollama import OllamaParser
         from doctor.logs.tgi import TgiParser

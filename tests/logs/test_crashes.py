@@ -1,0 +1,313 @@
+"""The crash-cause table on the engines' own strings: each cause from at least two phrasings or versions
+where they exist, the AMX crash from the recorded log (plain and behind journal prefixes), and the
+crashes the table must leave to the generic rule or to the OOM rules.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from doctor.evaluate import diagnose
+from doctor.facts import Event
+from doctor.logs.analyze import LogAnalyzer, analyze_bytes
+from doctor.logs.crashes import CAUSES
+
+CRASHES = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "crashes"
+AMX_LOG = CRASHES / "amx-crash-llama-cpp-python.log"
+OK_LOG = CRASHES / "amx-ok-no-extra-bufts.log"
+JOURNAL = "Dec 04 17:41:02 xeon-vm python3[4242]: "
+
+
+def causes(text: str) -> list[Event]:
+    return analyze_bytes(text.encode()).events("crash_cause")
+
+
+def report_of(text: str, rulebase):  # type: ignore[no-untyped-def]
+    return diagnose(analyze_bytes(text.encode()), rulebase, command="analyze", mode="analyze")
+
+
+def journal(text: str) -> str:
+    return "".join(JOURNAL + line + "\n" for line in text.splitlines())
+
+
+# -- the AMX / repack kernel crash ------------------------------------------------------------------
+
+def test_the_recorded_amx_crash_is_named_with_no_repack(rulebase) -> None:  # type: ignore[no-untyped-def]
+    report = report_of(AMX_LOG.read_text(), rulebase)
+    assert report.assessment is not None and report.assessment.id == "LD960"
+    finding = next(f for f in report.findings if f.id == "LD960")
+    assert finding.cls == "engine.crash" and finding.confidence == "high"
+    assert "AMX" in finding.message
+    assert "--no-repack" in finding.fix.text
+    assert "use_extra_bufts" in finding.fix.by_engine["llama-cpp-python"]
+    assert "-nr" in finding.fix.by_engine["llama.cpp"]
+    assert "0.32.2" in finding.fix.by_engine["ollama"]
+    lines = AMX_LOG.read_text().splitlines()
+    cited = {lines[n - 1] for n in finding.lines}
+    assert any("AMX model buffer size" in line for line in cited)
+    assert any("Fatal Python error: Segmentation fault" in line for line in cited)
+    assert all(f.id != "LD950" for f in report.findings)  # the generic advice is explained away
+
+
+def test_the_amx_crash_behind_journal_prefixes(rulebase) -> None:  # type: ignore[no-untyped-def]
+    report = report_of(journal(AMX_LOG.read_text()), rulebase)
+    assert report.assessment is not None and report.assessment.id == "LD960"
+    assert report.assessment.confidence == "high"
+
+
+def test_the_same_run_without_extra_buffers_has_no_crash(rulebase) -> None:  # type: ignore[no-untyped-def]
+    text = OK_LOG.read_text()
+    assert "AMX_INT8 = 1" in text  # an AMX build: the evidence alone is not a crash
+    assert causes(text) == []
+    report = report_of(text, rulebase)
+    assert not [f for f in report.findings if f.cls == "engine.crash"]
+
+
+def test_amx_weights_are_host_memory_not_gpu() -> None:
+    facts = analyze_bytes(AMX_LOG.read_bytes())
+    assert facts.value("run.weights_gpu_bytes") == 0
+    assert "AMX" not in (facts.value("engine.backends") or [])
+
+
+GDB = ('Thread 3 "python" received signal SIGSEGV, Segmentation fault.\n'
+       "#0  0x00007ffff647c193 in ggml_backend_amx_mul_mat(ggml_compute_params const*, ggml_tensor*) () from "
+       ".venv/lib/python3.11/site-packages/llama_cpp/lib/libggml-cpu.so.0\n"
+       "#1  0x00007ffff645496f in ggml::cpu::amx::tensor_traits::compute_forward(ggml_compute_params*, "
+       "ggml_tensor*) () from .venv/lib/python3.11/site-packages/llama_cpp/lib/libggml-cpu.so.0\n"
+       "#2  0x00007ffff64544e6 in ggml_cpu_extra_compute_forward () from "
+       ".venv/lib/python3.11/site-packages/llama_cpp/lib/libggml-cpu.so.0\n")
+SYSTEM_LINE = ("system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | "
+               "AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | AVX512 = 1 | AVX512_VBMI = 1 | "
+               "AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |")
+KERNEL_SEGV = ("Dec 04 17:41:03 xeon-vm kernel: llama-server[4242]: segfault at 0 ip 00007f3a1c2b4193 sp "
+               "00007f39f7ffe8d0 error 4 in libggml-cpu.so[7f3a1c200000+1f0000] likely on CPU 1 (core 1, socket 0)")
+SMPBOOT = ("Dec 04 09:00:00 xeon-vm kernel: smpboot: CPU0: Intel(R) Xeon(R) Platinum 8480+ (family: 0x6, "
+           "model: 0x8f, stepping: 0x8)")
+
+
+@pytest.mark.parametrize(("text", "confidence"), [
+    (GDB, "high"),  # the gdb backtrace through the AMX kernel (../shared/reference/engine-crash-amx)
+    ("load_tensors:          AMX model buffer size =    95.34 MiB\nSegmentation fault (core dumped)\n", "high"),
+    ("load_backend: loaded CPU backend from /usr/lib/ollama/libggml-cpu-sapphirerapids.so\n"
+     "time=2026-07-01T10:00:00.000Z level=ERROR source=server.go:452 msg=\"llama runner terminated\" "
+     "error=\"signal: segmentation fault (core dumped)\"\n", "medium"),
+    ("Dec 04 17:41:03 xeon-vm kernel: traps: ollama[811] general protection fault ip:7f3a1c2b4193 "
+     "sp:7f39f7ffe8d0 error:0 in libggml-cpu-sapphirerapids.so[7f3a1c200000+400000]\n", "high"),
+    (SYSTEM_LINE + "\nFatal Python error: Segmentation fault\n", "medium"),
+    ("load_tensors:   CPU_REPACK model buffer size =  3942.00 MiB\nSegmentation fault (core dumped)\n", "medium"),
+    # the journal cut the system line before AMX_INT8; only the CPU model says AMX
+    (SMPBOOT + "\n" + journal(SYSTEM_LINE[:200]) + KERNEL_SEGV + "\n", "low"),
+], ids=["gdb-backtrace", "amx-buffer-then-shell-segfault", "ollama-amx-variant", "kernel-gpf-in-amx-backend",
+        "system-line-amx-build", "cpu-repack-buffer", "cut-system-line-cpu-model"])
+def test_amx_crash_evidence_sets_the_confidence(text: str, confidence: str) -> None:
+    found = causes(text)
+    assert [(e.data["cause"], e.data["confidence"]) for e in found] == [("amx_repack", confidence)]
+
+
+@pytest.mark.parametrize("text", [
+    "Segmentation fault (core dumped)\n",  # no evidence: the generic rule's
+    "load_tensors:          AMX model buffer size =    95.34 MiB\nllama_perf_context_print:        load time =  "
+    "   944.36 ms\n",  # the AMX buffer without a crash
+    KERNEL_SEGV + "\n" + SMPBOOT.replace("8480+", "8380 CPU @ 2.30GHz").replace("0x8f", "0x6a").replace(
+        "0x8,", "0x6,") + "\n",  # an Ice Lake Xeon has no AMX
+    SYSTEM_LINE + "\nDec 04 17:41:03 xeon-vm kernel: chrome[9120]: segfault at 10 ip 000055d0c1a2b3c4 sp "
+    "00007ffc1d2e3f40 error 4 in chrome[55d0c0000000+9000000]\n",  # another program's segfault in the journal
+], ids=["bare-segfault", "amx-buffer-no-crash", "ice-lake-xeon", "another-process"])
+def test_no_amx_cause_without_both_crash_and_evidence(text: str) -> None:
+    assert causes(text) == []
+
+
+def test_a_bare_segfault_keeps_the_generic_finding(rulebase) -> None:  # type: ignore[no-untyped-def]
+    report = report_of("llama_model_loader: loaded meta data with 33 key-value pairs and 272 tensors from "
+                       "m.gguf (version GGUF V3 (latest))\nSegmentation fault (core dumped)\n", rulebase)
+    assert report.assessment is not None and report.assessment.id == "LD950"
+
+
+# -- the other causes, each in the engines' own words --------------------------------------------------
+
+CASES = [
+    # (id, log text, cause, words the detail or fix must hold)
+    ("sigill-shell", "main: build = 4747 (d07c6213)\nIllegal instruction (core dumped)\n", "illegal_instruction",
+     "GGML_NATIVE=OFF"),
+    ("sigill-kernel", "Dec 04 10:00:00 host kernel: traps: llama-cli[2211] trap invalid opcode ip:7f3c2a1b4e10 "
+     "sp:7ffd8c1f2a40 error:0 in libggml-cpu.so[7f3c2a000000+400000]\n", "illegal_instruction", "GGML_NATIVE=OFF"),
+    ("kshift-2024", "/llama.cpp/llama.cpp:18021: Deepseek2 does not support K-shift\n",
+     "context_shift_unsupported", "--no-context-shift"),
+    ("kshift-early-2025", "/src/llama.cpp/src/llama.cpp:9638: The current context does not support K-shift\n",
+     "context_shift_unsupported", "--no-context-shift"),
+    ("kshift-2025", "/src/llama.cpp/src/llama-kv-cache.cpp:630: The current KV cache / model configuration does "
+     "not support K-shift\n", "context_shift_unsupported", "num_ctx"),
+    ("arch-2025-lcp", "llama_model_load: error loading model: error loading model architecture: unknown model "
+     "architecture: 'llama4'\nllama_model_load_from_file_impl: failed to load model\nValueError: Failed to load "
+     "model from file: models/Llama-4-Scout-17B-16E-Instruct-Q4_K_M.gguf\n", "unknown_architecture", "llama4"),
+    ("arch-2026", "llama_model_load: error loading model: unknown model architecture: 'qwen9'\n",
+     "unknown_architecture", "upgrade"),
+    ("arch-ollama", "Error: this model is not supported by your version of Ollama. You may need to upgrade\n",
+     "unknown_architecture", "upgrade Ollama"),
+    ("illegal-access-ggml", "CUDA error: an illegal memory access was encountered\n  current device: 0, in "
+     "function ggml_backend_cuda_synchronize at /src/ggml/src/ggml-cuda/ggml-cuda.cu:2570\n  "
+     "cudaStreamSynchronize(cuda_ctx->stream())\n/src/ggml/src/ggml-cuda/ggml-cuda.cu:96: CUDA error\n",
+     "cuda_illegal_address", "ggml_backend_cuda_synchronize"),
+    ("illegal-access-2023", "CUDA error 700 at /tmp/llama.cpp/ggml-cuda.cu:6951: an illegal memory access was "
+     "encountered\n", "cuda_illegal_address", "-fa off"),
+    ("illegal-access-torch", "RuntimeError: CUDA error: an illegal memory access was encountered\nCUDA kernel "
+     "errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+     "incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n", "cuda_illegal_address",
+     "--enforce-eager"),
+    ("no-kernel-image", "CUDA error: no kernel image is available for execution on the device\n  current "
+     "device: 0, in function ggml_cuda_op_mul_mat at /src/ggml/src/ggml-cuda/ggml-cuda.cu:1753\n",
+     "cuda_arch_missing", "CMAKE_CUDA_ARCHITECTURES"),
+    ("driver-too-old", "CUDA error: CUDA driver version is insufficient for CUDA runtime version\n",
+     "cuda_driver_old", "driver"),
+    ("cublas-status-name", "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED\n  current device: 0, in function "
+     "ggml_cuda_op_mul_mat_cublas at /src/ggml/src/ggml-cuda/ggml-cuda.cu:1312\n  cublasSgemm(ctx.cublas_handle"
+     "(id), CUBLAS_OP_T, CUBLAS_OP_N, row_diff, src1_ncols, ne10, &alpha, src0_ddf_i, ne00, src1_ddf1_i, ne10, "
+     "&beta, dst_dd_i, ldc)\n", "cublas_error", "ggml_cuda_op_mul_mat_cublas"),
+    ("cublas-status-string", "CUDA error: the function failed to launch on the GPU\n  current device: 1, in "
+     "function ggml_cuda_mul_mat_batched_cublas at /src/ggml/src/ggml-cuda/ggml-cuda.cu:1870\n  "
+     "cublasGemmBatchedEx(ctx.cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, ne01, ne11, ne10, alpha, ptrs_src, "
+     "CUDA_R_16F, nb01/nb00, ptrs_dst, CUDA_R_16F, nb11/nb10, beta, ptrs_dst, cu_data_type, ne01, ne23, "
+     "cu_compute_type, CUBLAS_GEMM_DEFAULT_TENSOR_OP)\n", "cublas_error", "cublasGemmBatchedEx"),
+    ("cublas-torch", "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx( handle, "
+     "opa, opb, m, n, k, &falpha, a, CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &fbeta, c, CUDA_R_16BF, ldc, "
+     "compute_type, CUBLAS_GEMM_DEFAULT_TENSOR_OP)`\n", "cublas_error", "CUBLAS_STATUS_NOT_SUPPORTED"),
+    ("cuda-other", "CUDA error: operation not supported\n  current device: 0, in function ggml_cuda_set_device "
+     "at /src/ggml/src/ggml-cuda/ggml-cuda.cu:88\n  cudaSetDevice(device)\n", "cuda_error", "ggml_cuda_set_device"),
+    ("assert-n-batch-2025", "/src/llama.cpp/src/llama-context.cpp:1785: GGML_ASSERT(n_tokens_all <= "
+     "cparams.n_batch) failed\n", "assert_n_batch", "n_batch="),
+    ("assert-n-batch-2024", "GGML_ASSERT: /tmp/pip-install/vendor/llama.cpp/llama.cpp:8829: n_tokens_all <= "
+     "cparams.n_batch\n", "assert_n_batch", "-b "),
+    ("assert-non-causal", "/src/llama.cpp/src/llama-context.cpp:1787: GGML_ASSERT((cparams.causal_attn || "
+     "cparams.n_ubatch >= n_tokens_all) && \"non-causal attention requires n_ubatch >= n_tokens\") failed\n",
+     "assert_ubatch_embeddings", "-ub "),
+    ("assert-encoder-2024", "GGML_ASSERT: llama.cpp:9269: cparams.n_ubatch >= n_tokens && \"encoder requires "
+     "n_ubatch >= n_tokens\"\n", "assert_ubatch_embeddings", "n_ubatch="),
+    ("assert-cpy-int-max", "/src/ollama/ml/backend/ggml/ggml/src/ggml-cuda/cpy.cu:295: GGML_ASSERT(ggml_nbytes"
+     "(src0) <= INT_MAX) failed\n", "assert_cuda_cpy_2gb", "num_ctx"),
+    ("assert-cpy-int-max-2024", "GGML_ASSERT: /go/src/github.com/ollama/ollama/llm/llama.cpp/ggml-cuda/cpy.cu:474:"
+     " ggml_nbytes(src0) <= INT_MAX\n", "assert_cuda_cpy_2gb", "upgrade"),
+    ("assert-sampler", "/src/llama.cpp/src/llama-sampling.cpp:431: GGML_ASSERT(cur_p.selected >= 0 && "
+     "cur_p.selected < (int32_t) cur_p.size) failed\n", "assert_no_token_sampled", "-ngl 0"),
+    ("assert-get-rows", "/src/ggml/src/ggml-cpu/ops.cpp:5240: GGML_ASSERT(i01 >= 0 && i01 < ne01) failed\n",
+     "assert_token_out_of_vocab", "vocabulary"),
+    ("assert-experts", "/src/llama.cpp/src/llama-model.cpp:1361: GGML_ASSERT(hparams.n_expert <= "
+     "LLAMA_MAX_EXPERTS) failed\n", "assert_too_many_experts", "upgrade"),
+    ("assert-host-alloc", "/src/ggml/src/ggml.c:1644: GGML_ASSERT(ctx->mem_buffer != NULL) failed\n",
+     "assert_host_alloc", "n_ctx="),
+    ("ollama-restates-runner", "/src/llama.cpp/src/llama-context.cpp:1785: GGML_ASSERT(n_tokens_all <= "
+     "cparams.n_batch) failed\ntime=2025-03-02T10:11:12.345Z level=ERROR source=sched.go:455 msg=\"error loading "
+     "llama server\" error=\"llama runner process has terminated: GGML_ASSERT(n_tokens_all <= cparams.n_batch) "
+     "failed\"\n", "assert_n_batch", "num_batch"),
+]
+
+
+@pytest.mark.parametrize(("text", "cause", "words"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_each_cause_in_the_engines_words(rulebase, text: str, cause: str, words: str) -> None:  # type: ignore[no-untyped-def]
+    found = causes(text)
+    assert [e.data["cause"] for e in found] == [cause]
+    report = report_of(text, rulebase)
+    finding = next(f for f in report.findings if f.id == "LD960")
+    assert finding.cls == "engine.crash"
+    assert report.assessment is not None and report.assessment.id == "LD960"
+    shown = " ".join([finding.message, finding.fix.text, *finding.fix.by_engine.values()])
+    assert words in shown, shown
+    assert not [f for f in report.findings if f.id in ("LD950", "LD901", "LD903")]
+
+
+def test_every_cause_has_a_case_and_a_fix_for_each_engine(rulebase) -> None:  # type: ignore[no-untyped-def]
+    covered = {c[2] for c in CASES} | {"amx_repack"}
+    assert covered == {c.id for c in CAUSES}
+    explain = next(r for r in rulebase.rules if r.id == "LD960").explain
+    assert all(c.id in explain for c in CAUSES)  # `llm-doctor explain LD960` lists them all
+    for c in CAUSES:
+        assert c.fixes.text and c.fixes.llama_cpp and c.fixes.lcp and c.fixes.ollama and c.fixes.checked, c.id
+        assert c.family, c.id
+
+
+@pytest.mark.parametrize("text", [
+    "CUDA error: out of memory\n  current device: 0, in function alloc at /src/ggml/src/ggml-cuda/ggml-cuda.cu:"
+    "473\n  cuMemCreate(&handle, reserve_size, &prop, 0)\n/src/ggml/src/ggml-cuda/ggml-cuda.cu:96: CUDA error\n",
+    "CUDA error 2 at /data/llama.cpp/ggml-cuda.cu:5509: out of memory\ncurrent device: 0\n",
+    "CUDA error: CUBLAS_STATUS_ALLOC_FAILED\n  current device: 0, in function cublas_handle at "
+    "/src/ggml/src/ggml-cuda/common.cuh:1534\n  cublasCreate(&cublas_handles[device])\n",
+    "/src/llama.cpp/src/llama-context.cpp:1201: GGML_ASSERT(some_new_check) failed\n",
+], ids=["cuda-oom", "cuda-oom-2023", "cublas-alloc-failed", "unknown-assert"])
+def test_out_of_memory_and_unknown_asserts_are_not_table_causes(text: str) -> None:
+    assert causes(text) == []
+
+
+def test_an_oom_abort_still_leads_with_the_oom_rule(rulebase) -> None:  # type: ignore[no-untyped-def]
+    text = ("load_tensors:        CUDA0 model buffer size =  7500.00 MiB\nllama_context: n_ctx = 8192\n"
+            "llama_kv_cache:      CUDA0 KV buffer size =  1024.00 MiB\n"
+            "sched_reserve:      CUDA0 compute buffer size =   560.00 MiB\n"
+            "llama_perf_context_print: prompt eval time =     944.26 ms /     5 tokens\n"
+            "CUDA error: out of memory\n  current device: 0, in function alloc at /src/ggml/src/ggml-cuda/"
+            "ggml-cuda.cu:473\n  cuMemCreate(&handle, reserve_size, &prop, 0)\n"
+            "/src/ggml/src/ggml-cuda/ggml-cuda.cu:96: CUDA error\n")
+    report = report_of(text, rulebase)
+    assert report.assessment is not None and report.assessment.cls.startswith("oom."), report.assessment
+
+
+def test_a_followed_log_names_the_cause_as_it_grows() -> None:
+    """watch --log feeds the same parsers in pieces and asks for snapshots in between."""
+    analyzer = LogAnalyzer("follow")
+    text = AMX_LOG.read_bytes()
+    cut = text.index(b"Fatal Python error")
+    analyzer.feed(text[:cut])
+    assert analyzer.snapshot().events("crash_cause") == []
+    analyzer.feed(text[cut:])
+    first = analyzer.snapshot().events("crash_cause")
+    assert [e.data["cause"] for e in first] == ["amx_repack"]
+    assert [e.data["cause"] for e in analyzer.snapshot().events("crash_cause")] == ["amx_repack"]  # not doubled
+
+
+def test_family_strings_match_their_cause() -> None:
+    """The documented message families are real inputs: each non-evidence family line is matched."""
+    for c in CAUSES:
+        if c.id in ("amx_repack",):
+            continue
+        for example in c.family:
+            if re.search(r"current device|^\s|ValueError|<|: CUDA error$", example):
+                continue  # lines of a block, or a placeholder for any error text
+            assert [e.data["cause"] for e in causes(example + "\n")] == [c.id], (c.id, example)
+
+
+@pytest.mark.parametrize("prefixed", [False, True], ids=["file", "journal-on-stdin"])
+def test_the_cli_names_the_amx_crash(prefixed: bool) -> None:
+    """`llm-doctor analyze --format text` on the recorded crash, as a file and piped behind journal prefixes."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1"}
+    if prefixed:
+        args, stdin = ["-"], journal(AMX_LOG.read_text()).encode()
+    else:
+        args, stdin = [str(AMX_LOG)], None
+    proc = subprocess.run([sys.executable, "-m", "doctor", "analyze", "--format", "text", *args], input=stdin,
+                          capture_output=True, cwd=root, env=env, timeout=60)
+    out = proc.stdout.decode()
+    assert proc.returncode == 1, proc.stderr.decode()
+    assert "Likely root cause: The engine crashed for a known reason" in out
+    assert "AMX" in out and "--no-repack" in out
+
+
+@pytest.mark.parametrize(("name", "amx"), [
+    ("Intel(R) Xeon(R) Platinum 8480+", True),  # Sapphire Rapids
+    ("Intel(R) Xeon(R) Gold 6430", True),
+    ("Intel(R) Xeon(R) Platinum 8592+", True),  # Emerald Rapids
+    ("Intel(R) Xeon(R) 6980P", True),  # Granite Rapids (Xeon 6, P-cores)
+    ("Intel(R) Xeon(R) w7-3455", True),
+    ("Intel Xeon Processor (SapphireRapids)", True),  # QEMU's CPU model name
+    ("Intel(R) Xeon(R) Processor (family: 0x6, model: 0x8f, stepping: 0x8)", True),  # generic name, model id
+    ("Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", False),  # Ice Lake
+    ("Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", False),  # Cascade Lake
+    ("Intel(R) Xeon(R) 6780E", False),  # Sierra Forest (E-cores): no AMX
+    ("AMD EPYC 9654 96-Core Processor", False),
+])
+def test_cpu_models_with_amx(name: str, amx: bool) -> None:
+    text = f"Dec 04 09:00:00 host kernel: smpboot: CPU0: {name}\nFatal Python error: Segmentation fault\n"
+    assert bool(causes(text)) is amx
