@@ -115,6 +115,23 @@ class Rule:
     def area(self) -> str:
         return CLASSES.get(self.cls, self.cls)
 
+    def matches(self, selector: str) -> bool:
+        """A selector names this rule by id (LD201), slug (prompt-exceeds-context), diagnosis class
+        (context.overflow, also written context-overflow) or class family (context)."""
+        if selector.upper() == self.id or selector.lower() == self.slug:
+            return True
+        wanted, cls = _canon(selector), _canon(self.cls)
+        return wanted == cls or wanted == _canon(self.cls.split(".")[0])
+
+
+def _canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip().lower())
+
+
+def class_for(selector: str) -> str | None:
+    """The diagnosis class a selector names (context-overflow -> context.overflow), or None."""
+    return next((cls for cls in CLASSES if _canon(cls) == _canon(selector)), None)
+
 
 @dataclass(slots=True)
 class RuleBase:
@@ -128,6 +145,10 @@ class RuleBase:
             if rule.id == key or rule.slug == rule_id.lower():
                 return rule
         return None
+
+    def select(self, selector: str) -> list[Rule]:
+        """The rules a selector names: an id, a slug, a class or a class family (see Rule.matches)."""
+        return [rule for rule in self.rules if rule.matches(selector)]
 
 
 # -- YAML with line numbers and no aliases -------------------------------------------------------
@@ -234,9 +255,15 @@ def load_rulebase(extra_dirs: list[str] | None = None, env: dict[str, str] | Non
     index: dict[str, Rule] = {}
     slugs: dict[str, Rule] = {}
     for directory, builtin in rule_dirs(extra_dirs, env):
-        for path in rule_files(directory):
+        paths = rule_files(directory)
+        if not paths and not builtin:
+            raise RuleError(str(directory), None, None, "no rule files in this folder (*.yaml, *.yml)")
+        loaded = [(path, load_rule_file(path, builtin=builtin)) for path in paths]
+        if not builtin and not any(rules for _, rules in loaded):
+            raise RuleError(str(directory), None, None, "its rule files hold no rules")
+        for path, rules in loaded:
             base.sources.append(str(path))
-            for rule in load_rule_file(path, builtin=builtin):
+            for rule in rules:
                 previous = index.get(rule.id)
                 if previous is not None:
                     if previous.builtin and not rule.builtin:
