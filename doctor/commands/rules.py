@@ -103,7 +103,9 @@ def explain_rule(rule: Rule) -> list[str]:
     out = [f"{rule.id} {rule.slug} — {rule.title}",
            f"class: {rule.cls} ({CLASSES[rule.cls]})   severity: {rule.severity}   modes: {', '.join(rule.modes)}",
            f"defined in: {rule.path}:{rule.line}", ""]
-    out += ["Says:", "  " + " ".join(describe(rule.message).split()), ""]
+    out += ["Says:", "  " + " ".join(describe(rule.message).split())]
+    out += [f"  ({mode}) " + " ".join(describe(text).split()) for mode, text in rule.message_by_mode.items()]
+    out.append("")
     if rule.explain:
         out += ["Why:", "  " + " ".join(describe(rule.explain).split()), ""]
     names = sorted(rule.when.fact_names())
@@ -130,7 +132,7 @@ def explain_rule(rule: Rule) -> list[str]:
 def _template_values(rule: Rule) -> list[tuple[str, str]]:
     """<name> -> what it stands for, for every placeholder the rendered text shows."""
     seen: dict[str, str] = {}
-    texts = [rule.message, rule.explain, rule.fix_text, *rule.fix_engines.values()]
+    texts = [rule.message, *rule.message_by_mode.values(), rule.explain, rule.fix_text, *rule.fix_engines.values()]
     for text in texts:
         for ph in placeholders(text):
             short = ph.name.rsplit(".", 1)[-1]

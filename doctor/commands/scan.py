@@ -36,6 +36,7 @@ TRACE_SENTENCE = "The quick brown fox jumps over the lazy dog while the painter 
 # the trace's short run must not replace the plan: its prompt, length and sampling are its own
 PLANNED_ONLY = ("config.max_new_tokens", "config.prompt_tokens")
 TRACE_OWN_PREFIXES = ("sampling.",)
+PROBED_PREFIXES = ("model.",)  # read from the GGUF file by the probe: the trace does not override them
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -188,6 +189,22 @@ def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S) -
     return trace, list(run.errors)
 
 
+def trace_only(trace: Facts, probed: Facts) -> Facts:
+    """The trace's facts less what the probes read from the model file itself: the file is the one
+    source of truth for the model (llama.cpp's "file size" line is the tensor bytes, not the file)."""
+    kept = Facts()
+    for fact in trace:
+        if fact.name.startswith(PROBED_PREFIXES) and probed.has(fact.name):
+            continue
+        kept.add(fact)
+    for event in trace.events():
+        kept.add_event(event)
+    kept._event_counts = dict(trace.event_counts)  # totals beyond the kept events
+    kept.events_observed = trace.events_observed
+    kept.inputs = list(trace.inputs)
+    return kept
+
+
 def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | None:
     """Why the trace should not run (it would not fit, or the file is bad), or None."""
     if header_error is not None or facts.value("model.corrupt") is True:
@@ -281,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     if blocked is not None:
         errors.append(f"trace skipped: {blocked}")
     if "facts" in trace_result:
-        facts.merge(trace_result["facts"])
+        facts.merge(trace_only(trace_result["facts"], facts))
     facts.merge(plan.facts())
     facts.inputs = [f"scan of {machine_name or 'this machine'}",
                     *(i for i in facts.inputs if not i.startswith("probe."))]
