@@ -127,7 +127,7 @@ OPTIONS: tuple[Option, ...] = (
        "create_completion does (truncate, default) or decode until the engine refuses (fail)", "watch",
        "settings", choices=("truncate", "fail"), default=None),
     # -- sampling (watch's embedded engine) ----------------------------------------------------
-    _o("temperature", "--temp --temperature", "temperature (default 0.8; 0 = greedy)", "watch", "sampling",
+    _o("temperature", "--temperature --temp", "temperature (default 0.8; 0 = greedy)", "watch", "sampling",
        type=float, metavar="T"),
     _o("top_p", "--top-p", "top-p (default 0.95)", "watch", "sampling", type=float, metavar="P"),
     _o("top_k", "--top-k", "top-k (default 40)", "watch", "sampling", type=int, metavar="K"),
