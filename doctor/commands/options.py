@@ -217,18 +217,6 @@ def add_options(parser: argparse.ArgumentParser, command: str, groups: tuple[str
         target.add_argument(*option.flags, dest=dest, help=option.help_for.get(command, option.help), **kwargs)
 
 
-def given(args: argparse.Namespace, group: str, command: str) -> list[str]:
-    """The options of `group` the user gave, by their long names (0 and 0.0 count as given)."""
-    out = []
-    for option in OPTIONS:
-        if option.group != group or command not in option.commands:
-            continue
-        value = getattr(args, option.dest, None)
-        if value is not None and value is not False and value != []:
-            out.append(option.name)
-    return out
-
-
 def vocabulary_table() -> str:
     """The README's option table: option x scan / watch / analyze."""
     rows = ["| option | short | also | scan | watch | analyze |", "|---|---|---|---|---|---|"]

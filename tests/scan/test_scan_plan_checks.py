@@ -93,3 +93,17 @@ def test_the_probe_not_the_trace_says_how_big_the_model_file_is() -> None:
     assert kept.value("model.n_ctx_train") == 8192 and kept.value("run.load_ms") == 40.0
     probed.merge(kept)
     assert probed.value("model.file_bytes") == 98362432
+
+
+def test_on_a_gpu_machine_too_the_oversized_context_leads(model_files, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    from tests.scan.conftest import MACHINES
+
+    machine = ["--replay-machine", str(MACHINES / "nvme-workstation-rtx4090"),
+               "--model", str(model_files("llama-3-8b-instruct-q4_k_m"))]
+    code, report, _ = scan([*machine, "-c", "1000000", "-ngl", "-1"], capsys)
+    assert code == 1 and report["assessment"]["class"] == "context.oversized"
+    assert report["findings"][0]["fix"]["by_engine"]["llama.cpp"].startswith("--ctx-size ")
+    _, _, text = scan([*machine, "--skip", "gpu"], capsys, fmt="text")
+    assert "no GPU" not in text and "RTX 4090" not in text.splitlines()[1]
+    _, _, text = scan(machine, capsys, fmt="text")
+    assert "RTX 4090" in text.splitlines()[1]
