@@ -493,6 +493,10 @@ def _derive_context(facts: Facts) -> None:
         facts.set("derived.n_ctx_seq", n_seq_ctx, _src("context", f"n_ctx {n_ctx} / {n_par} slot(s)"), "tokens")
     elif isinstance(n_seq_ctx, int):
         facts.set("derived.n_ctx_seq", n_seq_ctx, _src("context", "engine's per-sequence context"), "tokens")
+    planned_prompt, planned_reply = facts.value("config.prompt_tokens"), facts.value("config.max_new_tokens")
+    if isinstance(planned_prompt, int) and isinstance(planned_reply, int):
+        facts.set("derived.plan_tokens_needed", planned_prompt + planned_reply,
+                  _src("context", f"planned prompt {planned_prompt} + reply {planned_reply}"), "tokens")
     need, how = _needed_tokens(facts)
     if need is None:
         need, how = _needed_from_events(facts, n_seq_ctx)

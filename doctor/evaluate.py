@@ -10,6 +10,7 @@ Pure: facts in, report out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from doctor.estimate import derive
@@ -88,36 +89,60 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: str, e
             results[rule.id] = (rule, result)
 
     fired = {rid for rid, (_, res) in results.items() if res.outcome == "fired"}
-    inhibited_by: dict[str, str] = {}
-    # strongest inhibitors first so the reported inhibitor is the root cause
-    for rid in sorted(fired, key=lambda r: _rank(results[r][0], results[r][1]), reverse=True):
-        if rid in inhibited_by:
-            continue
-        for target in results[rid][0].inhibits:
-            if target in fired and target not in inhibited_by:
-                inhibited_by[target] = rid
+    inhibited_by = root_causes({rid: results[rid][0] for rid in fired},
+                               lambda rid: _rank(results[rid][0], results[rid][1]))
 
     for rid, (rule, result) in results.items():
         report.checks.append(Check(rule.id, rule.slug, rule.cls, rule.area, rule.severity, rule.title,
                                    result.outcome, result.missing, inhibited_by.get(rid)))
         if result.outcome == "fired" and rid not in inhibited_by:
-            finding = _finding(rule, result, facts, chosen_engine)
+            finding = _finding(rule, result, facts, chosen_engine, mode)
             finding.inhibits = sorted(t for t, by in inhibited_by.items() if by == rid)
+            # a root cause is as serious as the worst symptom it explains (an oversized context that
+            # runs the machine out of memory is an error, though an oversized context alone is a warning)
+            worst = max([rule.severity, *(results[t][0].severity for t in finding.inhibits)],
+                        key=lambda s: SEVERITY_RANK[s])
+            finding.severity = worst
             report.findings.append(finding)
 
-    report.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -CONFIDENCE_RANK[f.confidence], f.id))
+    report.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -CONFIDENCE_RANK[f.confidence],
+                                        -len(f.inhibits), f.id))
     report.checks.sort(key=lambda c: (c.area, c.id))
     report.assessment = _assess(report.findings)
     return report
+
+
+def root_causes(fired: dict[str, Rule], rank: Callable[[str], tuple[int, ...]]) -> dict[str, str]:
+    """{hidden rule id: the visible root cause that explains it}.
+
+    A fired rule is hidden when any fired rule inhibits it, whatever the order they are met in, and
+    whatever hides its inhibitor: inhibition is transitive (A explains B, B explains C: A explains C).
+    Each hidden rule is credited to the strongest visible rule above it. The rule base has no cycles
+    (rulebase._check_inhibits)."""
+    parents: dict[str, list[str]] = {}
+    for rid, rule in fired.items():
+        for target in rule.inhibits:
+            if target in fired and target != rid:
+                parents.setdefault(target, []).append(rid)
+    memo: dict[str, str] = {}
+
+    def root(rid: str, depth: int = 0) -> str:
+        if rid not in parents or depth > len(fired):
+            return rid
+        if rid not in memo:
+            memo[rid] = max((root(p, depth + 1) for p in parents[rid]), key=rank)
+        return memo[rid]
+
+    return {rid: root(rid) for rid in parents}
 
 
 def _rank(rule: Rule, result: RuleResult) -> tuple[int, int, int]:
     return (SEVERITY_RANK[rule.severity], CONFIDENCE_RANK.get(result.confidence or "low", 1), len(rule.inhibits))
 
 
-def _finding(rule: Rule, result: RuleResult, facts: Facts, engine: str | None) -> Finding:
+def _finding(rule: Rule, result: RuleResult, facts: Facts, engine: str | None, mode: str | None = None) -> Finding:
     first_event = min(result.events, key=lambda e: e.line or 0) if result.events else None
-    message = render(rule.message, facts, first_event)
+    message = render(rule.message_for(mode), facts, first_event)
     explain = render(rule.explain, facts, first_event) if rule.explain else ""
     by_engine = {name: render(cmd, facts, first_event) for name, cmd in rule.fix_engines.items()}
     fix = Fix(text=render(rule.fix_text, facts, first_event), engine=engine,

@@ -23,10 +23,16 @@ import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
+from doctor.catalog import is_label
 from doctor.facts import Event, Fact, Facts
-from doctor.report import Report
+from doctor.report import Evidence, Report
+from doctor.templates import format_value
 
-_HOME = re.compile(r"(?P<pre>/home/|/Users/|/var/home/|[A-Za-z]:\\\\?Users\\\\?)(?P<name>[^/\\\s'\"]+)")
+# a home folder where a path starts (not /srv/backup/home/NAME: there only NAME goes)
+_PATH_START = r"(?<![\w.~/\\-])"
+_HOME = re.compile(_PATH_START
+                   + r"(?P<pre>/home/|/Users/|/var/home/|[A-Za-z]:\\\\?Users\\\\?)(?P<name>[^/\\\s'\"]+)")
+_HOME_INSIDE = re.compile(r"(?<=[\w.-])(?P<pre>/home/|/Users/)(?P<name>[^/\\\s'\"<>]+)")
 _IPV4 = re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\d.])")
 _IPV6_CANDIDATE = re.compile(r"(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:%\w+)?(?![\w:])")
 _MAC = re.compile(r"(?<![\w:])(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}(?![\w:])")
@@ -55,11 +61,16 @@ class Redactor:
     users: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     prompts: bool = True  # replace prompts and generated text
+    homes: list[str] = field(default_factory=list)  # this user's home folders ($HOME), wherever they are
 
     def __post_init__(self) -> None:
         names = [re.escape(n) for n in {*self.users, *self.hosts} if n and len(n) >= 2 and n not in ("root",)]
         self._names = re.compile(r"(?<![\w-])(?:" + "|".join(sorted(names, key=len, reverse=True)) + r")(?![\w-])") \
             if names else None
+        homes = [h.rstrip("/\\") for h in self.homes if h and len(h.rstrip("/\\")) > 1]
+        self._homes = re.compile(_PATH_START + "(?:" + "|".join(
+            re.escape(h) for h in sorted(homes, key=len, reverse=True)) + r")(?=[/\\]|$|[\s'\"),;:])") \
+            if homes else None
         self._quoted: set[str] = set()  # prompt / generated text learned from facts (see `learn`)
         self._quoted_re: re.Pattern[str] | None = None
         self._key = os.urandom(16)  # pseudonym key: random, never written anywhere
@@ -88,7 +99,9 @@ class Redactor:
             return value
         if self._quoted and self.prompts:
             value = self._unquote(value)
-        out = _HOME.sub(lambda m: "~" if "\\" not in m.group("pre") else "%USERPROFILE%", value)
+        out = self._homes.sub("~", value) if self._homes is not None else value
+        out = _HOME.sub(lambda m: "~" if "\\" not in m.group("pre") else "%USERPROFILE%", out)
+        out = _HOME_INSIDE.sub(lambda m: m.group("pre") + "<user>", out)
         out = _EMAIL.sub("<email>", out)
         out = _UUID.sub("<uuid>", out)
         out = _MAC.sub("<mac>", out)
@@ -116,8 +129,12 @@ class Redactor:
         for fact in facts:
             src = fact.source
             src = type(src)(src.kind, src.name, src.line, self.text(src.text) if src.text else src.text)
-            value = self.generated(fact.value) if fact.name in TEXT_FACTS and isinstance(fact.value, str) \
-                else self.value(fact.value)
+            if fact.name in TEXT_FACTS and isinstance(fact.value, str):
+                value = self.generated(fact.value)
+            elif is_label(fact.name):
+                value = fact.value  # "vm", "nvme", "q8_0": a label is kept even if a host is named so
+            else:
+                value = self.value(fact.value)
             out.add(Fact(fact.name, value, fact.unit, src, fact.unknown))
         for event in facts.events():
             out.add_event(Event(event.kind, event.line, self.text(event.text), event.source, event.phase,
@@ -176,6 +193,13 @@ class Redactor:
         return f"{lead}t{digest}{trail}"
 
     def _walk(self, obj: Any) -> Any:
+        if isinstance(obj, Evidence) and obj.fact is not None and is_label(obj.fact):
+            # the fact's value is a label: keep "name = value", redact what follows (the source)
+            head = f"{obj.fact} = {format_value(obj.value, obj.unit)}"
+            if obj.text.startswith(head):
+                obj.text = head + self.text(obj.text[len(head):])
+                obj.source = self.text(obj.source) if obj.source else obj.source
+                return obj
         if is_dataclass(obj) and not isinstance(obj, type):
             for f in fields(obj):
                 setattr(obj, f.name, self._walk(getattr(obj, f.name)))
@@ -201,4 +225,8 @@ def for_this_machine(prompts: bool = True) -> Redactor:
     with contextlib.suppress(OSError):
         host = socket.gethostname()
         hosts += [host, host.split(".")[0]]
-    return Redactor(users=users, hosts=hosts, prompts=prompts)
+    homes: list[str] = []
+    for home in (os.environ.get("HOME"), os.path.expanduser("~")):
+        if home and home not in homes:
+            homes.append(home)
+    return Redactor(users=users, hosts=hosts, prompts=prompts, homes=homes)

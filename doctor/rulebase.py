@@ -110,10 +110,31 @@ class Rule:
     path: str
     line: int | None
     builtin: bool
+    message_by_mode: dict[str, str] = field(default_factory=dict)  # wording for one mode (scan: nothing ran)
+
+    def message_for(self, mode: str | None) -> str:
+        return self.message_by_mode.get(mode or "", self.message)
 
     @property
     def area(self) -> str:
         return CLASSES.get(self.cls, self.cls)
+
+    def matches(self, selector: str) -> bool:
+        """A selector names this rule by id (LD201), slug (prompt-exceeds-context), diagnosis class
+        (context.overflow, also written context-overflow) or class family (context)."""
+        if selector.upper() == self.id or selector.lower() == self.slug:
+            return True
+        wanted, cls = _canon(selector), _canon(self.cls)
+        return wanted == cls or wanted == _canon(self.cls.split(".")[0])
+
+
+def _canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip().lower())
+
+
+def class_for(selector: str) -> str | None:
+    """The diagnosis class a selector names (context-overflow -> context.overflow), or None."""
+    return next((cls for cls in CLASSES if _canon(cls) == _canon(selector)), None)
 
 
 @dataclass(slots=True)
@@ -128,6 +149,10 @@ class RuleBase:
             if rule.id == key or rule.slug == rule_id.lower():
                 return rule
         return None
+
+    def select(self, selector: str) -> list[Rule]:
+        """The rules a selector names: an id, a slug, a class or a class family (see Rule.matches)."""
+        return [rule for rule in self.rules if rule.matches(selector)]
 
 
 # -- YAML with line numbers and no aliases -------------------------------------------------------
@@ -234,9 +259,15 @@ def load_rulebase(extra_dirs: list[str] | None = None, env: dict[str, str] | Non
     index: dict[str, Rule] = {}
     slugs: dict[str, Rule] = {}
     for directory, builtin in rule_dirs(extra_dirs, env):
-        for path in rule_files(directory):
+        paths = rule_files(directory)
+        if not paths and not builtin:
+            raise RuleError(str(directory), None, None, "no rule files in this folder (*.yaml, *.yml)")
+        loaded = [(path, load_rule_file(path, builtin=builtin)) for path in paths]
+        if not builtin and not any(rules for _, rules in loaded):
+            raise RuleError(str(directory), None, None, "its rule files hold no rules")
+        for path, rules in loaded:
             base.sources.append(str(path))
-            for rule in load_rule_file(path, builtin=builtin):
+            for rule in rules:
                 previous = index.get(rule.id)
                 if previous is not None:
                     if previous.builtin and not rule.builtin:
@@ -363,7 +394,7 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
         raise ctx.fail("when", "missing 'when'")
     when = _parse_predicate(ctx, node["when"], "when", 0)
     levels, default = _parse_confidence(ctx, node.get("confidence", "medium"))
-    message = _opt_str(ctx, node, "message") or title
+    message, message_by_mode = _parse_message(ctx, node.get("message"), title)
     explain = _opt_str(ctx, node, "explain") or ""
     fix_text, fix_engines = _parse_fix(ctx, node.get("fix"))
     inhibits = _str_list(ctx, node, "inhibits")
@@ -378,7 +409,8 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
     status = _opt_str(ctx, node, "status") or "stable"
     if status not in STATUSES:
         raise ctx.fail("status", f"status must be one of {', '.join(STATUSES)}")
-    for name, template in [("message", message), ("explain", explain), ("fix", fix_text),
+    for name, template in [("message", message), *[(f"message.{m}", t) for m, t in message_by_mode.items()],
+                           ("explain", explain), ("fix", fix_text),
                            *[(f"fix.{e}", t) for e, t in fix_engines.items()]]:
         _check_template(ctx, name, template)
     tests = _parse_cases(ctx, node.get("tests"))
@@ -387,7 +419,31 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
         confidence_levels=levels, confidence_default=default, message=message, explain=explain,
         fix_text=fix_text, fix_engines=fix_engines, inhibits=inhibits, references=references,
         tests=tests, modes=modes, status=status, path=where, line=_line_of(node), builtin=builtin,
+        message_by_mode=message_by_mode,
     )
+
+
+def _parse_message(ctx: _Ctx, node: Any, title: str) -> tuple[str, dict[str, str]]:
+    """A message is a string, or words per mode: {default: ..., scan: ..., watch: ..., analyze: ...}
+    (a scan judges a plan - nothing ran unless its trace did - so "the model ran" is not a scan's word)."""
+    if node is None:
+        return title, {}
+    if isinstance(node, str):
+        return " ".join(node.split()) or title, {}
+    if not isinstance(node, dict):
+        raise ctx.fail("message", "'message' is a string or {default: ..., scan: ..., watch: ..., analyze: ...}")
+    bad = set(node) - {"default", *MODES}
+    if bad:
+        raise ctx.fail("message", f"unknown keys in message: {sorted(bad)} (default, {', '.join(MODES)})", node)
+    texts = {}
+    for key, value in node.items():
+        if not isinstance(value, str) or not value.strip():
+            raise ctx.fail(f"message.{key}", "each message must be a non-empty string", node)
+        texts[key] = " ".join(value.split())
+    if "default" not in texts:
+        raise ctx.fail("message", "a message by mode needs a 'default'", node)
+    default = texts.pop("default")
+    return default, texts
 
 
 def _req_str(ctx: _Ctx, node: dict[str, Any], key: str) -> str:

@@ -43,6 +43,11 @@ def render(template: str, facts: Facts, event: Event | None = None) -> str:
     return _fill(template, facts, event)
 
 
+def describe(template: str) -> str:
+    """The template for people with no facts at hand (`explain`): every part shown, values as <name>."""
+    return _fill(OPTIONAL.sub(lambda m: m.group(1), template), Facts(), None)
+
+
 def _all_known(part: str, facts: Facts, event: Event | None) -> bool:
     for m in PLACEHOLDER.finditer(part):
         name = m.group(1)
@@ -70,14 +75,32 @@ def _fill(template: str, facts: Facts, event: Event | None) -> str:
                 value = event.phase
             else:
                 value = event.data.get(key)
-            return f"<{key}>" if value is None else format_value(value, None, filt)
+            if value is None:
+                return f"<{key}>"
+            return _once(format_value(value, None, filt), value, match)
         fact = facts.get(name)
         if fact is None or not fact.known:
             return f"<{name.rsplit('.', 1)[-1]}>"
-        return format_value(fact.value, fact.unit, filt)
+        return _once(format_value(fact.value, fact.unit, filt), fact.value, match)
 
     out = PLACEHOLDER.sub(repl, template)
     return out if len(out) <= MAX_RENDERED else out[: MAX_RENDERED - 1] + "…"
+
+
+_TRAILING_UNIT = re.compile(r"(?<=[\d\s])([^\s\d][^\s]*)$")
+
+
+def _once(text: str, value: Any, match: re.Match[str]) -> str:
+    """A number's unit is written once: when the template itself goes on with the unit the value
+    carries ("{model.storage.read_mb_s} MB/s", "{x}%"), the value gives it up."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return text
+    unit = _TRAILING_UNIT.search(text)
+    if unit is None:
+        return text
+    word = unit.group(1)
+    follows = re.match(r"\s*" + re.escape(word) + r"(?![\w/])", match.string[match.end():])
+    return text[: unit.start()].rstrip() if follows else text
 
 
 def format_value(value: Any, unit: str | None, filt: str | None = None) -> str:

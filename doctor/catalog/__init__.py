@@ -52,6 +52,19 @@ EVENT_KINDS: dict[str, str] = {
 }
 
 
+# Facts whose values are labels from a closed vocabulary (set by llm-doctor or printed by the engine:
+# "vm", "nvme", "q8_0", "kv_cache"), never personal text: redaction leaves them alone even when a
+# label equals a user or host name. Numbers and booleans are labels too (see is_label).
+LABELS = frozenset({
+    "config.engine", "config.load_mode", "config.flash_attn", "config.type_k", "config.type_v",
+    "config.kv_cache_dtype", "derived.oom_phase", "derived.oom_device", "host.virtualized", "host.vm",
+    "host.cpu.governor", "host.cpu.flags", "host.gpu.vendor", "engine.name", "engine.detect_confidence",
+    "engine.backends", "engine.cpu_features", "engine.detected", "model.arch", "model.file_type",
+    "model.storage.kind", "model.storage.fs_type", "model.storage.transport", "run.finish_reason",
+    "server.limit_name", "server.vllm.quantization", "server.tgi.quantize", "server.ollama.kv_cache_type_env",
+})
+
+
 def _build() -> dict[str, FactSpec]:
     specs: dict[str, FactSpec] = {}
     for module in (host, model, config, run, derived, server):
@@ -76,3 +89,11 @@ def spec(name: str) -> FactSpec | None:
 
 def is_known(name: str) -> bool:
     return normalise(name) in CATALOG
+
+
+def is_label(name: str) -> bool:
+    """The fact's value is a label or a number, not free text (see LABELS)."""
+    found = spec(name)
+    if found is None:
+        return False
+    return found.type in ("int", "float", "bool") or found.name in LABELS

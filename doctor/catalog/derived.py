@@ -37,6 +37,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.ctx_fit_recommended", "int", "tokens", "context to ask for: the need, or the largest that fits"),
     ("derived.gpu_layers_fit_recommended", "int", "layers", "n_gpu_layers to ask for: all, or the largest that fits"),
     ("derived.tokens_needed", "int", "tokens", "prompt + tokens to generate"),
+    ("derived.plan_tokens_needed", "int", "tokens", "planned prompt + planned reply (config.prompt_tokens + "
+     "config.max_new_tokens)"),
     ("derived.tokens_over", "int", "tokens", "tokens needed beyond the context"),
     ("derived.ctx_recommended", "int", "tokens", "the need + 10%, rounded up to 256, capped at n_ctx_train"),
     ("derived.ctx_reduced", "int", "tokens",

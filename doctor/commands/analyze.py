@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from doctor.commands.output import add_output_options, show_report
+from doctor.commands.options import add_options
+from doctor.commands.output import show_report
+from doctor.commands.selection import select_rules
 from doctor.errors import UsageError
 from doctor.evaluate import diagnose
 from doctor.inputs import read_input
@@ -17,12 +19,12 @@ HELP = "diagnose a saved or pasted log, a saved scan, or a watch recording"
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("analyze", help=HELP, description=HELP + ". Use - to read standard input (paste a log).")
     p.add_argument("file", nargs="?", help="log file, scan --save file, watch --record file, or - for stdin")
-    add_output_options(p)
+    add_options(p, "analyze")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    rulebase = load_rulebase(args.rules)
+    rulebase = select_rules(args, load_rulebase(args.rules), "analyze")
     for note in rulebase.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.file is None:

@@ -9,27 +9,12 @@ import sys
 
 from doctor.report import Report
 
-FORMATS = ("text", "json", "markdown")
-FAIL_ON = ("error", "warning", "info", "none")
 
+def add_output_options(parser: argparse.ArgumentParser, command: str = "analyze") -> None:
+    """The output and selection options of the shared table (doctor/commands/options.py)."""
+    from doctor.commands.options import add_options
 
-def add_output_options(parser: argparse.ArgumentParser, formats: tuple[str, ...] = FORMATS) -> None:
-    parser.add_argument("--format", choices=formats, default=None,
-                        help="output format (default: the TUI on a terminal when installed, else text)")
-    parser.add_argument("--fail-on", choices=FAIL_ON, default="error",
-                        help="exit 1 when a finding is at or above this severity (default: error)")
-    parser.add_argument("--engine", choices=("llama.cpp", "llama-cpp-python", "ollama", "vllm", "tgi"),
-                        help="whose flags the fixes use (default: the engine detected)")
-    parser.add_argument("--rules", action="append", metavar="DIR", default=[],
-                        help="extra rule folder (repeatable; also LLM_DOCTOR_RULES)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="every check, all evidence, every engine's fix")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour in text output")
-    parser.add_argument("--redact", action="store_true",
-                        help="remove home paths, user and host names, IP/MAC/e-mail addresses, UUIDs and the "
-                             "prompt/output text, so the report can be pasted into a public issue")
-    tui = parser.add_mutually_exclusive_group()
-    tui.add_argument("--tui", dest="tui", action="store_true", default=None, help="force the interactive view")
-    tui.add_argument("--no-tui", dest="tui", action="store_false", help="never open the interactive view")
+    add_options(parser, command, groups=("selection", "output"))
 
 
 def wants_tui(args: argparse.Namespace) -> bool:

@@ -9,32 +9,38 @@ import sys
 from doctor.catalog import CATALOG, EVENT_KINDS
 from doctor.commands.output import write_stdout
 from doctor.errors import UsageError
-from doctor.rulebase import CLASSES, load_rulebase
+from doctor.rulebase import CLASSES, Rule, class_for, load_rulebase
 from doctor.ruletest import run_all
 from doctor.sanitize import inert
+from doctor.templates import describe, placeholders
+
+RULES_HELP = "an extra rule folder (repeatable; also LLM_DOCTOR_RULES)"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("rules", help="list the rules, or run their own test cases")
     rsub = p.add_subparsers(dest="rules_command", metavar="{list,test}")
     pl = rsub.add_parser("list", help="every rule: id, class, severity, title")
-    pl.add_argument("--rules", action="append", metavar="DIR", default=[])
-    pl.add_argument("--format", choices=("text", "json"), default="text")
+    pl.add_argument("--rules", action="append", metavar="DIR", default=[], help=RULES_HELP)
+    pl.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     pl.set_defaults(run=run_list)
     pt = rsub.add_parser("test", help="run every rule's test cases; show expected vs actual on failure")
     pt.add_argument("dir", nargs="?", help="a rule folder to test on top of the built-in rules")
-    pt.add_argument("--rules", action="append", metavar="DIR", default=[])
-    pt.add_argument("--format", choices=("text", "json"), default="text")
+    pt.add_argument("--rules", action="append", metavar="DIR", default=[], help=RULES_HELP)
+    pt.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     pt.set_defaults(run=run_test)
     p.set_defaults(run=lambda args: (p.print_help(), 2)[1])
 
-    pe = sub.add_parser("explain", help="what a rule checks, why, and how to fix it")
-    pe.add_argument("rule", help="rule id (LD201) or slug (context-overflow)")
-    pe.add_argument("--rules", action="append", metavar="DIR", default=[])
+    pe = sub.add_parser("explain", help="what a rule checks, why, and how to fix it",
+                        description="Explain a rule, or every rule of a diagnosis class.")
+    pe.add_argument("rule", metavar="NAME",
+                    help="a rule id (LD201), a slug (prompt-exceeds-context), a diagnosis class "
+                         "(context.overflow or context-overflow) or a class family (context)")
+    pe.add_argument("--rules", action="append", metavar="DIR", default=[], help=RULES_HELP)
     pe.set_defaults(run=run_explain)
 
     pf = sub.add_parser("facts", help="the fact catalogue: every fact name rules can use")
-    pf.add_argument("--format", choices=("text", "json"), default="text")
+    pf.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     pf.set_defaults(run=run_facts)
 
 
@@ -75,14 +81,33 @@ def run_test(args: argparse.Namespace) -> int:
 
 def run_explain(args: argparse.Namespace) -> int:
     rb = load_rulebase(args.rules)
-    rule = rb.by_id(args.rule)
-    if rule is None:
-        raise UsageError(f"no rule {args.rule!r} (see `llm-doctor rules list`)")
+    rules = rb.select(args.rule)
+    if not rules:
+        raise UsageError(f"no rule, slug or class {args.rule!r} (see `llm-doctor rules list`; classes: "
+                         f"{', '.join(CLASSES)})")
+    out: list[str] = []
+    if len(rules) > 1:
+        cls = class_for(args.rule)
+        what = f"class {cls} ({CLASSES[cls]})" if cls else f"family {args.rule.lower()}"
+        out += [f"{len(rules)} rules in {what}: {', '.join(r.id for r in rules)}", ""]
+    for i, rule in enumerate(rules):
+        if i:
+            out += ["", "-" * 72, ""]
+        out += explain_rule(rule)
+    write_stdout(inert("\n".join(out)).replace("\\x0a", "\n") + "\n")
+    return 0
+
+
+def explain_rule(rule: Rule) -> list[str]:
+    """A rule for people: its templates rendered without facts (a value reads <name>)."""
     out = [f"{rule.id} {rule.slug} — {rule.title}",
            f"class: {rule.cls} ({CLASSES[rule.cls]})   severity: {rule.severity}   modes: {', '.join(rule.modes)}",
            f"defined in: {rule.path}:{rule.line}", ""]
+    out += ["Says:", "  " + " ".join(describe(rule.message).split())]
+    out += [f"  ({mode}) " + " ".join(describe(text).split()) for mode, text in rule.message_by_mode.items()]
+    out.append("")
     if rule.explain:
-        out += ["Why:", "  " + " ".join(rule.explain.split()), ""]
+        out += ["Why:", "  " + " ".join(describe(rule.explain).split()), ""]
     names = sorted(rule.when.fact_names())
     if names:
         described = [f"  {n}  — {CATALOG[_norm(n)].doc}" if _norm(n) in CATALOG else f"  {n}" for n in names]
@@ -90,16 +115,35 @@ def run_explain(args: argparse.Namespace) -> int:
     kinds = _event_kinds(rule)
     if kinds:
         out += ["Reads events:", *[f"  {k}  — {EVENT_KINDS[k]}" for k in kinds], ""]
-    out += ["Fix:", "  " + rule.fix_text]
+    out += ["Fix:", "  " + describe(rule.fix_text)]
     for engine, command in rule.fix_engines.items():
-        out.append(f"  {engine}: {command}")
+        out.append(f"  {engine}: {describe(command)}")
+    values = _template_values(rule)
+    if values:
+        out += ["", "Where:", *[f"  <{short}> is {doc}" for short, doc in values]]
     if rule.inhibits:
         out += ["", "When it fires it explains (hides): " + ", ".join(rule.inhibits)]
     if rule.references:
         out += ["", "References:", *[f"  {r}" for r in rule.references]]
     out += ["", f"Test cases: {len(rule.tests)}"]
-    write_stdout(inert("\n".join(out)) .replace("\\x0a", "\n") + "\n")
-    return 0
+    return out
+
+
+def _template_values(rule: Rule) -> list[tuple[str, str]]:
+    """<name> -> what it stands for, for every placeholder the rendered text shows."""
+    seen: dict[str, str] = {}
+    texts = [rule.message, *rule.message_by_mode.values(), rule.explain, rule.fix_text, *rule.fix_engines.values()]
+    for text in texts:
+        for ph in placeholders(text):
+            short = ph.name.rsplit(".", 1)[-1]
+            if short in seen:
+                continue
+            if ph.name.startswith("event."):
+                seen[short] = "a value from the engine's own message"
+            else:
+                spec = CATALOG.get(_norm(ph.name))
+                seen[short] = f"{spec.doc} ({ph.name})" if spec else ph.name
+    return sorted(seen.items())
 
 
 def run_facts(args: argparse.Namespace) -> int:

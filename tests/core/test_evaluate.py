@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from doctor.evaluate import diagnose
 from doctor.facts import Facts
 
@@ -61,3 +63,48 @@ def test_rules_outside_their_mode_are_skipped(rulebase) -> None:  # type: ignore
     ids = {c.id for c in report.checks}
     expected = {r.id for r in rulebase.rules if "scan" in r.modes}
     assert ids == expected
+
+
+CHAIN = """
+- id: LD991
+  slug: cause
+  class: context.oversized
+  severity: warning
+  title: the cause
+  when: {fact: config.n_ctx, ge: 100}
+  fix: shrink it
+  inhibits: [LD992]
+- id: LD992
+  slug: middle
+  class: oom.compute
+  severity: error
+  title: what the cause brings
+  when: {fact: config.n_ctx, ge: 100}
+  confidence: high
+  fix: something narrower
+  inhibits: [LD993]
+- id: LD993
+  slug: symptom
+  class: oom.runtime
+  severity: warning
+  title: what is seen
+  when: {fact: config.n_ctx, ge: 100}
+  confidence: high
+  fix: something narrower still
+"""
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2], [2, 1, 0], [1, 0, 2], [2, 0, 1]])
+def test_a_root_cause_leads_whatever_the_order_and_takes_the_severity_it_explains(order: list[int]) -> None:
+    from doctor.evaluate import build_report
+    from doctor.rulebase import RuleBase, parse_rules
+
+    rules = parse_rules(CHAIN, "chain.yaml")
+    base = RuleBase(rules=[rules[i] for i in order])
+    facts = Facts.from_values({"config.n_ctx": 4096}, [], events_observed=True)
+    report = build_report(base, facts, command="scan", mode="scan")
+    assert [f.id for f in report.findings] == ["LD991"]  # the middle rule hides nothing once it is hidden itself
+    lead = report.findings[0]
+    assert lead.severity == "error" and lead.inhibits == ["LD992", "LD993"]  # as serious as what it explains
+    assert {c.id: c.inhibited_by for c in report.checks} == {"LD991": None, "LD992": "LD991", "LD993": "LD991"}
+    assert report.assessment is not None and report.assessment.id == "LD991" and report.fails("error")

@@ -50,3 +50,52 @@ def test_cli_redact_keeps_the_diagnosis() -> None:
     assert a["assessment"]["id"] == b["assessment"]["id"] == "LD201"
     assert "/home/ana/models" in plain.decode()
     assert "/home/ana" not in red.decode() and "~/models/SmolLM2" in red.decode()
+
+
+def test_a_home_folder_anywhere_becomes_tilde_and_never_glues_to_its_parent() -> None:
+    r = Redactor(users=["ana"], homes=["/tmp/x/home/ana"])
+    assert r.text("model /tmp/x/home/ana/models/m.gguf") == "model ~/models/m.gguf"
+    assert r.text("path=/tmp/x/home/ana") == "path=~"
+    # a /home/NAME inside another path is not a home folder: only the name goes, nothing is glued
+    out = Redactor(users=["ana"]).text("/tmp/x/home/bob/models/m.gguf")
+    assert "~" not in out and out == "/tmp/x/home/<user>/models/m.gguf"
+    assert Redactor(homes=["/tmp/x"]).text("/tmp/x/models/a.gguf and /tmp/xy/b") == "~/models/a.gguf and /tmp/xy/b"
+
+
+def test_a_host_named_like_a_label_does_not_blank_the_label() -> None:
+    from doctor.evaluate import diagnose
+    from doctor.report import Evidence, Finding, Fix, Report
+    from doctor.rulebase import RuleBase
+
+    facts = Facts()
+    facts.set("host.virtualized", "vm", Source("probe", "probe.cpu"))
+    facts.set("model.storage.kind", "nvme", Source("probe", "probe.storage"))
+    facts.set("model.path", "/srv/vm/models/m.gguf", Source("probe", "probe.gguf"))
+    r = Redactor(users=["nvme"], hosts=["vm"])
+    out = r.facts(facts)
+    assert out.value("host.virtualized") == "vm" and out.value("model.storage.kind") == "nvme"
+    assert out.value("model.path") == "/srv/<redacted>/models/m.gguf"  # free text: the name goes
+    assert r.text("connected to vm:8080") == "connected to <redacted>:8080"
+    report = diagnose(Facts(), RuleBase(), command="scan", mode="scan")
+    report.facts = facts
+    ev = Evidence("fact", "host.virtualized = vm (probe:probe.cpu on vm)", None, "host.virtualized", "vm", None,
+                  "probe:probe.cpu on vm")
+    report.findings = [Finding("LD999", "x", "cpu.threads", "CPU threads", "info", "low", "t", "m", "", [ev],
+                               Fix("f", None, None), [])]
+    red: Report = r.report(report)
+    text = red.findings[0].evidence[0].text
+    assert text.startswith("host.virtualized = vm (") and text.endswith("on <redacted>)")
+    assert red.findings[0].evidence[0].value == "vm"
+
+
+def test_cli_redact_with_home_under_another_folder(tmp_path: Path) -> None:
+    home = tmp_path / "x" / "home" / "ana"
+    home.mkdir(parents=True)
+    log = (ROOT / "fixtures/logs/llama-cpp-python/prompt-too-long.log").read_text(encoding="utf-8")
+    log = log.replace("/home/ana/models", f"{home}/models")
+    path = tmp_path / "run.log"
+    path.write_text(log, encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "doctor", "analyze", str(path), "--format", "json", "--redact"],
+                          capture_output=True, env={**os.environ, "HOME": str(home), "NO_COLOR": "1"}, check=False)
+    out = proc.stdout.decode()
+    assert "~/models/SmolLM2" in out and str(home) not in out and "x~" not in out

@@ -85,7 +85,7 @@ def test_only_and_skip(capsys: pytest.CaptureFixture[str]) -> None:
     (["--model", "/nonexistent/model.gguf"], "no such model file"),
     (["--ctx-size", "0"], "--ctx-size must be positive"),
     (["--threads", "-2"], "--threads must be positive"),
-    (["--only", "nothing-like-this"], "matches no probe or check"),
+    (["--only", "nothing-like-this"], "--only nothing-like-this: no such check or probe"),
     (["--replay-machine", "/nonexistent/machine"], "--replay-machine"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

