@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from doctor.estimate import derive
 from doctor.facts import Event, Fact, Facts
-from doctor.predicates import Outcome
+from doctor.predicates import All, Any_, Events, Not, Outcome, Predicate
 from doctor.report import (
     CONFIDENCE_RANK,
     SEVERITY_RANK,
@@ -48,6 +48,10 @@ def evaluate_rule(rule: Rule, facts: Facts, mode: str | None = None) -> RuleResu
     if out.value is None:
         return RuleResult("unknown", missing=sorted(out.missing))
     if out.value is False:
+        if not _judged_on_input(rule.when, facts):
+            # false only because what it reads is absent (an `exists` test, a `not` over nothing): that is
+            # not a check that passed, and must not count as one
+            return RuleResult("unknown", missing=sorted(rule.when.fact_names()) or ["events"])
         return RuleResult("ok")
     confidence = rule.confidence_default
     evidence_facts, evidence_events = list(out.facts), list(out.events)
@@ -60,6 +64,24 @@ def evaluate_rule(rule: Rule, facts: Facts, mode: str | None = None) -> RuleResu
             evidence_events += sub.events
             break
     return RuleResult("fired", confidence, facts=evidence_facts, events=evidence_events)
+
+
+def _judged_on_input(predicate: Predicate, facts: Facts) -> bool:
+    """Whether the input said anything this predicate reads: a known fact it names, or (where events
+    were observed) an event test."""
+    if any(facts.has(name) for name in predicate.fact_names()):
+        return True
+    return facts.events_observed and _tests_events(predicate)
+
+
+def _tests_events(predicate: Predicate) -> bool:
+    if isinstance(predicate, Events):
+        return True
+    if isinstance(predicate, All | Any_):
+        return any(_tests_events(item) for item in predicate.items)
+    if isinstance(predicate, Not):
+        return _tests_events(predicate.item)
+    return False
 
 
 def resolve_engine(facts: Facts, engine: str | None = None) -> str | None:

@@ -142,6 +142,28 @@ class Report:
         rank = SEVERITY_RANK[threshold]
         return any(SEVERITY_RANK[f.severity] >= rank for f in self.findings)
 
+    def recognised(self) -> bool:
+        """False when the input held nothing llm-doctor recognises as an engine's output (a file of other
+        text, an empty input, a metrics URL that gave no metrics, a command that printed nothing known)."""
+        return self.facts.value("run.recognised") is not False
+
+    def verdict(self) -> str:
+        """findings | nothing_recognised | no_problems: the one-word answer every view shows."""
+        if self.findings:
+            return "findings"
+        return "no_problems" if self.recognised() else "nothing_recognised"
+
+    def verdict_text(self) -> str:
+        """The verdict in words, for the views (the same sentence in text, Markdown, JSON and the TUI)."""
+        verdict = self.verdict()
+        if verdict == "no_problems":
+            return "No problems found."
+        fact = self.facts.get("run.recognised")
+        seen = fact.source.text if fact is not None and fact.source.text else "no engine output was read"
+        if verdict == "nothing_recognised":
+            return f"Nothing to judge: {seen}. No check could use it, so this is not a clean bill of health."
+        return "" if self.recognised() else f"Nothing else recognised: {seen}."
+
     def counts(self) -> dict[str, int]:
         out = {"error": 0, "warning": 0, "info": 0, "ok": 0, "unknown": 0, "inhibited": 0}
         for f in self.findings:
@@ -162,6 +184,7 @@ class Report:
             "command": self.command,
             "engine": self.engine,
             "inputs": list(self.facts.inputs),
+            "verdict": {"kind": self.verdict(), "text": self.verdict_text()},
             "assessment": self.assessment.to_json() if self.assessment else None,
             "summary": self.counts(),
             "findings": [f.to_json() for f in self.findings],

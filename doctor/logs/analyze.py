@@ -166,7 +166,30 @@ class LogAnalyzer:
         facts.set("engine.detect_confidence", found.confidence, src)
         facts.set("engine.detected", found.seen, src)
         facts.set("run.log_lines", self.scanner.lines, Source("log", "scanner"), "lines")
+        recognised = self.recognised(votes)
+        facts.set("run.recognised", recognised, Source("log", "scanner", text=self._recognised_text(votes)))
+        # events are judged only where engine lines were read: "no OOM line" in a file of other text
+        # (or in nothing) is not evidence that there was no OOM
+        facts.events_observed = recognised
         return facts
+
+    def recognised(self, votes: Counter[str] | None = None) -> bool:
+        """Whether any line so far was an engine's: a signature line, a fact or an event read from it."""
+        if votes is None:
+            votes = Counter()
+            for parser in self.parsers:
+                votes.update(parser.votes)
+        return bool(+votes) or len(self.facts) > 0 or bool(self.facts.event_counts)
+
+    def _recognised_text(self, votes: Counter[str]) -> str:
+        lines = self.scanner.lines
+        if not lines:
+            return f"{self.name} is empty: no line to read"
+        if not self.recognised(votes):
+            return f"none of the {lines} line(s) of {self.name} is an engine's log line llm-doctor knows"
+        signature = sum(v for v in votes.values() if v > 0)
+        return f"{signature} engine signature line(s), {len(self.facts)} fact(s) and " \
+               f"{sum(self.facts.event_counts.values())} event(s) read from {lines} line(s)"
 
 
 def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) -> Facts:

@@ -33,7 +33,10 @@ def render_markdown(report: Report) -> str:
         out.append(f"> {inert(a.message)}")
         out.append("")
     elif not report.findings:
-        out.append("**No problems found.**")
+        out.append(f"**{inert(report.verdict_text())}**")
+        out.append("")
+    if report.findings and not report.recognised():
+        out.append(f"_{inert(report.verdict_text())}_")
         out.append("")
     if report.findings:
         out.append("## Findings")

@@ -35,6 +35,11 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         if top is not None:
             command = top.fix.command or top.fix.text
             out.append(f"  {style.mark('arrow')} {inert(command)}")
+        if not report.recognised():
+            out.append(style.paint("dim", f"  {inert(report.verdict_text())}"))
+        out.append("")
+    elif not report.recognised():
+        out.append(style.paint("warning", inert(report.verdict_text())))
         out.append("")
     elif not any(f.severity in ("error", "warning") for f in report.findings):
         out.append(style.paint("ok", "No problems found.") + (
