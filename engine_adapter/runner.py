@@ -21,6 +21,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -36,7 +37,7 @@ from typing import Any
 from doctor.errors import EngineError, UsageError
 from doctor.estimate import KV_TYPES
 from doctor.facts import Facts
-from doctor.live import EndEvent, FactsEvent, LiveEvent, LogEvent, SettingsEvent, StepEvent
+from doctor.live import EndEvent, FactsEvent, IncidentEvent, LiveEvent, LogEvent, SettingsEvent, StepEvent
 from doctor.report import Report
 from doctor.sanitize import strip_controls
 from engine_adapter.judge import LiveJudge
@@ -48,6 +49,11 @@ DEFAULT_PROMPT = "Here is a short story about a robot who learns to paint:"
 SAMPLE_INTERVAL_S = 0.5
 STOP_GRACE_S = 5.0
 ERROR_LINES_KEPT = 12
+FATAL_HEAD = "Fatal Python error:"  # CPython's faulthandler, before the reason and the stack
+FATAL_REASON = re.compile(r"(Segmentation fault|Bus error|Aborted|Floating point exception|Illegal instruction"
+                          r"|[A-Za-z_][\w.]*: .+)")
+FRAME = re.compile(r"\s+File \".+\", line \d+ in ")
+FRAME_PATH = re.compile(r'File "([^"]*/)?([^"/]+/[^"/]+)"')
 CONTEXT_FULL = ("truncate", "fail")
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -189,6 +195,10 @@ class _Parent:
         self.exception: str | None = None
         self.abort_text: str | None = None
         self.fatal_text: str | None = None  # "Fatal Python error: Bus error" (faulthandler, before its stack)
+        self.fatal_line: int | None = None  # its line number in the engine's output
+        self.fatal_cut = False  # the header came without its reason (another write in between): join the next
+        self.fatal_context: list[str] = []  # the lines around it: the one before, the stack frames after
+        self.last_engine_line: str | None = None
         self.model_stat = _file_stat(settings.model_path)  # to tell, at the end, whether the file changed
         self.ended = False
         self.last_rss: int | None = None
@@ -318,6 +328,13 @@ class _Parent:
                 text = strip_controls(raw.decode("utf-8", "replace")).rstrip()
                 if not text:
                     continue
+                if self.fatal_cut:
+                    # faulthandler writes "Fatal Python error: ", the reason and the stack in separate
+                    # writes; when a line break from elsewhere fell in between, the reason is this line
+                    self.fatal_cut = False
+                    if FATAL_REASON.fullmatch(text):
+                        self._fatal_joined(text)
+                        continue
                 self._log(LogEvent(text=text, stream="stderr"))
             return
         for raw in lines:
@@ -336,9 +353,39 @@ class _Parent:
             self.error_lines.append(event.text)
         elif event.stream == "stderr":
             self.stderr_tail.append(event.text)
-            if event.text.startswith("Fatal Python error:") and self.fatal_text is None:
+            if event.text.startswith(FATAL_HEAD) and self.fatal_text is None:
                 self.fatal_text = event.text
+                self.fatal_line = self.log_line
+                self.fatal_cut = event.text.strip() == FATAL_HEAD
+                if self.last_engine_line:
+                    self.fatal_context.append(self.last_engine_line)
+            elif self.fatal_text is not None and FRAME.match(event.text) and len(self.fatal_context) < 4:
+                self.fatal_context.append(event.text.strip())  # the top of the Python stack: where it died
+        if self.fatal_text is None:
+            self.last_engine_line = event.text
         self.session.emit(event)
+
+    def _fatal_joined(self, reason: str) -> None:
+        """The cut header's reason arrived on its own line: the fatal line is the two together."""
+        assert self.fatal_text is not None
+        self.fatal_text = f"{FATAL_HEAD} {reason}"
+        self.log_lines.append(reason)
+        self.stderr_tail.append(reason)
+        self.log_line += 1
+        # the parsers read the whole line, so the crash is recognised from it as from an uncut one
+        self.session.emit(LogEvent(text=self.fatal_text, stream="stderr", line=self.log_line))
+        self.fatal_line = self.log_line
+
+    def _crash_incident(self, status: int) -> None:
+        """A crash with faulthandler's line: the line itself, with what was logged just before it and
+        the stack frames after it, as the crash's evidence (the parsers see the lines one by one)."""
+        if self.fatal_text is None:
+            return
+        text = self.fatal_text if self.fatal_text.strip() != FATAL_HEAD else \
+            f"{FATAL_HEAD} (reason cut off) {describe_status(status)}"
+        context = "; ".join(FRAME_PATH.sub(r'File "…/\2"', c)[:160] for c in self.fatal_context)
+        self.session.emit(IncidentEvent(event="crash", text=text + (f" — around it: {context}" if context else ""),
+                                        data={"status": status}))
 
     def _message(self, msg: dict[str, Any]) -> None:
         kind = msg.get("m")
@@ -398,6 +445,7 @@ class _Parent:
             or (self.stderr_tail[-1] if self.stderr_tail else None)
         if crashed:
             reason = "crashed"
+            self._crash_incident(status)
             errors.append(f"the engine process died: {describe_status(status)}"
                           + (f"; the engine's last error: {headline}" if headline else ""))
         elif reason == "finished" and (self.exception or self.finish_reason == "error"):

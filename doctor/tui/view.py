@@ -301,7 +301,8 @@ def banner_info(report: Report) -> BannerInfo:
                           f"{a.id} · {a.cls} · confidence {a.confidence} — {inert(a.message)}")
     counts = report.counts()
     if report.verdict() == "nothing_recognised":
-        return BannerInfo("unknown", "Nothing to judge", inert(report.verdict_text().removeprefix("Nothing to judge: ")))
+        seen = report.verdict_text().removeprefix("Nothing to judge: ")
+        return BannerInfo("unknown", "Nothing to judge", inert(seen))
     if report.checks and counts["ok"] == 0 and counts["unknown"] == len(report.checks):
         return BannerInfo("unknown", "Nothing could be judged",
                           f"all {len(report.checks)} checks need facts this input does not have")
