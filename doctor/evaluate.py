@@ -102,7 +102,7 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: str, e
                  errors: list[str] | None = None) -> Report:
     chosen_engine = resolve_engine(facts, engine)
     report = Report(command=command, engine=chosen_engine, facts=facts, errors=list(errors or []),
-                    notes=list(rulebase.notes))
+                    notes=list(rulebase.notes), mode=mode)
     results: dict[str, tuple[Rule, RuleResult]] = {}
     for rule in rulebase.rules:
         result = evaluate_rule(rule, facts, mode)

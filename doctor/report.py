@@ -129,6 +129,10 @@ class Report:
     assessment: Assessment | None = None
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    mode: str = ""  # how the rules judged: scan | watch | analyze (analyze of a saved scan judges as scan)
+
+    def __post_init__(self) -> None:
+        self.mode = self.mode or self.command
 
     def worst(self) -> str | None:
         if not self.findings:
@@ -182,6 +186,7 @@ class Report:
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": "llm-doctor", "version": __version__},
             "command": self.command,
+            "mode": self.mode,
             "engine": self.engine,
             "inputs": list(self.facts.inputs),
             "verdict": {"kind": self.verdict(), "text": self.verdict_text()},

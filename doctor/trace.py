@@ -310,8 +310,11 @@ class TraceBuilder:
             self.facts.set("run.finish_reason", event.finish_reason, src)
         if event.exit_status is not None:
             self.facts.set("run.exit_status", event.exit_status, src)
-        self.facts.set("run.crashed", event.reason == "crashed", src)
-        self.facts.set("run.end_reason", event.reason, src)
+        if event.exit_status is not None or event.reason == "crashed":
+            # a process was watched (the embedded engine, a command): how it ended is evidence; a followed
+            # log or a metrics URL has no process of ours to judge
+            self.facts.set("run.crashed", event.reason == "crashed", src)
+            self.facts.set("run.end_reason", event.reason, src)
         self.facts.set("run.total_ms", round(event.t_ms, 1), src, "ms")
         last = next((line for line in reversed(event.error_lines) if isinstance(line, str) and line.strip()), None)
         if last is not None:

@@ -26,6 +26,13 @@ def render_markdown(report: Report) -> str:
         meta.append("input: " + ", ".join(inert(i, 80) for i in report.facts.inputs))
     out.append(" · ".join(meta))
     out.append("")
+    if report.mode == "scan":
+        from doctor.render.text import scan_lines
+
+        for line in scan_lines(report):
+            label, _, rest = line.strip().partition(":")
+            out.append(f"- **{label}:** {rest.strip().replace('(-v: why each)', '').strip()}")
+        out.append("")
     if report.assessment:
         a = report.assessment
         out.append(f"**Likely root cause:** {inert(a.title)} (`{a.cls}`, {a.severity}, confidence {a.confidence})")

@@ -1,0 +1,92 @@
+"""No clean bill of health without evidence: `analyze` of an input with nothing an engine wrote.
+
+The real CLI in a subprocess, on inputs a new user tries: a system file, an empty file, an empty
+stdin. Each must say it saw nothing, exit 4 (README, "Exit status") and never print "No problems
+found" in any format; a real healthy log still gets the all-clear and exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from doctor.evaluate import diagnose
+from doctor.facts import Facts
+from doctor.logs.analyze import analyze_bytes
+from doctor.rulebase import load_rulebase
+
+ROOT = Path(__file__).resolve().parents[2]
+HEALTHY = ROOT / "fixtures" / "logs" / "llama-cpp-python" / "healthy.log"
+NOT_A_LOG = ROOT / "pyproject.toml"  # real text, not an engine's
+
+
+def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "doctor", *args], input=stdin.decode() if stdin is not None else None,
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+
+
+def _inputs(tmp_path: Path) -> list[tuple[list[str], bytes | None]]:
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    cases: list[tuple[list[str], bytes | None]] = [([str(NOT_A_LOG)], None), ([str(empty)], None), (["-"], b"")]
+    if Path("/etc/passwd").is_file():
+        cases.append((["/etc/passwd"], None))
+    return cases
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json"])
+def test_nothing_recognised_is_said_and_exits_4_in_every_format(tmp_path: Path, fmt: str) -> None:
+    for args, stdin in _inputs(tmp_path):
+        run = _cli("analyze", *args, "--format", fmt, stdin=stdin)
+        assert run.returncode == 4, (args, run.stdout, run.stderr)
+        assert "No problems found" not in run.stdout, args
+        assert "Nothing to judge" in run.stdout, args
+        if fmt == "json":
+            doc = json.loads(run.stdout)
+            assert doc["verdict"]["kind"] == "nothing_recognised"
+            assert doc["summary"]["ok"] == 0  # no check passed on evidence it never had
+
+
+def test_the_verdict_names_what_was_read(tmp_path: Path) -> None:
+    run = _cli("analyze", str(NOT_A_LOG), "--format", "text")
+    lines = len(NOT_A_LOG.read_text().splitlines())
+    assert f"none of the {lines} line(s) of pyproject.toml is an engine's log line" in run.stdout
+    empty = _cli("analyze", "-", "--format", "text", stdin=b"")
+    assert "stdin is empty" in empty.stdout
+
+
+def test_fail_on_none_does_not_turn_nothing_into_a_pass(tmp_path: Path) -> None:
+    assert _cli("analyze", str(NOT_A_LOG), "--format", "json", "--fail-on", "none").returncode == 4
+
+
+def test_a_healthy_log_still_gets_the_all_clear() -> None:
+    run = _cli("analyze", str(HEALTHY), "--format", "text")
+    assert run.returncode == 0, run.stdout
+    assert "No problems found." in run.stdout
+    doc = json.loads(_cli("analyze", str(HEALTHY), "--format", "json").stdout)
+    assert doc["verdict"]["kind"] in ("no_problems", "findings") and doc["summary"]["ok"] > 0
+
+
+def test_ok_counts_only_checks_that_read_something() -> None:
+    """A rule that is false only because its facts are absent (`exists`, a `not` over nothing) is
+    unknown, not ok: an empty snapshot with events observed passes no fact-only check."""
+    rules = load_rulebase([], env={})
+    report = diagnose(Facts(), rules, command="analyze", mode="analyze")
+    fact_only = [c for c in report.checks if c.outcome == "ok"]
+    assert fact_only == [], [c.id for c in fact_only]
+
+
+def test_event_checks_are_unknown_where_no_engine_line_was_read() -> None:
+    facts = analyze_bytes(NOT_A_LOG.read_bytes(), "pyproject.toml")
+    assert facts.value("run.recognised") is False and facts.events_observed is False
+    report = diagnose(facts, load_rulebase([], env={}), command="analyze", mode="analyze")
+    oom = next(c for c in report.checks if c.id == "LD302")
+    assert oom.outcome == "unknown" and "events" in oom.missing
+    # one engine line is enough to judge the events of the log it is in
+    line = b"llama_kv_cache:        CPU KV buffer size =    45.00 MiB\n"
+    assert analyze_bytes(NOT_A_LOG.read_bytes() + line, "x.log").value("run.recognised") is True
