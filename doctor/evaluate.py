@@ -106,7 +106,9 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: str, e
     results: dict[str, tuple[Rule, RuleResult]] = {}
     for rule in rulebase.rules:
         result = evaluate_rule(rule, facts, mode)
-        if result.outcome != "skipped":
+        if result.outcome == "fired" or (result.outcome != "skipped" and rule.applies_to(chosen_engine)):
+            # another engine's check is left out (it could only be unknown, or ok on nothing), unless
+            # it fired: a log holding that engine's lines too
             results[rule.id] = (rule, result)
 
     fired = {rid for rid, (_, res) in results.items() if res.outcome == "fired"}

@@ -71,7 +71,7 @@ ID_RE = re.compile(r"^[A-Z]{2,4}\d{3,4}$")
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 RULE_KEYS = {"id", "slug", "class", "severity", "title", "when", "confidence", "message", "explain",
-             "fix", "inhibits", "references", "tests", "modes", "status"}
+             "fix", "inhibits", "references", "tests", "modes", "engines", "status"}
 CASE_KEYS = {"name", "facts", "events", "events_observed", "expect", "confidence", "missing", "mode"}
 
 
@@ -110,6 +110,11 @@ class Rule:
     path: str
     line: int | None
     builtin: bool
+    engines: tuple[str, ...] = ()  # whose logs it reads; () = any engine's
+
+    def applies_to(self, engine: str | None) -> bool:
+        """False for a rule about another engine's log (an Ollama check on a vLLM log)."""
+        return not self.engines or engine is None or engine in self.engines
 
     @property
     def area(self) -> str:
@@ -375,6 +380,10 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
     for mode in modes:
         if mode not in MODES:
             raise ctx.fail("modes", f"unknown mode '{mode}' (known: {', '.join(MODES)})")
+    engines = tuple(_str_list(ctx, node, "engines"))
+    for engine in engines:
+        if engine not in ENGINES:
+            raise ctx.fail("engines", f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
     status = _opt_str(ctx, node, "status") or "stable"
     if status not in STATUSES:
         raise ctx.fail("status", f"status must be one of {', '.join(STATUSES)}")
@@ -387,6 +396,7 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
         confidence_levels=levels, confidence_default=default, message=message, explain=explain,
         fix_text=fix_text, fix_engines=fix_engines, inhibits=inhibits, references=references,
         tests=tests, modes=modes, status=status, path=where, line=_line_of(node), builtin=builtin,
+        engines=engines,
     )
 
 

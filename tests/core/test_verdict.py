@@ -90,3 +90,21 @@ def test_event_checks_are_unknown_where_no_engine_line_was_read() -> None:
     # one engine line is enough to judge the events of the log it is in
     line = b"llama_kv_cache:        CPU KV buffer size =    45.00 MiB\n"
     assert analyze_bytes(NOT_A_LOG.read_bytes() + line, "x.log").value("run.recognised") is True
+
+
+def test_check_lists_follow_the_engine() -> None:
+    """Another engine's checks add no unknowns: an Ollama or vLLM check is not listed for a
+    llama-cpp-python log, but one that fired on a log holding that engine's lines too stays."""
+    rules = load_rulebase([], env={})
+    scoped = {r.id: r.engines for r in rules.rules if r.engines}
+    assert {"LD252", "LD550", "LD750", "LD350"} <= set(scoped)
+    lcp = diagnose(analyze_bytes(HEALTHY.read_bytes(), "healthy.log"), rules, command="analyze", mode="analyze")
+    assert lcp.engine == "llama-cpp-python"
+    assert not {c.id for c in lcp.checks} & set(scoped)
+    ollama = ROOT / "fixtures" / "logs" / "ollama" / "truncation-v0.5.7.log"
+    report = diagnose(analyze_bytes(ollama.read_bytes(), "o.log"), rules, command="analyze", mode="analyze")
+    listed = {c.id for c in report.checks}
+    assert {"LD252", "LD550"} <= listed and not listed & {i for i, e in scoped.items() if "ollama" not in e}
+    mixed = ROOT / "fixtures" / "logs" / "mixed" / "llamacpp-and-vllm-comparison.md"
+    both = diagnose(analyze_bytes(mixed.read_bytes(), "m.md"), rules, command="analyze", mode="analyze")
+    assert both.engine == "llama.cpp" and "LD750" in {f.id for f in both.findings}  # vLLM's, and it fired
