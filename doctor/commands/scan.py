@@ -35,6 +35,9 @@ TRACE_SENTENCE = "The quick brown fox jumps over the lazy dog while the painter 
 # the trace's short run must not replace the plan: its prompt, length and sampling are its own
 PLANNED_ONLY = ("config.max_new_tokens", "config.prompt_tokens")
 TRACE_OWN_PREFIXES = ("sampling.",)
+# what the trace says about its own input (whether engine output was read, whether loading ended) is
+# not the scan's: the scan's evidence is the probes and the GGUF as well
+TRACE_ONLY = ("run.recognised", "run.loaded")
 
 
 def _csv(text: str) -> list[str]:
@@ -220,7 +223,7 @@ def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S) -
     run = run_embedded(settings, host=False, timeout_s=timeout_s)
     trace = Facts()
     for fact in run.facts:
-        if fact.name not in PLANNED_ONLY and not fact.name.startswith(TRACE_OWN_PREFIXES):
+        if fact.name not in PLANNED_ONLY + TRACE_ONLY and not fact.name.startswith(TRACE_OWN_PREFIXES):
             trace.add(fact)
     for event in run.facts.events():
         trace.add_event(event)
