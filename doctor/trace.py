@@ -288,9 +288,8 @@ class TraceBuilder:
     def _incident(self, event: IncidentEvent) -> None:
         self.incidents += 1
         data = {str(k): v for k, v in event.data.items() if isinstance(v, int | float | str | bool)}
-        line = data.pop("log_line", None)  # the log line the incident quotes, when there is one
-        self.facts.add_event(Event(kind=event.event, line=line if isinstance(line, int) and line > 0 else None,
-                                   text=event.text, source="trace", phase=event.phase, data=data))
+        self.facts.add_event(Event(kind=event.event, line=None, text=event.text, source="trace",
+                                   phase=event.phase, data=data))
 
     def _perf(self, event: PerfEvent) -> None:
         self._seen("llama.cpp's own counters")

@@ -195,7 +195,6 @@ class _Parent:
         self.exception: str | None = None
         self.abort_text: str | None = None
         self.fatal_text: str | None = None  # "Fatal Python error: Bus error" (faulthandler, before its stack)
-        self.fatal_line: int | None = None  # its line number in the engine's output
         self.fatal_cut = False  # the header came without its reason (another write in between): join the next
         self.fatal_context: list[str] = []  # the lines around it: the one before, the stack frames after
         self.last_engine_line: str | None = None
@@ -333,8 +332,12 @@ class _Parent:
                     # writes; when a line break from elsewhere fell in between, the reason is this line
                     self.fatal_cut = False
                     if FATAL_REASON.fullmatch(text):
-                        self._fatal_joined(text)
+                        self._log(LogEvent(text=f"{FATAL_HEAD} {text}", stream="stderr"))
                         continue
+                    self._log(LogEvent(text=FATAL_HEAD, stream="stderr"))
+                if text == FATAL_HEAD and self.fatal_text is None:
+                    self.fatal_cut = True  # held until the next line says whether it is the reason
+                    continue
                 self._log(LogEvent(text=text, stream="stderr"))
             return
         for raw in lines:
@@ -355,8 +358,6 @@ class _Parent:
             self.stderr_tail.append(event.text)
             if event.text.startswith(FATAL_HEAD) and self.fatal_text is None:
                 self.fatal_text = event.text
-                self.fatal_line = self.log_line
-                self.fatal_cut = event.text.strip() == FATAL_HEAD
                 if self.last_engine_line:
                     self.fatal_context.append(self.last_engine_line)
             elif self.fatal_text is not None and FRAME.match(event.text) and len(self.fatal_context) < 4:
@@ -364,17 +365,6 @@ class _Parent:
         if self.fatal_text is None:
             self.last_engine_line = event.text
         self.session.emit(event)
-
-    def _fatal_joined(self, reason: str) -> None:
-        """The cut header's reason arrived on its own line: the fatal line is the two together."""
-        assert self.fatal_text is not None
-        self.fatal_text = f"{FATAL_HEAD} {reason}"
-        self.log_lines.append(reason)
-        self.stderr_tail.append(reason)
-        self.log_line += 1
-        # the parsers read the whole line, so the crash is recognised from it as from an uncut one
-        self.session.emit(LogEvent(text=self.fatal_text, stream="stderr", line=self.log_line))
-        self.fatal_line = self.log_line
 
     def _crash_incident(self, status: int) -> None:
         """A crash with faulthandler's line: the line itself, with what was logged just before it and
@@ -443,6 +433,9 @@ class _Parent:
         headline = self.abort_text or self.exception or self.fatal_text \
             or (self.error_lines[-1] if self.error_lines else None) \
             or (self.stderr_tail[-1] if self.stderr_tail else None)
+        if self.fatal_cut:  # the header was the last thing it wrote
+            self.fatal_cut = False
+            self._log(LogEvent(text=FATAL_HEAD, stream="stderr"))
         if crashed:
             reason = "crashed"
             self._crash_incident(status)
