@@ -152,21 +152,30 @@ class Report:
         return self.facts.value("run.recognised") is not False
 
     def verdict(self) -> str:
-        """findings | nothing_recognised | no_problems: the one-word answer every view shows."""
-        if self.findings:
-            return "findings"
+        """problems | no_problems | nothing_recognised: the one answer every view gives. Notes (info
+        findings) are not problems; nothing recognised is never "no problems"."""
+        if any(f.severity in ("error", "warning") for f in self.findings):
+            return "problems"
         return "no_problems" if self.recognised() else "nothing_recognised"
 
     def verdict_text(self) -> str:
-        """The verdict in words, for the views (the same sentence in text, Markdown, JSON and the TUI)."""
+        """The verdict in words: the same sentence in text, Markdown, JSON and the TUI."""
         verdict = self.verdict()
+        if verdict == "nothing_recognised":
+            return f"Nothing to judge: {self._seen()}. No check could use it, so this is not a clean bill of health."
         if verdict == "no_problems":
             return "No problems found."
+        head = f"Likely root cause: {self.assessment.title}." if self.assessment else "Problems found."
+        note = self.unrecognised_note()
+        return f"{head} {note}" if note else head
+
+    def unrecognised_note(self) -> str | None:
+        """Beside findings (a command's exit status): what in the input was not recognised."""
+        return None if self.recognised() else f"Nothing else recognised: {self._seen()}."
+
+    def _seen(self) -> str:
         fact = self.facts.get("run.recognised")
-        seen = fact.source.text if fact is not None and fact.source.text else "no engine output was read"
-        if verdict == "nothing_recognised":
-            return f"Nothing to judge: {seen}. No check could use it, so this is not a clean bill of health."
-        return "" if self.recognised() else f"Nothing else recognised: {seen}."
+        return fact.source.text if fact is not None and fact.source.text else "no engine output was read"
 
     def counts(self) -> dict[str, int]:
         out = {"error": 0, "warning": 0, "info": 0, "ok": 0, "unknown": 0, "inhibited": 0}

@@ -39,11 +39,12 @@ def render_markdown(report: Report) -> str:
         out.append("")
         out.append(f"> {inert(a.message)}")
         out.append("")
-    elif not report.findings:
+    else:
         out.append(f"**{inert(report.verdict_text())}**")
         out.append("")
-    if report.findings and not report.recognised():
-        out.append(f"_{inert(report.verdict_text())}_")
+    note = report.unrecognised_note() if report.assessment else None
+    if note:
+        out.append(f"_{inert(note)}_")
         out.append("")
     if report.findings:
         out.append("## Findings")

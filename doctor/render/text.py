@@ -35,15 +35,15 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         if top is not None:
             command = top.fix.command or top.fix.text
             out.append(f"  {style.mark('arrow')} {inert(command)}")
-        if not report.recognised():
-            out.append(style.paint("dim", f"  {inert(report.verdict_text())}"))
+        note = report.unrecognised_note()
+        if note:
+            out.append(style.paint("dim", f"  {inert(note)}"))
         out.append("")
-    elif not report.recognised():
+    elif report.verdict() == "nothing_recognised":
         out.append(style.paint("warning", inert(report.verdict_text())))
         out.append("")
-    elif not any(f.severity in ("error", "warning") for f in report.findings):
-        out.append(style.paint("ok", "No problems found.") + (
-            "" if report.checks else " (no rules ran)"))
+    elif report.verdict() == "no_problems":
+        out.append(style.paint("ok", report.verdict_text()) + ("" if report.checks else " (no rules ran)"))
         out.append("")
 
     by_area: dict[str, list[Check]] = defaultdict(list)

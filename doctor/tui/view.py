@@ -297,8 +297,10 @@ def banner_info(report: Report) -> BannerInfo:
     a = report.assessment
     if a is not None:
         kind = a.severity if a.severity in ("error", "warning") else "warning"
+        note = report.unrecognised_note()
         return BannerInfo(kind, f"Likely root cause: {inert(a.title)}",
-                          f"{a.id} · {a.cls} · confidence {a.confidence} — {inert(a.message)}")
+                          f"{a.id} · {a.cls} · confidence {a.confidence} — {inert(a.message)}"
+                          + (f" {inert(note)}" if note else ""))
     counts = report.counts()
     if report.verdict() == "nothing_recognised":
         seen = report.verdict_text().removeprefix("Nothing to judge: ")

@@ -69,7 +69,9 @@ def test_a_healthy_log_still_gets_the_all_clear() -> None:
     assert run.returncode == 0, run.stdout
     assert "No problems found." in run.stdout
     doc = json.loads(_cli("analyze", str(HEALTHY), "--format", "json").stdout)
-    assert doc["verdict"]["kind"] in ("no_problems", "findings") and doc["summary"]["ok"] > 0
+    assert doc["verdict"] == {"kind": "no_problems", "text": "No problems found."} and doc["summary"]["ok"] > 0
+    markdown = _cli("analyze", str(HEALTHY), "--format", "markdown").stdout
+    assert "**No problems found.**" in markdown
 
 
 def test_ok_counts_only_checks_that_read_something() -> None:
@@ -108,3 +110,13 @@ def test_check_lists_follow_the_engine() -> None:
     mixed = ROOT / "fixtures" / "logs" / "mixed" / "llamacpp-and-vllm-comparison.md"
     both = diagnose(analyze_bytes(mixed.read_bytes(), "m.md"), rules, command="analyze", mode="analyze")
     assert both.engine == "llama.cpp" and "LD750" in {f.id for f in both.findings}  # vLLM's, and it fired
+
+
+def test_the_tui_banner_says_the_same() -> None:
+    from doctor.tui.view import banner_info
+
+    rules = load_rulebase([], env={})
+    nothing = banner_info(diagnose(analyze_bytes(b"", "empty.log"), rules, command="analyze", mode="analyze"))
+    assert nothing.headline == "Nothing to judge" and "empty.log is empty" in nothing.detail
+    healthy = diagnose(analyze_bytes(HEALTHY.read_bytes(), "h.log"), rules, command="analyze", mode="analyze")
+    assert banner_info(healthy).headline == "No problems found"
