@@ -131,6 +131,7 @@ def test_a_command_that_exits_3_is_a_finding_with_its_last_line() -> None:
     doc = json.loads(run.stdout)
     finding = next(f for f in doc["findings"] if f["id"] == "LD951")
     assert "status 3" in finding["message"] and "cannot bind port 8080" in finding["message"]
+    assert any(e.get("fact") == "run.last_line" and e["value"] == "cannot bind port 8080" for e in finding["evidence"])
     assert doc["verdict"]["kind"] == "problems"
     assert "Nothing else recognised" in doc["verdict"]["text"]  # sh's own lines are no engine's
     text = _watch("--format", "text", "--", "sh", "-c", "echo hi; exit 3")
