@@ -129,13 +129,13 @@ def test_a_command_that_exits_3_is_a_finding_with_its_last_line() -> None:
     run = _watch("--format", "json", "--", "sh", "-c", "echo hi; echo 'cannot bind port 8080' >&2; exit 3")
     assert run.returncode == 1, run.stdout[-2000:]
     doc = json.loads(run.stdout)
-    finding = next(f for f in doc["findings"] if f["id"] == "LD951")
+    finding = next(f for f in doc["findings"] if f["id"] == "LD961")
     assert "status 3" in finding["message"] and "cannot bind port 8080" in finding["message"]
     assert any(e.get("fact") == "run.last_line" and e["value"] == "cannot bind port 8080" for e in finding["evidence"])
     assert doc["verdict"]["kind"] == "problems"
     assert "Nothing else recognised" in doc["verdict"]["text"]  # sh's own lines are no engine's
     text = _watch("--format", "text", "--", "sh", "-c", "echo hi; exit 3")
-    assert "No problems found" not in text.stdout and "LD951" in text.stdout
+    assert "No problems found" not in text.stdout and "LD961" in text.stdout
 
 
 def test_exit_1_does_not_read_as_a_healthy_engine_process() -> None:
