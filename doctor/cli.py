@@ -1,7 +1,8 @@
 """The command line: parse arguments, run a command, turn errors into one line and an exit code.
 
 Exit codes: 0 nothing at or above --fail-on; 1 something is; 2 usage or input error; 3 internal
-error. Heavy parts (textual, torch, llama_cpp) are imported only by the commands that need them.
+error; 4 nothing recognised in the input, so nothing was judged (README, "Exit status"). Heavy
+parts (textual, torch, llama_cpp) are imported only by the commands that need them.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from doctor.estimate import derive
 from doctor.facts import Event, Fact, Facts
-from doctor.predicates import Outcome
+from doctor.predicates import All, Any_, Events, Not, Outcome, Predicate
 from doctor.report import (
     CONFIDENCE_RANK,
     SEVERITY_RANK,
@@ -49,6 +49,10 @@ def evaluate_rule(rule: Rule, facts: Facts, mode: str | None = None) -> RuleResu
     if out.value is None:
         return RuleResult("unknown", missing=sorted(out.missing))
     if out.value is False:
+        if not _judged_on_input(rule.when, facts):
+            # false only because what it reads is absent (an `exists` test, a `not` over nothing): that is
+            # not a check that passed, and must not count as one
+            return RuleResult("unknown", missing=sorted(rule.when.fact_names()) or ["events"])
         return RuleResult("ok")
     confidence = rule.confidence_default
     evidence_facts, evidence_events = list(out.facts), list(out.events)
@@ -61,6 +65,24 @@ def evaluate_rule(rule: Rule, facts: Facts, mode: str | None = None) -> RuleResu
             evidence_events += sub.events
             break
     return RuleResult("fired", confidence, facts=evidence_facts, events=evidence_events)
+
+
+def _judged_on_input(predicate: Predicate, facts: Facts) -> bool:
+    """Whether the input said anything this predicate reads: a known fact it names, or (where events
+    were observed) an event test."""
+    if any(facts.has(name) for name in predicate.fact_names()):
+        return True
+    return facts.events_observed and _tests_events(predicate)
+
+
+def _tests_events(predicate: Predicate) -> bool:
+    if isinstance(predicate, Events):
+        return True
+    if isinstance(predicate, All | Any_):
+        return any(_tests_events(item) for item in predicate.items)
+    if isinstance(predicate, Not):
+        return _tests_events(predicate.item)
+    return False
 
 
 def resolve_engine(facts: Facts, engine: str | None = None) -> str | None:
@@ -81,11 +103,13 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: str, e
                  errors: list[str] | None = None) -> Report:
     chosen_engine = resolve_engine(facts, engine)
     report = Report(command=command, engine=chosen_engine, facts=facts, errors=list(errors or []),
-                    notes=list(rulebase.notes))
+                    notes=list(rulebase.notes), mode=mode)
     results: dict[str, tuple[Rule, RuleResult]] = {}
     for rule in rulebase.rules:
         result = evaluate_rule(rule, facts, mode)
-        if result.outcome != "skipped":
+        if result.outcome == "fired" or (result.outcome != "skipped" and rule.applies_to(chosen_engine)):
+            # another engine's check is left out (it could only be unknown, or ok on nothing), unless
+            # it fired: a log holding that engine's lines too
             results[rule.id] = (rule, result)
 
     fired = {rid for rid, (_, res) in results.items() if res.outcome == "fired"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,8 +25,22 @@ TRACE_KIND = "trace"
 MAX_JSON_DOC = 256 << 20
 
 
+@dataclass(slots=True)
+class LoadedInput:
+    """What analyze read: the facts, and the command that saved them when the input is a saved
+    document (`scan` for `scan --save`), so a saved scan is judged and shown as a scan."""
+
+    facts: Facts
+    saved_by: str | None = None
+
+
 def read_input(path: str) -> Facts:
     """Read FILE or `-` (stdin) into Facts."""
+    return load_input(path).facts
+
+
+def load_input(path: str) -> LoadedInput:
+    """Read FILE or `-` (stdin): its facts, and which command saved it (if a saved document)."""
     if path == "-":
         stream = rewindable(sys.stdin.buffer)
         return _dispatch(stream, "stdin")
@@ -44,7 +59,7 @@ def read_input(path: str) -> Facts:
         return _dispatch(handle, os.path.basename(path) or path)
 
 
-def _dispatch(stream: BinaryIO, name: str) -> Facts:
+def _dispatch(stream: BinaryIO, name: str) -> LoadedInput:
     stream = open_input(stream)
     head = _peek(stream)
     kind = _json_kind(head)
@@ -54,8 +69,8 @@ def _dispatch(stream: BinaryIO, name: str) -> Facts:
         if kind == TRACE_KIND:
             from doctor.trace import facts_from_recording
 
-            return facts_from_recording(stream, name)
-        return analyze_stream(stream, name)
+            return LoadedInput(facts_from_recording(stream, name))
+        return LoadedInput(analyze_stream(stream, name))
     except OSError as exc:
         raise InputError(f"{name}: read failed ({exc.strerror or exc})") from None
 
@@ -84,7 +99,7 @@ def _json_kind(head: bytes) -> str | None:
     return None
 
 
-def _load_facts_document(stream: BinaryIO, name: str) -> Facts:
+def _load_facts_document(stream: BinaryIO, name: str) -> LoadedInput:
     data = stream.read(MAX_JSON_DOC + 1)
     if len(data) > MAX_JSON_DOC:
         raise InputError(f"{name}: saved facts larger than {MAX_JSON_DOC >> 20} MiB")
@@ -106,7 +121,8 @@ def _load_facts_document(stream: BinaryIO, name: str) -> Facts:
     except ValueError as exc:
         raise InputError(f"{name}: {exc}") from None
     facts.inputs = [*facts.inputs, name] if name not in facts.inputs else facts.inputs
-    return facts
+    saved_by = doc.get("mode") or doc.get("command")  # a JSON report has its mode; a saved scan, its command
+    return LoadedInput(facts, saved_by if saved_by in ("scan", "watch", "analyze") else None)
 
 
 def save_facts(facts: Facts, path: str, command: str) -> None:
@@ -120,4 +136,4 @@ def save_facts(facts: Facts, path: str, command: str) -> None:
         raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
 
-__all__ = ["open_input", "read_input", "save_facts"]
+__all__ = ["LoadedInput", "load_input", "open_input", "read_input", "save_facts"]

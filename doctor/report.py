@@ -129,6 +129,10 @@ class Report:
     assessment: Assessment | None = None
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    mode: str = ""  # how the rules judged: scan | watch | analyze (analyze of a saved scan judges as scan)
+
+    def __post_init__(self) -> None:
+        self.mode = self.mode or self.command
 
     def worst(self) -> str | None:
         if not self.findings:
@@ -141,6 +145,37 @@ class Report:
             return False
         rank = SEVERITY_RANK[threshold]
         return any(SEVERITY_RANK[f.severity] >= rank for f in self.findings)
+
+    def recognised(self) -> bool:
+        """False when the input held nothing llm-doctor recognises as an engine's output (a file of other
+        text, an empty input, a metrics URL that gave no metrics, a command that printed nothing known)."""
+        return self.facts.value("run.recognised") is not False
+
+    def verdict(self) -> str:
+        """problems | no_problems | nothing_recognised: the one answer every view gives. Notes (info
+        findings) are not problems; nothing recognised is never "no problems"."""
+        if any(f.severity in ("error", "warning") for f in self.findings):
+            return "problems"
+        return "no_problems" if self.recognised() else "nothing_recognised"
+
+    def verdict_text(self) -> str:
+        """The verdict in words: the same sentence in text, Markdown, JSON and the TUI."""
+        verdict = self.verdict()
+        if verdict == "nothing_recognised":
+            return f"Nothing to judge: {self._seen()}. No check could use it, so this is not a clean bill of health."
+        if verdict == "no_problems":
+            return "No problems found."
+        head = f"Likely root cause: {self.assessment.title}." if self.assessment else "Problems found."
+        note = self.unrecognised_note()
+        return f"{head} {note}" if note else head
+
+    def unrecognised_note(self) -> str | None:
+        """Beside findings (a command's exit status): what in the input was not recognised."""
+        return None if self.recognised() else f"Nothing else recognised: {self._seen()}."
+
+    def _seen(self) -> str:
+        fact = self.facts.get("run.recognised")
+        return fact.source.text if fact is not None and fact.source.text else "no engine output was read"
 
     def counts(self) -> dict[str, int]:
         out = {"error": 0, "warning": 0, "info": 0, "ok": 0, "unknown": 0, "inhibited": 0}
@@ -160,8 +195,10 @@ class Report:
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": "llm-doctor", "version": __version__},
             "command": self.command,
+            "mode": self.mode,
             "engine": self.engine,
             "inputs": list(self.facts.inputs),
+            "verdict": {"kind": self.verdict(), "text": self.verdict_text()},
             "assessment": self.assessment.to_json() if self.assessment else None,
             "summary": self.counts(),
             "findings": [f.to_json() for f in self.findings],

@@ -71,7 +71,7 @@ ID_RE = re.compile(r"^[A-Z]{2,4}\d{3,4}$")
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 RULE_KEYS = {"id", "slug", "class", "severity", "title", "when", "confidence", "message", "explain",
-             "fix", "inhibits", "references", "tests", "modes", "status"}
+             "fix", "inhibits", "references", "tests", "modes", "engines", "status"}
 CASE_KEYS = {"name", "facts", "events", "events_observed", "expect", "confidence", "missing", "mode"}
 
 
@@ -114,6 +114,11 @@ class Rule:
 
     def message_for(self, mode: str | None) -> str:
         return self.message_by_mode.get(mode or "", self.message)
+    engines: tuple[str, ...] = ()  # whose logs it reads; () = any engine's
+
+    def applies_to(self, engine: str | None) -> bool:
+        """False for a rule about another engine's log (an Ollama check on a vLLM log)."""
+        return not self.engines or engine is None or engine in self.engines
 
     @property
     def area(self) -> str:
@@ -406,6 +411,10 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
     for mode in modes:
         if mode not in MODES:
             raise ctx.fail("modes", f"unknown mode '{mode}' (known: {', '.join(MODES)})")
+    engines = tuple(_str_list(ctx, node, "engines"))
+    for engine in engines:
+        if engine not in ENGINES:
+            raise ctx.fail("engines", f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
     status = _opt_str(ctx, node, "status") or "stable"
     if status not in STATUSES:
         raise ctx.fail("status", f"status must be one of {', '.join(STATUSES)}")
@@ -420,6 +429,7 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
         fix_text=fix_text, fix_engines=fix_engines, inhibits=inhibits, references=references,
         tests=tests, modes=modes, status=status, path=where, line=_line_of(node), builtin=builtin,
         message_by_mode=message_by_mode,
+        engines=engines,
     )
 
 

@@ -100,6 +100,10 @@ TRIAGE_FACTS: dict[str, tuple[str, str | None]] = {
     "seconds": ("run.triage_seconds", "s"), "budget_s": ("run.triage_budget_s", "s"),
 }
 KEPT_MAX = 256  # events kept to replay after a triage restart (host facts, triage steps)
+# facts an engine's log gives only once loading is over: its load time, the compute buffers (the last
+# allocation of a llama.cpp load), or any request, prompt or decode figure
+LOAD_DONE_FACTS = ("run.load_ms", "run.compute_bytes", "run.requests", "run.prompt_tokens_max", "run.prefill_ms",
+                   "run.decode_tps", "run.decode_tps_max", "run.decode_tokens")
 
 
 class TraceBuilder:
@@ -127,6 +131,14 @@ class TraceBuilder:
         self.events_fed = 0
         self.last_t_ms = 0.0
         self.ended: EndEvent | None = None
+        # what the sources were (SettingsEvent stage "source": a log, a command, a metrics URL) and what
+        # of the engine they showed: only engine output makes a verdict more than "nothing to judge"
+        self.source_settings: dict[str, Any] = {}
+        self.engine_started = False  # an embedded engine was asked to start (requested settings)
+        self.engine_seen: list[str] = []  # trace evidence of an engine: phases, steps, its own settings
+        self.load_done: str | None = None  # why the load phase is known to have ended
+        self.metrics_read = 0  # scrapes that carried an engine's metrics
+        self.incidents = 0
         # log lines reach the parsers in batches (at each snapshot), so that a line wrapped by a
         # terminal is still joined with the next one, as `analyze` does over its big chunks
         self.pending_log: list[bytes] = []
@@ -207,8 +219,18 @@ class TraceBuilder:
     def _src(self, what: str, text: str | None = None) -> Source:
         return Source("trace", f"trace.{what}", text=text)
 
+    def _seen(self, what: str) -> None:
+        if what not in self.engine_seen:
+            self.engine_seen.append(what)
+
     def _settings(self, event: SettingsEvent) -> None:
         stage = event.stage or "requested"
+        if stage == "source":
+            self.source_settings.update({k: v for k, v in event.settings.items() if v})
+        elif stage == "requested":
+            self.engine_started = True
+        else:
+            self._seen("the engine's own settings")
         for key, value in event.settings.items():
             target = SETTING_FACTS.get(key)
             if target is None or value is None or isinstance(value, dict | list):
@@ -230,14 +252,23 @@ class TraceBuilder:
             self.prompt_tokens = prompt
 
     def _facts(self, event: FactsEvent) -> None:
+        engine_facts = False
         for name, raw in event.facts.items():
             if isinstance(raw, dict):
-                self.facts.add(Fact.from_json(str(name), raw))
+                fact = Fact.from_json(str(name), raw)
+                self.facts.add(fact)
+                # host and model-file probes describe the machine; a scrape's run/server figures or an
+                # engine name describe the engine
+                engine_facts = engine_facts or (fact.known and name.startswith(("run.", "server.", "engine.name")))
+        if engine_facts:
+            self.metrics_read += 1
 
     def _phase(self, event: PhaseEvent) -> None:
         name = PHASE_FACTS.get(event.phase)
         if name is None:
             return
+        self._seen(f"the {event.phase} phase")
+        self.load_done = self.load_done or f"the {event.phase} phase ended"
         src = self._src(f"phase.{event.phase}", f"{event.phase} took {event.ms:.1f} ms"
                         + (f" for {event.tokens} tokens" if event.tokens else ""))
         self.facts.set(name, round(event.ms, 3), src, "ms")
@@ -254,6 +285,8 @@ class TraceBuilder:
                 self._kv(event.kv_used, src)
 
     def _step(self, event: StepEvent) -> None:
+        if not self.decode_ms:
+            self._seen("decode steps")
         self.decode_ms.append(round(event.ms, 3))
         self.generated += 1
         if event.token:
@@ -292,6 +325,7 @@ class TraceBuilder:
             self.swap_in_max = max(self.swap_in_max or 0, event.swap_in_bytes)
 
     def _incident(self, event: IncidentEvent) -> None:
+        self.incidents += 1
         data = {str(k): v for k, v in event.data.items() if isinstance(v, int | float | str | bool)}
         self.facts.add_event(Event(kind=event.event, line=None, text=event.text, source="trace",
                                    phase=event.phase, data=data))
@@ -303,6 +337,7 @@ class TraceBuilder:
                     self.facts.set(name, value, src, unit)
 
     def _perf(self, event: PerfEvent) -> None:
+        self._seen("llama.cpp's own counters")
         src = self._src("perf", "llama_perf_context: llama.cpp's own counters")
         for name, value, unit in (("run.engine_prefill_ms", event.prefill_ms, "ms"),
                                   ("run.engine_prompt_tokens", event.prompt_tokens, "tokens"),
@@ -319,8 +354,15 @@ class TraceBuilder:
             self.facts.set("run.finish_reason", event.finish_reason, src)
         if event.exit_status is not None:
             self.facts.set("run.exit_status", event.exit_status, src)
-        self.facts.set("run.crashed", event.reason == "crashed", src)
+        if event.exit_status is not None or event.reason == "crashed":
+            # a process was watched (the embedded engine, a command): how it ended is evidence; a followed
+            # log or a metrics URL has no process of ours to judge
+            self.facts.set("run.crashed", event.reason == "crashed", src)
+            self.facts.set("run.end_reason", event.reason, src)
         self.facts.set("run.total_ms", round(event.t_ms, 1), src, "ms")
+        last = next((line for line in reversed(event.error_lines) if isinstance(line, str) and line.strip()), None)
+        if last is not None:
+            self.facts.set("run.last_line", last.strip()[:300], self._src("end", "the last line it printed"))
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -332,11 +374,55 @@ class TraceBuilder:
         # with no log line seen there is nothing to detect an engine from: start empty
         self._drain_log()
         facts = self.analyzer.snapshot() if self.log_lines else Facts()
+        log_seen = bool(self.log_lines) and self.analyzer.recognised()
         facts.merge(self.facts)
         facts.inputs = [self.name]
-        facts.events_observed = True
+        # events are judged where an engine's log or trace was read (a metrics page reports only its own
+        # counters; an unknown program's output reports nothing)
+        facts.events_observed = log_seen or bool(self.engine_seen)
+        recognised = facts.events_observed or self.metrics_read > 0 or self.incidents > 0
+        facts.set("run.recognised", recognised, self._src("sources", self._recognised_text(facts, recognised)))
         self._run_facts(facts)
+        self._loaded(facts)
         return facts
+
+    def _recognised_text(self, facts: Facts, recognised: bool) -> str:
+        seen = list(self.engine_seen)
+        parts: list[str] = []
+        command = self.source_settings.get("command")
+        what = (f"{command[0]}'s output" if isinstance(command, list) and command and isinstance(command[0], str)
+                else str(self.source_settings.get("log") or "the log"))
+        if self.log_lines:
+            fact = facts.get("run.recognised")
+            log_text = fact.source.text if fact is not None and fact.source.text else f"{self.log_lines} line(s)"
+            if self.analyzer.recognised():
+                seen.append(log_text)
+            else:
+                parts.append(f"none of the {self.log_lines} line(s) of {what} is an engine's log line llm-doctor "
+                             "knows")
+        elif self.source_settings.get("command") or self.source_settings.get("log"):
+            parts.append(f"{what} had no line to read")
+        url = self.source_settings.get("metrics")
+        if self.metrics_read:
+            seen.append(f"{self.metrics_read} metrics scrape(s)")
+        elif url:
+            parts.append(f"no engine metrics were read from {url}")
+        if recognised:
+            return "read: " + "; ".join(seen or ["engine incidents"])
+        return "; ".join(parts) or "no engine output was read"
+
+    def _loaded(self, facts: Facts) -> None:
+        """run.loaded: whether the engine's load phase is over. Until it is, facts read from the start-up
+        lines can still change (a backend line after the system line, the engine's settings after the
+        requested ones), so live findings judged on facts alone wait for it (engine_adapter/judge.py)."""
+        why = self.load_done
+        if why is None:
+            done = next((name for name in LOAD_DONE_FACTS if facts.has(name)), None)
+            why = f"{done} is known" if done else None
+        if why is not None:
+            facts.set("run.loaded", True, self._src("load", why))
+        elif self.engine_started or self.log_lines:
+            facts.set("run.loaded", False, self._src("load", "no sign yet that the engine finished loading"))
 
     def _run_facts(self, facts: Facts) -> None:
         if self.decode_ms:

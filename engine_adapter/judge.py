@@ -5,7 +5,8 @@ compares the findings with the previous evaluation: a new id is `fired`, a missi
 and one whose message or confidence changed (a loop that keeps growing, a median that moves) is
 `updated` — at most every UPDATE_EVERY_MS per finding, so a stream of small changes stays quiet.
 The final evaluation announces every change, so what the stream said last and what the report
-says agree.
+says agree. While the engine is still loading (`run.loaded` false), findings judged on facts alone are
+held back: start-up facts can still change, and a finding must not fire and then resolve.
 
 Pure (the rules and facts are given).
 """
@@ -45,6 +46,11 @@ class LiveJudge:
 
     def diff(self, report: Report, t_ms: float, final: bool = False) -> list[FindingEvent]:
         now = {f.id: f for f in report.findings}
+        if not final and report.facts.value("run.loaded") is False:
+            # the engine is still starting: facts read so far may yet change (a GPU backend line after a
+            # CPU-only system line), so a finding judged on facts alone waits until loading is over; one
+            # with an event behind it (an OOM, a failed load) is settled and is announced at once
+            now = {fid: f for fid, f in now.items() if fid in self.active or _has_event(f)}
         changes: list[FindingEvent] = []
         for fid, finding in now.items():
             before = self.active.get(fid)
@@ -63,3 +69,7 @@ class LiveJudge:
                 self.announced_ms.pop(fid, None)
         self.active = now
         return changes
+
+
+def _has_event(finding: Finding) -> bool:
+    return any(e.kind == "log" for e in finding.evidence)

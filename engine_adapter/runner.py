@@ -22,6 +22,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -60,6 +61,11 @@ DEFAULT_PROMPT = "Here is a short story about a robot who learns to paint:"
 SAMPLE_INTERVAL_S = 0.5
 STOP_GRACE_S = 5.0
 ERROR_LINES_KEPT = 12
+FATAL_HEAD = "Fatal Python error:"  # CPython's faulthandler, before the reason and the stack
+FATAL_REASON = re.compile(r"(Segmentation fault|Bus error|Aborted|Floating point exception|Illegal instruction"
+                          r"|[A-Za-z_][\w.]*: .+)")
+FRAME = re.compile(r"\s+File \".+\", line \d+ in ")
+FRAME_PATH = re.compile(r'File "([^"]*/)?([^"/]+/[^"/]+)"')
 CONTEXT_FULL = ("truncate", "fail")
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -281,6 +287,9 @@ class _Parent:
         self.exception: str | None = None
         self.abort_text: str | None = None
         self.fatal_text: str | None = None  # "Fatal Python error: Bus error" (faulthandler, before its stack)
+        self.fatal_cut = False  # the header came without its reason (another write in between): join the next
+        self.fatal_context: list[str] = []  # the lines around it: the one before, the stack frames after
+        self.last_engine_line: str | None = None
         self.model_stat = _file_stat(settings.model_path)  # to tell, at the end, whether the file changed
         self.ended = False
         self.last_rss: int | None = None
@@ -416,6 +425,17 @@ class _Parent:
                 text = strip_controls(raw.decode("utf-8", "replace")).rstrip()
                 if not text:
                     continue
+                if self.fatal_cut:
+                    # faulthandler writes "Fatal Python error: ", the reason and the stack in separate
+                    # writes; when a line break from elsewhere fell in between, the reason is this line
+                    self.fatal_cut = False
+                    if FATAL_REASON.fullmatch(text):
+                        self._log(LogEvent(text=f"{FATAL_HEAD} {text}", stream="stderr"))
+                        continue
+                    self._log(LogEvent(text=FATAL_HEAD, stream="stderr"))
+                if text == FATAL_HEAD and self.fatal_text is None:
+                    self.fatal_cut = True  # held until the next line says whether it is the reason
+                    continue
                 self._log(LogEvent(text=text, stream="stderr"))
             return
         for raw in lines:
@@ -434,9 +454,26 @@ class _Parent:
             self.error_lines.append(event.text)
         elif event.stream == "stderr":
             self.stderr_tail.append(event.text)
-            if event.text.startswith("Fatal Python error:") and self.fatal_text is None:
+            if event.text.startswith(FATAL_HEAD) and self.fatal_text is None:
                 self.fatal_text = event.text
+                if self.last_engine_line:
+                    self.fatal_context.append(self.last_engine_line)
+            elif self.fatal_text is not None and FRAME.match(event.text) and len(self.fatal_context) < 4:
+                self.fatal_context.append(event.text.strip())  # the top of the Python stack: where it died
+        if self.fatal_text is None:
+            self.last_engine_line = event.text
         self.session.emit(event)
+
+    def _crash_incident(self, status: int) -> None:
+        """A crash with faulthandler's line: the line itself, with what was logged just before it and
+        the stack frames after it, as the crash's evidence (the parsers see the lines one by one)."""
+        if self.fatal_text is None:
+            return
+        text = self.fatal_text if self.fatal_text.strip() != FATAL_HEAD else \
+            f"{FATAL_HEAD} (reason cut off) {describe_status(status)}"
+        context = "; ".join(FRAME_PATH.sub(r'File "…/\2"', c)[:160] for c in self.fatal_context)
+        self.session.emit(IncidentEvent(event="crash", text=text + (f" — around it: {context}" if context else ""),
+                                        data={"status": status}))
 
     def _message(self, msg: dict[str, Any]) -> None:
         kind = msg.get("m")
@@ -504,8 +541,12 @@ class _Parent:
         headline = self.abort_text or self.exception or self.fatal_text \
             or (self.error_lines[-1] if self.error_lines else None) \
             or (self.stderr_tail[-1] if self.stderr_tail else None)
+        if self.fatal_cut:  # the header was the last thing it wrote
+            self.fatal_cut = False
+            self._log(LogEvent(text=FATAL_HEAD, stream="stderr"))
         if crashed:
             reason = "crashed"
+            self._crash_incident(status)
             errors.append(f"the engine process died: {describe_status(status)}"
                           + (f"; the engine's last error: {headline}" if headline else ""))
         elif reason == "finished" and (self.exception or self.finish_reason == "error"):

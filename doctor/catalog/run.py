@@ -74,5 +74,10 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("run.triage_budget_s", "float", "s", "the triage's time budget"),
     ("run.requests", "int", "requests", "requests seen in a server log"),
     ("run.log_lines", "int", "lines", "lines read from the input"),
+    ("run.recognised", "bool", None, "engine output was recognised in the input (log lines, a trace, a metrics "
+     "scrape); false: nothing was, so nothing could be judged and the report says so"),
+    ("run.loaded", "bool", None, "the engine finished loading (live findings judged on facts alone wait for it)"),
+    ("run.end_reason", "str", None, "how a watched run ended: finished, exited, crashed, interrupted, timeout, error"),
+    ("run.last_line", "str", None, "the last non-blank line the watched process printed before it ended"),
     ("run.load_mb_s", "float", "MB/s", "model size / load time"),
 ]

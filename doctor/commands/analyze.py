@@ -10,7 +10,7 @@ from doctor.commands.output import show_report
 from doctor.commands.selection import select_rules
 from doctor.errors import UsageError
 from doctor.evaluate import diagnose
-from doctor.inputs import read_input
+from doctor.inputs import load_input
 from doctor.rulebase import load_rulebase
 
 HELP = "diagnose a saved or pasted log, a saved scan, or a watch recording"
@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
                     return run_paste_app(rulebase, args)
             raise UsageError("give a log file, or - and paste the log (end with Ctrl-D)")
         args.file = "-"
-    facts = read_input(args.file)
-    report = diagnose(facts, rulebase, command="analyze", mode="analyze", engine=args.engine)
+    loaded = load_input(args.file)
+    # a saved scan is judged as the scan was (scan checks, no serving-log checks) and shown with its header
+    mode = "scan" if loaded.saved_by == "scan" else "analyze"
+    report = diagnose(loaded.facts, rulebase, command="analyze", mode=mode, engine=args.engine)
     return show_report(report, args, log_path=None if args.file == "-" else args.file)

@@ -159,7 +159,7 @@ OPTIONS: tuple[Option, ...] = (
        "watch", "source", metavar="URL"),
     _o("metrics_interval", "--metrics-interval", "between scrapes (default 5s)", "watch", "source",
        metavar="SECONDS", default="5s"),
-    _o("duration", "--duration", "stop after this long (30s, 5m, 1h); Ctrl-C also stops with the report",
+    _o("duration", "--duration", "stop after this long (30s, 5m, 1h); Ctrl-C or SIGTERM also stops with the report",
        "watch", "source", metavar="TIME"),
     _o("record", "--record", "write every event to FILE (NDJSON, flushed as it goes); analyze FILE replays it",
        "watch", "source", metavar="FILE"),

@@ -54,8 +54,16 @@ def emit(report: Report, args: argparse.Namespace) -> int:
     return exit_code(report, args.fail_on)
 
 
+# exit statuses (README "Exit status"): 0 judged, nothing at or above --fail-on; 1 a finding at or above it;
+# 2 usage or input error (one line, no report); 3 internal error; 4 nothing recognised in the input, so
+# nothing was judged (a report saying so is printed)
+EXIT_NOTHING_RECOGNISED = 4
+
+
 def exit_code(report: Report, fail_on: str) -> int:
-    return 1 if report.fails(fail_on) else 0
+    if report.fails(fail_on):
+        return 1
+    return EXIT_NOTHING_RECOGNISED if report.verdict() == "nothing_recognised" else 0
 
 
 def write_stdout(text: str) -> None:

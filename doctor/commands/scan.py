@@ -38,6 +38,10 @@ TRACE_SENTENCE = "The quick brown fox jumps over the lazy dog while the painter 
 PLANNED_ONLY = ("config.max_new_tokens", "config.prompt_tokens")
 TRACE_OWN_PREFIXES = ("sampling.",)
 PROBED_PREFIXES = ("model.",)  # read from the GGUF file by the probe: the trace does not override them
+# what the trace says about its own input (whether engine output was read, whether loading ended) is
+# not the scan's: the scan's evidence is the probes and the GGUF as well
+TRACE_ONLY = ("run.recognised", "run.loaded")
+
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -187,7 +191,7 @@ def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S,
                        on_progress=_progress)
     trace = Facts()
     for fact in run.facts:
-        if fact.name not in PLANNED_ONLY and not fact.name.startswith(TRACE_OWN_PREFIXES):
+        if fact.name not in PLANNED_ONLY + TRACE_ONLY and not fact.name.startswith(TRACE_OWN_PREFIXES):
             trace.add(fact)
     for event in run.facts.events():
         trace.add_event(event)

@@ -16,11 +16,13 @@ goes) so `llm-doctor analyze FILE` replays it through the rules.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
+import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,11 +157,30 @@ def run(args: argparse.Namespace) -> int:
             return _run_embedded(settings, args, judge, on_event, stop, pause, note)
         return _run_source(args, cmd, judge, on_event, stop, note)
 
-    if wants_tui(args):
-        tui = _tui()
-        if tui is not None:
-            return _with_tui(tui, produce, stop, pause, args)
-    return _with_stream(produce, args)
+    with _stop_on_sigterm(stop):
+        if wants_tui(args):
+            tui = _tui()
+            if tui is not None:
+                return _with_tui(tui, produce, stop, pause, args)
+        return _with_stream(produce, args)
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM (systemd stopping a unit, `timeout`) ends the watch as Ctrl-C does: the source is stopped
+    (a wrapped command or the embedded engine gets SIGINT), and the report is printed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _check_writable(path: str) -> None:
@@ -212,6 +233,9 @@ def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: 
     else:
         assert metrics is not None
         end = follow_metrics(metrics, session, stop=stop.is_set, duration_s=args.duration, on_note=note)
+    failed = metrics.last_error if metrics is not None else None
+    if failed and session.report is not None and failed not in session.report.errors:
+        session.report.errors.append(failed)  # the scrapes failed to the end: the report says why it has no metrics
     errors = list(session.report.errors if session.report is not None else [])
     if session.recording_problem and session.recording_problem not in errors:
         errors.append(session.recording_problem)

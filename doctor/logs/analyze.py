@@ -108,6 +108,7 @@ class LogAnalyzer:
         # the parsers that ever ask for the text between candidates (the others never do)
         self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
         self.skipped_lines = 0
+        self._summarised = 0  # facts in the last snapshot before detection added its own
 
     def feed(self, data: bytes) -> None:
         self._consume(self.scanner.feed(data))
@@ -157,6 +158,7 @@ class LogAnalyzer:
         votes: Counter[str] = Counter()
         for parser in self.parsers:
             votes.update(parser.votes)
+        self._summarised = len(facts)  # facts the parsers read (some only as whole-input summaries)
         found = detect(votes)
         src = Source("log", "detect", text=f"signature lines: {found.scores}")
         if found.engine:
@@ -166,7 +168,30 @@ class LogAnalyzer:
         facts.set("engine.detect_confidence", found.confidence, src)
         facts.set("engine.detected", found.seen, src)
         facts.set("run.log_lines", self.scanner.lines, Source("log", "scanner"), "lines")
+        recognised = self.recognised(votes)
+        facts.set("run.recognised", recognised, Source("log", "scanner", text=self._recognised_text(votes)))
+        # events are judged only where engine lines were read: "no OOM line" in a file of other text
+        # (or in nothing) is not evidence that there was no OOM
+        facts.events_observed = recognised
         return facts
+
+    def recognised(self, votes: Counter[str] | None = None) -> bool:
+        """Whether any line so far was an engine's: a signature line, a fact or an event read from it."""
+        if votes is None:
+            votes = Counter()
+            for parser in self.parsers:
+                votes.update(parser.votes)
+        return bool(+votes) or len(self.facts) > 0 or self._summarised > 0 or bool(self.facts.event_counts)
+
+    def _recognised_text(self, votes: Counter[str]) -> str:
+        lines = self.scanner.lines
+        if not lines:
+            return f"{self.name} is empty: no line to read"
+        if not self.recognised(votes):
+            return f"none of the {lines} line(s) of {self.name} is an engine's log line llm-doctor knows"
+        signature = sum(v for v in votes.values() if v > 0)
+        return f"{signature} engine signature line(s), {self._summarised} fact(s) and " \
+               f"{sum(self.facts.event_counts.values())} event(s) read from {lines} line(s)"
 
 
 def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) -> Facts:

@@ -28,14 +28,25 @@ def render_markdown(report: Report) -> str:
         meta.append("input: " + ", ".join(inert(i, 80) for i in report.facts.inputs))
     out.append(" · ".join(meta))
     out.append("")
+    if report.mode == "scan":
+        from doctor.render.text import scan_lines
+
+        for line in scan_lines(report):
+            label, _, rest = line.strip().partition(":")
+            out.append(f"- **{label}:** {rest.strip().replace('(-v: why each)', '').strip()}")
+        out.append("")
     if report.assessment:
         a = report.assessment
         out.append(f"**Likely root cause:** {inert(a.title)} (`{a.cls}`, {a.severity}, confidence {a.confidence})")
         out.append("")
         out.append(f"> {inert(a.message)}")
         out.append("")
-    elif not report.findings:
-        out.append("**No problems found.**")
+    else:
+        out.append(f"**{inert(report.verdict_text())}**")
+        out.append("")
+    note = report.unrecognised_note() if report.assessment else None
+    if note:
+        out.append(f"_{inert(note)}_")
         out.append("")
     if report.findings:
         out.append("## Findings")

@@ -22,8 +22,8 @@ AREA_ORDER = ["Model file", "Storage and load", "GPU offload", "PCIe link", "GPU
 def render_text(report: Report, style: Style, verbose: bool = False) -> str:
     out: list[str] = []
     out.append(_header(report, style))
-    if report.command == "scan":
-        out.extend(style.paint("dim", line) for line in _scan_summary(report, verbose))
+    if report.mode == "scan":
+        out.extend(style.paint("dim", line) for line in scan_lines(report, verbose))
     out.append("")
     if report.assessment is not None:
         a = report.assessment
@@ -35,10 +35,15 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         if top is not None:
             command = top.fix.command or top.fix.text
             out.append(f"  {style.mark('arrow')} {inert(command)}")
+        note = report.unrecognised_note()
+        if note:
+            out.append(style.paint("dim", f"  {inert(note)}"))
         out.append("")
-    elif not any(f.severity in ("error", "warning") for f in report.findings):
-        out.append(style.paint("ok", "No problems found.") + (
-            "" if report.checks else " (no rules ran)"))
+    elif report.verdict() == "nothing_recognised":
+        out.append(style.paint("warning", inert(report.verdict_text())))
+        out.append("")
+    elif report.verdict() == "no_problems":
+        out.append(style.paint("ok", report.verdict_text()) + ("" if report.checks else " (no rules ran)"))
         out.append("")
 
     by_area: dict[str, list[Check]] = defaultdict(list)
@@ -69,7 +74,7 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
                     out.append(f"    {style.paint('dim', '-')} {check.id} {check.slug}"
                                + style.paint("dim", f" — explained by {check.inhibited_by}"))
     if not_checked:
-        hint = " — `llm-doctor scan` reads the machine" if report.command == "analyze" else ""
+        hint = " — `llm-doctor scan` reads the machine" if report.mode == "analyze" else ""
         out.append(f"[{style.paint('unknown', style.mark('unknown'))}] " + style.paint(
             "dim", f"Not checked, the input does not say: {', '.join(not_checked)}{hint} (-v for each check)"))
     out.append("")
@@ -141,6 +146,35 @@ def _scan_summary(report: Report, verbose: bool) -> list[str]:
         lines += [inert(f"           {f.name.removeprefix('config.')} = {f.value}: {f.source.text}")
                   for f in facts.with_prefix("config.") if f.source.name == "scan plan" and f.source.text]
     return lines
+
+
+def scan_lines(report: Report, verbose: bool = False) -> list[str]:
+    """The scan header: machine, model, plan, and what `--bench` measured (inert text)."""
+    lines = _scan_summary(report, verbose)
+    bench = bench_figures(report)
+    if bench:
+        lines.insert(2, inert(f"  bench:   {', '.join(bench)}"))
+    return lines
+
+
+def bench_figures(report: Report) -> list[str]:
+    """What `scan --bench` measured: model-file read speed, RAM and GPU copy bandwidth, PCIe transfers."""
+    v = report.facts.value
+    out = []
+    read = v("model.storage.read_mb_s")
+    if isinstance(read, int | float) and not isinstance(read, bool):
+        bound = " (at least: served from the page cache)" if v("model.storage.read_upper_bound") is True else ""
+        out.append(f"model file read {format_value(read, 'MB/s')}{bound}")
+    ram = v("host.ram.bandwidth_measured_gbs")
+    if isinstance(ram, int | float) and not isinstance(ram, bool):
+        out.append(f"RAM copy {format_value(ram, 'GB/s')}")
+    count = v("host.gpu.count")
+    for i in range(count if isinstance(count, int) and not isinstance(count, bool) and 0 < count <= 16 else 0):
+        for name, what in (("bandwidth_measured_gbs", "memory copy"), ("pcie.h2d_measured_gbs", "PCIe host-to-GPU")):
+            value = v(f"host.gpu[{i}].{name}")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out.append(f"GPU{i} {what} {format_value(value, 'GB/s')}")
+    return out
 
 
 def _area_mark(checks: list[Check], findings: list[Finding]) -> str:

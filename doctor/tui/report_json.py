@@ -88,4 +88,5 @@ def report_from_json(data: dict[str, Any]) -> Report:
                               message=_s(assessment, "message")) if isinstance(assessment, dict) else None,
         errors=_str_list(data.get("errors")),
         notes=_str_list(data.get("notes")),
+        mode=_s(data, "mode", ""),
     )

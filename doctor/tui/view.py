@@ -297,9 +297,14 @@ def banner_info(report: Report) -> BannerInfo:
     a = report.assessment
     if a is not None:
         kind = a.severity if a.severity in ("error", "warning") else "warning"
+        note = report.unrecognised_note()
         return BannerInfo(kind, f"Likely root cause: {inert(a.title)}",
-                          f"{a.id} · {a.cls} · confidence {a.confidence} — {inert(a.message)}")
+                          f"{a.id} · {a.cls} · confidence {a.confidence} — {inert(a.message)}"
+                          + (f" {inert(note)}" if note else ""))
     counts = report.counts()
+    if report.verdict() == "nothing_recognised":
+        seen = report.verdict_text().removeprefix("Nothing to judge: ")
+        return BannerInfo("unknown", "Nothing to judge", inert(seen))
     if report.checks and counts["ok"] == 0 and counts["unknown"] == len(report.checks):
         return BannerInfo("unknown", "Nothing could be judged",
                           f"all {len(report.checks)} checks need facts this input does not have")
