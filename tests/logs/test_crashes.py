@@ -311,3 +311,14 @@ def test_the_cli_names_the_amx_crash(prefixed: bool) -> None:
 def test_cpu_models_with_amx(name: str, amx: bool) -> None:
     text = f"Dec 04 09:00:00 host kernel: smpboot: CPU0: {name}\nFatal Python error: Segmentation fault\n"
     assert bool(causes(text)) is amx
+
+
+def test_an_empty_architecture_name_is_a_file_that_is_not_a_model(rulebase) -> None:  # type: ignore[no-untyped-def]
+    # llama.cpp names '' when the GGUF has no general.architecture key (a cut or foreign file): that is the
+    # model-file rules' finding, not "the architecture is newer than this build"
+    text = ("llama_model_load: error loading model: error loading model architecture: unknown model architecture: ''\n"
+            "llama_model_load_from_file_impl: failed to load model\n"
+            "ValueError: Failed to load model from file: /tmp/model.gguf\n")
+    assert not any(e.data.get("cause") == "unknown_architecture" for e in causes(text))
+    ids = {f.id for f in report_of(text, rulebase).findings}
+    assert "LD960" not in ids and ids & {"LD901", "LD903"}
