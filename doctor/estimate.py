@@ -542,6 +542,13 @@ def _derive_threads(facts: Facts) -> None:
 
 
 def _derive_load(facts: Facts) -> None:
+    path = facts.get("model.path")
+    if path is not None and isinstance(path.value, str) and not facts.has("model.path_storage"):
+        from doctor.path_storage import path_storage
+
+        found = path_storage(path.value)
+        if found is not None:
+            facts.set("model.path_storage", found[0], path.source)
     load_ms = facts.value("run.load_ms")
     size = facts.value("model.file_bytes")
     if isinstance(load_ms, int | float) and isinstance(size, int) and load_ms > 0:

@@ -20,6 +20,7 @@ from typing import Any
 
 from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
+from doctor.logs.gpu_failures import gpu_failure_cause
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import LiteralIndex, gated
 
@@ -31,6 +32,7 @@ GPU_BACKENDS = ("CUDA", "ROCm", "HIP", "MUSA", "Metal", "Vulkan", "SYCL", "CANN"
 # -- patterns ------------------------------------------------------------------------------------
 META = gated(r"(?:print_info|llm_load_print_meta)\s*:\s+([A-Za-z_][\w. ]*?)\s*=\s*(.*)$")
 LOADED_META = gated(r"loaded meta data with \d+ key-value pairs and (\d+) tensors from (.+?) \(version")
+LOADING_FROM = gated(r"(?:llama\.cpp|llama_model_load\w*|llama_load_model_from_file): loading model from (\S.*?)\s*$")
 LOAD_MODE = gated(r"loading model tensors.*\((?:mmap = (true|false)|load_mode = ([\w+]+))")
 OFFLOADED = gated(r"offloaded (\d+)/(\d+) layers to GPU")
 BUFFER = gated(r"(?<![\w.])([A-Za-z][\w\-]*)\s+(?:(model|KV|compute|output|RS|"
@@ -67,6 +69,12 @@ VULKAN_FOUND = gated(r"ggml_vulkan: Found (\d+) Vulkan devices")
 METAL_DEVICE = gated(r"ggml_metal\w*: (?:found device|GPU name):\s*(.+)$")
 NO_GPU = gated(r"no usable GPU found|not compiled with GPU offload support|compiled without GPU support")
 GPU_INIT_FAILED = gated(r"failed to initialize (CUDA|ROCm|MUSA|Vulkan|SYCL)\s*:\s*(.*)$")
+# a CUDA call failing for a driver/runtime reason, not memory (cudaGetErrorString texts; see gpu_failures.py)
+GPU_RUNTIME_FAILED = gated(r"\b(CUDA|ROCm) error(?: \d+ at \S+)?: (CUDA driver version is insufficient.*"
+                           r"|.*unsupported display driver.*"
+                           r"|the provided PTX was compiled with an unsupported toolchain.*"
+                           r"|forward compatibility was attempted.*|unknown error)$")
+BACKEND_NOT_LOADED = gated(r"load_backend: failed to load (\S+)|failed to load (?:the )?(CUDA|ROCm|Vulkan) backend")
 GENERATE = gated(r"generate: n_ctx = (\d+), n_batch = (\d+), n_predict = (-?\d+), n_keep = (\d+)")
 SAMPLER_KV = gated(r"\b(repeat_last_n|repeat_penalty|frequency_penalty|presence_penalty|dry_multiplier|top_k|"
                    r"top_p|min_p|temp|mirostat)\s*=\s*(-?[\d.]+)")
@@ -142,7 +150,8 @@ OUTPUT_END = gated(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\
 TRIGGERS: tuple[str, ...] = (
     r"(?:print_info|llm_load_print_meta): +(?:arch|n_ctx_train|n_embd|n_layer |n_head|n_swa|n_expert|n_vocab"
     r"|model (?:type|ftype|params|size)|file (?:type|size)|general\.name)",
-    r"loaded meta data", r"loading model tensors", r"offloaded \d+/", r"buffer size +=", r"cells,",
+    r"loaded meta data", r"loading model tensors", r"loading model from ", r"offloaded \d+/", r"buffer size +=",
+    r"cells,",
     r"KV self size", r"kv self size", r"type_k = '", r"VRAM used", r"mem required",
     r"n_ctx(?:_seq|_per_seq)? +=", r"n_seq_max +=", r"n_u?batch +=", r"flash_attn +=", r"Flash Attention",
     r"kv_unified +=", r"n_slots", r"V cache (?:quantization )?requires|quantized V cache", r"> n_ctx_train",
@@ -314,6 +323,15 @@ class LlamaCppParser(LogParser):
         self._stage("load")
         self.s.model_buffers.clear()
         self.set("model.path", m.group(2).strip(), line)
+        self.votes["llama.cpp-library"] += 1
+        return True
+
+    def _step_loading_from(self, line: LogLine) -> bool:
+        m = LOADING_FROM.search(line.text)
+        if not m:
+            return False
+        self._stage("load")
+        self.set("model.path", m.group(1).strip("'\""), line)
         self.votes["llama.cpp-library"] += 1
         return True
 
@@ -625,9 +643,17 @@ class LlamaCppParser(LogParser):
             self.event("no_gpu", line)
             self.set("engine.gpu_offload_supported", False, line)
             return True
-        m = GPU_INIT_FAILED.search(t)
+        m = GPU_INIT_FAILED.search(t) or GPU_RUNTIME_FAILED.search(t)
         if m:
-            self.event("gpu_init_failed", line, backend=m.group(1), reason=m.group(2).strip()[:200])
+            reason = m.group(2).strip()[:200]
+            cause, code = gpu_failure_cause(reason)
+            self.event("gpu_init_failed", line, backend=m.group(1), reason=reason, cause=cause,
+                       **({"code": code} if code else {}))
+            return True
+        m = BACKEND_NOT_LOADED.search(t)
+        if m:
+            self.event("gpu_init_failed", line, backend=(m.group(2) or m.group(1)).rsplit("/", 1)[-1][:80],
+                       reason="the backend library did not load", cause="not_loaded")
             return True
         m = BUILD.search(t)
         if m and ("build" in t[:40] or "llama" in t):
@@ -1032,6 +1058,7 @@ _STEP_NEEDS: tuple[tuple[Any, tuple[tuple[str, ...] | None, ...]], ...] = (
                                                              CTX_SHIFT_DISABLED, DECODE_FAILED))),
     (LlamaCppParser._step_timings, ((" time", "t/s"), _lits(SERVER_TG, TIMING))),
     (LlamaCppParser._step_loaded_meta, (_lits(LOADED_META),)),
+    (LlamaCppParser._step_loading_from, (_lits(LOADING_FROM),)),
     (LlamaCppParser._step_load_mode, (_lits(LOAD_MODE),)),
     (LlamaCppParser._step_offloaded, (_lits(OFFLOADED),)),
     (LlamaCppParser._step_buffer, (_lits(BUFFER),)),
@@ -1039,7 +1066,8 @@ _STEP_NEEDS: tuple[tuple[Any, tuple[tuple[str, ...] | None, ...]], ...] = (
     (LlamaCppParser._context_params, (_lits(QUANT_V_NEEDS_FA, CTX_TRAIN_OVER, CTX_TRAIN_WARN, FA_DECISION, GENERATE,
                                             SLOT_INIT, NEW_SLOT, NEW_PROMPT, *_CTX_KV_KEYS),)),
     (LlamaCppParser._hardware, (_lits(SYSINFO_THREADS, SERVER_THREADS, " = 1", CUDA_FOUND, CUDA_DEVICE, USING_DEVICE,
-                                      BACKEND_LOADED, VULKAN_FOUND, METAL_DEVICE, NO_GPU, GPU_INIT_FAILED, BUILD),)),
+                                      BACKEND_LOADED, VULKAN_FOUND, METAL_DEVICE, NO_GPU, GPU_INIT_FAILED,
+                                      GPU_RUNTIME_FAILED, BACKEND_NOT_LOADED, BUILD),)),
     (LlamaCppParser._sampling, (_lits(*_SAMPLER_KEYS, SEED),)),
     (LlamaCppParser._old_buffers, (_lits(VRAM_USED_2023, MEM_REQUIRED_2023),)),
 )

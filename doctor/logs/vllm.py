@@ -401,6 +401,7 @@ def _int(value: str) -> int | None:
 @dataclass(slots=True)
 class _State:
     stage: str = "start"
+    furthest: str = "start"  # the furthest start-up step any line shows, wherever it stands in the input
     block_size: int = 16
     blocks_gpu: int | None = None
     blocks_line: LogLine | None = None
@@ -460,6 +461,8 @@ class VllmParser(LogParser):
                     self.s.capacity_seen.clear()
                 elif STAGE_ORDER.index(stage) > STAGE_ORDER.index(self.s.stage):
                     self.s.stage = stage
+                if STAGE_ORDER.index(stage) > STAGE_ORDER.index(self.s.furthest):
+                    self.s.furthest = stage
                 return
 
     # -- PyTorch OOM -------------------------------------------------------------------------
@@ -767,7 +770,15 @@ class VllmParser(LogParser):
     # -- summary -------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        board_for(self.facts).summarize("vllm", self.votes, facts)
+        board = board_for(self.facts)
+        if s.furthest != "start":
+            # an OOM read before any start-up step: the error pasted above its log, or a log viewer that
+            # lists the newest line first (RunPod, some dashboards). It happened at the furthest step the
+            # log reached
+            for oom in board.ooms.values():
+                if oom.guesses.get("vllm") == (None, None) and oom.frame is None:
+                    oom.guesses["vllm"] = STAGE_PHASE[s.furthest]
+        board.summarize("vllm", self.votes, facts)
         if s.preempt_total or s.preempt_sum:
             src = self._src(s.preempt_line)
             facts.set("server.preemptions", max(s.preempt_total, s.preempt_sum), src, "count")
