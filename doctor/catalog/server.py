@@ -8,6 +8,7 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     # KV pools and memory at start-up (vLLM, TGI)
     ("server.kv_tokens", "int", "tokens",
      "tokens the KV pool holds (vLLM GPU KV cache size, blocks x block size; TGI KV-cache blocks x size)"),
+    ("server.vllm.block_size", "int", "tokens", "vLLM: tokens per KV block (16 unless --block-size)"),
     ("server.kv_blocks_gpu", "int", "blocks", "KV blocks on the GPU (vLLM # GPU blocks, TGI KV-cache blocks)"),
     ("server.kv_blocks_cpu", "int", "blocks", "vLLM CPU (swap) KV blocks"),
     ("server.max_concurrency", "float", None, "vLLM: how many max-length requests the KV pool holds at once"),

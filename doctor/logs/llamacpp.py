@@ -109,10 +109,18 @@ ALLOC_RANGE = gated(r"alloc_tensor_range: failed to allocate (\S+) buffer of siz
 GALLOCR = gated(r"(?:ggml_gallocr_reserve_n\w*|gallocr\w*): failed to allocate (\S+) buffer of size (\d+)")
 CPU_ALLOC = gated(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size (\d+)")
 BACKEND_OOM = gated(r"\b(CUDA|ROCm|MUSA) error: out of memory|CUDA error \d+ at .*: out of memory"
+                    r"|(?:CU|HIP)BLAS_STATUS_(?:ALLOC_FAILED|NOT_INITIALIZED)|cuBLAS error [13] at"
+                    r"|(?:CUDA|ROCm) error: the (?:resource allocation failed|library was not initialized)"
                     r"|ErrorOutOfDeviceMemory|Device memory allocation of size (\d+) failed"
                     r"|kIOGPUCommandBufferCallbackErrorOutOfMemory|Insufficient Memory"
                     r"|failed to allocate Metal buffer of (\d+) bytes|"
                     r"ggml_metal\w*: error: failed to allocate buffer, size =\s*([\d.]+) MiB")
+# Metal: the buffers placed on the GPU went past what macOS lets one process keep resident
+METAL_OVER_SET = gated(r"current allocated size is greater than the recommended max working set size")
+METAL_ALLOCATED = gated(r"allocated buffer, size =\s*([\d.]+) MiB,\s*\(\s*([\d.]+) / ([\d.]+)\)")
+METAL_SET_SIZE = gated(r"recommendedMaxWorkingSetSize\s*=\s*([\d.]+) MB")
+# settings pasted beside the log: Python keyword arguments (Llama(..., n_gpu_layers=35)) or CLI flags
+NGL_SETTING = gated(r"\bn_gpu_layers\s*[=:]\s*(-?\d+)|(?:^|\s)(?:-ngl|--n-gpu-layers|--gpu-layers)[ =](-?\d+)\b")
 # PyTorch's "CUDA out of memory. Tried to allocate" (vLLM, TGI) is read by doctor/logs/vllm.py, which knows their steps
 PHASE_WEIGHTS = gated(r"unable to allocate (\S+) buffer|error loading model: .*(?:alloc|memory)")
 PHASE_KV = gated(r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|"
@@ -168,6 +176,8 @@ TRIGGERS: tuple[str, ...] = (
     r"repeat_penalty|top_k = |mirostat = |sampler seed|sampler params|seed +=", r"generate: n_ctx",
     r"new prompt|new slot|stop processing|initializing|print_timing|server is listening|all slots are idle",
     r"build(?::| =) \d+ \(", r"'text': |\"text\": |finish_reason|end of text|interrupted by user",
+    r"recommended max working set|allocated buffer, size|recommendedMaxWorkingSetSize",
+    r"n_gpu_layers|-ngl |gpu-layers",
 )
 
 
@@ -247,6 +257,9 @@ class _State:
     capture: bool = False
     finish_reason: str | None = None
     finish_line: LogLine | None = None
+    metal_set_mib: float | None = None
+    metal_alloc: tuple[float, float, LogLine] | None = None  # (allocated MiB, working set MiB, line)
+    metal_over: bool = False
 
 
 class LlamaCppParser(LogParser):
@@ -335,6 +348,48 @@ class LlamaCppParser(LogParser):
         self.votes["llama.cpp-library"] += 1
         return True
 
+    def _step_metal(self, line: LogLine) -> bool:
+        """Metal's working-set check: past recommendedMaxWorkingSetSize the GPU pages and then fails."""
+        t = line.text
+        s = self.s
+        m = METAL_SET_SIZE.search(t)
+        if m:
+            self.votes["llama.cpp-library"] += 1
+            s.metal_set_mib = float(m.group(1)) * 1e6 / MIB
+            s.backends.add("Metal")
+            return True
+        m = METAL_ALLOCATED.search(t)
+        if m:
+            self.votes["llama.cpp-library"] += 1
+            s.metal_alloc = (float(m.group(2)), float(m.group(3)), line)
+            if float(m.group(2)) > float(m.group(3)) > 0:
+                self._metal_over(line)
+            return True
+        if METAL_OVER_SET.search(t):
+            self._metal_over(line)
+            return True
+        return False
+
+    def _metal_over(self, line: LogLine) -> None:
+        s = self.s
+        if s.metal_over:
+            return
+        s.metal_over = True
+        data: dict[str, Any] = {"device": "Metal", "limit": "recommendedMaxWorkingSetSize", "phase_from": "message"}
+        if s.metal_alloc is not None:
+            data["bytes"] = int(s.metal_alloc[0] * MIB)
+            data["available"] = int(s.metal_alloc[1] * MIB)
+        elif s.metal_set_mib:
+            data["available"] = int(s.metal_set_mib * MIB)
+        self.event("oom", line, phase="weights", **data)
+
+    def _step_settings(self, line: LogLine) -> bool:
+        m = NGL_SETTING.search(line.text)
+        if not m or "option will be ignored" in line.text:
+            return False
+        self.set("config.n_gpu_layers", int(m.group(1) or m.group(2)), line, "layers")
+        return False  # the line may carry more (a command line with other flags)
+
     def _step_load_mode(self, line: LogLine) -> bool:
         m = LOAD_MODE.search(line.text)
         if not m:
@@ -355,6 +410,7 @@ class LlamaCppParser(LogParser):
         m = OFFLOADED.search(line.text)
         if not m:
             return False
+        self.votes["llama.cpp-library"] += 1
         self.set("run.offloaded_layers", int(m.group(1)), line, "layers")
         self.set("run.total_layers", int(m.group(2)), line, "layers")
         self.set("engine.gpu_offload_supported", True, line)
@@ -601,6 +657,7 @@ class LlamaCppParser(LogParser):
             return True
         m = CUDA_FOUND.search(t)
         if m:
+            self.votes["llama.cpp-library"] += 1
             s.backends.add(m.group(2))
             s.backends_line = s.backends_line or line
             self.set("host.gpu.count", int(m.group(1)), line, "GPUs")
@@ -646,7 +703,7 @@ class LlamaCppParser(LogParser):
         m = GPU_INIT_FAILED.search(t) or GPU_RUNTIME_FAILED.search(t)
         if m:
             reason = m.group(2).strip()[:200]
-            cause, code = gpu_failure_cause(reason)
+            cause, code = gpu_failure_cause(t)
             self.event("gpu_init_failed", line, backend=m.group(1), reason=reason, cause=cause,
                        **({"code": code} if code else {}))
             return True
@@ -982,11 +1039,28 @@ class LlamaCppParser(LogParser):
             facts.set("engine.backends", merged, src)
             if any(b.upper() in {g.upper() for g in GPU_BACKENDS} for b in s.backends):
                 facts.set("engine.gpu_offload_supported", True, src)
+        self._summarize_cpu_only(facts)
         if s.finish_reason and s.finish_line is not None:
             facts.set("run.finish_reason", s.finish_reason, self.src(s.finish_line))
         if s.output:
             facts.set("run.output_text", "".join(s.output)[-8192:],
                       Source("log", self.name, s.output_line, "generated output"))
+
+    def _summarize_cpu_only(self, facts: Facts) -> None:
+        """A GPU build of llama.cpp prints "offloaded N/M layers to GPU" (0/M too) before the model buffers;
+        a CPU-only build prints no such line. Model buffers on the host, no offload line and no GPU backend
+        anywhere in the input: the engine has no GPU backend (llama-cpp-python's default pip wheel)."""
+        s = self.s
+        if (facts.has("engine.gpu_offload_supported") or not s.model_buffers or s.buffer_line is None
+                or any(_is_gpu_buffer(b) for b in s.model_buffers) or facts.has("run.offloaded_layers")
+                or any(b.upper() in {g.upper() for g in GPU_BACKENDS} for b in s.backends)
+                or facts.events("gpu_init_failed") or facts.has("host.gpu.count")):
+            return
+        line = s.buffer_line
+        facts.set("engine.gpu_offload_supported", False,
+                  Source("log", self.name, line.number, line.raw[:300]))
+        if not facts.has("engine.backends"):
+            facts.set("engine.backends", ["CPU"], Source("log", self.name, line.number, line.raw[:300]))
 
     def _summarize_buffers(self, facts: Facts) -> None:
         s = self.s
@@ -1059,6 +1133,8 @@ _STEP_NEEDS: tuple[tuple[Any, tuple[tuple[str, ...] | None, ...]], ...] = (
     (LlamaCppParser._step_timings, ((" time", "t/s"), _lits(SERVER_TG, TIMING))),
     (LlamaCppParser._step_loaded_meta, (_lits(LOADED_META),)),
     (LlamaCppParser._step_loading_from, (_lits(LOADING_FROM),)),
+    (LlamaCppParser._step_metal, (_lits(METAL_SET_SIZE, METAL_ALLOCATED, METAL_OVER_SET),)),
+    (LlamaCppParser._step_settings, (_lits(NGL_SETTING),)),
     (LlamaCppParser._step_load_mode, (_lits(LOAD_MODE),)),
     (LlamaCppParser._step_offloaded, (_lits(OFFLOADED),)),
     (LlamaCppParser._step_buffer, (_lits(BUFFER),)),

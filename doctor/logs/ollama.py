@@ -64,9 +64,11 @@ OLD_ESTIMATE = gated(r"(\d+) MB VRAM available, loading up to (\d+) GPU layers")
 # compute time, or (2023 builds, "CUDA error 2 at file:line") any allocation; not a buffer that llama.cpp
 # names (cudaMalloc failed / unable to allocate ... buffer), which the llama.cpp parser places itself
 RUNNER_OOM = gated(r"\b(?:CUDA|ROCm|HIP) error(?: 2 at \S+)?: out of memory|\b2 at \S+ggml-cuda\.cu:\d+: out of memory"
-                   r"|CUBLAS_STATUS_(ALLOC_FAILED|NOT_INITIALIZED)|cuBLAS error ([13]) "
-                   r"|HIPBLAS_STATUS_(ALLOC_FAILED|NOT_INITIALIZED)")
+                   r"|(?:CU|HIP)BLAS_STATUS_(?:ALLOC_FAILED|NOT_INITIALIZED)|cuBLAS error [13] "
+                   r"|(?:CUDA|ROCm) error: the (?:resource allocation failed|library was not initialized)")
+NAMED_ALLOCATION = gated(r"cudaMalloc failed|hipMalloc failed|failed to allocate|unable to allocate|alloc_buffer")
 IMAGE_STEP = gated(r"clip_model_load|encode_image|image embedding|clip_image|mtmd_|projector|mllama")
+INFERENCE_PATH = gated(r"POST\s+\"/(?:api/(?:generate|chat|embed|embeddings)|v1/(?:chat/)?completions|v1/embeddings)\"")
 LOAD_PROGRESS = gated(r"model load progress ([\d.]+)")
 TIME_FIELD = gated(r"\btime=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)")
 SYSTEM_MEMORY = gated(r"model requires more system memory \(([\d.]+ [KMGT]?i?B)\) than is available "
@@ -218,6 +220,7 @@ class _State:
     gpu_failures: list[tuple[str, LogLine, str | None, str]] = field(default_factory=list)  # cause, line, code, text
     old_estimate_line: LogLine | None = None
     old_go_log: bool = False  # "llama.go:N:" lines: Ollama before v0.1.33
+    served: int = 0  # inference requests answered since the last runner start
     # line, kind (cuda | cublas), requests served before it, an image being encoded just before it
     runner_ooms: list[tuple[LogLine, str, int, bool]] = field(default_factory=list)
     image_line: int = -1000
@@ -372,6 +375,7 @@ class OllamaParser(LogParser):
         t = line.text
         s = self.s
         if msg in ("starting llama server", "starting runner", "starting llama-server") and "cmd" in p:
+            s.served = 0
             self._command(line, p["cmd"])
             return True
         if msg == "load" and "request" in p:
@@ -543,10 +547,10 @@ class OllamaParser(LogParser):
         if not m:
             return False
         s = self.s
-        kind = "cublas" if (m.group(1) or m.group(2) or m.group(3)) else "cuda"
+        kind = "cuda" if "out of memory" in m.group(0) else "cublas"
         near = [o for o in s.runner_ooms if 0 <= line.number - o[0].number <= 6 and o[1] == kind]
         if not near and len(s.runner_ooms) < 50:  # the runner's line and Ollama's relay of it are one OOM
-            s.runner_ooms.append((line, kind, s.requests, 0 <= line.number - s.image_line <= 40))
+            s.runner_ooms.append((line, kind, s.served, 0 <= line.number - s.image_line <= 40))
         return True
 
     # -- warnings worth showing ---------------------------------------------------------------------------
@@ -581,6 +585,8 @@ class OllamaParser(LogParser):
         s.gin_line = line
         if m.group(1).startswith("5"):
             s.errors_5xx += 1
+        elif m.group(1) == "200" and INFERENCE_PATH.search(line.text):
+            s.served += 1
 
     def _cli(self, line: LogLine) -> bool:
         m = CLI_STAT.search(line.text)
@@ -777,8 +783,8 @@ class OllamaParser(LogParser):
                 if code:
                     data["code"] = code
                 facts.add_event(Event("gpu_init_failed", line.number, line.raw[:400], self.name, None, data))
-        if not s.runner_ooms or any(e.data.get("phase_from") == "message" for e in facts.events("oom")):
-            return  # no runner OOM, or llama.cpp said which allocation failed: its phase stands
+        if not s.runner_ooms or any(NAMED_ALLOCATION.search(e.text) for e in facts.events("oom")):
+            return  # no runner OOM, or llama.cpp said which buffer it could not allocate: its phase stands
         placed = facts.value("run.offloaded_layers")
         estimate = s.offload is not None or bool(s.memory) or isinstance(placed, int)
         old_era = s.old_estimate_line is not None or s.old_go_log

@@ -372,7 +372,8 @@ ENGINE_FAILED = gated(r"EngineCore encountered a fatal error|Error in model exec
 
 TRIGGERS: tuple[str, ...] = (
     *TORCH_TRIGGERS,
-    r"vLLM API server version", r"LLM engine \(v", r"args: Namespace\(", r"non-default args: ", r"Using max model len",
+    r"vLLM API server version", r"LLM engine \(v", r"LLM engine with config", r"args: Namespace\(",
+    r"non-default args: ", r"Using max model len",
     r"Chunked prefill is enabled", r"max_num_batched_tokens \(", r"User-specified max_model_len",
     r"Starting to load model", r"Loading model weights took", r"Model loading took", r"Loading weights took",
     r"Memory profiling takes", r"total_gpu_memory \(", r"model weights take", r"# \w+ blocks: \d",
@@ -577,6 +578,7 @@ class VllmParser(LogParser):
             if m.group(3):
                 self.set("server.kv_blocks_cpu", int(m.group(3)), line, "blocks")
             self.set("server.kv_tokens", blocks * s.block_size, line, "tokens")
+            self.set("server.vllm.block_size", s.block_size, line, "tokens")
             if blocks <= 0:
                 self._capacity_event(line, "no_memory", blocks=blocks)
             return True
