@@ -202,3 +202,35 @@ def test_gpu_failure_causes(text: str, cause: str, code: str | None) -> None:
 def test_path_storage(path: str, kind: str | None) -> None:
     found = path_storage(path)
     assert (found[0] if found else None) == kind
+
+
+# -- output pasted with its settings ---------------------------------------------------------------------------
+PARAGRAPH = "The keeper climbed the stairs every evening to light the lamp. The sea was calm and the gulls were quiet."
+
+
+@pytest.mark.parametrize("settings", [
+    'output = llm("Write a short story about a lighthouse keeper.", max_tokens=512, temperature=0)',
+    'curl http://localhost:11434/api/generate -d \'{"model": "llama3", "prompt": "Write a story", '
+    '"options": {"temperature": 0, "num_ctx": 4096}}\'',
+    "outputs = model.generate(**inputs, max_new_tokens=512, do_sample=False)",
+])
+def test_repeated_paragraph_beside_greedy_settings(rulebase, settings: str) -> None:  # type: ignore[no-untyped-def]
+    text = f"I run it like this:\n\n    {settings}\n\nand get:\n\n" + "\n".join([PARAGRAPH] * 5) + "\n"
+    report = _report(rulebase, text)
+    assert report.assessment is not None and report.assessment.cls == "sampling.repetition", \
+        [(f.id, f.cls) for f in report.findings]
+    assert report.assessment.confidence == "high"
+    assert report.facts.value("sampling.temperature") == 0
+
+
+def test_greedy_requests_in_a_server_log_are_not_output(rulebase) -> None:  # type: ignore[no-untyped-def]
+    """A vLLM request log with temperature=0.0 and the same access line over and over is not a loop."""
+    lines = []
+    for i in range(6):
+        lines.append(f"INFO 05-22 02:21:0{i} logger.py:39] Received request cmpl-{i}: prompt: 'Hi', params: "
+                     "SamplingParams(n=1, temperature=0.0, top_p=1.0, top_k=-1, max_tokens=16), "
+                     "prompt_token_ids: [1, 2], lora_request: None.")
+        lines.append('INFO:     127.0.0.1:51234 - "POST /v1/completions HTTP/1.1" 200 OK')
+    report = _report(rulebase, "\n".join(lines) + "\n")
+    assert not report.facts.has("run.output_text") or report.facts.value("run.output_repetition") == 0
+    assert not any(f.cls == "sampling.repetition" and f.severity != "info" for f in report.findings)
