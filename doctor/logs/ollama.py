@@ -788,11 +788,17 @@ class OllamaParser(LogParser):
         placed = facts.value("run.offloaded_layers")
         estimate = s.offload is not None or bool(s.memory) or isinstance(placed, int)
         old_era = s.old_estimate_line is not None or s.old_go_log
+        kv, available = facts.value("server.ollama.memory_required_kv"), facts.value("server.ollama.memory_available")
+        kv_dominates = isinstance(kv, int) and isinstance(available, int) and available > 0 and kv * 2 >= available
         for line, kind, served, image in s.runner_ooms:
             data: dict[str, Any] = {"engine": "ollama", "failure": kind, "phase_from": "engine"}
             if image:
                 data["step"] = "image_encode"
                 phase = "runtime"
+            elif estimate and kv_dominates:
+                # the KV cache of num_ctx x parallel alone takes most of the GPU: the context is what to cut
+                data.update(estimate="full", cause="num_ctx", kv=kv, available=available)
+                phase = "kv_cache"
             elif estimate:
                 # Ollama's estimate counted weights, KV cache and graph, and placed the layers by it: an
                 # allocation that still fails is the compute headroom the estimate did not leave

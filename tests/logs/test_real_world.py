@@ -28,6 +28,7 @@ CASES = [
     ("ollama/runner-cublas-oom-v0.5.13.log", "LD356", "oom.compute", [28, 43], "num_gpu 36"),
     ("ollama/runner-cublas-not-initialized-v0.5.7-journald.log", "LD356", "oom.compute", [70], "num_gpu 29"),
     ("ollama/runner-oom-weights-only-estimate-v0.1.17.log", "LD355", "oom.kv_cache", [9], "num_ctx"),
+    ("ollama/runner-oom-large-num-ctx-v0.5.7.log", "LD360", "oom.kv_cache", [70], "num_ctx 4096"),
     ("ollama/image-encode-oom-v0.5.7.log", "LD357", "oom.runtime", [76], "num_gpu"),
     ("ollama/compute-graph-over-gpu-v0.12.11.log", "LD358", "oom.compute", [17], "num_ctx"),
     # Ollama's load rate from its debug progress lines
