@@ -291,10 +291,12 @@ class LlamaCppParser(LogParser):
         if self._dispatch(line, bits):
             return
         if _looks_cut(t) and line.next_text and not _starts_a_line(line.next_text):
-            # a line hard-wrapped by a terminal or an issue quote: read it with the next one
-            joined = LogLine(line.number, line.joined(), line.raw + " " + line.next_text.strip())
-            if self._dispatch(joined, _INDEX.bits(joined.text)):
-                return
+            # a line hard-wrapped by a terminal (mid-word) or an issue quote (at a space): read it with the next
+            nxt = line.next_text.strip()
+            for text in dict.fromkeys((line.joined(), t + nxt)):
+                joined = LogLine(line.number, text, line.raw + " " + nxt)
+                if self._dispatch(joined, _INDEX.bits(joined.text)):
+                    return
         self._lcp_output(line)
 
     def _dispatch(self, line: LogLine, bits: int) -> bool:

@@ -92,6 +92,7 @@ TRIGGERS: tuple[str, ...] = (
     r"MB VRAM available, loading up to",
     r"out of memory|CUBLAS_STATUS_(?:ALLOC_FAILED|NOT_INITIALIZED)|cuBLAS error [13] ",
     r"clip_model_load|encode_image|image embedding|mtmd_|projector", r"model load progress",
+    r"level=(?:WARN|ERROR) ",  # a warning or error wrapped before its message: read with its tail
 )
 
 KV_ENV = ("OLLAMA_CONTEXT_LENGTH", "OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_LOADED_MODELS", "OLLAMA_FLASH_ATTENTION",
@@ -246,6 +247,9 @@ class OllamaParser(LogParser):
         if ("duration:" in t or "eval " in t or "rate:" in t) and self._cli(line):
             return
         is_slog = bool(SLOG.search(t))
+        if not is_slog and "level=" in t and line.next_text and "msg=" in line.next_text:
+            t = unwrap(line)  # wrapped before its message (a terminal, a web page)
+            is_slog = bool(SLOG.search(t))
         old_go = OLD_GO_LOG.search(t)
         if old_go:
             self.s.old_go_log = True

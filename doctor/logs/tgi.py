@@ -129,9 +129,12 @@ class TgiParser(LogParser):
             return
         if self._oom(line, framed):
             return
-        for handler in (self._args, self._startup, self._memory, self._validation, self._failure):
-            if handler(line):
+        for candidate in (line, *line.continuations()):  # a message wrapped over two lines is read joined
+            if candidate is not line and self._oom(candidate, framed):
                 return
+            for handler in (self._args, self._startup, self._memory, self._validation, self._failure):
+                if handler(candidate):
+                    return
 
     def _vote(self) -> None:
         self.votes["tgi"] += 1

@@ -444,11 +444,15 @@ class VllmParser(LogParser):
             return
         if self._oom(line, framed):
             return
-        for handler in (self._config, self._capacity, self._context, self._preemption, self._stats, self._failure):
-            if handler(line):
-                if not framed:
-                    self._vote()  # a vLLM message under another tool's logger
+        for candidate in (line, *line.continuations()):  # a message wrapped over two lines is read joined
+            if candidate is not line and self._oom(candidate, framed):
                 return
+            for handler in (self._config, self._capacity, self._context, self._preemption, self._stats,
+                            self._failure):
+                if handler(candidate):
+                    if not framed:
+                        self._vote()  # a vLLM message under another tool's logger
+                    return
 
     def _vote(self) -> None:
         self.votes["vllm"] += 1

@@ -235,3 +235,31 @@ def test_greedy_requests_in_a_server_log_are_not_output(rulebase) -> None:  # ty
     report = _report(rulebase, "\n".join(lines) + "\n")
     assert not report.facts.has("run.output_text") or report.facts.value("run.output_repetition") == 0
     assert not any(f.cls == "sampling.repetition" and f.severity != "info" for f in report.findings)
+
+
+# -- messages wrapped by a terminal (mid-word, at 80 columns) or a web page (at a space) ------------------------
+WRAPPED = [
+    ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored "
+     "in KV cache (16816). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+     "the engine.", "LD350"),
+    ("Input validation error: `inputs` tokens + `max_new_tokens` must be <= 2048. Given: 3474 `inputs` tokens and "
+     "60 `max_new_tokens`", "LD201"),
+    ("srv    send_error: task id = 983, error: request (8283 tokens) exceeds the available context size (2048 tokens), "
+     "try increasing it", "LD201"),
+    ('time=2024-12-14T18:01:09.338Z level=WARN source=runner.go:129 msg="truncating input prompt" limit=2048 '
+     "prompt=3858 keep=5 new=2048", "LD252"),
+]
+
+
+@pytest.mark.parametrize(("message", "rule"), WRAPPED, ids=["vllm", "tgi", "llama-server", "ollama"])
+@pytest.mark.parametrize("how", ["terminal-80", "words-72"])
+def test_wrapped_messages(rulebase, message: str, rule: str, how: str) -> None:  # type: ignore[no-untyped-def]
+    import textwrap
+
+    if how == "terminal-80":
+        text = "\n".join(message[i:i + 80] for i in range(0, len(message), 80))
+    else:
+        text = "\n".join(textwrap.wrap(message, 72))
+    for ending in ("", "\n"):  # pasted without the final newline, too
+        report = _report(rulebase, text + ending)
+        assert report.assessment is not None and report.assessment.id == rule, (how, [f.id for f in report.findings])
