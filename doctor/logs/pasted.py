@@ -36,6 +36,7 @@ TRIGGERS: tuple[str, ...] = (
     r"repeat_penalty|repetition_penalty|--repeat-penalty",
 )
 MAX_OUTPUT = 64 * 1024
+MAX_SCANNED = 256 * 1024  # a paste is short: past this much text between candidates, stop looking
 
 
 class PastedParser(LogParser):
@@ -50,6 +51,7 @@ class PastedParser(LogParser):
         self.output: list[str] = []
         self.output_line: int | None = None
         self.size = 0
+        self.scanned = 0
 
     def feed(self, line: LogLine) -> None:
         t = line.text
@@ -75,9 +77,10 @@ class PastedParser(LogParser):
             self.settings.setdefault("repeat_penalty", (float(m.group(1) or m.group(2)), line))
 
     def wants_capture(self) -> bool:
-        return self.greedy_line is not None and self.size < MAX_OUTPUT
+        return self.greedy_line is not None and self.size < MAX_OUTPUT and self.scanned < MAX_SCANNED
 
     def feed_gap(self, number: int, text: str) -> None:
+        self.scanned += len(text)
         kept = [ln for ln in text.splitlines() if ln.strip() and not LOG_RECORD.match(ln)]
         if not kept:
             return
