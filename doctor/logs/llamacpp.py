@@ -60,7 +60,7 @@ SERVER_TG = gated(r"\b(?:n_gen|n_decoded)\s*=\s*(\d+),\s*tg\s*=\s*([\d.]+)\s*t/s
 SYSINFO_THREADS = gated(r"n_threads\s*=\s*(\d+)(?:\s*\(n_threads_batch\s*=\s*(\d+)\))?\s*/\s*(\d+)")
 SERVER_THREADS = gated(r"n_threads\s*=\s*(\d+),?\s*n_threads_batch\s*=\s*(\d+),?\s*total_threads\s*=\s*(\d+)")
 FEATURE = gated(r"\b([A-Z][A-Z0-9_]+)\s*=\s*1\b")
-SECTION = gated(r"(?:^|\|)\s*([A-Za-z][A-Za-z0-9_]*)\s+:\s")
+SECTION = gated(r"(?:^|[|\"])\s*([A-Za-z][A-Za-z0-9_]*)\s+:\s")  # Ollama quotes the line: info="CUDA : ...
 CUDA_FOUND = gated(r"found (\d+) (CUDA|ROCm|MUSA) devices")
 CUDA_DEVICE = gated(r"Device (\d+): (.+?), (?:compute capability|gfx)[^,]*(?:,.*?VRAM: (\d+) MiB)?")
 USING_DEVICE = gated(r"using device (\S+) \((.+?)\)(?: \([^)]*\))? - (\d+) MiB free")

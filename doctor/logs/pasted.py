@@ -26,6 +26,9 @@ TOP_K = gated(r"""\btop_k['"]?\s*[=:]\s*(\d+)|--top-k[ =](\d+)""")
 GREEDY_FLAG = gated(r"""\bdo_sample['"]?\s*[=:]\s*(?:False|false)\b|\bgreedy\b""")
 PENALTY = gated(r"""\b(?:repeat_penalty|repetition_penalty)['"]?\s*[=:]\s*(\d+(?:\.\d+)?)"""
                 r"""|--repeat-penalty[ =](\d+(?:\.\d+)?)""")
+# a container's CPU limit in the command or compose file pasted with the log
+CPUS = gated(r"""--cpus[= ]['"]?(\d+(?:\.\d+)?)|^\s*cpus:\s*['"]?(\d+(?:\.\d+)?)""")
+CPUSET = gated(r"""--cpuset-cpus[= ]['"]?([\d,\-]+)""")
 # a physical line that is a log record rather than prose a model wrote
 LOG_RECORD = re.compile(r"^\s*(?:\S+\s+\|\s|\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"
                         r"time=|level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\b|\w+(?:\.\w+)*: |"
@@ -33,7 +36,7 @@ LOG_RECORD = re.compile(r"^\s*(?:\S+\s+\|\s|\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \
 TRIGGERS: tuple[str, ...] = (
     r"temperature['\"]?\s*[=:]|--temp|PARAMETER temperature|parameter temperature",
     r"do_sample['\"]?\s*[=:]|\bgreedy\b", r"top_k['\"]?\s*[=:]|--top-k",
-    r"repeat_penalty|repetition_penalty|--repeat-penalty",
+    r"repeat_penalty|repetition_penalty|--repeat-penalty", r"--cpus|--cpuset-cpus|cpus: ",
 )
 MAX_OUTPUT = 64 * 1024
 MAX_SCANNED = 256 * 1024  # a paste is short: past this much text between candidates, stop looking
@@ -52,6 +55,8 @@ class PastedParser(LogParser):
         self.output_line: int | None = None
         self.size = 0
         self.scanned = 0
+        self.cpus: tuple[float, LogLine] | None = None
+        self.cpuset: tuple[int, LogLine] | None = None
 
     def feed(self, line: LogLine) -> None:
         t = line.text
@@ -75,6 +80,18 @@ class PastedParser(LogParser):
         m = PENALTY.search(t)
         if m:
             self.settings.setdefault("repeat_penalty", (float(m.group(1) or m.group(2)), line))
+        m = CPUS.search(t)
+        if m:
+            self.cpus = (float(m.group(1) or m.group(2)), line)
+        m = CPUSET.search(t)
+        if m:
+            count = 0
+            for part in m.group(1).split(","):
+                lo, _, hi = part.partition("-")
+                if lo.isdigit() and (not hi or hi.isdigit()):
+                    count += int(hi) - int(lo) + 1 if hi else 1
+            if count:
+                self.cpuset = (count, line)
 
     def wants_capture(self) -> bool:
         return self.greedy_line is not None and self.size < MAX_OUTPUT and self.scanned < MAX_SCANNED
@@ -91,6 +108,7 @@ class PastedParser(LogParser):
         self.size += len(chunk)
 
     def summarize(self, facts: Facts) -> None:
+        self._summarize_cpus(facts)
         if self.greedy_line is None:
             return
         for key, (value, line) in self.settings.items():
@@ -100,3 +118,18 @@ class PastedParser(LogParser):
         if self.output and not facts.has("run.output_text"):
             facts.set("run.output_text", "".join(self.output)[-8192:],
                       Source("log", self.name, self.output_line, "pasted output"))
+
+    def _summarize_cpus(self, facts: Facts) -> None:
+        """docker --cpus / compose cpus: (a CFS quota) and --cpuset-cpus: the cores the engine may use."""
+        limits: list[tuple[float, LogLine]] = []
+        if self.cpus is not None and self.cpus[0] > 0:
+            limits.append(self.cpus)
+            if not facts.has("host.cpu.quota_cores"):
+                facts.set("host.cpu.quota_cores", self.cpus[0], self.src(self.cpus[1]), "cores")
+        if self.cpuset is not None:
+            limits.append((float(self.cpuset[0]), self.cpuset[1]))
+            if not facts.has("host.cpu.affinity_cores"):
+                facts.set("host.cpu.affinity_cores", self.cpuset[0], self.src(self.cpuset[1]), "cores")
+        if limits and not facts.has("host.cpu.usable_cores"):
+            value, line = min(limits, key=lambda x: x[0])
+            facts.set("host.cpu.usable_cores", max(1, int(value)), self.src(line), "cores")

@@ -263,3 +263,35 @@ def test_wrapped_messages(rulebase, message: str, rule: str, how: str) -> None: 
     for ending in ("", "\n"):  # pasted without the final newline, too
         report = _report(rulebase, text + ending)
         assert report.assessment is not None and report.assessment.id == rule, (how, [f.id for f in report.findings])
+
+
+# -- a runner started with more threads than the container's CPU limit --------------------------------------------
+def test_ollama_threads_above_docker_cpus(rulebase) -> None:  # type: ignore[no-untyped-def]
+    log = (LOGS / "ollama/healthy-v0.5.7-journald.log").read_text().replace("--threads 8", "--threads 16")
+    text = "docker run -d --gpus=all --cpus=4 -v ollama:/root/.ollama -p 11434:11434 ollama/ollama\n" + log
+    report = _report(rulebase, text)
+    assert report.assessment is not None and report.assessment.cls == "cpu.threads", [f.id for f in report.findings]
+    finding = report.findings[0]
+    assert {1, 14} <= set(finding.lines), finding.lines  # the --cpus line and the runner's --threads
+    assert "num_thread 4" in finding.fix.by_engine["ollama"]
+
+
+def test_llama_server_threads_above_compose_cpuset(rulebase) -> None:  # type: ignore[no-untyped-def]
+    text = ("    command: llama-server -m /models/qwen2.5-7b-instruct-q4_k_m.gguf -t 16 --port 8080\n"
+            "    cpuset: \"0-3\"\n"
+            "    entrypoint: docker run --cpuset-cpus=0-3 ghcr.io/ggml-org/llama.cpp:server\n"
+            "system_info: n_threads = 16 (n_threads_batch = 16) / 32 | CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | "
+            "AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |\n"
+            "main: server is listening on http://127.0.0.1:8080 - starting the main loop\n")
+    report = _report(rulebase, text)
+    assert report.facts.value("host.cpu.usable_cores") == 4
+    assert report.assessment is not None and report.assessment.cls == "cpu.threads", [f.id for f in report.findings]
+    assert "-t 4" in report.findings[0].fix.by_engine["llama.cpp"]
+
+
+def test_ollama_system_info_names_its_gpu_backend(rulebase) -> None:  # type: ignore[no-untyped-def]
+    """Ollama quotes the runner's system info (info="CUDA : ARCHS = ... | CPU : ..."): a CUDA build, not CPU-only."""
+    head = "\n".join((LOGS / "ollama/healthy-v0.5.7-journald.log").read_text().splitlines()[:20]) + "\n"
+    report = _report(rulebase, head)
+    assert report.facts.value("engine.gpu_offload_supported") is True
+    assert not any(f.cls == "offload.none" for f in report.findings)
