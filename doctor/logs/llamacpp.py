@@ -5,9 +5,12 @@ Every era of output is read (see ../shared/reference/engine_log_signatures.md): 
 prefix (the last value per buffer wins: `--fit` prints them twice), `llama_print_timings` /
 `llama_perf_context_print` / server `print_timings` in its three styles, context shift and
 truncation in all their forms, KV-slot and decode failures, CUDA / ROCm / Vulkan / Metal / host
-allocation failures split by the phase they happen in, no-GPU warnings, system_info and threads,
-and llama-cpp-python's exceptions. Patterns match message text and `key = value`, never function
-prefixes or column padding.
+allocation failures split by the phase they happen in (cuBLAS handles that cannot be allocated are
+OOMs too; Metal's recommendedMaxWorkingSetSize exceeded is a weights OOM), no-GPU warnings, GPU
+backends that fail for a driver or runtime reason (doctor/logs/gpu_failures.py), system_info and
+threads, llama-cpp-python's exceptions, and what the input gives away: a CPU-only build (model
+buffers on the host and no "offloaded N/M layers" line), `n_gpu_layers` in pasted code, the model path.
+Patterns match message text and `key = value`, never function prefixes or column padding.
 
 Pure.
 """
@@ -142,7 +145,8 @@ CRASH = gated(r"GGML_ASSERT\(?|GGML_ABORT|: CUDA error$|Segmentation fault|core 
 LCP_SIGNATURE = gated(r"Model metadata: \{|Available chat formats from metadata|Using gguf chat template|"
                       r"Using chat eos_token"
                       r"|Llama\.generate: |llama_cpp[/.]|Requested tokens \(|Failed to create llama_context"
-                      r"|Failed to load model from file|llama_decode returned|Llama\._create_completion")
+                      r"|Failed to load model from file|llama_decode returned|Llama\._create_completion"
+                      r"|\bLlama\(model_path=")
 LCP_TEXT = gated(r"""['"]text['"]\s*:\s*(['"])(.*?)(?<!\\)\1""")
 LCP_FINISH = gated(r"""['"]finish_reason['"]\s*:\s*['"](\w+)['"]""")
 SERVER_SIGNATURE = gated(r"\bslot\s+\w+\s*: id\s+\d+ \| task|\bsrv\s+\w+: |server is listening|llama_server|"
@@ -177,7 +181,7 @@ TRIGGERS: tuple[str, ...] = (
     r"new prompt|new slot|stop processing|initializing|print_timing|server is listening|all slots are idle",
     r"build(?::| =) \d+ \(", r"'text': |\"text\": |finish_reason|end of text|interrupted by user",
     r"recommended max working set|allocated buffer, size|recommendedMaxWorkingSetSize",
-    r"n_gpu_layers|-ngl |gpu-layers",
+    r"n_gpu_layers|-ngl |gpu-layers", r"Llama\(model_path=",
 )
 
 

@@ -15,7 +15,17 @@ What is read (format strings from Ollama's source by version, see fixtures/logs/
 - context: `truncating input prompt` (limit, prompt, keep, new), `requested context size too large
   for model`; memory: `model request too large for system`, `model requires more system memory`;
 - runner start time and death (`llama runner process has terminated`, `no longer running`, the
-  llama-server wording of v0.30+), `[GIN]` access lines, flash-attention / KV-type warnings.
+  llama-server wording of v0.30+), `[GIN]` access lines, flash-attention / KV-type warnings;
+- GPU discovery that failed (`cudart init failure: N`, `cudaSetDevice err: N`, `unknown error
+  initializing cuda driver library`, `version mismatch between driver and cuda driver library`) with no
+  GPU found after it, by CUDA cause (doctor/logs/gpu_failures.py);
+- the runner's own OOMs (`CUDA error: out of memory`, `CUDA error 2 at ...`, CUBLAS_STATUS_ALLOC_FAILED /
+  NOT_INITIALIZED), placed by what Ollama's estimate covered: the 2023 estimate (`N MB VRAM available,
+  loading up to N GPU layers`, `llama.go:` lines) counted only the weights, so the KV cache is what did not
+  fit; a later estimate that placed the layers leaves compute headroom short (or, when its KV cache takes
+  most of the free VRAM, the context); an OOM right after an image encode is the projector's;
+- the per-device compute graph against the largest GPU, and the load rate from the debug
+  `model load progress` lines with their timestamps.
 
 The llama.cpp runner's own output in the same file is read by the llama.cpp parser, which sees every
 candidate line; nothing here repeats its patterns.

@@ -15,7 +15,10 @@ What is read (format strings from vLLM's source, see fixtures/logs/vllm/README.m
 - preemption: the V0 warning (every 50th, with the running total) and the V1 `Preemptions: N` stat;
 - the periodic stats line, read as comma-separated `key: value` pairs (its fields change by version);
 - PyTorch out-of-memory errors in both wordings, placed in the start-up step they hit (loading
-  weights, profiling, KV allocation, CUDA-graph capture, sampler warm-up, serving).
+  weights, profiling, KV allocation, CUDA-graph capture, sampler warm-up, serving); an OOM read before
+  any start-up line (the error pasted above its log, a viewer listing the newest line first) is placed
+  at the furthest step the log shows.
+- a message wrapped over two lines is read joined with the next.
 
 Messages are matched by their text, so process prefixes (`(EngineCore_DP0 pid=…)`, `(VllmWorker
 rank=0 pid=…)`, `(APIServer pid=…)`), another tool's logger, journald or docker framing do not
