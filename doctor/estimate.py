@@ -534,18 +534,28 @@ def _derive_context(facts: Facts) -> None:
 def _derive_threads(facts: Facts) -> None:
     threads = facts.value("config.n_threads")
     usable = facts.value("host.cpu.usable_cores")
+    usable_fact = facts.get("host.cpu.usable_cores")
     if not isinstance(usable, int | float):
         physical = facts.value("host.cpu.physical_cores")
         usable = physical if isinstance(physical, int) else None
     if isinstance(usable, int | float) and usable > 0:
-        facts.set("derived.threads_recommended", max(1, int(usable)),
-                  _src("threads", "physical cores within the CPU quota and affinity"), "threads")
+        # a limit read from a log or a pasted command keeps its line as the evidence
+        src = (usable_fact.source if usable_fact is not None and usable_fact.source.kind == "log"
+               else _src("threads", "physical cores within the CPU quota and affinity"))
+        facts.set("derived.threads_recommended", max(1, int(usable)), src, "threads")
         if isinstance(threads, int) and threads > 0:
             facts.set("derived.threads_over", round(threads / usable, 3),
                       _src("threads", f"{threads} threads / {usable:g} usable cores"))
 
 
 def _derive_load(facts: Facts) -> None:
+    path = facts.get("model.path")
+    if path is not None and isinstance(path.value, str) and not facts.has("model.path_storage"):
+        from doctor.path_storage import path_storage
+
+        found = path_storage(path.value)
+        if found is not None:
+            facts.set("model.path_storage", found[0], path.source)
     load_ms = facts.value("run.load_ms")
     size = facts.value("model.file_bytes")
     if isinstance(load_ms, int | float) and isinstance(size, int) and load_ms > 0:

@@ -33,6 +33,7 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("model.corrupt", "bool", None, "the file is truncated, corrupt or not GGUF"),
     ("model.corrupt_reason", "str", None, "why the file was refused"),
     ("model.storage.kind", "str", None, "nvme, ssd, hdd, network, virtual, tmpfs, unknown"),
+    ("model.path_storage", "str", None, "what the model path alone says of its storage: wsl-drvfs, network, fuse"),
     ("model.storage.fs_type", "str", None, "filesystem type of the mount holding the model"),
     ("model.storage.mount", "str", None, "mount point holding the model"),
     ("model.storage.device", "str", None, "block device(s) under the model file"),

@@ -8,6 +8,7 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     # KV pools and memory at start-up (vLLM, TGI)
     ("server.kv_tokens", "int", "tokens",
      "tokens the KV pool holds (vLLM GPU KV cache size, blocks x block size; TGI KV-cache blocks x size)"),
+    ("server.vllm.block_size", "int", "tokens", "vLLM: tokens per KV block (16 unless --block-size)"),
     ("server.kv_blocks_gpu", "int", "blocks", "KV blocks on the GPU (vLLM # GPU blocks, TGI KV-cache blocks)"),
     ("server.kv_blocks_cpu", "int", "blocks", "vLLM CPU (swap) KV blocks"),
     ("server.max_concurrency", "float", None, "vLLM: how many max-length requests the KV pool holds at once"),
@@ -56,6 +57,9 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("server.ollama.memory_weights", "int", "bytes", "Ollama: memory of the model weights"),
     ("server.ollama.system_memory_required", "int", "bytes", "Ollama: system memory the model needs"),
     ("server.ollama.system_memory_available", "int", "bytes", "Ollama: system memory available"),
+    ("server.ollama.graph_gpu_max_bytes", "int", "bytes", "Ollama engine: the largest compute graph on one GPU"),
+    ("server.ollama.graph_gpu_device", "str", None, "Ollama engine: the GPU that compute graph is on (CUDA0, ...)"),
+    ("server.ollama.gpu_vram_max", "int", "bytes", "Ollama: total memory of the largest GPU it discovered"),
     ("server.ollama.runner_start_s", "float", "s", "Ollama: runner start time"),
     ("server.ollama.gpu_gated_avx", "bool", None, "Ollama skipped the GPU because the CPU lacks AVX"),
     ("server.ollama.context_length_env", "int", "tokens", "OLLAMA_CONTEXT_LENGTH on the server"),

@@ -197,6 +197,7 @@ class LogAnalyzer:
 def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) -> Facts:
     stream = open_input(rewindable(stream))
     analyzer = LogAnalyzer(name)
+    analyzer.scanner.hold_last = True  # the whole input is read: a wrapped last line is joined to the one before
     while True:
         data = stream.read(chunk)
         if not data:

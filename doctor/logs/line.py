@@ -18,6 +18,10 @@ from typing import Any
 from doctor.sanitize import strip_controls
 
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")
+# the start of a log record (a line that begins so is not the wrapped tail of the one before)
+_RECORD_START = re.compile(r"^\s*(?:time=|level=|\[GIN\]|\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|"
+                           r"[A-Z][a-z]{2} +\d+ \d\d:\d\d|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b|"
+                           r"Traceback|File \"|\S+\s+\| |\(\w+ pid=|[\w.\[\]-]{3,}: |\{|\d+\.\d+\.\d+\.\d+ [IWED] )")
 _JSON_MSG_KEYS = ("msg", "message", "MESSAGE", "log", "text")
 MAX_JSON = 1 << 16
 
@@ -43,6 +47,16 @@ class LogLine:
             self._next = normalise(decode(self._next_raw))[0]
             self._next_raw = None
         return self._next
+
+    def continuations(self) -> list[LogLine]:
+        """This line read with the next physical one, when the next looks like its tail (wrapped by a
+        terminal at its width, mid-word, or by a web page at a space): both joins, the cut one first."""
+        nxt = self.next_text
+        if not nxt or len(self.text) < 40 or _RECORD_START.match(nxt):
+            return []
+        head = self.text
+        texts = dict.fromkeys((head + nxt.rstrip(), head.rstrip() + " " + nxt.strip()))
+        return [LogLine(self.number, text, self.raw, None, self.fields) for text in texts]
 
     def joined(self) -> str:
         """This line with the next one appended (a line hard-wrapped by a terminal or a quote)."""

@@ -5,9 +5,12 @@ Every era of output is read (see ../shared/reference/engine_log_signatures.md): 
 prefix (the last value per buffer wins: `--fit` prints them twice), `llama_print_timings` /
 `llama_perf_context_print` / server `print_timings` in its three styles, context shift and
 truncation in all their forms, KV-slot and decode failures, CUDA / ROCm / Vulkan / Metal / host
-allocation failures split by the phase they happen in, no-GPU warnings, system_info and threads,
-and llama-cpp-python's exceptions. Patterns match message text and `key = value`, never function
-prefixes or column padding.
+allocation failures split by the phase they happen in (cuBLAS handles that cannot be allocated are
+OOMs too; Metal's recommendedMaxWorkingSetSize exceeded is a weights OOM), no-GPU warnings, GPU
+backends that fail for a driver or runtime reason (doctor/logs/gpu_failures.py), system_info and
+threads, llama-cpp-python's exceptions, and what the input gives away: a CPU-only build (model
+buffers on the host and no "offloaded N/M layers" line), `n_gpu_layers` in pasted code, the model path.
+Patterns match message text and `key = value`, never function prefixes or column padding.
 
 Pure.
 """
@@ -20,6 +23,7 @@ from typing import Any
 
 from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
+from doctor.logs.gpu_failures import gpu_failure_cause
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import LiteralIndex, gated
 
@@ -31,6 +35,7 @@ GPU_BACKENDS = ("CUDA", "ROCm", "HIP", "MUSA", "Metal", "Vulkan", "SYCL", "CANN"
 # -- patterns ------------------------------------------------------------------------------------
 META = gated(r"(?:print_info|llm_load_print_meta)\s*:\s+([A-Za-z_][\w. ]*?)\s*=\s*(.*)$")
 LOADED_META = gated(r"loaded meta data with \d+ key-value pairs and (\d+) tensors from (.+?) \(version")
+LOADING_FROM = gated(r"(?:llama\.cpp|llama_model_load\w*|llama_load_model_from_file): loading model from (\S.*?)\s*$")
 LOAD_MODE = gated(r"loading model tensors.*\((?:mmap = (true|false)|load_mode = ([\w+]+))")
 OFFLOADED = gated(r"offloaded (\d+)/(\d+) layers to GPU")
 BUFFER = gated(r"(?<![\w.])([A-Za-z][\w\-]*)\s+(?:(model|KV|compute|output|RS|"
@@ -58,7 +63,7 @@ SERVER_TG = gated(r"\b(?:n_gen|n_decoded)\s*=\s*(\d+),\s*tg\s*=\s*([\d.]+)\s*t/s
 SYSINFO_THREADS = gated(r"n_threads\s*=\s*(\d+)(?:\s*\(n_threads_batch\s*=\s*(\d+)\))?\s*/\s*(\d+)")
 SERVER_THREADS = gated(r"n_threads\s*=\s*(\d+),?\s*n_threads_batch\s*=\s*(\d+),?\s*total_threads\s*=\s*(\d+)")
 FEATURE = gated(r"\b([A-Z][A-Z0-9_]+)\s*=\s*1\b")
-SECTION = gated(r"(?:^|\|)\s*([A-Za-z][A-Za-z0-9_]*)\s+:\s")
+SECTION = gated(r"(?:^|[|\"])\s*([A-Za-z][A-Za-z0-9_]*)\s+:\s")  # Ollama quotes the line: info="CUDA : ...
 CUDA_FOUND = gated(r"found (\d+) (CUDA|ROCm|MUSA) devices")
 CUDA_DEVICE = gated(r"Device (\d+): (.+?), (?:compute capability|gfx)[^,]*(?:,.*?VRAM: (\d+) MiB)?")
 USING_DEVICE = gated(r"using device (\S+) \((.+?)\)(?: \([^)]*\))? - (\d+) MiB free")
@@ -67,6 +72,12 @@ VULKAN_FOUND = gated(r"ggml_vulkan: Found (\d+) Vulkan devices")
 METAL_DEVICE = gated(r"ggml_metal\w*: (?:found device|GPU name):\s*(.+)$")
 NO_GPU = gated(r"no usable GPU found|not compiled with GPU offload support|compiled without GPU support")
 GPU_INIT_FAILED = gated(r"failed to initialize (CUDA|ROCm|MUSA|Vulkan|SYCL)\s*:\s*(.*)$")
+# a CUDA call failing for a driver/runtime reason, not memory (cudaGetErrorString texts; see gpu_failures.py)
+GPU_RUNTIME_FAILED = gated(r"\b(CUDA|ROCm) error(?: \d+ at \S+)?: (CUDA driver version is insufficient.*"
+                           r"|.*unsupported display driver.*"
+                           r"|the provided PTX was compiled with an unsupported toolchain.*"
+                           r"|forward compatibility was attempted.*|unknown error)$")
+BACKEND_NOT_LOADED = gated(r"load_backend: failed to load (\S+)|failed to load (?:the )?(CUDA|ROCm|Vulkan) backend")
 GENERATE = gated(r"generate: n_ctx = (\d+), n_batch = (\d+), n_predict = (-?\d+), n_keep = (\d+)")
 SAMPLER_KV = gated(r"\b(repeat_last_n|repeat_penalty|frequency_penalty|presence_penalty|dry_multiplier|top_k|"
                    r"top_p|min_p|temp|mirostat)\s*=\s*(-?[\d.]+)")
@@ -101,10 +112,18 @@ ALLOC_RANGE = gated(r"alloc_tensor_range: failed to allocate (\S+) buffer of siz
 GALLOCR = gated(r"(?:ggml_gallocr_reserve_n\w*|gallocr\w*): failed to allocate (\S+) buffer of size (\d+)")
 CPU_ALLOC = gated(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size (\d+)")
 BACKEND_OOM = gated(r"\b(CUDA|ROCm|MUSA) error: out of memory|CUDA error \d+ at .*: out of memory"
+                    r"|(?:CU|HIP)BLAS_STATUS_(?:ALLOC_FAILED|NOT_INITIALIZED)|cuBLAS error [13] at"
+                    r"|(?:CUDA|ROCm) error: the (?:resource allocation failed|library was not initialized)"
                     r"|ErrorOutOfDeviceMemory|Device memory allocation of size (\d+) failed"
                     r"|kIOGPUCommandBufferCallbackErrorOutOfMemory|Insufficient Memory"
                     r"|failed to allocate Metal buffer of (\d+) bytes|"
                     r"ggml_metal\w*: error: failed to allocate buffer, size =\s*([\d.]+) MiB")
+# Metal: the buffers placed on the GPU went past what macOS lets one process keep resident
+METAL_OVER_SET = gated(r"current allocated size is greater than the recommended max working set size")
+METAL_ALLOCATED = gated(r"allocated buffer, size =\s*([\d.]+) MiB,\s*\(\s*([\d.]+) / ([\d.]+)\)")
+METAL_SET_SIZE = gated(r"recommendedMaxWorkingSetSize\s*=\s*([\d.]+) MB")
+# settings pasted beside the log: Python keyword arguments (Llama(..., n_gpu_layers=35)) or CLI flags
+NGL_SETTING = gated(r"\bn_gpu_layers\s*[=:]\s*(-?\d+)|(?:^|\s)(?:-ngl|--n-gpu-layers|--gpu-layers)[ =](-?\d+)\b")
 # PyTorch's "CUDA out of memory. Tried to allocate" (vLLM, TGI) is read by doctor/logs/vllm.py, which knows their steps
 PHASE_WEIGHTS = gated(r"unable to allocate (\S+) buffer|error loading model: .*(?:alloc|memory)")
 PHASE_KV = gated(r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|"
@@ -126,7 +145,8 @@ CRASH = gated(r"GGML_ASSERT\(?|GGML_ABORT|: CUDA error$|Segmentation fault|core 
 LCP_SIGNATURE = gated(r"Model metadata: \{|Available chat formats from metadata|Using gguf chat template|"
                       r"Using chat eos_token"
                       r"|Llama\.generate: |llama_cpp[/.]|Requested tokens \(|Failed to create llama_context"
-                      r"|Failed to load model from file|llama_decode returned|Llama\._create_completion")
+                      r"|Failed to load model from file|llama_decode returned|Llama\._create_completion"
+                      r"|\bLlama\(model_path=")
 LCP_TEXT = gated(r"""['"]text['"]\s*:\s*(['"])(.*?)(?<!\\)\1""")
 LCP_FINISH = gated(r"""['"]finish_reason['"]\s*:\s*['"](\w+)['"]""")
 SERVER_SIGNATURE = gated(r"\bslot\s+\w+\s*: id\s+\d+ \| task|\bsrv\s+\w+: |server is listening|llama_server|"
@@ -142,7 +162,8 @@ OUTPUT_END = gated(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\
 TRIGGERS: tuple[str, ...] = (
     r"(?:print_info|llm_load_print_meta): +(?:arch|n_ctx_train|n_embd|n_layer |n_head|n_swa|n_expert|n_vocab"
     r"|model (?:type|ftype|params|size)|file (?:type|size)|general\.name)",
-    r"loaded meta data", r"loading model tensors", r"offloaded \d+/", r"buffer size +=", r"cells,",
+    r"loaded meta data", r"loading model tensors", r"loading model from ", r"offloaded \d+/", r"buffer size +=",
+    r"cells,",
     r"KV self size", r"kv self size", r"type_k = '", r"VRAM used", r"mem required",
     r"n_ctx(?:_seq|_per_seq)? +=", r"n_seq_max +=", r"n_u?batch +=", r"flash_attn +=", r"Flash Attention",
     r"kv_unified +=", r"n_slots", r"V cache (?:quantization )?requires|quantized V cache", r"> n_ctx_train",
@@ -159,6 +180,8 @@ TRIGGERS: tuple[str, ...] = (
     r"repeat_penalty|top_k = |mirostat = |sampler seed|sampler params|seed +=", r"generate: n_ctx",
     r"new prompt|new slot|stop processing|initializing|print_timing|server is listening|all slots are idle",
     r"build(?::| =) \d+ \(", r"'text': |\"text\": |finish_reason|end of text|interrupted by user",
+    r"recommended max working set|allocated buffer, size|recommendedMaxWorkingSetSize",
+    r"n_gpu_layers|-ngl |gpu-layers", r"Llama\(model_path=",
 )
 
 
@@ -238,6 +261,9 @@ class _State:
     capture: bool = False
     finish_reason: str | None = None
     finish_line: LogLine | None = None
+    metal_set_mib: float | None = None
+    metal_alloc: tuple[float, float, LogLine] | None = None  # (allocated MiB, working set MiB, line)
+    metal_over: bool = False
 
 
 class LlamaCppParser(LogParser):
@@ -269,10 +295,12 @@ class LlamaCppParser(LogParser):
         if self._dispatch(line, bits):
             return
         if _looks_cut(t) and line.next_text and not _starts_a_line(line.next_text):
-            # a line hard-wrapped by a terminal or an issue quote: read it with the next one
-            joined = LogLine(line.number, line.joined(), line.raw + " " + line.next_text.strip())
-            if self._dispatch(joined, _INDEX.bits(joined.text)):
-                return
+            # a line hard-wrapped by a terminal (mid-word) or an issue quote (at a space): read it with the next
+            nxt = line.next_text.strip()
+            for text in dict.fromkeys((line.joined(), t + nxt)):
+                joined = LogLine(line.number, text, line.raw + " " + nxt)
+                if self._dispatch(joined, _INDEX.bits(joined.text)):
+                    return
         self._lcp_output(line)
 
     def _dispatch(self, line: LogLine, bits: int) -> bool:
@@ -317,6 +345,57 @@ class LlamaCppParser(LogParser):
         self.votes["llama.cpp-library"] += 1
         return True
 
+    def _step_loading_from(self, line: LogLine) -> bool:
+        m = LOADING_FROM.search(line.text)
+        if not m:
+            return False
+        self._stage("load")
+        self.set("model.path", m.group(1).strip("'\""), line)
+        self.votes["llama.cpp-library"] += 1
+        return True
+
+    def _step_metal(self, line: LogLine) -> bool:
+        """Metal's working-set check: past recommendedMaxWorkingSetSize the GPU pages and then fails."""
+        t = line.text
+        s = self.s
+        m = METAL_SET_SIZE.search(t)
+        if m:
+            self.votes["llama.cpp-library"] += 1
+            s.metal_set_mib = float(m.group(1)) * 1e6 / MIB
+            s.backends.add("Metal")
+            return True
+        m = METAL_ALLOCATED.search(t)
+        if m:
+            self.votes["llama.cpp-library"] += 1
+            s.metal_alloc = (float(m.group(2)), float(m.group(3)), line)
+            if float(m.group(2)) > float(m.group(3)) > 0:
+                self._metal_over(line)
+            return True
+        if METAL_OVER_SET.search(t):
+            self._metal_over(line)
+            return True
+        return False
+
+    def _metal_over(self, line: LogLine) -> None:
+        s = self.s
+        if s.metal_over:
+            return
+        s.metal_over = True
+        data: dict[str, Any] = {"device": "Metal", "limit": "recommendedMaxWorkingSetSize", "phase_from": "message"}
+        if s.metal_alloc is not None:
+            data["bytes"] = int(s.metal_alloc[0] * MIB)
+            data["available"] = int(s.metal_alloc[1] * MIB)
+        elif s.metal_set_mib:
+            data["available"] = int(s.metal_set_mib * MIB)
+        self.event("oom", line, phase="weights", **data)
+
+    def _step_settings(self, line: LogLine) -> bool:
+        m = NGL_SETTING.search(line.text)
+        if not m or "option will be ignored" in line.text:
+            return False
+        self.set("config.n_gpu_layers", int(m.group(1) or m.group(2)), line, "layers")
+        return False  # the line may carry more (a command line with other flags)
+
     def _step_load_mode(self, line: LogLine) -> bool:
         m = LOAD_MODE.search(line.text)
         if not m:
@@ -337,6 +416,7 @@ class LlamaCppParser(LogParser):
         m = OFFLOADED.search(line.text)
         if not m:
             return False
+        self.votes["llama.cpp-library"] += 1
         self.set("run.offloaded_layers", int(m.group(1)), line, "layers")
         self.set("run.total_layers", int(m.group(2)), line, "layers")
         self.set("engine.gpu_offload_supported", True, line)
@@ -583,6 +663,7 @@ class LlamaCppParser(LogParser):
             return True
         m = CUDA_FOUND.search(t)
         if m:
+            self.votes["llama.cpp-library"] += 1
             s.backends.add(m.group(2))
             s.backends_line = s.backends_line or line
             self.set("host.gpu.count", int(m.group(1)), line, "GPUs")
@@ -625,9 +706,17 @@ class LlamaCppParser(LogParser):
             self.event("no_gpu", line)
             self.set("engine.gpu_offload_supported", False, line)
             return True
-        m = GPU_INIT_FAILED.search(t)
+        m = GPU_INIT_FAILED.search(t) or GPU_RUNTIME_FAILED.search(t)
         if m:
-            self.event("gpu_init_failed", line, backend=m.group(1), reason=m.group(2).strip()[:200])
+            reason = m.group(2).strip()[:200]
+            cause, code = gpu_failure_cause(t)
+            self.event("gpu_init_failed", line, backend=m.group(1), reason=reason, cause=cause,
+                       **({"code": code} if code else {}))
+            return True
+        m = BACKEND_NOT_LOADED.search(t)
+        if m:
+            self.event("gpu_init_failed", line, backend=(m.group(2) or m.group(1)).rsplit("/", 1)[-1][:80],
+                       reason="the backend library did not load", cause="not_loaded")
             return True
         m = BUILD.search(t)
         if m and ("build" in t[:40] or "llama" in t):
@@ -956,11 +1045,28 @@ class LlamaCppParser(LogParser):
             facts.set("engine.backends", merged, src)
             if any(b.upper() in {g.upper() for g in GPU_BACKENDS} for b in s.backends):
                 facts.set("engine.gpu_offload_supported", True, src)
+        self._summarize_cpu_only(facts)
         if s.finish_reason and s.finish_line is not None:
             facts.set("run.finish_reason", s.finish_reason, self.src(s.finish_line))
         if s.output:
             facts.set("run.output_text", "".join(s.output)[-8192:],
                       Source("log", self.name, s.output_line, "generated output"))
+
+    def _summarize_cpu_only(self, facts: Facts) -> None:
+        """A GPU build of llama.cpp prints "offloaded N/M layers to GPU" (0/M too) before the model buffers;
+        a CPU-only build prints no such line. Model buffers on the host, no offload line and no GPU backend
+        anywhere in the input: the engine has no GPU backend (llama-cpp-python's default pip wheel)."""
+        s = self.s
+        if (facts.has("engine.gpu_offload_supported") or not s.model_buffers or s.buffer_line is None
+                or any(_is_gpu_buffer(b) for b in s.model_buffers) or facts.has("run.offloaded_layers")
+                or any(b.upper() in {g.upper() for g in GPU_BACKENDS} for b in s.backends)
+                or facts.events("gpu_init_failed") or facts.has("host.gpu.count")):
+            return
+        line = s.buffer_line
+        facts.set("engine.gpu_offload_supported", False,
+                  Source("log", self.name, line.number, line.raw[:300]))
+        if not facts.has("engine.backends"):
+            facts.set("engine.backends", ["CPU"], Source("log", self.name, line.number, line.raw[:300]))
 
     def _summarize_buffers(self, facts: Facts) -> None:
         s = self.s
@@ -1032,6 +1138,9 @@ _STEP_NEEDS: tuple[tuple[Any, tuple[tuple[str, ...] | None, ...]], ...] = (
                                                              CTX_SHIFT_DISABLED, DECODE_FAILED))),
     (LlamaCppParser._step_timings, ((" time", "t/s"), _lits(SERVER_TG, TIMING))),
     (LlamaCppParser._step_loaded_meta, (_lits(LOADED_META),)),
+    (LlamaCppParser._step_loading_from, (_lits(LOADING_FROM),)),
+    (LlamaCppParser._step_metal, (_lits(METAL_SET_SIZE, METAL_ALLOCATED, METAL_OVER_SET),)),
+    (LlamaCppParser._step_settings, (_lits(NGL_SETTING),)),
     (LlamaCppParser._step_load_mode, (_lits(LOAD_MODE),)),
     (LlamaCppParser._step_offloaded, (_lits(OFFLOADED),)),
     (LlamaCppParser._step_buffer, (_lits(BUFFER),)),
@@ -1039,7 +1148,8 @@ _STEP_NEEDS: tuple[tuple[Any, tuple[tuple[str, ...] | None, ...]], ...] = (
     (LlamaCppParser._context_params, (_lits(QUANT_V_NEEDS_FA, CTX_TRAIN_OVER, CTX_TRAIN_WARN, FA_DECISION, GENERATE,
                                             SLOT_INIT, NEW_SLOT, NEW_PROMPT, *_CTX_KV_KEYS),)),
     (LlamaCppParser._hardware, (_lits(SYSINFO_THREADS, SERVER_THREADS, " = 1", CUDA_FOUND, CUDA_DEVICE, USING_DEVICE,
-                                      BACKEND_LOADED, VULKAN_FOUND, METAL_DEVICE, NO_GPU, GPU_INIT_FAILED, BUILD),)),
+                                      BACKEND_LOADED, VULKAN_FOUND, METAL_DEVICE, NO_GPU, GPU_INIT_FAILED,
+                                      GPU_RUNTIME_FAILED, BACKEND_NOT_LOADED, BUILD),)),
     (LlamaCppParser._sampling, (_lits(*_SAMPLER_KEYS, SEED),)),
     (LlamaCppParser._old_buffers, (_lits(VRAM_USED_2023, MEM_REQUIRED_2023),)),
 )

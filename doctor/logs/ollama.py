@@ -15,7 +15,17 @@ What is read (format strings from Ollama's source by version, see fixtures/logs/
 - context: `truncating input prompt` (limit, prompt, keep, new), `requested context size too large
   for model`; memory: `model request too large for system`, `model requires more system memory`;
 - runner start time and death (`llama runner process has terminated`, `no longer running`, the
-  llama-server wording of v0.30+), `[GIN]` access lines, flash-attention / KV-type warnings.
+  llama-server wording of v0.30+), `[GIN]` access lines, flash-attention / KV-type warnings;
+- GPU discovery that failed (`cudart init failure: N`, `cudaSetDevice err: N`, `unknown error
+  initializing cuda driver library`, `version mismatch between driver and cuda driver library`) with no
+  GPU found after it, by CUDA cause (doctor/logs/gpu_failures.py);
+- the runner's own OOMs (`CUDA error: out of memory`, `CUDA error 2 at ...`, CUBLAS_STATUS_ALLOC_FAILED /
+  NOT_INITIALIZED), placed by what Ollama's estimate covered: the 2023 estimate (`N MB VRAM available,
+  loading up to N GPU layers`, `llama.go:` lines) counted only the weights, so the KV cache is what did not
+  fit; a later estimate that placed the layers leaves compute headroom short (or, when its KV cache takes
+  most of the free VRAM, the context); an OOM right after an image encode is the projector's;
+- the per-device compute graph against the largest GPU, and the load rate from the debug
+  `model load progress` lines with their timestamps.
 
 The llama.cpp runner's own output in the same file is read by the llama.cpp parser, which sees every
 candidate line; nothing here repeats its patterns.
@@ -25,12 +35,15 @@ Pure.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from doctor.facts import Facts, Source
+from doctor.facts import Event, Facts, Source
 from doctor.logs.base import LogParser
+from doctor.logs.gpu_failures import gpu_failure_cause
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
 from doctor.logs.vllm import size_text
@@ -54,6 +67,20 @@ LISTENING = gated(r"Listening on \S+ \(version ([\w.\-+]+)\)")
 ENV_PAIR = gated(r"\b(OLLAMA_[A-Z_]+):(\S*)")
 TERMINATED = gated(r"(?:llama runner|llama-server) process (?:has terminated|no longer running)(?::\s*(.*))?")
 EXIT = gated(r"exit status (0x[0-9a-fA-F]+|-?\d+)|signal: ([\w ]+)")
+GPU_DISCOVERY_FAILED = gated(r"init failure: -?\d+|cudaSetDevice err: -?\d+|cuInit err: -?\d+"
+                             r"|unknown error initializing cuda|version mismatch between driver and cuda driver")
+OLD_ESTIMATE = gated(r"(\d+) MB VRAM available, loading up to (\d+) GPU layers")
+# the runner aborting on a failed CUDA/ROCm call that ran out of memory: a pool or cuBLAS allocation at
+# compute time, or (2023 builds, "CUDA error 2 at file:line") any allocation; not a buffer that llama.cpp
+# names (cudaMalloc failed / unable to allocate ... buffer), which the llama.cpp parser places itself
+RUNNER_OOM = gated(r"\b(?:CUDA|ROCm|HIP) error(?: 2 at \S+)?: out of memory|\b2 at \S+ggml-cuda\.cu:\d+: out of memory"
+                   r"|(?:CU|HIP)BLAS_STATUS_(?:ALLOC_FAILED|NOT_INITIALIZED)|cuBLAS error [13] "
+                   r"|(?:CUDA|ROCm) error: the (?:resource allocation failed|library was not initialized)")
+NAMED_ALLOCATION = gated(r"cudaMalloc failed|hipMalloc failed|failed to allocate|unable to allocate|alloc_buffer")
+IMAGE_STEP = gated(r"clip_model_load|encode_image|image embedding|clip_image|mtmd_|projector|mllama")
+INFERENCE_PATH = gated(r"POST\s+\"/(?:api/(?:generate|chat|embed|embeddings)|v1/(?:chat/)?completions|v1/embeddings)\"")
+LOAD_PROGRESS = gated(r"model load progress ([\d.]+)")
+TIME_FIELD = gated(r"\btime=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)")
 SYSTEM_MEMORY = gated(r"model requires more system memory \(([\d.]+ [KMGT]?i?B)\) than is available "
                       r"\(([\d.]+ [KMGT]?i?B)\)")
 
@@ -69,6 +96,13 @@ TRIGGERS: tuple[str, ...] = (
     r"flash attention (?:enabled but|requested)|enabling flash attention|kv cache type not supported",
     r"quantized kv cache requested",
     r"memory layout cannot be allocated|did not fit, applying backoff|VRAM usage didn't recover",
+    # GPU discovery failing (driver / runtime), the 2023 layer estimate, the runner's own OOMs, load progress
+    r"init failure: |cudaSetDevice err|cuInit err|Unable to load cudart|unknown error initializing cuda"
+    r"|version mismatch between driver",
+    r"MB VRAM available, loading up to",
+    r"out of memory|CUBLAS_STATUS_(?:ALLOC_FAILED|NOT_INITIALIZED)|cuBLAS error [13] ",
+    r"clip_model_load|encode_image|image embedding|mtmd_|projector", r"model load progress",
+    r"level=(?:WARN|ERROR) ",  # a warning or error wrapped before its message: read with its tail
 )
 
 KV_ENV = ("OLLAMA_CONTEXT_LENGTH", "OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_LOADED_MODELS", "OLLAMA_FLASH_ATTENTION",
@@ -194,6 +228,14 @@ class _State:
     start_s: float | None = None
     start_line: LogLine | None = None
     crashed_texts: set[str] = field(default_factory=set)
+    gpu_failures: list[tuple[str, LogLine, str | None, str]] = field(default_factory=list)  # cause, line, code, text
+    old_estimate_line: LogLine | None = None
+    old_go_log: bool = False  # "llama.go:N:" lines: Ollama before v0.1.33
+    served: int = 0  # inference requests answered since the last runner start
+    # line, kind (cuda | cublas), requests served before it, an image being encoded just before it
+    runner_ooms: list[tuple[LogLine, str, int, bool]] = field(default_factory=list)
+    image_line: int = -1000
+    progress: list[tuple[float, float, LogLine]] = field(default_factory=list)  # (seconds, fraction, line)
 
 
 class OllamaParser(LogParser):
@@ -215,13 +257,20 @@ class OllamaParser(LogParser):
         if ("duration:" in t or "eval " in t or "rate:" in t) and self._cli(line):
             return
         is_slog = bool(SLOG.search(t))
-        if (is_slog and SOURCE.search(t)) or JOURNALD.search(t) or OLD_GO_LOG.search(t):
+        if not is_slog and "level=" in t and line.next_text and "msg=" in line.next_text:
+            t = unwrap(line)  # wrapped before its message (a terminal, a web page)
+            is_slog = bool(SLOG.search(t))
+        old_go = OLD_GO_LOG.search(t)
+        if old_go:
+            self.s.old_go_log = True
+        if (is_slog and SOURCE.search(t)) or JOURNALD.search(t) or old_go:
             self.votes["ollama"] += 1
         if is_slog and _wrapped(line):
             t = unwrap(line)
         pairs = slog_pairs(t) if is_slog else {}
         msg = pairs.get("msg", t)
-        for handler in (self._offload, self._gpus, self._context, self._runner, self._memory, self._warnings):
+        for handler in (self._offload, self._gpus, self._context, self._runner, self._memory, self._warnings,
+                        self._failures):
             if handler(line, msg, pairs):
                 return
 
@@ -340,6 +389,7 @@ class OllamaParser(LogParser):
         t = line.text
         s = self.s
         if msg in ("starting llama server", "starting runner", "starting llama-server") and "cmd" in p:
+            s.served = 0
             self._command(line, p["cmd"])
             return True
         if msg == "load" and "request" in p:
@@ -366,6 +416,7 @@ class OllamaParser(LogParser):
         if m:
             detail = (m.group(1) or p.get("error", "")).strip()
             key = detail[:120]
+            self._runner_oom(line, detail)
             if key not in s.crashed_texts:
                 s.crashed_texts.add(key)
                 data: dict[str, Any] = {"engine": "ollama"}
@@ -470,6 +521,52 @@ class OllamaParser(LogParser):
             self.set("server.ollama.system_memory_available", available, line, "bytes")
         self.event("oom", line, phase="weights", **data)
 
+    # -- GPU discovery failures, the runner's own OOMs, load progress ------------------------------------------
+    def _failures(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
+        t = line.text
+        s = self.s
+        if GPU_DISCOVERY_FAILED.search(t):
+            cause, code = gpu_failure_cause(t)
+            if len(s.gpu_failures) < 8:
+                s.gpu_failures.append((cause, line, code, (p.get("error") or msg or t)[:200]))
+            return True
+        m = OLD_ESTIMATE.search(t)
+        if m:
+            # before v0.1.33 the layer count came from the file size per layer alone: no KV cache, no graph
+            s.old_estimate_line = line
+            self.votes["ollama"] += 1
+            self.set("server.ollama.memory_available", int(m.group(1)) * (1 << 20), line, "bytes")
+            return True
+        if self._runner_oom(line):
+            return True
+        if IMAGE_STEP.search(t):
+            s.image_line = line.number
+            return False
+        m = LOAD_PROGRESS.search(t)
+        if m:
+            when = TIME_FIELD.search(t)
+            if when:
+                with contextlib.suppress(ValueError):
+                    seconds = datetime.fromisoformat(when.group(1)).timestamp()
+                    if len(s.progress) < 2:
+                        s.progress.append((seconds, float(m.group(1)), line))
+                    else:
+                        s.progress[1] = (seconds, float(m.group(1)), line)
+            return True
+        return False
+
+    def _runner_oom(self, line: LogLine, text: str | None = None) -> bool:
+        t = text if text is not None else line.text
+        m = RUNNER_OOM.search(t)
+        if not m:
+            return False
+        s = self.s
+        kind = "cuda" if "out of memory" in m.group(0) else "cublas"
+        near = [o for o in s.runner_ooms if 0 <= line.number - o[0].number <= 6 and o[1] == kind]
+        if not near and len(s.runner_ooms) < 50:  # the runner's line and Ollama's relay of it are one OOM
+            s.runner_ooms.append((line, kind, s.served, 0 <= line.number - s.image_line <= 40))
+        return True
+
     # -- warnings worth showing ---------------------------------------------------------------------------
     def _warnings(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
         what = {
@@ -502,6 +599,8 @@ class OllamaParser(LogParser):
         s.gin_line = line
         if m.group(1).startswith("5"):
             s.errors_5xx += 1
+        elif m.group(1) == "200" and INFERENCE_PATH.search(line.text):
+            s.served += 1
 
     def _cli(self, line: LogLine) -> bool:
         m = CLI_STAT.search(line.text)
@@ -551,6 +650,8 @@ class OllamaParser(LogParser):
         self._summarize_context(facts)
         self._summarize_cli(facts)
         self._summarize_memory(facts)
+        self._summarize_failures(facts)
+        self._summarize_progress(facts)
         if s.requests and s.gin_line is not None:
             src = self.src(s.gin_line)
             if not facts.has("run.requests"):
@@ -580,6 +681,9 @@ class OllamaParser(LogParser):
         if s.gpus and s.gpu_line is not None:
             src = self.src(s.gpu_line)
             facts.set("host.gpu.count", len(s.gpus), src, "GPUs")
+            totals = [t for _, t, _ in s.gpus if t]
+            if totals:
+                facts.set("server.ollama.gpu_vram_max", max(totals), src, "bytes")
             for i, (name, total, free) in enumerate(s.gpus):
                 if name and not facts.has(f"host.gpu[{i}].name"):
                     facts.set(f"host.gpu[{i}].name", name, src)
@@ -670,7 +774,80 @@ class OllamaParser(LogParser):
         kv = split("kv cache")
         if kv is not None and not facts.has("run.kv_bytes"):
             facts.set("run.kv_bytes", kv[0] + kv[1], src, "bytes")
+        graph_table = s.memory.get("compute graph") or {}
+        gpu_graphs = {d: v for d, v in graph_table.items() if not d.upper().startswith("CPU")}
+        if gpu_graphs:
+            device = max(gpu_graphs, key=lambda d: gpu_graphs[d])
+            facts.set("server.ollama.graph_gpu_max_bytes", gpu_graphs[device], src, "bytes")
+            facts.set("server.ollama.graph_gpu_device", device, src)
         graph = split("compute graph")
         if graph is not None and not facts.has("run.compute_bytes"):
             facts.set("run.compute_bytes", graph[0] + graph[1], src, "bytes")
             facts.set("run.compute_gpu_bytes", graph[0], src, "bytes")
+
+    def _summarize_failures(self, facts: Facts) -> None:
+        """GPU discovery that failed with no GPU found after it; runner OOMs placed by what Ollama's own
+        estimate covered."""
+        s = self.s
+        found_gpu = bool(s.gpus) or (s.offload is not None and s.offload.library not in (None, "cpu")
+                                     and (s.offload.offload or 0) > 0)
+        if s.gpu_failures and not found_gpu:
+            for cause, line, code, text in s.gpu_failures:
+                data: dict[str, Any] = {"backend": "CUDA", "reason": text, "cause": cause, "engine": "ollama"}
+                if code:
+                    data["code"] = code
+                facts.add_event(Event("gpu_init_failed", line.number, line.raw[:400], self.name, None, data))
+        if not s.runner_ooms or any(NAMED_ALLOCATION.search(e.text) for e in facts.events("oom")):
+            return  # no runner OOM, or llama.cpp said which buffer it could not allocate: its phase stands
+        placed = facts.value("run.offloaded_layers")
+        estimate = s.offload is not None or bool(s.memory) or isinstance(placed, int)
+        old_era = s.old_estimate_line is not None or s.old_go_log
+        kv, available = facts.value("server.ollama.memory_required_kv"), facts.value("server.ollama.memory_available")
+        kv_dominates = isinstance(kv, int) and isinstance(available, int) and available > 0 and kv * 2 >= available
+        for line, kind, served, image in s.runner_ooms:
+            data: dict[str, Any] = {"engine": "ollama", "failure": kind, "phase_from": "engine"}
+            if image:
+                data["step"] = "image_encode"
+                phase = "runtime"
+            elif estimate and kv_dominates:
+                # the KV cache of num_ctx x parallel alone takes most of the GPU: the context is what to cut
+                data.update(estimate="full", cause="num_ctx", kv=kv, available=available)
+                phase = "kv_cache"
+            elif estimate:
+                # Ollama's estimate counted weights, KV cache and graph, and placed the layers by it: an
+                # allocation that still fails is the compute headroom the estimate did not leave
+                data["estimate"] = "full"
+                phase = "runtime" if served else "compute"
+                layers = placed if isinstance(placed, int) else (s.offload.offload if s.offload else None)
+                if isinstance(layers, int) and layers > 0:
+                    data["offloaded"] = layers
+                    data["suggest_num_gpu"] = max(0, layers - max(2, layers // 8))
+            elif old_era:
+                # before v0.1.33 (the "llama.go:" log) the layer count came from the file size per layer
+                # alone: the KV cache of num_ctx was left out, and it is what did not fit
+                data["estimate"] = "weights_only"
+                phase = "kv_cache"
+            else:
+                continue
+            facts.add_event(Event("oom", line.number, line.raw[:400], self.name, phase, data))
+
+    def _summarize_progress(self, facts: Facts) -> None:
+        """`model load progress` (debug) timestamps and the size being loaded give the load rate."""
+        s = self.s
+        if len(s.progress) < 2:
+            return
+        (t0, p0, first), (t1, p1, last) = s.progress
+        size = facts.value("model.file_bytes")
+        if not isinstance(size, int):
+            weights = s.memory.get("model weights")
+            size = sum(weights.values()) if weights else facts.value("server.ollama.memory_weights")
+        if not isinstance(size, int) or size <= 0 or t1 <= t0 or p1 <= p0:
+            return
+        rate = (p1 - p0) * size / (t1 - t0)
+        src = Source("log", self.name, last.number,
+                     f"model load progress {p0:.2f} (line {first.number}) to {p1:.2f} (line {last.number}) in "
+                     f"{t1 - t0:.1f} s, of {size / (1 << 30):.1f} GiB")
+        if not facts.has("model.file_bytes"):
+            facts.set("model.file_bytes", size, src, "bytes")
+        facts.set("run.load_ms", round(size / rate * 1000, 1), src, "ms")
+        facts.set("run.load_mb_s", round(rate / 1e6, 1), src, "MB/s")

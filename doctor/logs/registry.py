@@ -18,4 +18,7 @@ def parser_classes() -> list[type[LogParser]]:
         pass
     else:
         classes += [OllamaParser, VllmParser, TgiParser]
+    from doctor.logs.pasted import PastedParser
+
+    classes.append(PastedParser)  # settings and output pasted beside a log; casts no engine vote
     return classes

@@ -48,6 +48,9 @@ class LineScanner:
         self._tail = b""
         self._cr_mode: bool | None = None
         self._skipping = False  # inside an over-long line whose head was already handled
+        # whole-input reads (not a followed log) keep the last complete line back until more comes, so
+        # the line before a final line without a newline still sees it as its next (a wrapped message)
+        self.hold_last = False
 
     def feed(self, data: bytes) -> Iterator[RawLine]:
         if not data:
@@ -64,6 +67,11 @@ class LineScanner:
             if len(self._tail) > 4 * self.max_line:
                 yield from self._overlong()
             return
+        if self.hold_last and not self._skipping and cut - buf.rfind(b"\n", 0, cut) <= self.max_line:
+            cut = buf.rfind(b"\n", 0, cut)
+            if cut < 0:  # one complete line so far: it waits with the rest
+                self._tail = buf
+                return
         # the complete lines are scanned in place (no copy of the chunk); the partial last line waits
         self._tail = buf[cut + 1:]
         begin = 0
@@ -78,7 +86,7 @@ class LineScanner:
     def finish(self) -> Iterator[RawLine]:
         if self._tail and not self._skipping:
             tail, self._tail = self._tail, b""
-            data = tail + b"\n"
+            data = tail if tail.endswith(b"\n") else tail + b"\n"  # a held-back last line has its newline
             yield from self._scan(data, 0, len(data))
         elif self._skipping:
             self._skipping = False
@@ -125,7 +133,7 @@ class LineScanner:
                 line = region[start:start + max_line]
             nxt = None
             pos = end + 1
-            if pos < end_region:
+            if pos < len(region):  # the next line may lie past the region: a held-back or partial last line
                 nxt_end = nfind(b"\n", pos, pos + max_line)
                 nxt = region[pos: nxt_end if nxt_end >= 0 else pos + max_line].rstrip(b"\r")
             yield RawLine(number, line, None, nxt)

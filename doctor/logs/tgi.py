@@ -49,8 +49,9 @@ KV_BLOCKS = gated(r"KV-cache blocks: (\d+), size: (\d+)")
 BATCH_TOTAL = gated(r"Setting max batch total tokens to (\d+)|Inferred max batch total tokens: (\d+)")
 METHOD_FAILED = gated(r"Method (\w+) encountered an error")
 INIT_FAILED = gated(r"Error when initializing model")
-PREFILL_OOM = gated(r"Not enough memory to handle (\d+) prefill tokens")
-TOTAL_OOM = gated(r"Not enough memory to handle `max_total_tokens=(\d+)`|NotEnoughMemory\((\d+)\)")
+# the message is also quoted back lower-cased or without its Error: Warmup(...) frame
+PREFILL_OOM = gated(r"[Nn]ot enough memory to handle (\d+) prefill tokens")
+TOTAL_OOM = gated(r"[Nn]ot enough memory to handle `max_total_tokens=(\d+)`|NotEnoughMemory\((\d+)\)")
 TOTAL_OVER_BATCH = gated(r"`max_total_tokens` must be <= `max_batch_total_tokens`\. Given: (\d+) and (\d+)")
 INPUT_TOTAL = gated(r"`inputs` tokens \+ `max_new_tokens` must be <= (\d+)\. "
                     r"Given: (\d+) `inputs` tokens and (\d+) `max_new_tokens`")
@@ -73,7 +74,7 @@ TRIGGERS: tuple[str, ...] = (
     r"max batch prefill", r"Sharding model on", r"Default `max_", r"tokens defaulted to", r"Model supports up to",
     r"NotEnoughMemory", r"must be <= `max_batch_total_tokens`", r"Shard ", r"Warming up model", r"KV-cache blocks",
     r"max batch total tokens",
-    r"encountered an error", r"Error when initializing model", r"Not enough memory to handle", r"`inputs` ",
+    r"encountered an error", r"Error when initializing model", r"[Nn]ot enough memory to handle", r"`inputs` ",
     r"`max_new_tokens` must be", r"must be < `max_total_tokens`", r"Error: (?:Shard|Webserver|Warmup|Backend)",
     r"Webserver Crashed", r"cuda graph warmup failed",
 )
@@ -128,9 +129,12 @@ class TgiParser(LogParser):
             return
         if self._oom(line, framed):
             return
-        for handler in (self._args, self._startup, self._memory, self._validation, self._failure):
-            if handler(line):
+        for candidate in (line, *line.continuations()):  # a message wrapped over two lines is read joined
+            if candidate is not line and self._oom(candidate, framed):
                 return
+            for handler in (self._args, self._startup, self._memory, self._validation, self._failure):
+                if handler(candidate):
+                    return
 
     def _vote(self) -> None:
         self.votes["tgi"] += 1

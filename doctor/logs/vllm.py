@@ -15,7 +15,10 @@ What is read (format strings from vLLM's source, see fixtures/logs/vllm/README.m
 - preemption: the V0 warning (every 50th, with the running total) and the V1 `Preemptions: N` stat;
 - the periodic stats line, read as comma-separated `key: value` pairs (its fields change by version);
 - PyTorch out-of-memory errors in both wordings, placed in the start-up step they hit (loading
-  weights, profiling, KV allocation, CUDA-graph capture, sampler warm-up, serving).
+  weights, profiling, KV allocation, CUDA-graph capture, sampler warm-up, serving); an OOM read before
+  any start-up line (the error pasted above its log, a viewer listing the newest line first) is placed
+  at the furthest step the log shows.
+- a message wrapped over two lines is read joined with the next.
 
 Messages are matched by their text, so process prefixes (`(EngineCore_DP0 pid=…)`, `(VllmWorker
 rank=0 pid=…)`, `(APIServer pid=…)`), another tool's logger, journald or docker framing do not
@@ -372,7 +375,8 @@ ENGINE_FAILED = gated(r"EngineCore encountered a fatal error|Error in model exec
 
 TRIGGERS: tuple[str, ...] = (
     *TORCH_TRIGGERS,
-    r"vLLM API server version", r"LLM engine \(v", r"args: Namespace\(", r"non-default args: ", r"Using max model len",
+    r"vLLM API server version", r"LLM engine \(v", r"LLM engine with config", r"args: Namespace\(",
+    r"non-default args: ", r"Using max model len",
     r"Chunked prefill is enabled", r"max_num_batched_tokens \(", r"User-specified max_model_len",
     r"Starting to load model", r"Loading model weights took", r"Model loading took", r"Loading weights took",
     r"Memory profiling takes", r"total_gpu_memory \(", r"model weights take", r"# \w+ blocks: \d",
@@ -401,6 +405,7 @@ def _int(value: str) -> int | None:
 @dataclass(slots=True)
 class _State:
     stage: str = "start"
+    furthest: str = "start"  # the furthest start-up step any line shows, wherever it stands in the input
     block_size: int = 16
     blocks_gpu: int | None = None
     blocks_line: LogLine | None = None
@@ -442,11 +447,15 @@ class VllmParser(LogParser):
             return
         if self._oom(line, framed):
             return
-        for handler in (self._config, self._capacity, self._context, self._preemption, self._stats, self._failure):
-            if handler(line):
-                if not framed:
-                    self._vote()  # a vLLM message under another tool's logger
+        for candidate in (line, *line.continuations()):  # a message wrapped over two lines is read joined
+            if candidate is not line and self._oom(candidate, framed):
                 return
+            for handler in (self._config, self._capacity, self._context, self._preemption, self._stats,
+                            self._failure):
+                if handler(candidate):
+                    if not framed:
+                        self._vote()  # a vLLM message under another tool's logger
+                    return
 
     def _vote(self) -> None:
         self.votes["vllm"] += 1
@@ -460,6 +469,8 @@ class VllmParser(LogParser):
                     self.s.capacity_seen.clear()
                 elif STAGE_ORDER.index(stage) > STAGE_ORDER.index(self.s.stage):
                     self.s.stage = stage
+                if STAGE_ORDER.index(stage) > STAGE_ORDER.index(self.s.furthest):
+                    self.s.furthest = stage
                 return
 
     # -- PyTorch OOM -------------------------------------------------------------------------
@@ -574,6 +585,7 @@ class VllmParser(LogParser):
             if m.group(3):
                 self.set("server.kv_blocks_cpu", int(m.group(3)), line, "blocks")
             self.set("server.kv_tokens", blocks * s.block_size, line, "tokens")
+            self.set("server.vllm.block_size", s.block_size, line, "tokens")
             if blocks <= 0:
                 self._capacity_event(line, "no_memory", blocks=blocks)
             return True
@@ -767,7 +779,15 @@ class VllmParser(LogParser):
     # -- summary -------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        board_for(self.facts).summarize("vllm", self.votes, facts)
+        board = board_for(self.facts)
+        if s.furthest != "start":
+            # an OOM read before any start-up step: the error pasted above its log, or a log viewer that
+            # lists the newest line first (RunPod, some dashboards). It happened at the furthest step the
+            # log reached
+            for oom in board.ooms.values():
+                if oom.guesses.get("vllm") == (None, None) and oom.frame is None:
+                    oom.guesses["vllm"] = STAGE_PHASE[s.furthest]
+        board.summarize("vllm", self.votes, facts)
         if s.preempt_total or s.preempt_sum:
             src = self._src(s.preempt_line)
             facts.set("server.preemptions", max(s.preempt_total, s.preempt_sum), src, "count")

@@ -212,6 +212,13 @@ def test_each_cause_in_the_engines_words(rulebase, text: str, cause: str, words:
     found = causes(text)
     assert [e.data["cause"] for e in found] == [cause]
     report = report_of(text, rulebase)
+    if cause == "cuda_driver_old":
+        # a GPU backend that cannot start for a driver reason is offload.none (issue 15), which explains the abort
+        assert report.assessment is not None and report.assessment.cls == "offload.none"
+        assert "LD960" not in {f.id for f in report.findings}
+        lead = next(f for f in report.findings if f.id == report.assessment.id)
+        assert words in " ".join([lead.message, lead.fix.text, *lead.fix.by_engine.values()])
+        return
     finding = next(f for f in report.findings if f.id == "LD960")
     assert finding.cls == "engine.crash"
     assert report.assessment is not None and report.assessment.id == "LD960"

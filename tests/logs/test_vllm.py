@@ -30,7 +30,7 @@ CASES = [
     ("batched-tokens-below-max-len-v0.6.3.log", "LD250", "context.overflow", [16], "--max-num-batched-tokens 8192"),
     ("oom-loading-weights-v0.6.3.log", "LD301", "oom.weights", [45], "--tensor-parallel-size 2"),
     ("oom-profile-run-v0.8.5.log", "LD354", "oom.compute", [29], "--max-num-batched-tokens 4096"),
-    ("oom-cuda-graphs-v0.11.log", "LD353", "oom.compute", [27], "--enforce-eager"),
+    ("oom-cuda-graphs-v0.11.log", "LD353", "oom.concurrency", [27], "--max-num-seqs"),
     ("oom-serving-v0.6.3.log", "LD304", "oom.runtime", [37], "--gpu-memory-utilization 0.85"),
 ]
 

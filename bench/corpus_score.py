@@ -1,0 +1,129 @@
+"""`python -m bench.corpus_score [DIR]`: how many real logs llm-doctor names right.
+
+DIR (default ../shared/corpus) holds pairs `NNN_<engine>_<slug>.log` + `.yaml`, each yaml with the
+`failure_class` the public thread reached. Every log is analysed as `llm-doctor analyze` would (same
+reader, same rule base); the case is *named right* when the report's likely root cause (the
+assessment, the leading finding) has the expected llm-doctor class, and a healthy case is right
+when no warning or error is reported. Prints named-right / total with the misses; exit 0 when all
+are right, 1 otherwise.
+
+The class map is the corpus's own (INDEX.md). `other` has no class in the vocabulary; its cases are
+scored by what the yaml's diagnosis says: a model the engine cannot load is right when the root cause
+is in the model area (model.*) and is not a memory class, or is the crash-cause table's engine.crash
+(LD960), whose message names the architecture the build does not know.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLASS_MAP = {
+    "oom_weights": "oom.weights", "oom_kv": "oom.kv_cache", "oom_compute": "oom.compute",
+    "oom_runtime": "oom.runtime", "oom_concurrency": "oom.concurrency", "ctx_overflow": "context.overflow",
+    "kv_preemption": "kv.preemption", "io_bound_load": "io.slow_load", "partial_offload": "offload.partial",
+    "no_gpu_offload": "offload.none", "threads": "cpu.threads", "repetition_sampling": "sampling.repetition",
+    "healthy": None,
+}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_dir() -> Path:
+    """$LLM_DOCTOR_CORPUS, else the first of ../shared/corpus, shared/corpus, ../../shared/corpus that
+    exists (a checkout beside shared/, one holding it, a worktree one level further down)."""
+    env = os.environ.get("LLM_DOCTOR_CORPUS")
+    if env:
+        return Path(env)
+    candidates = [ROOT.parent / "shared" / "corpus", ROOT / "shared" / "corpus",
+                  ROOT.parent.parent / "shared" / "corpus"]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+@dataclass(slots=True)
+class CaseResult:
+    name: str
+    expected: str  # the corpus label
+    wanted: str | None  # the llm-doctor class (None: healthy)
+    got: str | None  # the root cause's class (None: nothing at warning or above)
+    right: bool
+    findings: list[str] = field(default_factory=list)  # "id class severity", in report order
+    error: str | None = None
+
+
+def _label(yaml_path: Path) -> tuple[str, str]:
+    import yaml
+
+    data = yaml.safe_load(yaml_path.read_text(encoding="utf-8")) or {}
+    return str(data.get("failure_class", "")), str(data.get("diagnosis", ""))
+
+
+def _other_ok(got: str | None, diagnosis: str) -> bool:
+    """`other`: no class in the vocabulary; a model the engine cannot load must read as a model problem."""
+    text = diagnosis.lower()
+    if "architecture" in text or "load the model" in text or "fails to load" in text:
+        return got is not None and (got.startswith("model.") or got == "engine.crash")
+    return got is not None
+
+
+def score_case(log: Path) -> CaseResult:
+    from doctor.errors import DoctorError
+    from doctor.evaluate import diagnose
+    from doctor.inputs import read_input
+    from doctor.rulebase import load_rulebase
+
+    label, diagnosis = _label(log.with_suffix(".yaml"))
+    wanted = CLASS_MAP.get(label, label)
+    try:
+        facts = read_input(str(log))
+        report = diagnose(facts, load_rulebase(None), command="analyze", mode="analyze")
+    except DoctorError as exc:
+        return CaseResult(log.name, label, wanted, None, False, error=str(exc))
+    serious = [f for f in report.findings if f.severity in ("error", "warning")]
+    got = report.assessment.cls if report.assessment else None
+    if label == "healthy":
+        right = not serious
+    elif label == "other":
+        right = _other_ok(got, diagnosis)
+    else:
+        right = got == wanted
+    findings = [f"{f.id} {f.cls} {f.severity}" for f in report.findings]
+    return CaseResult(log.name, label, wanted, got, right, findings)
+
+
+def score_dir(folder: Path) -> list[CaseResult]:
+    return [score_case(log) for log in sorted(folder.glob("*.log")) if log.with_suffix(".yaml").exists()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.corpus_score", description=__doc__.split("\n\n")[0])
+    p.add_argument("dir", nargs="?", help="corpus folder (default: $LLM_DOCTOR_CORPUS or ../shared/corpus)")
+    p.add_argument("-v", "--verbose", action="store_true", help="list every case, not only the misses")
+    args = p.parse_args(argv)
+    folder = Path(args.dir) if args.dir else default_dir()
+    if not folder.is_dir():
+        print(f"error: {folder}: no such folder", file=sys.stderr)
+        return 2
+    results = score_dir(folder)
+    if not results:
+        print(f"error: {folder}: no .log with a .yaml beside it", file=sys.stderr)
+        return 2
+    right = sum(r.right for r in results)
+    for r in results:
+        if r.right and not args.verbose:
+            continue
+        mark = "ok  " if r.right else "MISS"
+        want = r.wanted or "healthy (no warning/error)"
+        print(f"{mark} {r.name}\n     expected {r.expected} -> {want}; root cause {r.got or 'none'}")
+        if r.error:
+            print(f"     error: {r.error}")
+        elif not r.right or args.verbose:
+            print("     findings: " + ("; ".join(r.findings) or "none"))
+    print(f"named right: {right} / {len(results)}")
+    return 0 if right == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
