@@ -26,7 +26,7 @@ from doctor.report import (
     Report,
 )
 from doctor.rulebase import Rule, RuleBase
-from doctor.templates import format_value, render
+from doctor.templates import format_value, render, render_complete
 
 MAX_EVENT_EVIDENCE = 8
 MAX_FACT_EVIDENCE = 10
@@ -119,7 +119,9 @@ def _finding(rule: Rule, result: RuleResult, facts: Facts, engine: str | None) -
     first_event = min(result.events, key=lambda e: e.line or 0) if result.events else None
     message = render(rule.message, facts, first_event)
     explain = render(rule.explain, facts, first_event) if rule.explain else ""
-    by_engine = {name: render(cmd, facts, first_event) for name, cmd in rule.fix_engines.items()}
+    # a command with an unknown number in it is left out (the fix text still says what to do)
+    rendered = {name: render_complete(cmd, facts, first_event) for name, cmd in rule.fix_engines.items()}
+    by_engine = {name: cmd for name, cmd in rendered.items() if cmd is not None}
     fix = Fix(text=render(rule.fix_text, facts, first_event), engine=engine,
               command=by_engine.get(engine) if engine else None, by_engine=by_engine)
     return Finding(

@@ -2,8 +2,9 @@
 
 This is not str.format: a placeholder can only name a fact (or a field of the first matching
 event, `{event.n_ctx}`), and the only operations are the fixed filters below. Nothing in a
-template can reach attributes, call code or read files. A placeholder whose fact is unknown
-renders as `<last_part>` so a fix stays readable and obviously incomplete.
+template can reach attributes, call code or read files. No raw placeholder reaches the user: a
+placeholder whose fact is unknown reads "(unknown)" in a message, and `render_complete` gives None for
+a template with such a hole (a fix command is then left out rather than shown with it).
 
 Pure.
 """
@@ -43,6 +44,17 @@ def render(template: str, facts: Facts, event: Event | None = None) -> str:
     return _fill(template, facts, event)
 
 
+def render_complete(template: str, facts: Facts, event: Event | None = None) -> str | None:
+    """Like `render`, but None when a placeholder outside an optional part is unknown."""
+    required = OPTIONAL.sub("", template) if "[[" in template else template
+    if not _all_known(required, facts, event):
+        return None
+    return render(template, facts, event)
+
+
+UNKNOWN = "(unknown)"
+
+
 def _all_known(part: str, facts: Facts, event: Event | None) -> bool:
     for m in PLACEHOLDER.finditer(part):
         name = m.group(1)
@@ -61,7 +73,7 @@ def _fill(template: str, facts: Facts, event: Event | None) -> str:
         if name.startswith("event."):
             key = name[len("event."):]
             if event is None:
-                return f"<{key}>"
+                return UNKNOWN
             if key == "line":
                 value: Any = event.line
             elif key == "text":
@@ -70,10 +82,10 @@ def _fill(template: str, facts: Facts, event: Event | None) -> str:
                 value = event.phase
             else:
                 value = event.data.get(key)
-            return f"<{key}>" if value is None else format_value(value, None, filt)
+            return UNKNOWN if value is None else format_value(value, None, filt)
         fact = facts.get(name)
         if fact is None or not fact.known:
-            return f"<{name.rsplit('.', 1)[-1]}>"
+            return UNKNOWN
         return format_value(fact.value, fact.unit, filt)
 
     out = PLACEHOLDER.sub(repl, template)
