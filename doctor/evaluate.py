@@ -24,6 +24,7 @@ from doctor.report import (
     Finding,
     Fix,
     Report,
+    SessionFindings,
 )
 from doctor.rulebase import Rule, RuleBase
 from doctor.templates import format_value, render, render_complete
@@ -108,7 +109,30 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: str, e
     report.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -CONFIDENCE_RANK[f.confidence], f.id))
     report.checks.sort(key=lambda c: (c.area, c.id))
     report.assessment = _assess(report.findings)
+    _judge_sessions(report, rulebase, facts, command=command, mode=mode, engine=engine)
     return report
+
+
+def _judge_sessions(report: Report, rulebase: RuleBase, facts: Facts, *, command: str, mode: str,
+                    engine: str | None) -> None:
+    """Several engine sessions in one input: each earlier one is judged on its own facts (never mixed
+    with the latest's), and every finding says which session it belongs to."""
+    if not facts.sessions:
+        return
+    for session in facts.sessions[:-1]:
+        if session.facts is None:
+            continue
+        own = Facts()
+        own.merge(session.facts)  # a copy: deriving must not change the kept snapshot
+        derive(own)
+        sub = build_report(rulebase, own, command=command, mode=mode, engine=engine or session.engine)
+        for finding in sub.findings:
+            finding.session = session.number
+        report.sessions.append(SessionFindings(session, sub.findings))
+    latest = facts.sessions[-1]
+    for finding in report.findings:
+        finding.session = latest.number
+    report.sessions.append(SessionFindings(latest, report.findings))
 
 
 def _rank(rule: Rule, result: RuleResult) -> tuple[int, int, int]:

@@ -44,7 +44,9 @@ class LiveJudge:
         return report, self.diff(report, t_ms, final)
 
     def diff(self, report: Report, t_ms: float, final: bool = False) -> list[FindingEvent]:
-        now = {f.id: f for f in report.findings}
+        # every session's findings, by a key that stays the same when a new session begins: a finding of
+        # an earlier session is not "resolved" because a later run does not have it
+        now = {f.key: f for f in report.all_findings()}
         changes: list[FindingEvent] = []
         for fid, finding in now.items():
             before = self.active.get(fid)

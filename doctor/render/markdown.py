@@ -26,6 +26,13 @@ def render_markdown(report: Report) -> str:
         meta.append("input: " + ", ".join(inert(i, 80) for i in report.facts.inputs))
     out.append(" · ".join(meta))
     out.append("")
+    if report.sessions:
+        out.append(f"{len(report.sessions)} engine sessions in this input; this report is about the latest:")
+        out.append("")
+        for s in report.sessions:
+            mark = " (this report)" if s is report.sessions[-1] else f" — {len(s.findings)} finding(s), below"
+            out.append(f"- {inert(s.session.describe(), 160)}{mark}")
+        out.append("")
     if report.assessment:
         a = report.assessment
         out.append(f"**Likely root cause:** {inert(a.title)} (`{a.cls}`, {a.severity}, confidence {a.confidence})")
@@ -35,10 +42,14 @@ def render_markdown(report: Report) -> str:
     elif not report.findings:
         out.append("**No problems found.**")
         out.append("")
-    if report.findings:
-        out.append("## Findings")
+    groups = [("## Findings", report.findings)]
+    groups += [(f"## Earlier {inert(s.session.describe(), 160)}", s.findings) for s in report.earlier if s.findings]
+    for heading, group in groups:
+        if not group:
+            continue
+        out.append(heading)
         out.append("")
-        for f in report.findings:
+        for f in group:
             out.append(f"### {f.id} {f.slug} — {f.severity}, {f.confidence} confidence")
             out.append("")
             out.append(f"**{inert(f.title)}** (`{f.cls}`)")

@@ -24,6 +24,7 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
     out.append(_header(report, style))
     if report.command == "scan":
         out.extend(style.paint("dim", line) for line in _scan_summary(report, verbose))
+    out.extend(_sessions_summary(report, style))
     out.append("")
     if report.assessment is not None:
         a = report.assessment
@@ -37,7 +38,8 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
             out.append(f"  {style.mark('arrow')} {inert(command)}")
         out.append("")
     elif not any(f.severity in ("error", "warning") for f in report.findings):
-        out.append(style.paint("ok", "No problems found.") + (
+        where = " in the latest session" if report.sessions else ""
+        out.append(style.paint("ok", f"No problems found{where}.") + (
             "" if report.checks else " (no rules ran)"))
         out.append("")
 
@@ -73,10 +75,31 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         out.append(f"[{style.paint('unknown', style.mark('unknown'))}] " + style.paint(
             "dim", f"Not checked, the input does not say: {', '.join(not_checked)}{hint} (-v for each check)"))
     out.append("")
+    for earlier in report.earlier:
+        if earlier.findings:
+            out.append(style.paint("bold", f"Earlier {inert(earlier.session.describe(), 120)}:"))
+            for finding in sorted(earlier.findings, key=lambda f: -SEVERITY_RANK[f.severity]):
+                out.extend(_finding_lines(finding, report, style, verbose))
+            out.append("")
     out.extend(_footer(report, style))
     for error in report.errors:
         out.append(style.paint("error", f"error: {inert(error)}"))
     return "\n".join(out) + "\n"
+
+
+def _sessions_summary(report: Report, style: Style) -> list[str]:
+    """Several engine sessions in the input: which one the report is about, and the others."""
+    if not report.sessions:
+        return []
+    latest = report.sessions[-1].session
+    lines = [f"{len(report.sessions)} engine sessions in this input; this report is about the latest, "
+             f"{inert(latest.describe(), 120)}."]
+    for earlier in report.earlier:
+        counts = [f"{n} {sev}{'s' if n != 1 else ''}" for sev in ("error", "warning", "info")
+                  if (n := sum(1 for f in earlier.findings if f.severity == sev))]
+        found = ", ".join(counts) + " (below)" if counts else "no findings"
+        lines.append(f"  earlier {inert(earlier.session.describe(), 120)}: {found}")
+    return [style.paint("dim", line) for line in lines]
 
 
 def _header(report: Report, style: Style) -> str:
