@@ -163,3 +163,15 @@ def test_llama_server_per_token_latency_from_counters() -> None:
     one = to_facts(_state(text), "http://x/metrics")
     assert one.value("run.itl_ms_mean") == pytest.approx(141.36 / 5210 * 1000, abs=0.01)
     assert "since the server started" in one.get("run.itl_ms_mean").source.text
+
+
+def test_stalling_output_tokens_from_the_itl_histogram(rulebase: RuleBase) -> None:
+    steady, stalls = [0.02] * 90, [0.6] * 10  # one token in ten waits 600 ms
+    state = _state(vllm_page(itls=[0.02] * 10), vllm_page(itls=[0.02] * 10 + steady + stalls))
+    facts = to_facts(state, "http://x/metrics")
+    # rank 50 of 100: 50 of the 90 in the (0.01, 0.025] bucket
+    assert facts.value("run.itl_ms_p50") == pytest.approx((0.01 + 0.015 * 50 / 90) * 1000, abs=0.1)
+    assert facts.value("run.itl_ms_p95") >= 500
+    report = diagnose(facts, rulebase, command="watch", mode="watch")
+    finding = next(f for f in report.findings if f.id == "LD762")
+    assert "at the 95th percentile" in finding.message
