@@ -129,3 +129,16 @@ def test_a_followed_log_that_starts_over_is_a_new_session(tmp_path: Path, ruleba
         replayed = facts_from_recording(handle, "run.ndjson")
     assert [(s.first_line, s.last_line, s.started_by) for s in replayed.sessions] == [
         (1, _lines(SLOTS), "input"), (1, _lines(FULL), how)]
+
+
+def test_the_tui_lists_earlier_sessions_findings(rulebase: RuleBase) -> None:
+    from doctor.tui.view import group_checks, header_info
+
+    facts = analyze_bytes(SLOTS.read_bytes() + FULL.read_bytes(), "stdin")
+    report = diagnose(facts, rulebase, command="analyze", mode="analyze")
+    groups = group_checks(report)
+    earlier = [g for g in groups if g.area.startswith("Earlier session 1")]
+    assert [r.id for g in earlier for r in g.rows] == ["s1:LD203"]
+    ids = [r.id for g in groups for r in g.rows]
+    assert len(ids) == len(set(ids))  # option ids stay unique
+    assert "session 2 of 2" in header_info(report).source
