@@ -257,6 +257,10 @@ class Facts:
     def __len__(self) -> int:
         return len(self._facts)
 
+    def has_prefix(self, prefix: str) -> bool:
+        """Whether any fact's name starts with `prefix` (known or not); no sorting."""
+        return any(n.startswith(prefix) for n in self._facts)
+
     def with_prefix(self, prefix: str) -> list[Fact]:
         return [f for n, f in sorted(self._facts.items()) if n.startswith(prefix)]
 

@@ -81,6 +81,12 @@ class _Router:
         matcher = set_matcher(patterns)
         return cls(parsers, gated, indexes, matcher) if matcher is not None else None
 
+    def rebind(self, parsers: list[LogParser]) -> _Router:
+        """The same router for fresh parsers of the same classes (a new session): the RE2 set is kept."""
+        self.parsers = parsers
+        self._targets = {}
+        return self
+
     def targets(self, line: LogLine, raw: bytes) -> list[LogParser]:
         """The parsers to feed: all of them, less the gated ones whose gate the line fails. Told from
         the raw bytes only where they are the text the parsers see (no JSON, quote, control or
@@ -119,14 +125,14 @@ class LogAnalyzer:
         self.sessions_closed = 0
         self.open = OpenSession()
 
-    def _bind_fresh(self, parsers: list[LogParser]) -> None:
+    def _bind_fresh(self, parsers: list[LogParser], router: _Router | None = None) -> None:
         self.parsers = parsers
         self.facts = Facts()
         self.facts.events_observed = True
         self.facts.inputs.append(self.name)
         for parser in self.parsers:
             parser.bind(self.facts)
-        self.router = _Router.build(self.parsers)
+        self.router = router.rebind(parsers) if router is not None else _Router.build(self.parsers)
         # the parsers that ever ask for the text between candidates (the others never do)
         self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
 
@@ -147,7 +153,7 @@ class LogAnalyzer:
         """Whether the session so far got past starting: it ran (run facts) or ended (an OOM, a crash,
         a failed load...). Start-up warnings printed before an engine's banner (no usable GPU) are not."""
         return (any(k not in STARTUP_EVENTS for k in self.facts.event_counts)
-                or any(n.startswith("run.") for n in self.facts.names()))
+                or self.facts.has_prefix("run."))
 
     def _close(self, last_line: int) -> None:
         snap = self.snapshot()
@@ -158,7 +164,7 @@ class LogAnalyzer:
             last_line=max(last_line, self.open.first_line), started_by=self.open.started_by, text=self.open.text,
             engine=snap.value("engine.name"), facts=snap))
         del self.sessions[:-MAX_SESSIONS]
-        self._bind_fresh([type(p)() for p in self.parsers])
+        self._bind_fresh([type(p)() for p in self.parsers], self.router)
 
     def _start_line(self, marker: StartMarker, number: int, text: str) -> bool:
         """An engine start line: True when it began a new session (the parsers were replaced)."""

@@ -13,6 +13,7 @@ Pure: text in, facts out.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from doctor.facts import Event, Facts, Source
@@ -54,6 +55,18 @@ class Extremes:
             facts.set(high_name, self.high, self.high_source, unit)
 
 
+_GATE_TESTS: dict[tuple[str, ...], Callable[[str], object]] = {}
+
+
+def _gate_test(gate: tuple[str, ...]) -> Callable[[str], object]:
+    """One compiled gate per fragment list, shared by every parser instance (a log with many engine
+    sessions makes fresh parsers for each)."""
+    test = _GATE_TESTS.get(gate)
+    if test is None:
+        test = _GATE_TESTS[gate] = text_filter(gate)
+    return test
+
+
 class LogParser:
     name = "base"
     triggers: tuple[str, ...] = ()
@@ -64,7 +77,7 @@ class LogParser:
     def __init__(self) -> None:
         self.votes: Counter[str] = Counter()
         self.facts = Facts()  # replaced by the analyzer with the shared snapshot
-        self._gate_test = text_filter(self.gate) if self.gate else None
+        self._gate_test = _gate_test(self.gate) if self.gate else None
 
     def passes_gate(self, text: str) -> bool:
         """Whether `text` is one of this parser's lines (always, for a parser without a gate). Cheap

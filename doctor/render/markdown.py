@@ -10,6 +10,9 @@ from doctor.sanitize import inert
 MARK = {"fired": "✗", "ok": "✓", "unknown": "?"}
 
 
+EARLIER_SHOWN = 5  # as in the text view: the most recent earlier sessions in full
+
+
 def _code(text: str) -> str:
     text = inert(text, 300).replace("`", "ˋ")
     return f"`{text}`"
@@ -27,9 +30,10 @@ def render_markdown(report: Report) -> str:
     out.append(" · ".join(meta))
     out.append("")
     if report.sessions:
-        out.append(f"{len(report.sessions)} engine sessions in this input; this report is about the latest:")
+        total = report.sessions[-1].session.number
+        out.append(f"{total} engine sessions in this input; this report is about the latest:")
         out.append("")
-        for s in report.sessions:
+        for s in report.sessions[-(EARLIER_SHOWN + 1):]:
             mark = " (this report)" if s is report.sessions[-1] else f" — {len(s.findings)} finding(s), below"
             out.append(f"- {inert(s.session.describe(), 160)}{mark}")
         out.append("")
@@ -43,7 +47,8 @@ def render_markdown(report: Report) -> str:
         out.append("**No problems found.**")
         out.append("")
     groups = [("## Findings", report.findings)]
-    groups += [(f"## Earlier {inert(s.session.describe(), 160)}", s.findings) for s in report.earlier if s.findings]
+    groups += [(f"## Earlier {inert(s.session.describe(), 160)}", s.findings)
+               for s in report.earlier[-EARLIER_SHOWN:] if s.findings]
     for heading, group in groups:
         if not group:
             continue

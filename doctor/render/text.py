@@ -15,6 +15,7 @@ from doctor.report import SEVERITY_RANK, Check, Finding, Report
 from doctor.sanitize import inert
 from doctor.templates import format_value
 
+EARLIER_SHOWN = 5  # earlier sessions shown in full (the most recent ones); the rest are counted
 AREA_ORDER = ["Model file", "Storage and load", "GPU offload", "PCIe link", "GPU memory bandwidth",
               "CPU threads", "Memory", "Context", "KV cache", "Decode timing", "Sampling and output"]
 
@@ -75,7 +76,7 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         out.append(f"[{style.paint('unknown', style.mark('unknown'))}] " + style.paint(
             "dim", f"Not checked, the input does not say: {', '.join(not_checked)}{hint} (-v for each check)"))
     out.append("")
-    for earlier in report.earlier:
+    for earlier in report.earlier[-EARLIER_SHOWN:]:
         if earlier.findings:
             out.append(style.paint("bold", f"Earlier {inert(earlier.session.describe(), 120)}:"))
             for finding in sorted(earlier.findings, key=lambda f: -SEVERITY_RANK[f.severity]):
@@ -92,9 +93,15 @@ def _sessions_summary(report: Report, style: Style) -> list[str]:
     if not report.sessions:
         return []
     latest = report.sessions[-1].session
-    lines = [f"{len(report.sessions)} engine sessions in this input; this report is about the latest, "
+    lines = [f"{latest.number} engine sessions in this input; this report is about the latest, "
              f"{inert(latest.describe(), 120)}."]
-    for earlier in report.earlier:
+    hidden = latest.number - 1 - len(report.earlier[-EARLIER_SHOWN:])
+    if hidden > 0:
+        kept = report.earlier[:-EARLIER_SHOWN]
+        with_findings = sum(1 for s in kept if s.findings)
+        lines.append(f"  {hidden} earlier sessions not shown ({with_findings} of the {len(kept)} kept have findings; "
+                     "--format json lists those)")
+    for earlier in report.earlier[-EARLIER_SHOWN:]:
         counts = [f"{n} {sev}{'s' if n != 1 else ''}" for sev in ("error", "warning", "info")
                   if (n := sum(1 for f in earlier.findings if f.severity == sev))]
         found = ", ".join(counts) + " (below)" if counts else "no findings"
