@@ -142,3 +142,18 @@ def test_the_tui_lists_earlier_sessions_findings(rulebase: RuleBase) -> None:
     ids = [r.id for g in groups for r in g.rows]
     assert len(ids) == len(set(ids))  # option ids stay unique
     assert "session 2 of 2" in header_info(report).source
+
+
+def test_cat_a_b_into_analyze_stdin_keeps_the_first_runs_error() -> None:
+    import subprocess
+    import sys
+
+    lcp = LOGS / "llama-cpp-python"
+    data = (lcp / "prompt-too-long.log").read_bytes() + (lcp / "healthy.log").read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "doctor", "analyze", "-", "--no-tui", "--format", "text"],
+                          input=data, capture_output=True, env={**os.environ, "NO_COLOR": "1"},
+                          cwd=LOGS.parents[1], timeout=120, check=False)
+    out = proc.stdout.decode()
+    assert "2 engine sessions in this input" in out and "No problems found in the latest session." in out
+    assert "Earlier session 1" in out and "LD201" in out  # the first run's rejected prompt, still shown
+    assert proc.returncode == 1  # ... and it still fails the run
