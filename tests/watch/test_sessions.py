@@ -157,3 +157,18 @@ def test_cat_a_b_into_analyze_stdin_keeps_the_first_runs_error() -> None:
     assert "2 engine sessions in this input" in out and "No problems found in the latest session." in out
     assert "Earlier session 1" in out and "LD201" in out  # the first run's rejected prompt, still shown
     assert proc.returncode == 1  # ... and it still fails the run
+
+
+def test_redact_covers_every_session(rulebase: RuleBase) -> None:
+    from doctor.redact import Redactor
+
+    first = SLOTS.read_bytes().replace(b"/srv/llm/", b"/home/alice/models/")
+    facts = analyze_bytes(first + FULL.read_bytes(), "stdin")
+    report = diagnose(facts, rulebase, command="analyze", mode="analyze")
+    assert "/home/alice" in json.dumps(report.to_json())  # the first session's start line names the path
+    redacted = Redactor(users=["alice"]).report(report)
+    doc = json.dumps(redacted.to_json())
+    assert "alice" not in doc and len(redacted.sessions) == 2 and redacted.sessions[0].findings
+    # the earlier session's own facts are kept, redacted, so the saved report can be judged again
+    kept = redacted.facts.sessions[0].facts
+    assert kept is not None and "~/models/" in str(kept.value("model.path"))
