@@ -10,6 +10,7 @@ Pure: facts in, report out.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 from doctor.estimate import derive
@@ -113,6 +114,9 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: str, e
     return report
 
 
+_JUDGED: weakref.WeakKeyDictionary[Facts, tuple[tuple[object, ...], list[Finding]]] = weakref.WeakKeyDictionary()
+
+
 def _judge_sessions(report: Report, rulebase: RuleBase, facts: Facts, *, command: str, mode: str,
                     engine: str | None) -> None:
     """Several engine sessions in one input: each earlier one is judged on its own facts (never mixed
@@ -122,12 +126,19 @@ def _judge_sessions(report: Report, rulebase: RuleBase, facts: Facts, *, command
     for session in facts.sessions[:-1]:
         if session.facts is None:
             continue
+        # a closed session never changes: watch judges it once, not at every evaluation
+        key = (id(rulebase), command, mode, engine)
+        cached = _JUDGED.get(session.facts)
+        if cached is not None and cached[0] == key:
+            report.sessions.append(SessionFindings(session, cached[1]))
+            continue
         own = Facts()
         own.merge(session.facts)  # a copy: deriving must not change the kept snapshot
         derive(own)
         sub = build_report(rulebase, own, command=command, mode=mode, engine=engine or session.engine)
         for finding in sub.findings:
             finding.session = session.number
+        _JUDGED[session.facts] = (key, sub.findings)
         report.sessions.append(SessionFindings(session, sub.findings))
     latest = facts.sessions[-1]
     for finding in report.findings:
