@@ -10,6 +10,7 @@ Pure: facts in, report out.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,9 +26,10 @@ from doctor.report import (
     Finding,
     Fix,
     Report,
+    SessionFindings,
 )
 from doctor.rulebase import Rule, RuleBase
-from doctor.templates import format_value, render
+from doctor.templates import format_value, render, render_complete
 
 MAX_EVENT_EVIDENCE = 8
 MAX_FACT_EVIDENCE = 10
@@ -133,6 +135,7 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: str, e
                                         -len(f.inhibits), f.id))
     report.checks.sort(key=lambda c: (c.area, c.id))
     report.assessment = _assess(report.findings)
+    _judge_sessions(report, rulebase, facts, command=command, mode=mode, engine=engine)
     return report
 
 
@@ -160,6 +163,38 @@ def root_causes(fired: dict[str, Rule], rank: Callable[[str], tuple[int, ...]]) 
     return {rid: root(rid) for rid in parents}
 
 
+_JUDGED: weakref.WeakKeyDictionary[Facts, tuple[tuple[object, ...], list[Finding]]] = weakref.WeakKeyDictionary()
+
+
+def _judge_sessions(report: Report, rulebase: RuleBase, facts: Facts, *, command: str, mode: str,
+                    engine: str | None) -> None:
+    """Several engine sessions in one input: each earlier one is judged on its own facts (never mixed
+    with the latest's), and every finding says which session it belongs to."""
+    if not facts.sessions:
+        return
+    for session in facts.sessions[:-1]:
+        if session.facts is None:
+            continue
+        # a closed session never changes: watch judges it once, not at every evaluation
+        key = (id(rulebase), command, mode, engine)
+        cached = _JUDGED.get(session.facts)
+        if cached is not None and cached[0] == key:
+            report.sessions.append(SessionFindings(session, cached[1]))
+            continue
+        own = Facts()
+        own.merge(session.facts)  # a copy: deriving must not change the kept snapshot
+        derive(own)
+        sub = build_report(rulebase, own, command=command, mode=mode, engine=engine or session.engine)
+        for finding in sub.findings:
+            finding.session = session.number
+        _JUDGED[session.facts] = (key, sub.findings)
+        report.sessions.append(SessionFindings(session, sub.findings))
+    latest = facts.sessions[-1]
+    for finding in report.findings:
+        finding.session = latest.number
+    report.sessions.append(SessionFindings(latest, report.findings))
+
+
 def _rank(rule: Rule, result: RuleResult) -> tuple[int, int, int]:
     return (SEVERITY_RANK[rule.severity], CONFIDENCE_RANK.get(result.confidence or "low", 1), len(rule.inhibits))
 
@@ -168,7 +203,9 @@ def _finding(rule: Rule, result: RuleResult, facts: Facts, engine: str | None, m
     first_event = min(result.events, key=lambda e: e.line or 0) if result.events else None
     message = render(rule.message_for(mode), facts, first_event)
     explain = render(rule.explain, facts, first_event) if rule.explain else ""
-    by_engine = {name: render(cmd, facts, first_event) for name, cmd in rule.fix_engines.items()}
+    # a command with an unknown number in it is left out (the fix text still says what to do)
+    rendered = {name: render_complete(cmd, facts, first_event) for name, cmd in rule.fix_engines.items()}
+    by_engine = {name: cmd for name, cmd in rendered.items() if cmd is not None}
     fix = Fix(text=render(rule.fix_text, facts, first_event), engine=engine,
               command=by_engine.get(engine) if engine else None, by_engine=by_engine)
     return Finding(
@@ -199,6 +236,8 @@ def _evidence(result: RuleResult) -> list[Evidence]:
         where = src.describe()
         if src.kind == "estimate" and src.text:
             where = f"estimate: {src.text}"
+        elif src.kind == "probe" and src.name == "metrics" and src.text:
+            where = f"metrics: {src.text}"  # which metric, read how (counter, gauge, histogram), at which URL
         text = f"{fact.name} = {format_value(fact.value, fact.unit)} ({where})"
         line = src.line if src.kind == "log" else None
         out.append(Evidence("fact", text, line, fact.name, fact.value, fact.unit, where))

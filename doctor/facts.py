@@ -134,6 +134,64 @@ class Event:
         )
 
 
+@dataclass(slots=True)
+class Session:
+    """One engine run inside an input: from an engine start (its banner or model load), a truncation,
+    a rotation or a restart, to the next. Two runs in one input (journalctl across a restart,
+    `cat a.log b.log`, a followed log that was truncated) keep their facts apart: the snapshot's own
+    facts are the latest session's, and every earlier session keeps its own snapshot in `facts`.
+
+    number: 1-based, in input order
+    input: the file (or stream) the session's lines are in; line numbers count within it
+    first_line, last_line: the session's lines in that input (after a truncation or rotation the new
+        file is numbered from 1 again)
+    started_by: "input" (the start of the input) | "engine start" | "truncated" | "rotated"
+    text: the line that began it (an engine's start banner), or the notice
+    facts: an earlier session's own snapshot; None for the latest (its facts are the snapshot's)
+    """
+
+    number: int
+    input: str
+    first_line: int
+    last_line: int
+    started_by: str = "input"
+    text: str | None = None
+    engine: str | None = None
+    facts: Facts | None = None
+
+    def describe(self) -> str:
+        lines = (f"line {self.first_line}" if self.last_line <= self.first_line
+                 else f"lines {self.first_line}-{self.last_line}")
+        how = {"input": "", "engine start": ", an engine start", "truncated": ", after the file was truncated",
+               "rotated": ", after the file was rotated"}.get(self.started_by, f", {self.started_by}")
+        return f"session {self.number}: {lines} of {self.input}{how}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"number": self.number, "input": self.input, "first_line": self.first_line,
+                               "last_line": self.last_line, "started_by": self.started_by}
+        if self.text is not None:
+            out["text"] = self.text
+        if self.engine is not None:
+            out["engine"] = self.engine
+        if self.facts is not None:
+            out["facts"] = self.facts.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Session:
+        raw = data.get("facts")
+        return cls(
+            number=_opt_int(data.get("number")) or 0,
+            input=str(data.get("input", "input")),
+            first_line=_opt_int(data.get("first_line")) or 1,
+            last_line=_opt_int(data.get("last_line")) or 1,
+            started_by=str(data.get("started_by", "input")),
+            text=_opt_str(data.get("text")),
+            engine=_opt_str(data.get("engine")),
+            facts=Facts.from_json(raw) if isinstance(raw, dict) and "sessions" not in raw else None,
+        )
+
+
 class Facts:
     """The snapshot: facts by name (the last value set wins) plus the events seen.
 
@@ -148,6 +206,8 @@ class Facts:
         self._kept_per_kind: dict[str, int] = {}
         self.events_observed = False
         self.inputs: list[str] = []  # human names of what was read (files, probes, traces)
+        # the engine runs in the input when there was more than one (see Session); empty otherwise
+        self.sessions: list[Session] = []
 
     # -- facts -------------------------------------------------------------------------------
     def set(self, name: str, value: Value, source: Source, unit: str | None = None) -> None:
@@ -197,6 +257,10 @@ class Facts:
     def __len__(self) -> int:
         return len(self._facts)
 
+    def has_prefix(self, prefix: str) -> bool:
+        """Whether any fact's name starts with `prefix` (known or not); no sorting."""
+        return any(n.startswith(prefix) for n in self._facts)
+
     def with_prefix(self, prefix: str) -> list[Fact]:
         return [f for n, f in sorted(self._facts.items()) if n.startswith(prefix)]
 
@@ -238,6 +302,8 @@ class Facts:
                 self._event_counts[kind] = self._event_counts.get(kind, 0) + extra
         self.events_observed = self.events_observed or other.events_observed
         self.inputs.extend(other.inputs)
+        if other.sessions and not self.sessions:
+            self.sessions = list(other.sessions)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -246,6 +312,7 @@ class Facts:
             "event_counts": dict(sorted(self._event_counts.items())),
             "events_observed": self.events_observed,
             "inputs": list(self.inputs),
+            **({"sessions": [s.to_json() for s in self.sessions]} if self.sessions else {}),
         }
 
     @classmethod
@@ -272,6 +339,9 @@ class Facts:
         inputs = data.get("inputs")
         if isinstance(inputs, list):
             facts.inputs = [str(i) for i in inputs]
+        sessions = data.get("sessions")
+        if isinstance(sessions, list):
+            facts.sessions = [Session.from_json(s) for s in sessions[:MAX_SESSIONS] if isinstance(s, dict)]
         return facts
 
     @classmethod
@@ -290,6 +360,7 @@ class Facts:
         return facts
 
 
+MAX_SESSIONS = 100  # earlier sessions kept with their facts; beyond that only the latest ones are
 MAX_MAGNITUDE = 1 << 64  # no engine, probe or file field holds a larger number (size_t / uint64 at most)
 
 

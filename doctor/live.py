@@ -11,7 +11,8 @@ PhaseEvent("load"), SettingsEvent(stage="engine") (what the engine reports, plus
 prompt), PhaseEvent("warmup"), PhaseEvent("prefill") (carries the first generated token), then
 StepEvent 1..N (decode steps: eval of the previous token + sampling), SampleEvents every fraction of
 a second, LogEvents as the engine logs, IncidentEvents (context full, decode failure, crash...),
-PerfEvent (llama.cpp's own counters), FindingEvents as rules fire or resolve, and one EndEvent.
+PerfEvent (llama.cpp's own counters), FindingEvents as rules fire or resolve, NoticeEvents (a followed
+log truncated or rotated: a new session, numbered from line 1), and one EndEvent.
 
 Pure data.
 """
@@ -149,6 +150,16 @@ class FindingEvent(LiveEvent):
 
 
 @dataclass(slots=True)
+class NoticeEvent(LiveEvent):
+    """Something about the input itself, not the engine: a followed log was truncated or rotated.
+    `session` "truncated" / "rotated" begins a new engine session whose lines count from 1 again."""
+
+    kind: str = "notice"
+    text: str = ""
+    session: str | None = None  # truncated | rotated: a new session begins here
+
+
+@dataclass(slots=True)
 class EndEvent(LiveEvent):
     """The run ended: how, and the final report's JSON."""
 
@@ -163,7 +174,7 @@ class EndEvent(LiveEvent):
 EVENT_TYPES: dict[str, type[LiveEvent]] = {
     cls().kind: cls
     for cls in (SettingsEvent, PhaseEvent, StepEvent, SampleEvent, LogEvent, IncidentEvent, FactsEvent,
-                PerfEvent, FindingEvent, EndEvent)
+                PerfEvent, FindingEvent, NoticeEvent, EndEvent)
 }
 
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from doctor.catalog import is_label
-from doctor.facts import Event, Fact, Facts
-from doctor.report import Evidence, Report
+from doctor.facts import Event, Fact, Facts, Session
+from doctor.report import Evidence, Report, SessionFindings
 from doctor.templates import format_value
 
 # a home folder where a path starts (not /srv/backup/home/NAME: there only NAME goes)
@@ -83,6 +83,9 @@ class Redactor:
             if isinstance(value, str) and len(value.strip()) >= MIN_QUOTED and value not in self._quoted:
                 self._quoted.add(value)
                 self._quoted_re = None
+        for session in facts.sessions:  # earlier engine sessions quote their own prompts and output
+            if session.facts is not None:
+                self.learn(session.facts)
 
     def _unquote(self, value: str) -> str:
         if self._quoted_re is None:
@@ -145,7 +148,14 @@ class Redactor:
                 out._event_counts[kind] = count  # keep the totals beyond the kept events
         out.events_observed = facts.events_observed
         out.inputs = [self.text(i) for i in facts.inputs]
+        out.sessions = [self.session(s) for s in facts.sessions]
         return out
+
+    def session(self, s: Session) -> Session:
+        """An engine session: its input name, its start line and (an earlier session's) own facts."""
+        return Session(s.number, self.text(s.input), s.first_line, s.last_line, s.started_by,
+                       self.text(s.text) if s.text else s.text, s.engine,
+                       self.facts(s.facts) if s.facts is not None else None)
 
     def report(self, report: Report) -> Report:
         self.learn(report.facts)
@@ -153,6 +163,10 @@ class Redactor:
         redacted.facts = self.facts(report.facts)
         redacted.findings = [self._walk(copy.deepcopy(f)) for f in report.findings]
         redacted.assessment = self._walk(copy.deepcopy(report.assessment)) if report.assessment else None
+        redacted.sessions = [
+            SessionFindings(self.session(s.session), redacted.findings if i == len(report.sessions) - 1
+                            else [self._walk(copy.deepcopy(f)) for f in s.findings])
+            for i, s in enumerate(report.sessions)]
         redacted.errors = [self.text(e) for e in report.errors]
         redacted.notes = [self.text(n) for n in report.notes]
         return redacted

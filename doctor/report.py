@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor import __version__
-from doctor.facts import Facts
+from doctor.facts import Facts, Session
 
 SCHEMA_VERSION = "1"
 SEVERITY_RANK = {"error": 3, "warning": 2, "info": 1}
@@ -68,19 +68,42 @@ class Finding:
     fix: Fix
     references: list[str]
     inhibits: list[str] = field(default_factory=list)  # ids this finding hid
+    session: int | None = None  # the engine session (Facts.sessions) it belongs to, when there are several
 
     @property
     def lines(self) -> list[int]:
         return sorted({e.line for e in self.evidence if e.line is not None})
 
+    @property
+    def key(self) -> str:
+        """Stable across evaluations: the id, with the session number from the second session on (so
+        the findings of a first session keep their key when a second one begins)."""
+        return self.id if self.session is None or self.session <= 1 else f"{self.session}:{self.id}"
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id, "slug": self.slug, "class": self.cls, "area": self.area,
             "severity": self.severity, "confidence": self.confidence, "title": self.title,
             "message": self.message, "explain": self.explain,
             "evidence": [e.to_json() for e in self.evidence], "lines": self.lines,
             "fix": self.fix.to_json(), "references": self.references, "inhibits": self.inhibits,
         }
+        if self.session is not None:
+            out["session"] = self.session
+        return out
+
+
+@dataclass(slots=True)
+class SessionFindings:
+    """One engine session of the input and what was found in it (the latest's are Report.findings)."""
+
+    session: Session
+    findings: list[Finding]
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.session.to_json().items() if k != "facts"}
+        out["findings"] = [f.to_json() for f in self.findings]
+        return out
 
 
 @dataclass(slots=True)
@@ -133,6 +156,16 @@ class Report:
 
     def __post_init__(self) -> None:
         self.mode = self.mode or self.command
+    # every engine session when the input held several, oldest first; the last is the one the
+    # findings above are about, earlier ones keep theirs
+    sessions: list[SessionFindings] = field(default_factory=list)
+
+    @property
+    def earlier(self) -> list[SessionFindings]:
+        return self.sessions[:-1]
+
+    def all_findings(self) -> list[Finding]:
+        return [f for s in self.earlier for f in s.findings] + self.findings
 
     def worst(self) -> str | None:
         if not self.findings:
@@ -144,7 +177,7 @@ class Report:
         if threshold == "none":
             return False
         rank = SEVERITY_RANK[threshold]
-        return any(SEVERITY_RANK[f.severity] >= rank for f in self.findings)
+        return any(SEVERITY_RANK[f.severity] >= rank for f in self.all_findings())
 
     def recognised(self) -> bool:
         """False when the input held nothing llm-doctor recognises as an engine's output (a file of other
@@ -164,7 +197,7 @@ class Report:
         if verdict == "nothing_recognised":
             return f"Nothing to judge: {self._seen()}. No check could use it, so this is not a clean bill of health."
         if verdict == "no_problems":
-            return "No problems found."
+            return "No problems found in the latest session." if len(self.sessions) > 1 else "No problems found."
         head = f"Likely root cause: {self.assessment.title}." if self.assessment else "Problems found."
         note = self.unrecognised_note()
         return f"{head} {note}" if note else head
@@ -206,4 +239,5 @@ class Report:
             "facts": self.facts.to_json(),
             "errors": list(self.errors),
             "notes": list(self.notes),
+            **({"sessions": [s.to_json() for s in self.sessions]} if self.sessions else {}),
         }

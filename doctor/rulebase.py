@@ -60,6 +60,8 @@ CLASSES: dict[str, str] = {
     "gpu.bandwidth": "GPU memory bandwidth",
     "model.corrupt": "Model file",
     "decode.jitter": "Decode timing",
+    "serving.queueing": "Serving latency",  # requests wait for a place in the batch (/metrics, stats lines)
+    "serving.latency": "Serving latency",  # slow first token or per-token latency read from /metrics
     "engine.crash": "Engine process",  # the engine aborted or was killed (watch: the child's exit)
 }
 

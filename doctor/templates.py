@@ -2,8 +2,9 @@
 
 This is not str.format: a placeholder can only name a fact (or a field of the first matching
 event, `{event.n_ctx}`), and the only operations are the fixed filters below. Nothing in a
-template can reach attributes, call code or read files. A placeholder whose fact is unknown
-renders as `<last_part>` so a fix stays readable and obviously incomplete.
+template can reach attributes, call code or read files. No raw placeholder reaches the user: a
+placeholder whose fact is unknown reads "(unknown)" in a message, and `render_complete` gives None for
+a template with such a hole (a fix command is then left out rather than shown with it).
 
 Pure.
 """
@@ -45,7 +46,18 @@ def render(template: str, facts: Facts, event: Event | None = None) -> str:
 
 def describe(template: str) -> str:
     """The template for people with no facts at hand (`explain`): every part shown, values as <name>."""
-    return _fill(OPTIONAL.sub(lambda m: m.group(1), template), Facts(), None)
+    return _fill(OPTIONAL.sub(lambda m: m.group(1), template), Facts(), None, describing=True)
+
+
+def render_complete(template: str, facts: Facts, event: Event | None = None) -> str | None:
+    """Like `render`, but None when a placeholder outside an optional part is unknown."""
+    required = OPTIONAL.sub("", template) if "[[" in template else template
+    if not _all_known(required, facts, event):
+        return None
+    return render(template, facts, event)
+
+
+UNKNOWN = "(unknown)"
 
 
 def _all_known(part: str, facts: Facts, event: Event | None) -> bool:
@@ -60,13 +72,13 @@ def _all_known(part: str, facts: Facts, event: Event | None) -> bool:
     return True
 
 
-def _fill(template: str, facts: Facts, event: Event | None) -> str:
+def _fill(template: str, facts: Facts, event: Event | None, describing: bool = False) -> str:
     def repl(match: re.Match[str]) -> str:
         name, filt = match.group(1), match.group(2)
         if name.startswith("event."):
             key = name[len("event."):]
             if event is None:
-                return f"<{key}>"
+                return f"<{key}>" if describing else UNKNOWN
             if key == "line":
                 value: Any = event.line
             elif key == "text":
@@ -76,11 +88,11 @@ def _fill(template: str, facts: Facts, event: Event | None) -> str:
             else:
                 value = event.data.get(key)
             if value is None:
-                return f"<{key}>"
+                return f"<{key}>" if describing else UNKNOWN
             return _once(format_value(value, None, filt), value, match)
         fact = facts.get(name)
         if fact is None or not fact.known:
-            return f"<{name.rsplit('.', 1)[-1]}>"
+            return f"<{name.rsplit('.', 1)[-1]}>" if describing else UNKNOWN
         return _once(format_value(fact.value, fact.unit, filt), fact.value, match)
 
     out = PLACEHOLDER.sub(repl, template)

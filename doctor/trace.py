@@ -38,6 +38,7 @@ from doctor.live import (
     IncidentEvent,
     LiveEvent,
     LogEvent,
+    NoticeEvent,
     PerfEvent,
     PhaseEvent,
     SampleEvent,
@@ -199,6 +200,10 @@ class TraceBuilder:
             self._perf(event)
         elif isinstance(event, EndEvent):
             self._end(event)
+        elif isinstance(event, NoticeEvent) and event.session in ("truncated", "rotated"):
+            # the followed file started over: the lines so far are one session, the new file's another
+            self._drain_log()
+            self.analyzer.new_session(event.session, event.text, restart_lines=True)
         # FindingEvents are the rules' output, not input: they are not fed back.
 
     def _keep(self, event: LiveEvent) -> None:

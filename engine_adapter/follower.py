@@ -10,7 +10,9 @@ its newline arrives (`LineSplitter`, which cuts lines longer than `max_line`).
 
 `follow_log()` drives a watch session from it: complete lines go to the same parsers `analyze`
 runs, in one piece per read (`TraceSession.emit_log_block`), so findings fire as the lines arrive
-and a log growing at tens of MB/s is read as fast as it grows.
+and a log growing at tens of MB/s is read as fast as it grows. A truncation or rotation is a
+NoticeEvent (in the ndjson stream and the recording) that begins a new session: the new file's
+lines are numbered from 1, and its facts are not mixed with the old file's.
 
 Machine access: the file system.
 """
@@ -24,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-from doctor.live import EndEvent, SettingsEvent
+from doctor.live import EndEvent, NoticeEvent, SettingsEvent
 from engine_adapter.lines import LineSplitter
 from engine_adapter.session import TraceSession
 
@@ -37,6 +39,7 @@ class Change:
     kind: str  # data | note
     data: bytes = b""
     text: str = ""
+    session: str | None = None  # a note that begins a new session: "truncated" | "rotated"
 
 
 class LogFollower:
@@ -96,7 +99,8 @@ class LogFollower:
         except OSError:
             st_open = None
         if st_open is not None and st_open.st_size < self.pos:
-            changes.append(Change("note", text=f"{self.path} was truncated; reading from its start"))
+            changes.append(Change("note", text=f"{self.path} was truncated; reading from its start",
+                                  session="truncated"))
             self.pos = 0
             self.handle.seek(0)
         budget = self.chunk
@@ -110,7 +114,8 @@ class LogFollower:
             self.close()
             if rotated:
                 self._open()
-                changes.append(Change("note", text=f"{self.path} was rotated; following the new file"))
+                changes.append(Change("note", text=f"{self.path} was rotated; following the new file",
+                                      session="rotated"))
                 more = self._read(budget)
                 if more:
                     changes.append(Change("data", more))
@@ -145,7 +150,6 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
     last_data = start
     line_no = 0
     reason = "finished"
-    faults: list[str] = []  # truncation and rotation: the report says where the input restarted
     try:
         while True:
             got = False
@@ -153,9 +157,11 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
                 if change.kind == "note":
                     if on_note is not None:
                         on_note(change.text)
-                    if "truncated" in change.text or "rotated" in change.text:
-                        faults.append(f"{change.text} (after line {line_no}; later lines are numbered on)")
+                    if change.session is not None:
+                        # the old file's last partial line ends its session; the new file counts from line 1
                         line_no += session.emit_log_block(splitter.finish_block(), line_no + 1, "file")
+                        session.emit(NoticeEvent(text=f"{change.text} (after line {line_no})", session=change.session))
+                        line_no = 0
                     continue
                 got = True
                 line_no += session.emit_log_block(splitter.feed_block(change.data), line_no + 1, "file")
@@ -186,4 +192,4 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
     finally:
         follower.close()
     session.emit_log_block(splitter.finish_block(), line_no + 1, "file")
-    return session.finish(EndEvent(reason=reason), faults or None)
+    return session.finish(EndEvent(reason=reason))

@@ -45,12 +45,14 @@ class LiveJudge:
         return report, self.diff(report, t_ms, final)
 
     def diff(self, report: Report, t_ms: float, final: bool = False) -> list[FindingEvent]:
-        now = {f.id: f for f in report.findings}
+        # every session's findings, by a key that stays the same when a new session begins: a finding of
+        # an earlier session is not "resolved" because a later run does not have it
+        now = {f.key: f for f in report.all_findings()}
         if not final and report.facts.value("run.loaded") is False:
             # the engine is still starting: facts read so far may yet change (a GPU backend line after a
             # CPU-only system line), so a finding judged on facts alone waits until loading is over; one
             # with an event behind it (an OOM, a failed load) is settled and is announced at once
-            now = {fid: f for fid, f in now.items() if fid in self.active or _has_event(f)}
+            now = {key: f for key, f in now.items() if key in self.active or _has_event(f)}
         changes: list[FindingEvent] = []
         for fid, finding in now.items():
             before = self.active.get(fid)

@@ -1,22 +1,39 @@
 """`watch --metrics URL`: a server's Prometheus endpoint as one more source of facts.
 
-vLLM and llama-server (`--metrics`) publish their own counters at /metrics; this reads them with
-prometheus_client's text parser (the format's reference implementation, not a home-made one) and
-maps the ones rules use:
+vLLM and llama-server (`--metrics`) publish their own metrics at /metrics; this reads them with
+prometheus_client's text parser (the format's reference implementation, not a home-made one). Each
+metric is read as what it is:
 
-- server.kv_usage_max (%): vLLM `vllm:kv_cache_usage_perc` (V1) or `vllm:gpu_cache_usage_perc` (V0 and
-  early V1), a 0-1 fraction; llama-server `llamacpp:kv_cache_usage_ratio` (older builds only);
-- server.preemptions: `vllm:num_preemptions_total` (a counter in V0 and V1); when it rises between two
-  scrapes a `preempted` event is emitted, so the preemption rule fires from the metrics alone;
-- server.waiting_max: `vllm:num_requests_waiting`, `llamacpp:requests_deferred`;
-- server.running_max: `vllm:num_requests_running`, `llamacpp:requests_processing`;
-- run.ttft_ms_mean: `vllm:time_to_first_token_seconds` (histogram sum / count);
-- run.decode_tps_min / max: `llamacpp:predicted_tokens_seconds` (average generation throughput, per scrape);
+- counters (and a histogram's _sum, _count and buckets) as counters: the baseline is the first
+  scrape, and what is reported is the *increase over the window* (and its rate), never the value the
+  counter had when we arrived; a counter that goes down was reset (the server restarted) and counts on
+  from its new value. A counter already at 120 at the first scrape that never moves saw nothing in the
+  window (`server.preemptions` 0; `server.preemptions_total` keeps the 120, "since the server started");
+- gauges as gauges: the largest value across scrapes (so a spike between two reports is not lost) and
+  the last one;
+- histograms as rates over the window: the mean (increase of _sum / increase of _count) and p50/p95
+  from the bucket increases (linear inside a bucket, as Prometheus' histogram_quantile does). With one
+  scrape there is no window: the figures are since the server started, and the source says so.
+
+What is mapped (names from the engines' source: llama-server tools/server/server-task.cpp
+`to_metrics`, every metric prefixed `llamacpp:`; vLLM vllm/v1/metrics/loggers.py, V0 vllm/engine/metrics.py):
+
+- server.kv_usage_max (%): `vllm:kv_cache_usage_perc` / `vllm:gpu_cache_usage_perc` (0-1), llama-server
+  `llamacpp:kv_cache_usage_ratio` (older builds);
+- server.preemptions (in the window), server.preemptions_total: `vllm:num_preemptions_total`; a rise
+  between two scrapes emits a `preempted` event with the increase;
+- server.waiting_max / waiting_last, server.running_max: `vllm:num_requests_waiting|running`,
+  `llamacpp:requests_deferred|processing` (gauges);
+- run.ttft_ms_mean/p50/p95: `vllm:time_to_first_token_seconds`;
+- run.itl_ms_mean/p50/p95 (time per output token): `vllm:inter_token_latency_seconds` (or the older
+  `vllm:time_per_output_token_seconds`); llama-server: `llamacpp:tokens_predicted_seconds_total` /
+  `llamacpp:tokens_predicted_total` (mean only: it has no histograms);
+- server.queue_ms_mean/p95: `vllm:request_queue_time_seconds`; run.prefill_request_ms_mean:
+  `vllm:request_prefill_time_seconds`; run.prefill_ms_per_token: `llamacpp:prompt_seconds_total` /
+  `llamacpp:prompt_tokens_total`;
+- server.gen_tps: `vllm:generation_tokens_total`, `llamacpp:tokens_predicted_total` over the window;
+- run.decode_tps_min / max: `llamacpp:predicted_tokens_seconds` (a gauge, per scrape);
 - run.tokens_used_max: `llamacpp:n_tokens_max` (largest prompt + generation seen).
-
-llama-server's names are read from its source (tools/server/server-task.cpp `to_metrics`, every
-metric prefixed `llamacpp:`); vLLM's from vllm/engine/metrics.py (V0) and vllm/v1/metrics/loggers.py
-(V1). Maxima are kept across scrapes, so a spike between two reports is not lost.
 
 Machine access: one HTTP GET per scrape (urllib), bounded in size and time.
 """
@@ -42,101 +59,280 @@ PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
 WAITING = ("vllm:num_requests_waiting", "llamacpp:requests_deferred")
 RUNNING = ("vllm:num_requests_running", "llamacpp:requests_processing")
 TTFT = "vllm:time_to_first_token_seconds"
+ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
+       "vllm:request_time_per_output_token_seconds")
+QUEUE = "vllm:request_queue_time_seconds"
+PREFILL = "vllm:request_prefill_time_seconds"
+GEN_TOKENS = ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total")
+LCPP_GEN_S, LCPP_GEN_N = "llamacpp:tokens_predicted_seconds_total", "llamacpp:tokens_predicted_total"
+LCPP_PROMPT_S, LCPP_PROMPT_N = "llamacpp:prompt_seconds_total", "llamacpp:prompt_tokens_total"
 GEN_RATE = "llamacpp:predicted_tokens_seconds"
 # declared a counter without the _total suffix; prometheus_client's parser adds it
 TOKENS_MAX = ("llamacpp:n_tokens_max", "llamacpp:n_tokens_max_total")
 
 
 @dataclass(slots=True)
-class MetricsState:
-    """What the scrapes so far showed (maxima across scrapes)."""
+class Scrape:
+    """One /metrics page: sample values by name (labels summed, usage gauges: the largest), which
+    samples are counters (a counter's value, a histogram's _sum and _count), and histogram buckets
+    (upper bound → cumulative count, labels other than `le` summed)."""
 
-    kv_usage_max: float | None = None
-    preemptions: float | None = None
-    waiting_max: float | None = None
-    running_max: float | None = None
-    ttft_sum: float | None = None
-    ttft_count: float | None = None
-    gen_rates: list[float] = field(default_factory=list)
-    tokens_max: float | None = None
-    scrapes: int = 0
-    engine: str | None = None
+    values: dict[str, float] = field(default_factory=dict)
+    counters: set[str] = field(default_factory=set)
+    buckets: dict[str, dict[float, float]] = field(default_factory=dict)
+    t: float = 0.0
 
 
-def parse_samples(text: str) -> dict[str, float]:
-    """Sample name → value, labels summed (several engines or models behind one endpoint add up,
-    except that gauges like usage take the largest: see `update`)."""
+def parse_scrape(text: str, t: float | None = None) -> Scrape:
     from prometheus_client.parser import text_string_to_metric_families
 
-    values: dict[str, float] = {}
+    scrape = Scrape(t=time.monotonic() if t is None else t)
+    values = scrape.values
     maxima: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
+        kind = family.type
         for sample in family.samples:
             name = sample.name
+            if name.endswith("_created"):
+                continue  # a timestamp, not a value
             value = float(sample.value)
             if value != value:  # NaN
                 continue
+            if kind == "histogram" and name.endswith("_bucket"):
+                le = sample.labels.get("le")
+                try:
+                    bound = float(le) if le is not None else None
+                except ValueError:
+                    bound = None
+                if bound is not None:
+                    table = scrape.buckets.setdefault(family.name, {})
+                    table[bound] = table.get(bound, 0.0) + value
+                continue
             values[name] = values.get(name, 0.0) + value
             maxima[name] = max(maxima.get(name, value), value)
+            if kind == "counter" or (kind in ("histogram", "summary") and name.endswith(("_sum", "_count"))):
+                scrape.counters.add(name)
     for name in KV_USAGE:
         if name in maxima:
             values[name] = maxima[name]
-    return values
+    return scrape
+
+
+def parse_samples(text: str) -> dict[str, float]:
+    """Sample name → value, labels summed (usage gauges: the largest)."""
+    return parse_scrape(text).values
 
 
 def first_of(samples: dict[str, float], names: tuple[str, ...]) -> float | None:
     return next((samples[n] for n in names if n in samples), None)
 
 
-def update(state: MetricsState, samples: dict[str, float]) -> None:
+def _name_of(samples: dict[str, float], names: tuple[str, ...]) -> str | None:
+    return next((n for n in names if n in samples), None)
+
+
+@dataclass(slots=True)
+class MetricsState:
+    """What the scrapes so far showed: counters as increases since the first scrape, gauges as their
+    largest and last values, histogram buckets as increases."""
+
+    first: Scrape | None = None
+    last: Scrape | None = None
+    increase: dict[str, float] = field(default_factory=dict)
+    bucket_increase: dict[str, dict[float, float]] = field(default_factory=dict)
+    resets: int = 0
+    gauge_max: dict[str, float] = field(default_factory=dict)
+    gen_rates: list[float] = field(default_factory=list)
+    scrapes: int = 0
+    engine: str | None = None
+
+    @property
+    def window_s(self) -> float:
+        return self.last.t - self.first.t if self.first is not None and self.last is not None else 0.0
+
+    def counter(self, name: str) -> tuple[float | None, float | None]:
+        """(value at the first scrape, increase since) for a counter sample, or (None, None)."""
+        if self.first is None or self.last is None or name not in self.last.values:
+            return None, None
+        return self.first.values.get(name), self.increase.get(name, 0.0)
+
+    # compatibility for callers that read the largest gauges
+    @property
+    def kv_usage_max(self) -> float | None:
+        value = next((self.gauge_max[n] for n in KV_USAGE if n in self.gauge_max), None)
+        return value * 100.0 if value is not None else None
+
+
+def _grow(old: float, new: float) -> float:
+    """A counter's increase between two scrapes: a fall is a reset (it counts on from the new value)."""
+    return new - old if new >= old else new
+
+
+def update(state: MetricsState, samples: dict[str, float] | Scrape) -> None:
+    scrape = samples if isinstance(samples, Scrape) else Scrape(values=dict(samples), t=time.monotonic())
+    if not isinstance(samples, Scrape):
+        # bare values: names that read as counters are counters
+        scrape.counters = {n for n in scrape.values if n.endswith(("_total", "_sum", "_count"))}
     state.scrapes += 1
-    if any(k.startswith("vllm:") for k in samples):
+    values = scrape.values
+    if any(k.startswith("vllm:") for k in values):
         state.engine = "vllm"
-    elif any(k.startswith("llamacpp:") for k in samples):
+    elif any(k.startswith("llamacpp:") for k in values):
         state.engine = "llama.cpp"
-
-    def bigger(old: float | None, new: float | None) -> float | None:
-        if new is None:
-            return old
-        return new if old is None else max(old, new)
-
-    kv = first_of(samples, KV_USAGE)
-    state.kv_usage_max = bigger(state.kv_usage_max, kv * 100.0 if kv is not None else None)
-    state.preemptions = bigger(state.preemptions, first_of(samples, PREEMPTIONS))
-    state.waiting_max = bigger(state.waiting_max, first_of(samples, WAITING))
-    state.running_max = bigger(state.running_max, first_of(samples, RUNNING))
-    if f"{TTFT}_sum" in samples and f"{TTFT}_count" in samples:
-        state.ttft_sum = samples[f"{TTFT}_sum"]
-        state.ttft_count = samples[f"{TTFT}_count"]
-    rate = samples.get(GEN_RATE)
+    prev = state.last
+    if state.first is None:
+        state.first = scrape
+    elif prev is not None:
+        # a series missing from the previous scrape was created since (its first request): it counts from 0
+        for name in scrape.counters:
+            old = prev.values.get(name, 0.0)
+            if values[name] < old:
+                state.resets += 1
+            state.increase[name] = state.increase.get(name, 0.0) + _grow(old, values[name])
+        for hist, table in scrape.buckets.items():
+            before = prev.buckets.get(hist, {})
+            acc = state.bucket_increase.setdefault(hist, {})
+            for bound, count in table.items():
+                acc[bound] = acc.get(bound, 0.0) + _grow(before.get(bound, 0.0), count)
+    state.last = scrape
+    for name, value in values.items():
+        if name not in scrape.counters:
+            state.gauge_max[name] = max(state.gauge_max.get(name, value), value)
+    rate = values.get(GEN_RATE)
     if rate is not None and rate > 0:
         state.gen_rates.append(rate)
         del state.gen_rates[:-1000]
-    state.tokens_max = bigger(state.tokens_max, first_of(samples, TOKENS_MAX))
+
+
+def quantile(buckets: dict[float, float], q: float) -> float | None:
+    """The q-quantile of a cumulative histogram (upper bound → count), interpolated linearly inside
+    its bucket as Prometheus' histogram_quantile does; None without observations."""
+    bounds = sorted(buckets)
+    if not bounds:
+        return None
+    total = buckets[bounds[-1]]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound in bounds:
+        count = buckets[bound]
+        if count >= rank:
+            if bound == float("inf"):
+                return lower  # in the open top bucket: the highest finite bound is what can be said
+            inside = count - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside > 0 else 1.0)
+        lower, below = bound, count
+    return lower
+
+
+@dataclass(slots=True)
+class Latency:
+    """A histogram read over the window (or since the server started, with one scrape)."""
+
+    mean_s: float
+    count: float
+    p50_s: float | None
+    p95_s: float | None
+    scope: str  # "in the window" | "since the server started"
+
+
+def histogram(state: MetricsState, name: str) -> Latency | None:
+    if state.last is None:
+        return None
+    total_sum = state.last.values.get(f"{name}_sum")
+    total_count = state.last.values.get(f"{name}_count")
+    if total_sum is None or not total_count:
+        return None
+    count = state.increase.get(f"{name}_count", 0.0)
+    if state.scrapes > 1 and count > 0:
+        window = state.bucket_increase.get(name, {})
+        return Latency(state.increase.get(f"{name}_sum", 0.0) / count, count,
+                       quantile(window, 0.5), quantile(window, 0.95), "in the window")
+    if state.scrapes > 1:
+        return None  # no request finished in the window: nothing to say about it
+    table = state.last.buckets.get(name, {})
+    return Latency(total_sum / total_count, total_count, quantile(table, 0.5), quantile(table, 0.95),
+                   "since the server started")
 
 
 def to_facts(state: MetricsState, url: str) -> Facts:
     facts = Facts()
+    window = state.window_s
+    span = f"{state.scrapes} scrape(s) over {window:.0f} s" if state.scrapes > 1 else "1 scrape"
 
     def src(metric: str) -> Source:
-        return Source("probe", "metrics", text=f"{metric} at {url} ({state.scrapes} scrape(s))")
+        return Source("probe", "metrics", text=f"{metric} at {url} ({span})")
 
-    if state.kv_usage_max is not None:
-        facts.set("server.kv_usage_max", round(state.kv_usage_max, 2), src("KV cache usage"), "%")
-    if state.preemptions is not None:
-        facts.set("server.preemptions", int(state.preemptions), src("vllm:num_preemptions_total"), "count")
-    if state.waiting_max is not None:
-        facts.set("server.waiting_max", int(state.waiting_max), src("requests waiting"), "requests")
-    if state.running_max is not None:
-        facts.set("server.running_max", int(state.running_max), src("requests running"), "requests")
-    if state.ttft_count:
-        facts.set("run.ttft_ms_mean", round((state.ttft_sum or 0.0) / state.ttft_count * 1000.0, 1),
-                  src(f"{TTFT} sum / count"), "ms")
+    last = state.last.values if state.last is not None else {}
+    usage = state.kv_usage_max
+    if usage is not None:
+        facts.set("server.kv_usage_max", round(usage, 2), src("KV cache usage (gauge, largest)"), "%")
+    preempt = _name_of(last, PREEMPTIONS)
+    if preempt is not None:
+        base, grown = state.counter(preempt)
+        total = last[preempt]
+        facts.set("server.preemptions_total", int(total), src(f"{preempt} (counter, since the server started)"),
+                  "count")
+        if state.scrapes > 1 and grown is not None:
+            text = (f"{preempt} {base:.0f} -> {total:.0f}: {grown:.0f} in the window"
+                    if not state.resets else f"{preempt}: {grown:.0f} in the window (the counter was reset)")
+            facts.set("server.preemptions", int(grown), src(text), "count")
+            if window > 0:
+                facts.set("server.preemptions_per_min", round(grown / window * 60.0, 2), src(text), "per minute")
+    waiting = _name_of(last, WAITING)
+    if waiting is not None:
+        facts.set("server.waiting_max", int(state.gauge_max[waiting]), src(f"{waiting} (gauge, largest)"), "requests")
+        facts.set("server.waiting_last", int(last[waiting]), src(f"{waiting} (gauge, last scrape)"), "requests")
+    running = _name_of(last, RUNNING)
+    if running is not None:
+        peak = int(state.gauge_max[running])
+        facts.set("server.running_max", peak, src(f"{running} (gauge, largest)"), "requests")
+        if state.engine == "vllm" and peak > 0:
+            facts.set("server.max_num_seqs_suggested", max(1, peak // 2),
+                      src(f"half the {running} peak of {peak}"), "sequences")
+    itl = next((n for n in ITL if f"{n}_sum" in last), None)
+    for name, prefix in ((TTFT, "run.ttft_ms"), (itl, "run.itl_ms"), (QUEUE, "server.queue_ms"),
+                         (PREFILL, "run.prefill_request_ms")):
+        if name is None:
+            continue
+        lat = histogram(state, name)
+        if lat is None:
+            continue
+        text = f"{name} (histogram; {lat.count:.0f} requests {lat.scope})"
+        facts.set(f"{prefix}_mean", round(lat.mean_s * 1000.0, 1), src(text), "ms")
+        if prefix != "run.prefill_request_ms":
+            if lat.p50_s is not None:
+                facts.set(f"{prefix}_p50", round(lat.p50_s * 1000.0, 1), src(text), "ms")
+            if lat.p95_s is not None:
+                facts.set(f"{prefix}_p95", round(lat.p95_s * 1000.0, 1), src(text), "ms")
+        if prefix == "run.ttft_ms":
+            facts.set("run.ttft_requests", int(lat.count), src(text), "requests")
+    for secs, count, fact, what in ((LCPP_GEN_S, LCPP_GEN_N, "run.itl_ms_mean", "generation"),
+                                    (LCPP_PROMPT_S, LCPP_PROMPT_N, "run.prefill_ms_per_token", "prompt processing")):
+        if secs not in last or count not in last or facts.has(fact):
+            continue
+        if state.scrapes > 1:
+            d_s, d_n, scope = state.increase.get(secs, 0.0), state.increase.get(count, 0.0), "in the window"
+        else:
+            d_s, d_n, scope = last[secs], last[count], "since the server started"
+        if d_n > 0:
+            facts.set(fact, round(d_s / d_n * 1000.0, 2),
+                      src(f"{secs} / {count} (counters: {what} time per token, {d_n:.0f} tokens {scope})"), "ms")
+    gen = _name_of(last, GEN_TOKENS)
+    if gen is not None and state.scrapes > 1 and window > 0:
+        facts.set("server.gen_tps", round(state.increase.get(gen, 0.0) / window, 2),
+                  src(f"{gen} (counter, increase / window)"), "tokens/s")
+    if state.scrapes > 1:
+        facts.set("server.metrics_window_s", round(window, 1), src("first to last scrape"), "s")
     if len(state.gen_rates) > 1:
-        facts.set("run.decode_tps_min", round(min(state.gen_rates), 2), src(GEN_RATE), "tokens/s")
-        facts.set("run.decode_tps_max", round(max(state.gen_rates), 2), src(GEN_RATE), "tokens/s")
-    if state.tokens_max:
-        facts.set("run.tokens_used_max", int(state.tokens_max), src(TOKENS_MAX[0]), "tokens")
+        facts.set("run.decode_tps_min", round(min(state.gen_rates), 2), src(f"{GEN_RATE} (gauge, smallest)"),
+                  "tokens/s")
+        facts.set("run.decode_tps_max", round(max(state.gen_rates), 2), src(f"{GEN_RATE} (gauge, largest)"),
+                  "tokens/s")
+    tokens_max = _name_of(last, TOKENS_MAX)
+    if tokens_max is not None and last[tokens_max]:
+        facts.set("run.tokens_used_max", int(last[tokens_max]), src(TOKENS_MAX[0]), "tokens")
     if state.engine:
         facts.set("engine.name", state.engine, src("metric name prefix"))
     return facts
@@ -174,7 +370,7 @@ class MetricsPoller:
         self.next_at = time.monotonic() + self.interval_s
         try:
             text = self.fetch(self.url)
-            samples = parse_samples(text)
+            samples = parse_scrape(text)
         except (urllib.error.URLError, OSError, ValueError, TimeoutError) as exc:
             self.failures += 1
             reason = getattr(exc, "reason", None) or exc
@@ -183,19 +379,23 @@ class MetricsPoller:
             self.last_error = message
             return [], message if first_time else None
         self.last_error = None
-        before = self.state.preemptions
+        name = _name_of(samples.values, PREEMPTIONS)
+        prev = self.state.last.values.get(name) if name is not None and self.state.last is not None else None
         update(self.state, samples)
         facts = to_facts(self.state, self.url)
         events: list[LiveEvent] = [FactsEvent(facts=facts.to_json()["facts"])]
-        now = first_of(samples, PREEMPTIONS)
-        if now is not None and now > (before or 0.0) and (before is not None or now > 0):
-            usage = self.state.kv_usage_max
-            events.append(IncidentEvent(
-                event="preempted",
-                text=f"{self.url}: vllm:num_preemptions_total rose from {int(before or 0)} to {int(now)}"
-                     + (f" (KV cache usage up to {usage:.1f}%)" if usage is not None else ""),
-                data={"total": int(now), "new": int(now - (before or 0.0)), "source": "metrics"}))
+        if name is not None and prev is not None:
+            now = samples.values[name]
+            new = _grow(prev, now)
+            if new > 0:
+                usage = self.state.kv_usage_max
+                events.append(IncidentEvent(
+                    event="preempted",
+                    text=f"{self.url}: {new:.0f} preemption(s) since the last scrape ({name} {prev:.0f} -> {now:.0f})"
+                         + (f"; KV cache usage up to {usage:.1f}%" if usage is not None else ""),
+                    data={"total": int(now), "new": int(new), "source": "metrics"}))
         return events, None
+
 
 def follow_metrics(poller: MetricsPoller, session: Any, *, stop: Callable[[], bool], duration_s: float | None = None,
                    on_note: Callable[[str], None] | None = None, max_scrapes: int | None = None) -> Any:

@@ -24,7 +24,17 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     # the run (periodic stats, rejected requests, access log)
     ("server.kv_usage_max", "float", "%", "highest KV cache usage seen in periodic stats"),
     ("server.preemptions", "int", "count",
-     "requests preempted (V0 running total or the sum of V1's per-interval stat)"),
+     "requests preempted (log: V0 running total or the sum of V1's per-interval stat; /metrics: the "
+     "counter's increase over the window)"),
+    ("server.preemptions_total", "int", "count",
+     "vllm:num_preemptions_total at the last scrape (since the server started)"),
+    ("server.preemptions_per_min", "float", "per minute", "preemptions per minute over the metrics window"),
+    ("server.waiting_last", "int", "requests", "requests waiting at the last scrape (gauge)"),
+    ("server.queue_ms_mean", "float", "ms", "mean time a request waited in the queue (vLLM /metrics, window)"),
+    ("server.queue_ms_p50", "float", "ms", "median time in the queue (vLLM /metrics, window)"),
+    ("server.queue_ms_p95", "float", "ms", "95th percentile time in the queue (vLLM /metrics, window)"),
+    ("server.gen_tps", "float", "tokens/s", "tokens generated per second over the metrics window (all requests)"),
+    ("server.metrics_window_s", "float", "s", "time from the first to the last /metrics scrape"),
     ("server.running_max", "int", "requests", "most requests running at once"),
     ("server.waiting_max", "int", "requests", "most requests waiting at once"),
     ("server.swapped_max", "int", "requests", "most requests swapped to CPU at once (vLLM V0)"),

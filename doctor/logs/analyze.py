@@ -8,6 +8,11 @@ when one RE2 set match on the raw bytes shows the line is not one of its own (on
 whose text is their raw bytes, so the parser's own gate would say the same). The same match hands
 the gates that pass, and the llama.cpp parser's literal index, their answers for that line.
 
+Sessions: an engine start line (doctor/logs/sessions.py) that begins another run, or a truncation or
+rotation of a followed file (`new_session`), closes the session so far with its own snapshot and
+starts the parsers afresh; the snapshot's facts are the latest session's, and `Facts.sessions` lists
+every session (earlier ones with their facts). After a truncation or rotation, lines count from 1.
+
 Pure apart from reading the given stream.
 """
 
@@ -17,24 +22,33 @@ from collections import Counter
 from collections.abc import Callable
 from typing import BinaryIO
 
-from doctor.facts import Facts, Source
+from doctor.facts import MAX_SESSIONS, Facts, Session, Source
 from doctor.logs.base import LogParser
 from doctor.logs.detect import detect
 from doctor.logs.line import LogLine, decode, make_line
 from doctor.logs.matcher import BytesPattern, LiteralIndex, compile_triggers, set_matcher, verdict
 from doctor.logs.registry import parser_classes
+from doctor.logs.sessions import FRAGMENTS as START_FRAGMENTS
+from doctor.logs.sessions import OpenSession, StartMarker, start_marker
 from doctor.logs.stream import CHUNK, LineScanner, open_input, rewindable
 
 
 def _trigger_pattern(parsers: list[LogParser]) -> BytesPattern:
     fragments: list[str] = []
     seen: set[str] = set()
+    for frag in START_FRAGMENTS:  # engine start lines begin sessions: every one must be a candidate
+        if frag not in seen:
+            seen.add(frag)
+            fragments.append(frag)
     for parser in parsers:
         for frag in parser.triggers:
             if frag not in seen:
                 seen.add(frag)
                 fragments.append(frag)
     return compile_triggers(fragments)
+
+
+STARTUP_EVENTS = frozenset({"no_gpu", "gpu_init_failed", "warning", "ctx_over_train"})
 
 
 class _Router:
@@ -67,6 +81,12 @@ class _Router:
         matcher = set_matcher(patterns)
         return cls(parsers, gated, indexes, matcher) if matcher is not None else None
 
+    def rebind(self, parsers: list[LogParser]) -> _Router:
+        """The same router for fresh parsers of the same classes (a new session): the RE2 set is kept."""
+        self.parsers = parsers
+        self._targets = {}
+        return self
+
     def targets(self, line: LogLine, raw: bytes) -> list[LogParser]:
         """The parsers to feed: all of them, less the gated ones whose gate the line fails. Told from
         the raw bytes only where they are the text the parsers see (no JSON, quote, control or
@@ -98,17 +118,66 @@ class LogAnalyzer:
     def __init__(self, name: str = "input", parsers: list[LogParser] | None = None) -> None:
         self.name = name
         self.parsers = parsers if parsers is not None else [cls() for cls in parser_classes()]
+        self._bind_fresh(self.parsers)
+        self.scanner = LineScanner(_trigger_pattern(self.parsers))
+        self.skipped_lines = 0
+        self.sessions: list[Session] = []  # the closed ones, oldest first (at most MAX_SESSIONS kept)
+        self.sessions_closed = 0
+        self.open = OpenSession()
+
+    def _bind_fresh(self, parsers: list[LogParser], router: _Router | None = None) -> None:
+        self.parsers = parsers
         self.facts = Facts()
         self.facts.events_observed = True
-        self.facts.inputs.append(name)
+        self.facts.inputs.append(self.name)
         for parser in self.parsers:
             parser.bind(self.facts)
-        self.scanner = LineScanner(_trigger_pattern(self.parsers))
-        self.router = _Router.build(self.parsers)
+        self.router = router.rebind(parsers) if router is not None else _Router.build(self.parsers)
         # the parsers that ever ask for the text between candidates (the others never do)
         self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
         self.skipped_lines = 0
         self._summarised = 0  # facts in the last snapshot before detection added its own
+
+    # -- sessions ----------------------------------------------------------------------------
+    def new_session(self, started_by: str, text: str | None = None, restart_lines: bool = False) -> None:
+        """Close the session so far and begin another: `started_by` "truncated" or "rotated" (a followed
+        file; then `restart_lines`: the new file is numbered from line 1) or "engine start"."""
+        if restart_lines:
+            self._consume(self.scanner.finish())
+        last = self.scanner.lines
+        if last >= self.open.first_line:  # the session so far read lines: it is kept
+            self._close(last)
+        if restart_lines:
+            self.scanner = LineScanner(self.scanner.trigger)
+        self.open = OpenSession(first_line=self.scanner.lines + 1, started_by=started_by, text=text)
+
+    def _has_run(self) -> bool:
+        """Whether the session so far got past starting: it ran (run facts) or ended (an OOM, a crash,
+        a failed load...). Start-up warnings printed before an engine's banner (no usable GPU) are not."""
+        return (any(k not in STARTUP_EVENTS for k in self.facts.event_counts)
+                or self.facts.has_prefix("run."))
+
+    def _close(self, last_line: int) -> None:
+        snap = self.snapshot()
+        snap.sessions = []
+        self.sessions_closed += 1
+        self.sessions.append(Session(
+            number=self.sessions_closed, input=self.name, first_line=self.open.first_line,
+            last_line=max(last_line, self.open.first_line), started_by=self.open.started_by, text=self.open.text,
+            engine=snap.value("engine.name"), facts=snap))
+        del self.sessions[:-MAX_SESSIONS]
+        self._bind_fresh([type(p)() for p in self.parsers], self.router)
+
+    def _start_line(self, marker: StartMarker, number: int, text: str) -> bool:
+        """An engine start line: True when it began a new session (the parsers were replaced)."""
+        ollama = any(p.votes.get("ollama") for p in self.parsers)
+        if self.open.begins_new(marker, self._has_run(), ollama):
+            self._close(number - 1)
+            self.open = OpenSession(first_line=number, started_by="engine start", text=text[:300])
+            self.open.note(marker)
+            return True
+        self.open.note(marker)
+        return False
 
     def feed(self, data: bytes) -> None:
         self._consume(self.scanner.feed(data))
@@ -127,6 +196,12 @@ class LogAnalyzer:
             text = raw.text
             if text is not None:
                 line = make_line(raw.number, text, raw.next)
+                marker = start_marker(text)
+                if marker is not None and self._start_line(marker, raw.number, line.raw):
+                    parsers = self.parsers  # a new session: fresh parsers
+                    route = self.router.targets if self.router is not None else None
+                    capturing = self._capturing
+                    wants = capturing[0].wants_capture if len(capturing) == 1 else None
                 for parser in route(line, text) if route is not None else parsers:
                     try:
                         parser.feed(line)
@@ -173,6 +248,11 @@ class LogAnalyzer:
         # events are judged only where engine lines were read: "no OOM line" in a file of other text
         # (or in nothing) is not evidence that there was no OOM
         facts.events_observed = recognised
+        if self.sessions:
+            facts.sessions = [*self.sessions, Session(
+                number=self.sessions_closed + 1, input=self.name, first_line=self.open.first_line,
+                last_line=max(self.scanner.lines, self.open.first_line), started_by=self.open.started_by,
+                text=self.open.text, engine=facts.value("engine.name"))]
         return facts
 
     def recognised(self, votes: Counter[str] | None = None) -> bool:

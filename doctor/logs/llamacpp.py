@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.facts import Facts, Source
-from doctor.logs.base import LogParser
+from doctor.logs.base import Extremes, LogParser
 from doctor.logs.gpu_failures import gpu_failure_cause
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import LiteralIndex, gated
@@ -219,6 +219,7 @@ class _Timing:
     prompt_tps: float | None = None
     eval_tps: float | None = None
     line: int | None = None
+    used_line: LogLine | None = None  # the line that gives the tokens used (total, else the last count)
 
 
 @dataclass(slots=True)
@@ -241,8 +242,7 @@ class _State:
     kv_line: LogLine | None = None
     timings: list[_Timing] = field(default_factory=list)
     current: _Timing | None = None
-    tg_rates: list[float] = field(default_factory=list)
-    tg_line: LogLine | None = None
+    decode_rates: Extremes = field(default_factory=Extremes)  # per request and in-progress (tg =), each with its line
     pending: list[_PendingOom] = field(default_factory=list)
     prompt_tokens_max: int = 0
     prompt_line: LogLine | None = None
@@ -764,8 +764,7 @@ class LlamaCppParser(LogParser):
         s = self.s
         m = SERVER_TG.search(t)
         if m:
-            s.tg_rates.append(float(m.group(2)))
-            s.tg_line = line
+            s.decode_rates.add(float(m.group(2)), self.src(line))
             self._stage("run")
             return True
         if " time" not in t:
@@ -796,6 +795,7 @@ class LlamaCppParser(LogParser):
             if ms is not None:
                 self.set("run.prefill_ms", ms, line, "ms")
             if count:
+                cur.used_line = line
                 self.set("run.prompt_tokens", int(count), line, "tokens")
                 if int(count) > s.prompt_tokens_max:
                     s.prompt_tokens_max, s.prompt_line = int(count), line
@@ -808,14 +808,18 @@ class LlamaCppParser(LogParser):
             if ms is not None:
                 self.set("run.decode_ms_total", ms, line, "ms")
             if count:
+                cur.used_line = line
                 self.set("run.decode_tokens", int(count), line, "tokens")
             if cur.eval_tps is not None:
                 self.set("run.decode_tps", cur.eval_tps, line, "tokens/s")
+                if cur.eval_tokens and cur.eval_tokens > 1:
+                    s.decode_rates.add(cur.eval_tps, self.src(line))
         elif what == "total":
             if ms is not None:
                 self.set("run.total_ms", ms, line, "ms")
             if count:
                 cur.total_tokens = int(count)
+                cur.used_line = line
             self._close_timing()
         return True
 
@@ -833,7 +837,7 @@ class LlamaCppParser(LogParser):
             used = (cur.prompt_tokens or 0) + (cur.eval_tokens or 0)
         if used is not None and used > s.used_max:
             s.used_max = used
-            s.used_line = LogLine(cur.line or 0, "", "")
+            s.used_line = cur.used_line or LogLine(cur.line or 0, "", "")
         if len(s.timings) > 1000:
             del s.timings[:500]
 
@@ -1021,14 +1025,7 @@ class LlamaCppParser(LogParser):
                 facts.set("run.tokens_used_max", used, Source("log", self.name, cur.line), "tokens")
         if s.timings:
             facts.set("run.requests", len(s.timings), Source("log", self.name, s.timings[-1].line), "requests")
-            rates = [t.eval_tps for t in s.timings if t.eval_tps is not None and t.eval_tokens and t.eval_tokens > 1]
-            if len(rates) > 1:
-                facts.set("run.decode_tps_min", min(rates), Source("log", self.name, s.timings[-1].line), "tokens/s")
-                facts.set("run.decode_tps_max", max(rates), Source("log", self.name, s.timings[-1].line), "tokens/s")
-        if s.tg_rates and len(s.tg_rates) > 1 and s.tg_line is not None:
-            src = self.src(s.tg_line)
-            facts.set("run.decode_tps_min", min(r for r in s.tg_rates), src, "tokens/s")
-            facts.set("run.decode_tps_max", max(s.tg_rates), src, "tokens/s")
+        s.decode_rates.emit(facts, "run.decode_tps_min", "run.decode_tps_max", "tokens/s", at_least=2)
         if s.used_max and s.used_line is not None:
             facts.set("run.tokens_used_max", s.used_max, Source("log", self.name, s.used_line.number or None,
                                                                  s.used_line.raw[:300] or None), "tokens")

@@ -42,7 +42,7 @@ from datetime import datetime
 from typing import Any
 
 from doctor.facts import Event, Facts, Source
-from doctor.logs.base import LogParser
+from doctor.logs.base import Extremes, LogParser
 from doctor.logs.gpu_failures import gpu_failure_cause
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
@@ -204,6 +204,8 @@ class _Cli:
     eval_tps: float | None = None
     total_ms: float | None = None
     line: LogLine | None = None
+    prompt_line: LogLine | None = None  # the "prompt eval count" line
+    rate_line: LogLine | None = None  # the "eval rate" line
 
 
 @dataclass(slots=True)
@@ -619,7 +621,7 @@ class OllamaParser(LogParser):
         if key.endswith("count"):
             n = _int(number.group(1)) if number else None
             if key.startswith("prompt"):
-                cur.prompt_tokens = n
+                cur.prompt_tokens, cur.prompt_line = n, line
             else:
                 cur.eval_tokens = n
         elif key.endswith("rate"):
@@ -627,7 +629,7 @@ class OllamaParser(LogParser):
             if key.startswith("prompt"):
                 cur.prompt_tps = rate
             else:
-                cur.eval_tps = rate
+                cur.eval_tps, cur.rate_line = rate, line
         else:
             ms = go_duration_ms(value)
             if key == "total duration":
@@ -740,16 +742,19 @@ class OllamaParser(LogParser):
                                   ("run.total_ms", last.total_ms, "ms")):
             if value is not None:
                 facts.set(name, value, src, unit)
-        prompts = [b.prompt_tokens for b in blocks if b.prompt_tokens is not None]
-        if prompts and max(prompts) > (facts.value("run.prompt_tokens_max") or 0):
-            facts.set("run.prompt_tokens_max", max(prompts), src, "tokens")
-        used = [(b.prompt_tokens or 0) + (b.eval_tokens or 0) for b in blocks]
-        if used and max(used) > (facts.value("run.tokens_used_max") or 0):
-            facts.set("run.tokens_used_max", max(used), src, "tokens")
-        rates = [b.eval_tps for b in blocks if b.eval_tps is not None and (b.eval_tokens or 0) > 1]
-        if len(rates) > 1:
-            facts.set("run.decode_tps_min", min(rates), src, "tokens/s")
-            facts.set("run.decode_tps_max", max(rates), src, "tokens/s")
+        # each extreme cites the line of its own block that holds it, not the last block
+        prompts, used, rates = Extremes(), Extremes(), Extremes()
+        for b in blocks:
+            b_src = self.src(b.line) if b.line is not None else src
+            prompts.add(b.prompt_tokens, self.src(b.prompt_line) if b.prompt_line is not None else b_src)
+            used.add((b.prompt_tokens or 0) + (b.eval_tokens or 0), b_src)
+            if b.eval_tps is not None and (b.eval_tokens or 0) > 1:
+                rates.add(b.eval_tps, self.src(b.rate_line) if b.rate_line is not None else b_src)
+        if prompts.high is not None and prompts.high > (facts.value("run.prompt_tokens_max") or 0):
+            prompts.emit(facts, None, "run.prompt_tokens_max", "tokens")
+        if used.high is not None and used.high > (facts.value("run.tokens_used_max") or 0):
+            used.emit(facts, None, "run.tokens_used_max", "tokens")
+        rates.emit(facts, "run.decode_tps_min", "run.decode_tps_max", "tokens/s", at_least=2)
         facts.set("run.requests", len(blocks), src, "requests")
 
     def _summarize_memory(self, facts: Facts) -> None:

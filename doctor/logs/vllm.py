@@ -417,7 +417,9 @@ class _State:
     running_max: int | None = None
     running_line: LogLine | None = None
     waiting_max: int | None = None
+    waiting_line: LogLine | None = None
     swapped_max: int | None = None
+    swapped_line: LogLine | None = None
     stats_lines: int = 0
     largest: LargestRequest = field(default_factory=LargestRequest)
     crashed: bool = False
@@ -757,10 +759,10 @@ class VllmParser(LogParser):
             s.running_max, s.running_line = int(running), line
         waiting = pairs.get("Waiting", pairs.get("Pending"))
         if waiting is not None and (s.waiting_max is None or waiting > s.waiting_max):
-            s.waiting_max = int(waiting)
+            s.waiting_max, s.waiting_line = int(waiting), line
         swapped = pairs.get("Swapped")
         if swapped is not None and (s.swapped_max is None or swapped > s.swapped_max):
-            s.swapped_max = int(swapped)
+            s.swapped_max, s.swapped_line = int(swapped), line
         preempted = pairs.get("Preemptions")
         if preempted:
             s.preempt_sum += int(preempted)
@@ -798,9 +800,9 @@ class VllmParser(LogParser):
             facts.set("server.max_num_seqs_suggested", max(1, s.running_max // 2), self._src(s.running_line),
                       "sequences")
         if s.waiting_max is not None:
-            facts.set("server.waiting_max", s.waiting_max, self._src(s.running_line), "requests")
+            facts.set("server.waiting_max", s.waiting_max, self._src(s.waiting_line), "requests")
         if s.swapped_max is not None:
-            facts.set("server.swapped_max", s.swapped_max, self._src(s.running_line), "requests")
+            facts.set("server.swapped_max", s.swapped_max, self._src(s.swapped_line), "requests")
         s.largest.emit(facts, self.src)
         max_len = facts.get("config.max_model_len")
         if max_len is not None and max_len.known and not facts.has("config.n_ctx_seq") and self.votes:

@@ -12,6 +12,9 @@ MARK = {"ok": "✓", "unknown": "?"}
 SEVERITY_MARK = {"error": "✗", "warning": "!", "info": "•"}
 
 
+EARLIER_SHOWN = 5  # as in the text view: the most recent earlier sessions in full
+
+
 def _code(text: str) -> str:
     text = inert(text, 300).replace("`", "ˋ")
     return f"`{text}`"
@@ -34,6 +37,13 @@ def render_markdown(report: Report) -> str:
         for line in scan_lines(report):
             label, _, rest = line.strip().partition(":")
             out.append(f"- **{label}:** {rest.strip().replace('(-v: why each)', '').strip()}")
+    if report.sessions:
+        total = report.sessions[-1].session.number
+        out.append(f"{total} engine sessions in this input; this report is about the latest:")
+        out.append("")
+        for s in report.sessions[-(EARLIER_SHOWN + 1):]:
+            mark = " (this report)" if s is report.sessions[-1] else f" — {len(s.findings)} finding(s), below"
+            out.append(f"- {inert(s.session.describe(), 160)}{mark}")
         out.append("")
     if report.assessment:
         a = report.assessment
@@ -48,10 +58,15 @@ def render_markdown(report: Report) -> str:
     if note:
         out.append(f"_{inert(note)}_")
         out.append("")
-    if report.findings:
-        out.append("## Findings")
+    groups = [("## Findings", report.findings)]
+    groups += [(f"## Earlier {inert(s.session.describe(), 160)}", s.findings)
+               for s in report.earlier[-EARLIER_SHOWN:] if s.findings]
+    for heading, group in groups:
+        if not group:
+            continue
+        out.append(heading)
         out.append("")
-        for f in report.findings:
+        for f in group:
             out.append(f"### {f.id} {f.slug} — {f.severity}, {f.confidence} confidence")
             out.append("")
             out.append(f"**{inert(f.title)}** (`{f.cls}`)")

@@ -15,6 +15,7 @@ from doctor.report import SEVERITY_RANK, Check, Finding, Report
 from doctor.sanitize import inert
 from doctor.templates import format_value
 
+EARLIER_SHOWN = 5  # earlier sessions shown in full (the most recent ones); the rest are counted
 AREA_ORDER = ["Model file", "Storage and load", "GPU offload", "PCIe link", "GPU memory bandwidth",
               "CPU threads", "Memory", "Context", "KV cache", "Decode timing", "Sampling and output"]
 
@@ -24,6 +25,7 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
     out.append(_header(report, style))
     if report.mode == "scan":
         out.extend(style.paint("dim", line) for line in scan_lines(report, verbose))
+    out.extend(_sessions_summary(report, style))
     out.append("")
     if report.assessment is not None:
         a = report.assessment
@@ -78,10 +80,37 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         out.append(f"[{style.paint('unknown', style.mark('unknown'))}] " + style.paint(
             "dim", f"Not checked, the input does not say: {', '.join(not_checked)}{hint} (-v for each check)"))
     out.append("")
+    for earlier in report.earlier[-EARLIER_SHOWN:]:
+        if earlier.findings:
+            out.append(style.paint("bold", f"Earlier {inert(earlier.session.describe(), 120)}:"))
+            for finding in sorted(earlier.findings, key=lambda f: -SEVERITY_RANK[f.severity]):
+                out.extend(_finding_lines(finding, report, style, verbose))
+            out.append("")
     out.extend(_footer(report, style))
     for error in report.errors:
         out.append(style.paint("error", f"error: {inert(error)}"))
     return "\n".join(out) + "\n"
+
+
+def _sessions_summary(report: Report, style: Style) -> list[str]:
+    """Several engine sessions in the input: which one the report is about, and the others."""
+    if not report.sessions:
+        return []
+    latest = report.sessions[-1].session
+    lines = [f"{latest.number} engine sessions in this input; this report is about the latest, "
+             f"{inert(latest.describe(), 120)}."]
+    hidden = latest.number - 1 - len(report.earlier[-EARLIER_SHOWN:])
+    if hidden > 0:
+        kept = report.earlier[:-EARLIER_SHOWN]
+        with_findings = sum(1 for s in kept if s.findings)
+        lines.append(f"  {hidden} earlier sessions not shown ({with_findings} of the {len(kept)} kept have findings; "
+                     "--format json lists those)")
+    for earlier in report.earlier[-EARLIER_SHOWN:]:
+        counts = [f"{n} {sev}{'s' if n != 1 else ''}" for sev in ("error", "warning", "info")
+                  if (n := sum(1 for f in earlier.findings if f.severity == sev))]
+        found = ", ".join(counts) + " (below)" if counts else "no findings"
+        lines.append(f"  earlier {inert(earlier.session.describe(), 120)}: {found}")
+    return [style.paint("dim", line) for line in lines]
 
 
 def _header(report: Report, style: Style) -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from doctor.facts import Facts
-from doctor.report import Assessment, Check, Evidence, Finding, Fix, Report
+from doctor.facts import MAX_SESSIONS, Facts, Session
+from doctor.report import Assessment, Check, Evidence, Finding, Fix, Report, SessionFindings
 
 
 def _s(data: dict[str, Any], key: str, default: str = "") -> str:
@@ -57,7 +57,24 @@ def finding_from_json(data: dict[str, Any]) -> Finding:
         evidence=[evidence_from_json(e) for e in evidence if isinstance(e, dict)] if isinstance(evidence, list) else [],
         fix=fix_from_json(data.get("fix")), references=_str_list(data.get("references")),
         inhibits=_str_list(data.get("inhibits")),
+        session=data["session"] if isinstance(data.get("session"), int) and not isinstance(data["session"], bool)
+        else None,
     )
+
+
+def sessions_from_json(data: Any, latest: list[Finding]) -> list[SessionFindings]:
+    """The report's sessions; the last one's findings are the report's own."""
+    if not isinstance(data, list):
+        return []
+    out: list[SessionFindings] = []
+    for i, raw in enumerate(data[:MAX_SESSIONS]):
+        if not isinstance(raw, dict):
+            continue
+        found = raw.get("findings")
+        findings = (latest if i == len(data) - 1 else
+                    [finding_from_json(f) for f in found if isinstance(f, dict)] if isinstance(found, list) else [])
+        out.append(SessionFindings(Session.from_json({k: v for k, v in raw.items() if k != "facts"}), findings))
+    return out
 
 
 def check_from_json(data: dict[str, Any]) -> Check:
@@ -76,11 +93,12 @@ def report_from_json(data: dict[str, Any]) -> Report:
     assessment = data.get("assessment")
     findings = data.get("findings")
     checks = data.get("checks")
+    latest = [finding_from_json(f) for f in findings if isinstance(f, dict)] if isinstance(findings, list) else []
     return Report(
         command=_s(data, "command", "watch"),
         engine=_opt_s(data, "engine"),
         facts=facts,
-        findings=[finding_from_json(f) for f in findings if isinstance(f, dict)] if isinstance(findings, list) else [],
+        findings=latest,
         checks=[check_from_json(c) for c in checks if isinstance(c, dict)] if isinstance(checks, list) else [],
         assessment=Assessment(id=_s(assessment, "id"), cls=_s(assessment, "class"),
                               severity=_s(assessment, "severity", "warning"),
@@ -89,4 +107,5 @@ def report_from_json(data: dict[str, Any]) -> Report:
         errors=_str_list(data.get("errors")),
         notes=_str_list(data.get("notes")),
         mode=_s(data, "mode", ""),
+        sessions=sessions_from_json(data.get("sessions"), latest),
     )

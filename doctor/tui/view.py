@@ -139,6 +139,16 @@ def group_checks(report: Report) -> list[AreaGroup]:
             mark = "ok"
         groups.append(AreaGroup(area, mark, _area_note(rows), tuple(rows)))
     groups.sort(key=lambda g: (MARK_RANK[g.mark], _area_index(g.area), g.area))
+    # earlier engine sessions of the input keep their findings, after the latest's (row ids carry the
+    # session, so the same rule in two sessions gives two rows)
+    for earlier in report.earlier:
+        if not earlier.findings:
+            continue
+        rows = sorted((CheckRow(f"s{earlier.session.number}:{f.id}", f.slug, inert(f.title), f.area, row_mark_for(f),
+                                "fired", finding=f) for f in earlier.findings), key=_row_key)
+        mark = min((r.mark for r in rows), key=lambda m: MARK_RANK[m])
+        groups.append(AreaGroup(f"Earlier {inert(earlier.session.describe(), 80)}", mark, _area_note(rows),
+                                tuple(rows)))
     return groups
 
 
@@ -290,7 +300,11 @@ def _source_text(facts: Facts) -> str:
     if not inputs:
         return ""
     lines = facts.value("run.log_lines")
-    return ", ".join(inputs) + (f" ({lines} lines)" if isinstance(lines, int) and not isinstance(lines, bool) else "")
+    text = ", ".join(inputs) + (f" ({lines} lines)" if isinstance(lines, int) and not isinstance(lines, bool) else "")
+    if facts.sessions:  # several engine runs: the report is about the latest
+        latest = facts.sessions[-1]
+        text += f" · session {latest.number} of {len(facts.sessions)} (lines {latest.first_line}-{latest.last_line})"
+    return text
 
 
 def banner_info(report: Report) -> BannerInfo:

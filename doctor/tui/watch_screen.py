@@ -377,17 +377,17 @@ class WatchScreen(Screen[None]):
             f = st.finding
             if st.state == "fired":
                 mark = f.severity if f.severity in MARKS else "info"
-                prompt = Content.assemble((MARKS[mark], MARK_STYLE[mark]), f" {f.id} {f.slug}",
+                prompt = Content.assemble((MARKS[mark], MARK_STYLE[mark]), f" {f.key} {f.slug}",
                                           (f"  {human_ms(st.fired_ms)}", "$text-muted"))
             else:
-                prompt = Content.assemble((MARKS["ok"], MARK_STYLE["ok"]), (f" {f.id} {f.slug}", "$text-muted"),
+                prompt = Content.assemble((MARKS["ok"], MARK_STYLE["ok"]), (f" {f.key} {f.slug}", "$text-muted"),
                                           (f"  resolved {human_ms(st.resolved_ms or 0)}", "$text-muted"))
-            options.append(Option(prompt, id=f.id))
+            options.append(Option(prompt, id=f.key))  # the session's number from the second session on
         for t_ms, kind, text in self.state.incidents[-20:]:
             options.append(Option(Content.assemble(("• ", "bold $warning"), (f"{kind} {human_ms(t_ms)}", "$text-muted"),
                                                    (f"  {text}" if text else "", "$text-muted")),
                                   disabled=True))
-        self._feed_ids = [st.finding.id for st in states]
+        self._feed_ids = [st.finding.key for st in states]
         feed.clear_options()
         if options:
             feed.add_options(options)

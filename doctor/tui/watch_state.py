@@ -24,6 +24,7 @@ from doctor.live import (
     IncidentEvent,
     LiveEvent,
     LogEvent,
+    NoticeEvent,
     PhaseEvent,
     SampleEvent,
     SettingsEvent,
@@ -110,6 +111,9 @@ class WatchState:
             for name, raw in event.facts.items():
                 if isinstance(raw, dict) and raw.get("value") is not None:
                     self.facts[str(name)] = raw["value"]
+        elif isinstance(event, NoticeEvent):  # a followed log truncated or rotated: shown with the incidents
+            if len(self.incidents) < MAX_INCIDENTS:
+                self.incidents.append((event.t_ms, "notice", inert(event.text, 300)))
         elif isinstance(event, EndEvent):
             self.end = event
         return event.kind
@@ -181,15 +185,16 @@ class WatchState:
 
     def _finding(self, event: FindingEvent) -> None:
         finding = finding_from_json(event.finding)
-        current = self.findings.get(finding.id)
+        key = finding.key  # the same rule in a later engine session is another finding
+        current = self.findings.get(key)
         if event.state == "resolved":
             if current is not None:
                 current.state = "resolved"
                 current.resolved_ms = event.t_ms
             else:
-                self.findings[finding.id] = FindingState(finding, "resolved", event.t_ms, event.t_ms)
+                self.findings[key] = FindingState(finding, "resolved", event.t_ms, event.t_ms)
         else:
-            self.findings[finding.id] = FindingState(finding, "fired", event.t_ms)
+            self.findings[key] = FindingState(finding, "fired", event.t_ms)
 
     # -- figures -----------------------------------------------------------------------------
     @property

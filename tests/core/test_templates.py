@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from doctor.facts import Event, Facts, Source
-from doctor.templates import format_value, human_bytes, render
+from doctor.templates import format_value, human_bytes, render, render_complete
 
 SRC = Source("test", "t")
 
@@ -26,7 +26,8 @@ def test_units() -> None:
 
 
 def test_unknown_placeholder_is_visible_not_silent() -> None:
-    assert render("--ctx-size {derived.ctx_recommended}", facts()) == "--ctx-size <ctx_recommended>"
+    assert render("--ctx-size {derived.ctx_recommended}", facts()) == "--ctx-size (unknown)"
+    assert render_complete("--ctx-size {derived.ctx_recommended}", facts()) is None  # a fix command is left out
 
 
 def test_optional_parts_drop_when_a_fact_is_unknown() -> None:
@@ -37,12 +38,12 @@ def test_optional_parts_drop_when_a_fact_is_unknown() -> None:
 def test_event_fields() -> None:
     ev = Event("prompt_too_long", 7, "Requested tokens (401) exceed", "llama.cpp", data={"n_tokens": 401})
     assert render("{event.n_tokens} at line {event.line}", facts(), ev) == "401 at line 7"
-    assert render("{event.n_ctx}", facts(), ev) == "<n_ctx>"
+    assert render("{event.n_ctx}", facts(), ev) == "(unknown)"
 
 
 def test_format_string_attacks_reach_nothing() -> None:
     out = render("{config.n_ctx.__class__} {config.__init__.__globals__} {0} {__import__}", facts())
-    assert "class" not in out.replace("<__class__>", "") and "function" not in out and "module" not in out
+    assert "class" not in out and "function" not in out and "module" not in out
 
 
 def test_human_bytes_negative_and_small() -> None:

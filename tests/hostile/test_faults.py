@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from doctor.evaluate import diagnose
-from doctor.live import EndEvent, LogEvent, StepEvent
+from doctor.live import EndEvent, LogEvent, NoticeEvent, StepEvent
 from doctor.trace import facts_from_recording, read_recording
 from engine_adapter.judge import LiveJudge
 from engine_adapter.session import TraceSession
@@ -177,8 +177,15 @@ def test_a_followed_log_truncated_then_rotated(tmp_path: Path) -> None:
     assert seen == expected  # every line of all three files, once, in order
     report = session.report
     assert report is not None and end.reason == "finished"
-    assert any("truncated" in e for e in report.errors) and any("rotated" in e for e in report.errors)
-    assert {"LD202", "LD802"} <= {f.id for f in report.findings}  # from lines before and after the faults
+    # each fault is a notice that begins a new session, numbered from line 1 again: not an error
+    notices = [e.session for e in session.events if isinstance(e, NoticeEvent)]
+    assert notices == ["truncated", "rotated"] and report.errors == []
+    assert [(s.session.first_line, s.session.last_line, s.session.started_by) for s in report.sessions] == [
+        (1, len(parts[0]), "input"), (1, len(parts[1]), "truncated"), (1, len(parts[2]), "rotated")]
+    numbers = [e.line for e in session.events if isinstance(e, LogEvent)]
+    assert numbers == [*range(1, len(parts[0]) + 1), *range(1, len(parts[1]) + 1), *range(1, len(parts[2]) + 1)]
+    assert "LD202" in {f.id for f in report.findings}  # the context filled in the last file
+    assert all(max(f.lines, default=0) <= len(parts[2]) for f in report.findings)
     events, damaged, ids = replayed(record)
     assert damaged == 0 and ids == sorted(f.id for f in report.findings)
     assert [e.text for e in events if isinstance(e, LogEvent)] == expected

@@ -42,7 +42,7 @@ CASES = [
     ("llama.cpp/cuda-ptx-toolchain.log", "LD522", "offload.none", [7], "update the driver"),
     # allocation failures that explain the abort after them
     ("llama.cpp/cublas-alloc-failed.log", "LD303", "oom.compute", [6], "-ub 256"),
-    ("llama.cpp/metal-working-set-exceeded.log", "LD361", "oom.weights", [9], "-ngl <fewer layers>"),
+    ("llama.cpp/metal-working-set-exceeded.log", "LD361", "oom.weights", [9], "fewer layers with -ngl"),
     ("llama.cpp/metal-working-set-numbers-only.log", "LD361", "oom.weights", [3], "iogpu.wired_limit_mb"),
     # storage the path gives away
     ("llama.cpp/wsl-windows-drive-model.log", "LD104", "io.slow_load", [2], "~/models"),
@@ -53,7 +53,7 @@ CASES = [
     ("vllm/sampler-warmup-oom-v0.8.5.log", "LD353", "oom.concurrency", [7], "--max-num-seqs"),
     # TGI: warm-up behind docker compose; a shard OOM while loading is not a corrupt model
     ("tgi/warmup-prefill-docker-v2.3.log", "LD352", "oom.compute", [4], "--max-batch-prefill-tokens 4096"),
-    ("tgi/shard-oom-loading-v1.4.log", "LD301", "oom.weights", [11], "--num-shard <more GPUs> (it was 2)"),
+    ("tgi/shard-oom-loading-v1.4.log", "LD301", "oom.weights", [11], "--num-shard with more GPUs than 2"),
 ]
 
 

@@ -18,7 +18,7 @@ TGI = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "tgi"
 CASES = [
     # file, leading rule, class, evidence lines that must be cited, text the TGI fix must contain
     ("prefill-oom-v1.0.log", "LD352", "oom.compute", [33], "--max-batch-prefill-tokens 2048"),
-    ("shard-oom-loading-v2.4.log", "LD301", "oom.weights", [60], "--num-shard <more GPUs>"),
+    ("shard-oom-loading-v2.4.log", "LD301", "oom.weights", [60], "--num-shard with more GPUs"),
     ("validation-errors-v2.0.log", "LD251", "context.overflow", [25, 26], '"max_new_tokens": 146'),
     ("max-total-tokens-over-kv-v3.0.log", "LD350", "oom.kv_cache", [31, 33], "--max-total-tokens 24320"),
 ]

@@ -317,3 +317,21 @@ def test_a_slow_window_load_for_an_old_position_does_not_land(analyze) -> None: 
             assert log.cursor == near and log.window_first <= near <= log.window[-1].number
 
     run_async(body())
+
+
+def test_a_two_session_input_shows_the_earlier_sessions_findings(tmp_path: Path, analyze) -> None:  # type: ignore[no-untyped-def]
+    both = tmp_path / "two.log"
+    both.write_bytes((LOGS / "llama.cpp" / "server-slots-truncated.log").read_bytes()
+                     + (LOGS / "llama-server" / "session-slowdown-then-full.log").read_bytes())
+    report = analyze(both)
+    assert len(report.sessions) == 2
+
+    async def body() -> None:
+        app = _app(report, both)
+        async with app.run_test(size=(120, 48)) as pilot:
+            checks = app.screen.query_one(ChecksList)
+            await settle(pilot, lambda: bool(checks.rows))
+            assert "s1:LD203" in checks.rows  # the first run's finding has its own row
+            assert checks.rows["s1:LD203"].finding is not None and checks.rows["s1:LD203"].finding.session == 1
+
+    run_async(body())

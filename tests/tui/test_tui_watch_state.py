@@ -189,3 +189,17 @@ def test_a_triage_restart_starts_the_figures_afresh() -> None:
     assert state.step_count == 2 and state.steps == [14.0, 13.0]
     assert state.text == " A robot paints" and state.phases == {"load": 280.0, "prefill": 35.0}
     assert [kind for _, kind, _ in state.incidents] == ["triage", "triage"]
+
+
+def test_the_same_rule_in_two_sessions_is_two_findings_and_a_notice_is_shown() -> None:
+    from doctor.live import NoticeEvent
+
+    state = WatchState()
+    base = {"slug": "generation-hits-context-end", "severity": "error", "confidence": "high", "title": "t",
+            "message": "m", "area": "Context", "class": "context.overflow"}
+    state.apply(FindingEvent(t_ms=1.0, state="fired", finding={**base, "id": "LD202"}))
+    state.apply(NoticeEvent(t_ms=2.0, text="server.log was truncated; reading from its start", session="truncated"))
+    state.apply(FindingEvent(t_ms=3.0, state="fired", finding={**base, "id": "LD202", "session": 2}))
+    assert sorted(state.findings) == ["2:LD202", "LD202"]
+    assert all(s.state == "fired" for s in state.findings.values())
+    assert any(kind == "notice" and "truncated" in text for _, kind, text in state.incidents)

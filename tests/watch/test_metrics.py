@@ -29,14 +29,15 @@ def _facts(*names: str):  # type: ignore[no-untyped-def]
 def test_vllm_page_maps_to_server_facts() -> None:
     facts = _facts("vllm-v1-full.prom")
     assert facts.value("server.kv_usage_max") == 99.5
-    assert facts.value("server.preemptions") == 37
+    assert facts.value("server.preemptions_total") == 37  # one scrape: a counter's value, since the server started
+    assert facts.value("server.preemptions") is None  # ... and no window to count an increase in
     assert facts.value("server.running_max") == 14
     assert facts.value("server.waiting_max") == 9
     ttfts = (0.08, 0.11, 0.09, 2.4, 3.1, 4.8, 6.2)
     assert facts.value("run.ttft_ms_mean") == pytest.approx(sum(ttfts) / len(ttfts) * 1000, abs=0.1)
     assert facts.value("engine.name") == "vllm"
-    assert "vllm-v1" not in facts.get("server.preemptions").source.text  # the source names the URL and metric
-    assert "http://x/metrics" in facts.get("server.preemptions").source.text
+    assert "vllm-v1" not in facts.get("server.preemptions_total").source.text  # the source names the URL and metric
+    assert "http://x/metrics" in facts.get("server.preemptions_total").source.text
 
 
 def test_maxima_are_kept_across_scrapes() -> None:
