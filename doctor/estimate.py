@@ -260,6 +260,7 @@ class Budget:
     compute_gpu: int
     compute_host: int
     gpu_layers: int
+    output_host: int = 0  # llama_context's output buffer: n_seq_max rows of f32 logits, in host memory
 
     @property
     def gpu(self) -> int:
@@ -267,7 +268,7 @@ class Budget:
 
     @property
     def host(self) -> int:
-        return self.weights_host + self.kv_host + self.compute_host
+        return self.weights_host + self.kv_host + self.compute_host + self.output_host
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +319,8 @@ def budget(plan: Plan) -> Budget:
         comp_gpu = max(logits if place.output_on_gpu else 0, attention if repeat_on_gpu else 0)
         comp_host = max(0 if place.output_on_gpu else logits, attention if repeat_on_host else 0,
                         n_tok * plan.compute.n_embd * 4)  # the input embeddings are always built on the host
-    return Budget(place.gpu_bytes, place.host_bytes, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers)
+    output = plan.n_seq * plan.compute.n_vocab * 4 if plan.compute is not None else 0
+    return Budget(place.gpu_bytes, place.host_bytes, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers, output)
 
 
 def max_gpu_layers(plan: Plan, vram_budget: int) -> int:
@@ -628,8 +630,21 @@ def _derive_run_summaries(facts: Facts) -> None:
 
 # -- memory budget and decode floor ----------------------------------------------------------
 
-VRAM_MARGIN = 1024 * MIB  # llama.cpp's own --fit target per device (common/common.h fit_params_target)
-RAM_MARGIN = 512 * MIB  # the OS, the engine's own allocations, the Python process
+# What the engine's process holds on top of the buffers llama.cpp prints (weights, KV, compute,
+# output), measured rather than guessed:
+# - host: the process itself - interpreter and libraries resident, the vocabulary, graph metadata,
+#   thread stacks. bench/fit_vs_llamacpp.py loads SmolLM2 through llama-cpp-python 0.3.36 at 36
+#   settings, fills the cache, and reads the process's peak resident memory (VmHWM); this is that
+#   peak minus the printed buffers at the reference setting (n_ctx 8192, f16, where the whole compute
+#   buffer is touched). A native llama.cpp process has no interpreter and needs somewhat less.
+# - GPU: one CUDA context per device, measured with bench/cuda_context.py (nvidia-smi before and
+#   while a bare driver context is held): 527 MiB on an NVIDIA H200 (driver 580.159.04, CUDA 13.0),
+#   lazy or eager module loading alike; a torch context took 621 MiB. Smaller GPUs need less; the
+#   kernels ggml-cuda loads into the context and cuBLAS workspaces come on top and are not measured.
+HOST_RUNTIME_OVERHEAD = 64 * MIB
+GPU_RUNTIME_OVERHEAD = 527 * MIB
+HOST_OVERHEAD_HOW = "measured: peak RSS of a real llama-cpp-python run minus its buffers (bench/fit_vs_llamacpp.py)"
+GPU_OVERHEAD_HOW = "CUDA context per GPU, 527 MiB measured on an H200 (bench/cuda_context.py)"
 
 
 def _int_fact(facts: Facts, name: str, default: int) -> int:
@@ -752,22 +767,30 @@ def _derive_budget(facts: Facts) -> None:
         for name in ("derived.fits_vram", "derived.fits_ram", "derived.max_ctx_fit"):
             facts.unknown(name, reason, src)
     facts.set("derived.gpu_need_bytes", b.gpu, _src("budget", "weights + KV + compute on the GPU"), "bytes")
-    facts.set("derived.host_need_bytes", b.host, _src("budget", "weights + KV + compute in host memory"), "bytes")
+    facts.set("derived.host_need_bytes", b.host,
+              _src("budget", "weights + KV + compute + output buffer in host memory"), "bytes")
 
     vram_free = _vram_free(facts)
     vram_budget = None
     if vram_free is not None:
         count = _int_fact(facts, "host.gpu.count", 1)
-        vram_budget = max(0, vram_free - VRAM_MARGIN * count)
+        overhead = GPU_RUNTIME_OVERHEAD * count
+        vram_budget = max(0, vram_free - overhead)
+        facts.set("derived.gpu_overhead_bytes", overhead, _src("budget", f"{count} x {GPU_OVERHEAD_HOW}"), "bytes")
         facts.set("derived.vram_budget", vram_budget,
-                  _src("budget", f"free VRAM {vram_free / MIB:.0f} MiB - {count} x 1024 MiB margin (llama.cpp --fit)"),
-                  "bytes")
+                  _src("budget", f"free VRAM {vram_free / MIB:.0f} MiB - {count} x {GPU_RUNTIME_OVERHEAD / MIB:.0f} MiB"
+                                 " CUDA context"), "bytes")
     available = facts.value("host.ram.available")
     ram_budget = None
     if isinstance(available, int):
-        ram_budget = max(0, available - RAM_MARGIN)
+        ram_budget = max(0, available - HOST_RUNTIME_OVERHEAD)
+        facts.set("derived.host_overhead_bytes", HOST_RUNTIME_OVERHEAD, _src("budget", HOST_OVERHEAD_HOW), "bytes")
         facts.set("derived.ram_budget", ram_budget,
-                  _src("budget", f"available RAM {available / MIB:.0f} MiB - 512 MiB margin"), "bytes")
+                  _src("budget", f"available RAM {available / MIB:.0f} MiB - {HOST_RUNTIME_OVERHEAD / MIB:.0f} MiB "
+                                 "the engine's process needs beyond its buffers (measured)"), "bytes")
+    if complete:
+        facts.set("derived.host_peak_bytes", b.host + HOST_RUNTIME_OVERHEAD,
+                  _src("budget", "weights + KV + compute in host memory + the process's own overhead"), "bytes")
 
     phase, device = "none", "none"
     if vram_budget is not None and plan.gpu and b.gpu_layers > 0:
@@ -777,6 +800,8 @@ def _derive_budget(facts: Facts) -> None:
         if complete:
             facts.set("derived.fits_vram", fits, src)
             facts.set("derived.gpu_short_bytes", max(0, b.gpu - vram_budget), src, "bytes")
+            facts.set("derived.gpu_room_bytes", max(0, vram_budget - b.gpu),
+                      _src("budget", "free VRAM left after the CUDA context and the plan's buffers"), "bytes")
         if not fits:
             device = "gpu"
             phase = ("weights" if b.weights_gpu > vram_budget else
@@ -785,6 +810,8 @@ def _derive_budget(facts: Facts) -> None:
         fits_ram = b.host <= ram_budget
         facts.set("derived.fits_ram", fits_ram, src)
         facts.set("derived.host_short_bytes", max(0, b.host - ram_budget), src, "bytes")
+        facts.set("derived.host_room_bytes", max(0, ram_budget - b.host),
+                  _src("budget", "available RAM left after the process and the plan's buffers"), "bytes")
         if not fits_ram and device == "none":
             device = "host"
             phase = ("weights" if b.weights_host > ram_budget else

@@ -65,6 +65,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         " and/or checks (rule id, slug or class)")
     p.add_argument("--skip", action="append", default=[], type=_csv, metavar="X[,Y]",
                    help="skip these probes and/or checks")
+    p.add_argument("--ram", metavar="SIZE", help="what-if: plan for this much RAM (e.g. 16G) instead of this "
+                   "machine's; no trace")
+    p.add_argument("--vram", metavar="SIZE[,SIZE]", help="what-if: plan for GPUs with this much free VRAM each "
+                   "(e.g. 24G,24G) instead of this machine's; no trace")
     p.add_argument("--save", metavar="FILE", help="write the facts so `llm-doctor analyze FILE` can re-judge them")
     p.add_argument("--replay-machine", metavar="DIR", help=argparse.SUPPRESS)  # a recorded machine (tests, reports)
     add_output_options(p)
@@ -244,11 +248,14 @@ def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | 
 def run(args: argparse.Namespace) -> int:
     from doctor.evaluate import diagnose
     from doctor.rulebase import load_rulebase
+    from doctor.whatif import Budgets, apply_budgets, parse_size, parse_sizes
     from probes import registry
     from probes.base import ProbeContext, Roots
     from probes.gguf_header import GgufCorrupt, check_gguf
 
     started = time.perf_counter()
+    budgets = Budgets(parse_size(args.ram, "--ram") if args.ram else None,
+                      tuple(parse_sizes(args.vram, "--vram")) if args.vram else None)
     only_probes, only_rules = split_selectors(_flat(args.only), registry.NAMES)
     skip_probes, skip_rules = split_selectors(_flat(args.skip), registry.NAMES)
     if "bench" in only_probes:
@@ -290,11 +297,11 @@ def run(args: argparse.Namespace) -> int:
     except GgufCorrupt as exc:
         header_error = str(exc)  # the gguf probe reports it as model.corrupt
     side.shutdown(wait=False)
-    facts = machine_job.result()
+    facts = apply_budgets(machine_job.result(), budgets)
     plan = make_plan(args, engine, header, facts)
     want_trace = not args.no_trace and (not only_probes or "trace" in only_probes) and "trace" not in skip_probes
-    if want_trace and args.replay_machine:
-        want_trace = False  # a recorded machine has no engine to run here
+    if want_trace and (args.replay_machine or budgets.any):
+        want_trace = False  # a recorded machine or a stated budget has no engine to run here
     trace_result: dict[str, Any] = {}
     thread = None
     blocked = _trace_blocked(plan, facts, header_error) if want_trace else None
