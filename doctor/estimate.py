@@ -633,15 +633,17 @@ def _derive_run_summaries(facts: Facts) -> None:
 # What the engine's process holds on top of the buffers llama.cpp prints (weights, KV, compute,
 # output), measured rather than guessed:
 # - host: the process itself - interpreter and libraries resident, the vocabulary, graph metadata,
-#   thread stacks. bench/fit_vs_llamacpp.py loads SmolLM2 through llama-cpp-python 0.3.36 at 36
-#   settings, fills the cache, and reads the process's peak resident memory (VmHWM); this is that
-#   peak minus the printed buffers at the reference setting (n_ctx 8192, f16, where the whole compute
-#   buffer is touched). A native llama.cpp process has no interpreter and needs somewhat less.
+#   the heap around the buffers. bench/fit_vs_llamacpp.py loads SmolLM2 through llama-cpp-python
+#   0.3.36 at 36 settings (n_ctx 64..8192, f16/q8_0/f32 KV, 1 or 4 sequences), runs the worst-case
+#   batch, makes every page the engine allocated resident, and reads the process's peak resident
+#   memory (VmHWM): it is the printed buffers + 106-109 MiB at every setting (108 MiB at the
+#   reference setting, n_ctx 2048 f16; 40 MiB of it is the interpreter with llama_cpp imported).
+#   A native llama.cpp process has no interpreter and needs somewhat less.
 # - GPU: one CUDA context per device, measured with bench/cuda_context.py (nvidia-smi before and
 #   while a bare driver context is held): 527 MiB on an NVIDIA H200 (driver 580.159.04, CUDA 13.0),
 #   lazy or eager module loading alike; a torch context took 621 MiB. Smaller GPUs need less; the
 #   kernels ggml-cuda loads into the context and cuBLAS workspaces come on top and are not measured.
-HOST_RUNTIME_OVERHEAD = 64 * MIB
+HOST_RUNTIME_OVERHEAD = 108 * MIB
 GPU_RUNTIME_OVERHEAD = 527 * MIB
 HOST_OVERHEAD_HOW = "measured: peak RSS of a real llama-cpp-python run minus its buffers (bench/fit_vs_llamacpp.py)"
 GPU_OVERHEAD_HOW = "CUDA context per GPU, 527 MiB measured on an H200 (bench/cuda_context.py)"
