@@ -26,6 +26,13 @@ def render_markdown(report: Report) -> str:
         meta.append("input: " + ", ".join(inert(i, 80) for i in report.facts.inputs))
     out.append(" · ".join(meta))
     out.append("")
+    if report.command == "scan":
+        from doctor.render.text import memory_line
+
+        memory = memory_line(report)
+        if memory:
+            out.append(f"**Memory:** {inert(memory)}")
+            out.append("")
     if report.assessment:
         a = report.assessment
         out.append(f"**Likely root cause:** {inert(a.title)} (`{a.cls}`, {a.severity}, confidence {a.confidence})")

@@ -109,7 +109,7 @@ def _scan_summary(report: Report, verbose: bool) -> list[str]:
             f"prompt {v('config.prompt_tokens', '?')} + {v('config.max_new_tokens', '?')} new tokens"]
     lines = [inert(f"  machine: {', '.join(machine)}"), inert(f"  model:   {', '.join(model)}"),
              inert(f"  plan:    {', '.join(plan)}" + ("" if verbose else "  (-v: why each)"))]
-    memory = _memory_line(report)
+    memory = memory_line(report)
     if memory:
         lines.append(inert(f"  memory:  {memory}"))
     if verbose:
@@ -118,7 +118,7 @@ def _scan_summary(report: Report, verbose: bool) -> list[str]:
     return lines
 
 
-def _memory_line(report: Report) -> str:
+def memory_line(report: Report) -> str:
     """The fit verdict in one line: what the plan needs against each budget, and the room left."""
     v = report.facts.value
     parts = []

@@ -88,3 +88,10 @@ def test_the_text_view_says_the_verdict_and_the_room(capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     memory = next(line for line in out.splitlines() if line.startswith("  memory:"))
     assert "RAM fits:" in memory and "left" in memory and "largest context" in memory
+
+
+def test_the_markdown_view_says_it_too(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    main(["scan", "--no-trace", "--format", "markdown", "--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32",
+          "--ram", "640M"])
+    out = capsys.readouterr().out
+    assert "**Memory:** RAM does not fit: needs " in out and "short by" in out
