@@ -23,7 +23,7 @@ from typing import Any
 
 from doctor.commands.output import add_output_options, show_report
 from doctor.errors import EngineError, UsageError
-from doctor.estimate import KV_TYPES
+from doctor.estimate import KV_TYPES, context_params
 from doctor.facts import Facts, Source
 
 HELP = "check this machine, a model and planned settings before deployment"
@@ -124,7 +124,7 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     else:
         n_ctx, why = DEFAULT_CTX_CAP, f"default: {DEFAULT_CTX_CAP} (training context unknown)"
     plan.put("config.n_ctx_requested", n_ctx, why)
-    plan.put("config.n_ctx", (n_ctx + 255) // 256 * 256, why + ", padded to 256 as llama.cpp does")
+    ctx_why = why
     gpus = probes.value("host.gpu.count")
     if args.n_gpu_layers is not None:
         plan.put("config.n_gpu_layers", args.n_gpu_layers, "--n-gpu-layers")
@@ -146,6 +146,10 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     if parallel <= 0:
         raise UsageError(f"--parallel must be positive (got {parallel})")
     plan.put("config.n_parallel", parallel, "--parallel" if args.parallel is not None else "default: 1 sequence")
+    cells = context_params(n_ctx, parallel).n_ctx
+    plan.put("config.n_ctx", cells, ctx_why + (", padded to 256 as llama.cpp does" if parallel == 1 else
+                                               f", padded to 256 per sequence as llama.cpp does ({parallel} x "
+                                               f"{cells // parallel})"))
     type_k = args.type_k or "f16"
     type_v = args.type_v or "f16"
     plan.put("config.type_k", type_k, "--type-k" if args.type_k else "default: f16 (llama.cpp's)")

@@ -110,3 +110,13 @@ def test_the_console_script_and_text_view() -> None:
     assert lines[0].startswith("llm-doctor") and " · scan · " in lines[0]
     assert lines[1].startswith("  machine: ") and lines[3].startswith("  plan:    n_ctx 4096")
     assert "\x1b" not in proc.stdout
+
+
+def test_the_planned_context_is_padded_per_sequence(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    """--ctx-size 300 --parallel 4: llama.cpp pads 300 to 512, gives each of 4 streams pad256(128) = 256 cells,
+    so the context is 1024 cells; the batch is clamped to the 300 asked for."""
+    _, report, _ = scan(["--no-trace", "--ctx-size", "300", "--parallel", "4"], capsys)
+    facts = facts_of(report)
+    assert facts["config.n_ctx_requested"] == 300 and facts["config.n_ctx"] == 1024
+    assert facts["derived.kv_cells"] == 1024 and facts["derived.n_ctx_seq"] == 256
+    assert facts["derived.kv_bytes"] == 1024 * 23040
