@@ -35,6 +35,8 @@ DEFAULT_ALIGNMENT = 32
 ARRAY_VALUES_KEPT = 4096  # numeric arrays up to this length keep their values (per-layer head counts)
 STRING_VALUES_KEPT = 64  # string arrays up to this length keep their values (tags, languages, ...)
 STRING_KEPT_BYTES = 1 << 16  # a kept string is cut here (a chat template is a few KiB)
+KEPT_BYTES_TOTAL = 8 << 20  # all kept strings together; past it each is cut to SHORT_KEPT_BYTES (a
+SHORT_KEPT_BYTES = 256  # sparse file could otherwise hold 65536 keys of 64 x 64 KiB strings)
 # Counts no real model comes near (the largest vocabularies hold ~262k tokens; files hold tens of
 # keys and at most tens of thousands of tensors). The file-size checks alone let a lying count walk
 # a large zero-filled region (a preallocated download) one 8-byte entry at a time, for minutes.
@@ -150,6 +152,7 @@ class _Walker:
         self.pos = 0
         self.bo = "<"
         self.items = 0  # strings and sub-arrays walked inside arrays so far
+        self.kept = 0  # bytes of string values kept so far
 
     # -- primitives ---------------------------------------------------------------------------
     def need(self, n: int, what: str) -> None:
@@ -177,7 +180,13 @@ class _Walker:
         self.pos += length
         if not keep:
             return ""
-        return bytes(self.buf[start:start + min(length, STRING_KEPT_BYTES)]).decode("utf-8", errors="replace")
+        return self.keep_text(start, length)
+
+    def keep_text(self, start: int, length: int) -> str:
+        cap = STRING_KEPT_BYTES if self.kept < KEPT_BYTES_TOTAL else SHORT_KEPT_BYTES
+        n = min(length, cap)
+        self.kept += n
+        return bytes(self.buf[start:start + n]).decode("utf-8", errors="replace")
 
     def strings(self, key: str, count: int, keep: bool) -> list[Scalar] | None:
         """Step over `count` strings (the tokenizer's ~50k-250k entries: one tight loop, no
@@ -195,7 +204,7 @@ class _Walker:
                 self.pos = pos
                 self.need(length, f"{key!r}[{j}] ({length} bytes)")
             if kept is not None:
-                kept.append(bytes(buf[pos:pos + min(length, STRING_KEPT_BYTES)]).decode("utf-8", errors="replace"))
+                kept.append(self.keep_text(pos, length))
             pos += length
         self.pos = pos
         return kept

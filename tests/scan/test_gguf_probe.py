@@ -165,3 +165,26 @@ def test_per_layer_kv_heads(tmp_path: Path) -> None:
     facts = collect_model(str(path))
     assert facts.value("model.n_head_kv_per_layer") == [2, 0, 2, 1]
     assert facts.value("model.n_head_kv") == 2 and facts.value("model.head_dim_k") == 64
+
+
+def test_kept_metadata_strings_are_bounded_in_all(tmp_path: Path) -> None:
+    """A (sparse) file of many 64 KiB string values: past 8 MiB kept, each value is cut short, so a
+    header of 65536 such keys cannot make the walk hold gigabytes."""
+    import struct
+
+    from probes import gguf_header as gh
+
+    path = tmp_path / "strings.gguf"
+    n, length = 300, 1 << 16
+    with open(path, "wb") as f:
+        f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, n))
+        for i in range(n):
+            key = f"general.k{i:04d}".encode()
+            f.write(struct.pack("<Q", len(key)) + key + struct.pack("<IQ", 8, length))
+            f.seek(length, 1)  # the value: a hole of zero bytes
+        f.write(b"\0" * 64)
+    head = check_gguf(path)
+    texts = [v for v in head.scalars.values() if isinstance(v, str)]
+    assert len(texts) == n
+    assert sum(len(t) for t in texts) <= gh.KEPT_BYTES_TOTAL + gh.STRING_KEPT_BYTES + n * gh.SHORT_KEPT_BYTES
+    assert len(texts[0]) == length and len(texts[-1]) == gh.SHORT_KEPT_BYTES
