@@ -6,12 +6,16 @@ reference measured in the same run, as one table.
   analyze peak memory                  -                                         <= 100 MB
   analyze latency (200-line paste)     python -c pass                            <= 0.3 s, whole process
   --help / scan --no-trace start-up    python -c pass                            <= 0.3 s / <= 1.5 s
+  estimate path (--only gguf,memory)   python -c pass                            <= 0.15 s
+  first scan, GGUF cache off           -                                         <= 1.5 s, <= 100 MB
   watch tracing overhead               bare llama-cpp-python, same settings      >= 0.98x decode tokens/s
   trace fidelity                       llama.cpp perf counters, same run         within 5%
   KV / weights / compute estimates     llama.cpp buffer lines, same run          exact / 2% / 10%
+  fit: KV, compute, RAM verdicts       real loads (cache filled), same run       exact / 2% / all equal
 
 One script per measure (bench/analyze_throughput.py, analyze_latency.py, startup.py,
-watch_overhead.py with trace_fidelity.py, estimate_vs_llamacpp.py); each also runs alone. Timed
+watch_overhead.py with trace_fidelity.py, estimate_vs_llamacpp.py, fit_vs_llamacpp.py); each also
+runs alone. Timed
 commands run as whole processes the way a user runs them, alternating with their reference, and
 the medians are compared. The table is printed and written to bench/results/bench.json and
 bench.md, and the README's Performance section to bench/results/README-performance.md.
@@ -33,7 +37,7 @@ if str(ROOT) not in sys.path:
 
 from bench.common import RESULTS, Row, machine, markdown_table, text_table  # noqa: E402
 
-MEASURES = ("startup", "latency", "estimates", "watch", "throughput")
+MEASURES = ("startup", "latency", "estimates", "fit", "watch", "throughput")
 
 
 def _say(text: str) -> None:
@@ -49,7 +53,7 @@ def run_measures(names: list[str], quick: bool, size_mb: int | None, rounds: int
         if name == "startup":
             from bench.startup import measure as startup
 
-            rows += startup(rounds=3 if quick else 7, cold=1 if quick else 2)
+            rows += startup(rounds=3 if quick else 7, cold=1 if quick else 3)
         elif name == "latency":
             from bench.analyze_latency import measure as latency
 
@@ -60,6 +64,14 @@ def run_measures(names: list[str], quick: bool, size_mb: int | None, rounds: int
 
             summary, table = estimates(live=True)
             TABLE.write_text(table, encoding="utf-8")
+            rows += summary
+        elif name == "fit":
+            from bench.fit_vs_llamacpp import RESULTS as FIT_DIR
+            from bench.fit_vs_llamacpp import measure as fit
+
+            summary, table, data = fit()
+            (FIT_DIR / "fit_vs_llamacpp.md").write_text(table, encoding="utf-8")
+            (FIT_DIR / "fit_vs_llamacpp.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
             rows += summary
         elif name == "watch":
             from bench.trace_fidelity import fidelity_rows

@@ -15,6 +15,8 @@ from doctor import __version__
 from doctor.errors import DoctorError
 
 COMMAND_MODULES = ("analyze", "scan", "watch", "rules")
+MODULE_OF = {"analyze": "analyze", "scan": "scan", "watch": "watch", "rules": "rules", "explain": "rules",
+             "facts": "rules"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,7 +24,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"llm-doctor: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given the arguments, only the named command's module is imported (each
+    pulls in its own part of the tool: the scan's estimate path should not pay for analyze or watch)."""
     parser = _Parser(
         prog="llm-doctor",
         description="Diagnoses LLM inference: slow prefill, stalled decode, out-of-memory, context overflow "
@@ -33,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 parser_class=_Parser)
     import importlib
 
-    for name in COMMAND_MODULES:
+    command = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
+    for name in (MODULE_OF[command],) if command in MODULE_OF else COMMAND_MODULES:
         try:
             module = importlib.import_module(f"doctor.commands.{name}")
         except ModuleNotFoundError as exc:
@@ -45,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)

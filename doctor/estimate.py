@@ -1,11 +1,13 @@
 """Memory and timing math: derived facts computed from the facts the sources gave.
 
 KV cache bytes follow llama.cpp's allocation exactly (src/llama-context.cpp, src/llama-kv-cache.cpp):
-n_ctx is padded to a multiple of 256; without a unified KV each of n_seq_max streams gets
+n_batch is clamped to the n_ctx asked for and n_ubatch to n_batch, and only then is n_ctx padded to a
+multiple of 256 (context_params); without a unified KV each of n_seq_max streams gets
 n_ctx_seq = pad256(n_ctx / n_seq_max) cells; each layer holds one K tensor of n_embd_k_gqa x cells
 x streams elements and one V tensor likewise, sized by ggml_nbytes (elements x type_size / block).
-Sliding-window layers get pad256(min(n_ctx_seq, n_swa + n_ubatch)) cells unless swa_full
-(src/llama-kv-cache-iswa.cpp).
+Sliding-window layers get pad256(min(n_ctx_seq, n_swa x (n_seq if unified else 1) + n_ubatch)) cells
+(the clamped n_ubatch) unless swa_full (src/llama-kv-cache-iswa.cpp); a window larger than the
+context gets the context.
 
 Weights are placed the way src/llama-model.cpp places them: the input layer (token embedding)
 always stays on the CPU; of the n_layer repeating layers plus the output layer (index n_layer),
@@ -13,9 +15,10 @@ the last n_gpu_layers go to the GPU (i_gpu_start = n_layer + 1 - n_gpu_layers; n
 A model without output.weight reuses token_embd as the output, duplicated onto the output's device.
 
 The compute buffer is what ggml's graph allocator reserves for the worst-case ubatch
-(llama_context::sched_reserve: a prompt graph of min(n_ubatch, n_ctx) tokens, all of them
-outputs). There is no closed form in llama.cpp; the model below has the two peaks the allocator
-sees, fitted on SmolLM2-135M's printed `CPU compute buffer size` over 31 recorded settings
+(llama_context::sched_reserve: a prompt graph of min(n_ctx, n_ubatch) tokens - the clamped
+n_ubatch, so a context of 128 reserves for 128 tokens over 256 cells -, all of them outputs).
+There is no closed form in llama.cpp; the model below has the two peaks the allocator sees,
+fitted on SmolLM2-135M's printed `CPU compute buffer size` over 31 recorded settings
 (fixtures/logs/llama-cpp-python/buffers/, within 5% of every one):
   logits peak:    n_tok x (n_vocab x 4 + 3 x n_embd x 4)          (f32 logits of every token)
   attention peak: n_tok x n_kv x (n_head x 4 + 4)                  (f32 KQ and its mask; no flash attention)
@@ -92,12 +95,41 @@ def type_bytes(type_name: str, n_elements: int, row: int | None = None) -> int:
     return n_elements // block * size
 
 
+@dataclass(frozen=True, slots=True)
+class ContextParams:
+    """The sizes llama_context derives from what was asked (src/llama-context.cpp, constructor)."""
+
+    n_ctx: int  # cells in all: padded to 256, then n_ctx_seq x streams when not unified
+    n_ctx_seq: int  # cells per stream
+    streams: int
+    n_batch: int  # clamped to the n_ctx asked for (causal attention), before n_ctx is padded
+    n_ubatch: int  # clamped to n_batch
+
+    @property
+    def n_tokens_reserve(self) -> int:
+        """Tokens of the worst-case graph sched_reserve builds: min(n_ctx, n_ubatch)."""
+        return max(1, min(self.n_ctx, self.n_ubatch))
+
+
+def context_params(n_ctx: int, n_seq: int = 1, unified: bool = False, n_batch: int = 512,
+                   n_ubatch: int = 512) -> ContextParams:
+    """llama.cpp's order: n_batch = min(n_ctx, n_batch) and n_ubatch = min(n_batch, n_ubatch) on the
+    n_ctx that was asked for; then n_ctx = pad256(n_ctx); without a unified KV each of n_seq
+    streams gets n_ctx_seq = pad256(n_ctx / n_seq) cells and n_ctx becomes n_ctx_seq x n_seq."""
+    asked = max(n_ctx, 1)
+    batch = max(1, min(asked, n_batch if n_batch > 0 else asked))
+    ubatch = max(1, min(batch, n_ubatch if n_ubatch > 0 else batch))
+    padded = pad(asked)
+    if unified or n_seq <= 1:
+        return ContextParams(padded, padded, 1, batch, ubatch)
+    seq = pad(padded // n_seq)
+    return ContextParams(seq * n_seq, seq, n_seq, batch, ubatch)
+
+
 def kv_cells(n_ctx: int, n_seq: int = 1, unified: bool = False) -> tuple[int, int]:
     """(cells per stream, streams) as llama.cpp allocates them."""
-    n_ctx = pad(max(n_ctx, 1))
-    if unified or n_seq <= 1:
-        return n_ctx, 1
-    return pad(n_ctx // n_seq), n_seq
+    cp = context_params(n_ctx, n_seq, unified)
+    return cp.n_ctx_seq, cp.streams
 
 
 def swa_cells(cells: int, n_swa: int, n_seq: int = 1, unified: bool = False, n_ubatch: int = 512,
@@ -109,9 +141,12 @@ def swa_cells(cells: int, n_swa: int, n_seq: int = 1, unified: bool = False, n_u
 
 
 def kv_layer_bytes(shape: KvShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16", n_seq: int = 1,
-                   unified: bool = False, *, swa_full: bool = True, n_ubatch: int = 512) -> list[int]:
-    """KV bytes of each layer (0 for a layer without KV)."""
-    cells, streams = kv_cells(n_ctx, n_seq, unified)
+                   unified: bool = False, *, swa_full: bool = True, n_ubatch: int = 512,
+                   n_batch: int | None = None) -> list[int]:
+    """KV bytes of each layer (0 for a layer without KV). `n_ctx` as asked: the sliding-window
+    cache is sized with n_ubatch after llama.cpp clamps it to that n_ctx."""
+    cp = context_params(n_ctx, n_seq, unified, n_batch if n_batch is not None else n_ubatch, n_ubatch)
+    cells, streams, n_ubatch = cp.n_ctx_seq, cp.streams, cp.n_ubatch
     out = []
     for layer, heads in enumerate(shape.n_head_kv):
         if heads <= 0:
@@ -124,8 +159,10 @@ def kv_layer_bytes(shape: KvShape, n_ctx: int, type_k: str = "f16", type_v: str 
 
 
 def kv_bytes(shape: KvShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16",
-             n_seq: int = 1, unified: bool = False, *, swa_full: bool = True, n_ubatch: int = 512) -> int:
-    return sum(kv_layer_bytes(shape, n_ctx, type_k, type_v, n_seq, unified, swa_full=swa_full, n_ubatch=n_ubatch))
+             n_seq: int = 1, unified: bool = False, *, swa_full: bool = True, n_ubatch: int = 512,
+             n_batch: int | None = None) -> int:
+    return sum(kv_layer_bytes(shape, n_ctx, type_k, type_v, n_seq, unified, swa_full=swa_full, n_ubatch=n_ubatch,
+                              n_batch=n_batch))
 
 
 def kv_bytes_per_token(shape: KvShape, type_k: str = "f16", type_v: str = "f16") -> float:
@@ -196,7 +233,8 @@ class ComputeShape:
 
 def compute_peaks(shape: ComputeShape, n_ctx_seq_cells: int, n_ubatch: int, n_batch: int, n_ctx: int,
                   flash_attn: bool) -> tuple[int, int]:
-    """(logits peak, attention peak) in bytes for the worst-case ubatch (see the module docstring)."""
+    """(logits peak, attention peak) in bytes for the worst-case ubatch (see the module docstring).
+    `n_ctx` is the context asked for: llama.cpp clamps the batch to it before padding it."""
     n_tok = max(1, min(n_ubatch, n_batch, n_ctx))
     logits = n_tok * (shape.n_vocab * 4 + 3 * shape.n_embd * 4)
     if flash_attn:
@@ -222,6 +260,7 @@ class Budget:
     compute_gpu: int
     compute_host: int
     gpu_layers: int
+    output_host: int = 0  # llama_context's output buffer: n_seq_max rows of f32 logits, in host memory
 
     @property
     def gpu(self) -> int:
@@ -229,7 +268,7 @@ class Budget:
 
     @property
     def host(self) -> int:
-        return self.weights_host + self.kv_host + self.compute_host
+        return self.weights_host + self.kv_host + self.compute_host + self.output_host
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +302,7 @@ def budget(plan: Plan) -> Budget:
     kv_gpu = kv_host = 0
     if plan.kv is not None:
         per_layer = kv_layer_bytes(plan.kv, plan.n_ctx, plan.type_k, plan.type_v, plan.n_seq, plan.unified,
-                                   swa_full=plan.swa_full, n_ubatch=plan.n_ubatch)
+                                   swa_full=plan.swa_full, n_ubatch=plan.n_ubatch, n_batch=plan.n_batch)
         for layer, size in enumerate(per_layer):
             if plan.offload_kqv and place.gpu_layers and layer >= place.first_gpu_layer:
                 kv_gpu += size
@@ -271,16 +310,17 @@ def budget(plan: Plan) -> Budget:
                 kv_host += size
     comp_gpu = comp_host = 0
     if plan.compute is not None:
-        cells, _ = kv_cells(plan.n_ctx, plan.n_seq, plan.unified)
-        logits, attention = compute_peaks(plan.compute, cells, plan.n_ubatch, plan.n_batch, pad(plan.n_ctx),
+        cp = context_params(plan.n_ctx, plan.n_seq, plan.unified, plan.n_batch, plan.n_ubatch)
+        logits, attention = compute_peaks(plan.compute, cp.n_ctx_seq, cp.n_ubatch, cp.n_batch, cp.n_ctx,
                                           plan.flash_attn)
-        n_tok = max(1, min(plan.n_ubatch, plan.n_batch, pad(plan.n_ctx)))
+        n_tok = cp.n_tokens_reserve
         repeat_on_gpu = place.gpu_layers - (1 if place.output_on_gpu else 0) > 0
         repeat_on_host = place.first_gpu_layer > 0
         comp_gpu = max(logits if place.output_on_gpu else 0, attention if repeat_on_gpu else 0)
         comp_host = max(0 if place.output_on_gpu else logits, attention if repeat_on_host else 0,
                         n_tok * plan.compute.n_embd * 4)  # the input embeddings are always built on the host
-    return Budget(place.gpu_bytes, place.host_bytes, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers)
+    output = plan.n_seq * plan.compute.n_vocab * 4 if plan.compute is not None else 0
+    return Budget(place.gpu_bytes, place.host_bytes, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers, output)
 
 
 def max_gpu_layers(plan: Plan, vram_budget: int) -> int:
@@ -420,15 +460,16 @@ def _derive_kv(facts: Facts) -> None:
     facts.set("derived.kv_bytes_per_token", round(per_token), _src("kv", formula), "bytes")
     f16_factor = kv_bytes_per_token(shape, type_k, type_v) / kv_bytes_per_token(shape, "f16", "f16")
     facts.set("derived.kv_type_factor", round(f16_factor, 4), _src("kv", "bytes per token vs f16"))
-    n_ctx = facts.value("config.n_ctx")
-    if not isinstance(n_ctx, int) or n_ctx <= 0:
+    n_ctx = asked_ctx(facts)
+    if n_ctx is None:
         return
     n_seq = facts.value("config.n_parallel", 1)
     n_seq = n_seq if isinstance(n_seq, int) and n_seq > 0 else 1
     unified = bool(facts.value("config.kv_unified", False))
-    cells, streams = kv_cells(n_ctx, n_seq, unified)
+    n_batch = _int_fact(facts, "config.n_batch", 512)
+    cp = context_params(n_ctx, n_seq, unified, n_batch, _int_fact(facts, "config.n_ubatch", 512))
+    cells, streams, n_ubatch = cp.n_ctx_seq, cp.streams, cp.n_ubatch
     swa_full = _swa_full(facts)
-    n_ubatch = _int_fact(facts, "config.n_ubatch", 512)
     n_swa = facts.value("model.n_swa", 0)
     if isinstance(n_swa, int) and n_swa > 0 and not shape.swa and not swa_full:
         facts.unknown("derived.kv_bytes", "which layers use the sliding window is unknown, and SWA layers get a"
@@ -439,7 +480,7 @@ def _derive_kv(facts: Facts) -> None:
         how += (f"; {sum(shape.swa)} sliding-window layers x "
                 f"{swa_cells(cells, shape.n_swa, n_seq, unified, n_ubatch)} cells")
     facts.set("derived.kv_cells", cells * streams, _src("kv", how), "tokens")
-    opts = {"swa_full": swa_full, "n_ubatch": n_ubatch}
+    opts = {"swa_full": swa_full, "n_ubatch": n_ubatch, "n_batch": cp.n_batch}
     try:
         facts.set("derived.kv_bytes", kv_bytes(shape, n_ctx, type_k, type_v, n_seq, unified, **opts),
                   _src("kv", how), "bytes")
@@ -603,8 +644,25 @@ def _derive_run_summaries(facts: Facts) -> None:
 
 # -- memory budget and decode floor ----------------------------------------------------------
 
-VRAM_MARGIN = 1024 * MIB  # llama.cpp's own --fit target per device (common/common.h fit_params_target)
-RAM_MARGIN = 512 * MIB  # the OS, the engine's own allocations, the Python process
+# What the engine's process holds on top of the buffers llama.cpp prints (weights, KV, compute,
+# output), measured rather than guessed:
+# - host: the process itself - interpreter and libraries resident, the vocabulary, graph metadata,
+#   the heap around the buffers. bench/fit_vs_llamacpp.py loads SmolLM2 through llama-cpp-python
+#   0.3.36 at 36 settings (n_ctx 64..8192, f16/q8_0/f32 KV, 1 or 4 sequences), runs the worst-case
+#   batch, makes every page the engine allocated resident, and reads the process's peak resident
+#   memory (VmHWM): it is the printed buffers + 106 to 111 MiB at every setting; 108 MiB is the
+#   middle of that range (40 MiB of it is the interpreter with llama_cpp imported). With it the
+#   verdict equals the real run at 358 of 360 (setting, budget) pairs; the two others are 0.3 MiB
+#   and 0 MiB from the budget, and the verdict says "does not fit".
+#   A native llama.cpp process has no interpreter and needs somewhat less.
+# - GPU: one CUDA context per device, measured with bench/cuda_context.py (nvidia-smi before and
+#   while a bare driver context is held): 527 MiB on an NVIDIA H200 (driver 580.159.04, CUDA 13.0),
+#   lazy or eager module loading alike; a torch context took 621 MiB. Smaller GPUs need less; the
+#   kernels ggml-cuda loads into the context and cuBLAS workspaces come on top and are not measured.
+HOST_RUNTIME_OVERHEAD = 108 * MIB
+GPU_RUNTIME_OVERHEAD = 527 * MIB
+HOST_OVERHEAD_HOW = "measured: peak RSS of a real llama-cpp-python run minus its buffers (bench/fit_vs_llamacpp.py)"
+GPU_OVERHEAD_HOW = "CUDA context per GPU, 527 MiB measured on an H200 (bench/cuda_context.py)"
 
 
 def _int_fact(facts: Facts, name: str, default: int) -> int:
@@ -663,10 +721,21 @@ def _vram_free(facts: Facts) -> int | None:
     return sum(free)  # llama.cpp splits layers over GPUs in proportion to their free memory
 
 
+def asked_ctx(facts: Facts) -> int | None:
+    """The context as asked (llama.cpp clamps the batch to it before padding): config.n_ctx_requested
+    where a source knows it, else config.n_ctx (an engine log prints the padded value, and the batch
+    it prints is already clamped)."""
+    for name in ("config.n_ctx_requested", "config.n_ctx"):
+        value = facts.value(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 def plan_from_facts(facts: Facts) -> Plan | None:
     layout = layout_from_facts(facts)
-    n_ctx = facts.value("config.n_ctx")
-    if layout is None or not isinstance(n_ctx, int) or n_ctx <= 0:
+    n_ctx = asked_ctx(facts)
+    if layout is None or n_ctx is None:
         return None
     arch = str(facts.value("model.arch", "")).lower()
     kv = None if arch in KV_UNMODELLED else shape_from_facts(facts)
@@ -704,7 +773,8 @@ def _derive_budget(facts: Facts) -> None:
         facts.set("derived.kv_gpu_bytes", b.kv_gpu, src, "bytes")
         facts.set("derived.kv_host_bytes", b.kv_host, src, "bytes")
     if plan.compute is not None:
-        how = _src("budget", f"worst-case ubatch of {min(plan.n_ubatch, pad(plan.n_ctx))} tokens; {settings}")
+        cp = context_params(plan.n_ctx, plan.n_seq, plan.unified, plan.n_batch, plan.n_ubatch)
+        how = _src("budget", f"worst-case ubatch of {cp.n_tokens_reserve} tokens; {settings}")
         facts.set("derived.compute_bytes", b.compute_gpu + b.compute_host, how, "bytes")
         facts.set("derived.compute_gpu_bytes", b.compute_gpu, how, "bytes")
         facts.set("derived.compute_host_bytes", b.compute_host, how, "bytes")
@@ -715,22 +785,30 @@ def _derive_budget(facts: Facts) -> None:
         for name in ("derived.fits_vram", "derived.fits_ram", "derived.max_ctx_fit"):
             facts.unknown(name, reason, src)
     facts.set("derived.gpu_need_bytes", b.gpu, _src("budget", "weights + KV + compute on the GPU"), "bytes")
-    facts.set("derived.host_need_bytes", b.host, _src("budget", "weights + KV + compute in host memory"), "bytes")
+    facts.set("derived.host_need_bytes", b.host,
+              _src("budget", "weights + KV + compute + output buffer in host memory"), "bytes")
 
     vram_free = _vram_free(facts)
     vram_budget = None
     if vram_free is not None:
         count = _int_fact(facts, "host.gpu.count", 1)
-        vram_budget = max(0, vram_free - VRAM_MARGIN * count)
+        overhead = GPU_RUNTIME_OVERHEAD * count
+        vram_budget = max(0, vram_free - overhead)
+        facts.set("derived.gpu_overhead_bytes", overhead, _src("budget", f"{count} x {GPU_OVERHEAD_HOW}"), "bytes")
         facts.set("derived.vram_budget", vram_budget,
-                  _src("budget", f"free VRAM {vram_free / MIB:.0f} MiB - {count} x 1024 MiB margin (llama.cpp --fit)"),
-                  "bytes")
+                  _src("budget", f"free VRAM {vram_free / MIB:.0f} MiB - {count} x {GPU_RUNTIME_OVERHEAD / MIB:.0f} MiB"
+                                 " CUDA context"), "bytes")
     available = facts.value("host.ram.available")
     ram_budget = None
     if isinstance(available, int):
-        ram_budget = max(0, available - RAM_MARGIN)
+        ram_budget = max(0, available - HOST_RUNTIME_OVERHEAD)
+        facts.set("derived.host_overhead_bytes", HOST_RUNTIME_OVERHEAD, _src("budget", HOST_OVERHEAD_HOW), "bytes")
         facts.set("derived.ram_budget", ram_budget,
-                  _src("budget", f"available RAM {available / MIB:.0f} MiB - 512 MiB margin"), "bytes")
+                  _src("budget", f"available RAM {available / MIB:.0f} MiB - {HOST_RUNTIME_OVERHEAD / MIB:.0f} MiB "
+                                 "the engine's process needs beyond its buffers (measured)"), "bytes")
+    if complete:
+        facts.set("derived.host_peak_bytes", b.host + HOST_RUNTIME_OVERHEAD,
+                  _src("budget", "weights + KV + compute in host memory + the process's own overhead"), "bytes")
 
     phase, device = "none", "none"
     if vram_budget is not None and plan.gpu and b.gpu_layers > 0:
@@ -740,6 +818,8 @@ def _derive_budget(facts: Facts) -> None:
         if complete:
             facts.set("derived.fits_vram", fits, src)
             facts.set("derived.gpu_short_bytes", max(0, b.gpu - vram_budget), src, "bytes")
+            facts.set("derived.gpu_room_bytes", max(0, vram_budget - b.gpu),
+                      _src("budget", "free VRAM left after the CUDA context and the plan's buffers"), "bytes")
         if not fits:
             device = "gpu"
             phase = ("weights" if b.weights_gpu > vram_budget else
@@ -748,6 +828,8 @@ def _derive_budget(facts: Facts) -> None:
         fits_ram = b.host <= ram_budget
         facts.set("derived.fits_ram", fits_ram, src)
         facts.set("derived.host_short_bytes", max(0, b.host - ram_budget), src, "bytes")
+        facts.set("derived.host_room_bytes", max(0, ram_budget - b.host),
+                  _src("budget", "available RAM left after the process and the plan's buffers"), "bytes")
         if not fits_ram and device == "none":
             device = "host"
             phase = ("weights" if b.weights_host > ram_budget else

@@ -1,12 +1,20 @@
-"""A cheap structural check of a GGUF file, before the `gguf` package reads it.
+"""The GGUF reader of record: a bounded walk of the header that checks every count and keeps
+what the scan needs.
 
-`gguf.GGUFReader` maps the whole file and builds numpy arrays for every metadata array and tensor;
-a truncated or lying header (a string length of 2**60, a tensor past the end of the file) makes it
-allocate absurd arrays or fail deep inside numpy. This walk reads the header with `struct` only and
-checks every count and length against the file size: magic, version, tensor and key/value counts,
-string and array lengths, tensor dimensions and types, and that each tensor's data lies inside the
-file. It keeps the scalar metadata it passes (the planner needs the training context before the
-full read) and the tensor table. Type tables come from the `gguf` package.
+It reads the header with `struct` only and checks every count and length against the file size:
+magic, version, tensor and key/value counts, string and array lengths, tensor dimensions and
+types, and that each tensor's data lies inside the file. It keeps the scalar metadata, the values
+of short arrays (per-layer head counts, sliding-window patterns, tags) and the tensor table; the
+long arrays (the tokenizer's tokens, scores and merges) are stepped over and only counted.
+
+Why this and not `gguf.GGUFReader`: the reader builds numpy objects for every tokenizer entry
+before any metadata can be read (about 2.5 s and 100 MB for SmolLM2's 49k tokens and 48k merges),
+and a lying header makes it allocate absurd arrays or fail deep inside numpy. The walk steps over
+the same entries in tens of milliseconds, and the scan needs none of them. tests/scan/
+test_gguf_probe.py checks the walk against `gguf.GGUFReader` (metadata, tensor names, types, sizes
+and offsets) on the default model and on the sparse models of fixtures/gguf, and the tensor type
+table below against `gguf.GGML_QUANT_SIZES`; a type this table does not know is looked up in the
+installed `gguf` package (imported only then).
 
 Pure apart from reading the one file it is given.
 """
@@ -25,6 +33,10 @@ MAX_DIMS = 4
 MAX_NESTING = 3
 DEFAULT_ALIGNMENT = 32
 ARRAY_VALUES_KEPT = 4096  # numeric arrays up to this length keep their values (per-layer head counts)
+STRING_VALUES_KEPT = 64  # string arrays up to this length keep their values (tags, languages, ...)
+STRING_KEPT_BYTES = 1 << 16  # a kept string is cut here (a chat template is a few KiB)
+KEPT_BYTES_TOTAL = 8 << 20  # all kept strings together; past it each is cut to SHORT_KEPT_BYTES (a
+SHORT_KEPT_BYTES = 256  # sparse file could otherwise hold 65536 keys of 64 x 64 KiB strings)
 # Counts no real model comes near (the largest vocabularies hold ~262k tokens; files hold tens of
 # keys and at most tens of thousands of tensors). The file-size checks alone let a lying count walk
 # a large zero-filled region (a preallocated download) one 8-byte entry at a time, for minutes.
@@ -40,6 +52,35 @@ _SCALAR_FORMATS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?
 _STRING, _ARRAY = 8, 9
 
 Scalar = int | float | bool | str
+
+# ggml tensor types: id -> (name, elements per block, bytes per block), as gguf.GGML_QUANT_SIZES
+# and gguf.GGMLQuantizationType give them (tests check every entry against the installed package).
+GGML_TYPES: dict[int, tuple[str, int, int]] = {
+    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 40), 10: ("Q2_K", 256, 84),
+    11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144), 13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210),
+    15: ("Q8_K", 256, 292), 16: ("IQ2_XXS", 256, 66), 17: ("IQ2_XS", 256, 74), 18: ("IQ3_XXS", 256, 98),
+    19: ("IQ1_S", 256, 50), 20: ("IQ4_NL", 32, 18), 21: ("IQ3_S", 256, 110), 22: ("IQ2_S", 256, 82),
+    23: ("IQ4_XS", 256, 136), 24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8),
+    28: ("F64", 1, 8), 29: ("IQ1_M", 256, 56), 30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54),
+    35: ("TQ2_0", 256, 66), 39: ("MXFP4", 32, 17), 40: ("NVFP4", 64, 36), 41: ("Q1_0", 128, 18),
+}
+
+
+def ggml_type(type_id: int) -> tuple[str, int, int] | None:
+    """(name, block, bytes per block) of a tensor type; types newer than the table come from the
+    installed gguf package; None if neither knows it."""
+    known = GGML_TYPES.get(type_id)
+    if known is not None:
+        return known
+    try:
+        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+        qtype = GGMLQuantizationType(type_id)
+        block, size = GGML_QUANT_SIZES[qtype]
+    except (ImportError, ValueError, KeyError):
+        return None
+    return qtype.name, block, size
 
 
 class GgufCorrupt(Exception):
@@ -66,7 +107,9 @@ class GgufHeader:
     alignment: int
     data_offset: int
     scalars: dict[str, Scalar] = field(default_factory=dict)
-    arrays: dict[str, tuple[int, int, list[Scalar] | None]] = field(default_factory=dict)  # key: (type, count, values)
+    # key: (element type, count, values): values for numeric arrays up to ARRAY_VALUES_KEPT long and
+    # string arrays up to STRING_VALUES_KEPT long, else None (stepped over and counted)
+    arrays: dict[str, tuple[int, int, list[Scalar] | None]] = field(default_factory=dict)
     tensors: list[TensorEntry] = field(default_factory=list)
 
     @property
@@ -109,6 +152,7 @@ class _Walker:
         self.pos = 0
         self.bo = "<"
         self.items = 0  # strings and sub-arrays walked inside arrays so far
+        self.kept = 0  # bytes of string values kept so far
 
     # -- primitives ---------------------------------------------------------------------------
     def need(self, n: int, what: str) -> None:
@@ -136,7 +180,34 @@ class _Walker:
         self.pos += length
         if not keep:
             return ""
-        return bytes(self.buf[start:start + min(length, 1 << 16)]).decode("utf-8", errors="replace")
+        return self.keep_text(start, length)
+
+    def keep_text(self, start: int, length: int) -> str:
+        cap = STRING_KEPT_BYTES if self.kept < KEPT_BYTES_TOTAL else SHORT_KEPT_BYTES
+        n = min(length, cap)
+        self.kept += n
+        return bytes(self.buf[start:start + n]).decode("utf-8", errors="replace")
+
+    def strings(self, key: str, count: int, keep: bool) -> list[Scalar] | None:
+        """Step over `count` strings (the tokenizer's ~50k-250k entries: one tight loop, no
+        per-entry objects); their values only when `keep`."""
+        unpack = struct.Struct(self.bo + "Q").unpack_from
+        buf, size, pos = self.buf, self.size, self.pos
+        kept: list[Scalar] | None = [] if keep else None
+        for j in range(count):
+            if pos + 8 > size:
+                self.pos = pos
+                self.need(8, f"{key!r}[{j}] length")
+            (length,) = unpack(buf, pos)
+            pos += 8
+            if length > size - pos:
+                self.pos = pos
+                self.need(length, f"{key!r}[{j}] ({length} bytes)")
+            if kept is not None:
+                kept.append(self.keep_text(pos, length))
+            pos += length
+        self.pos = pos
+        return kept
 
     # -- structure ----------------------------------------------------------------------------
     def walk(self) -> GgufHeader:
@@ -208,8 +279,7 @@ class _Walker:
             elif elem_type == _STRING:
                 self.items += count
                 self.need(count * 8, f"array {key!r} of {count} strings")
-                for j in range(count):
-                    self.string(f"{key!r}[{j}]", keep=False)
+                values = self.strings(key, count, keep=depth == 0 and count <= STRING_VALUES_KEPT)
             elif elem_type == _ARRAY:
                 self.items += count
                 self.need(count * 12, f"array {key!r} of {count} arrays")
@@ -234,14 +304,11 @@ class _Walker:
 
     def sized(self, name: str, dims: tuple[int, ...], type_id: int, offset: int, data_offset: int,
               alignment: int) -> TensorEntry:
-        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
-        try:
-            qtype = GGMLQuantizationType(type_id)
-        except ValueError:
+        known = ggml_type(type_id)
+        if known is None:
             raise GgufCorrupt(f"tensor {name!r} has tensor type {type_id}, unknown to the installed gguf package "
-                              "(a newer quantisation: upgrade gguf)") from None
-        block, type_size = GGML_QUANT_SIZES[qtype]
+                              "(a newer quantisation: upgrade gguf)")
+        type_name, block, type_size = known
         n_elements = 1
         for d in dims:
             if d <= 0:
@@ -250,7 +317,7 @@ class _Walker:
             if n_elements > self.size * 64:
                 raise GgufCorrupt(f"tensor {name!r} claims {dims} elements, far more than the file holds")
         if dims[0] % block:
-            raise GgufCorrupt(f"tensor {name!r}: row of {dims[0]} is not a whole number of {qtype.name} blocks")
+            raise GgufCorrupt(f"tensor {name!r}: row of {dims[0]} is not a whole number of {type_name} blocks")
         n_bytes = n_elements // block * type_size
         if offset % alignment:
             raise GgufCorrupt(f"tensor {name!r} data offset {offset} is not aligned to {alignment}")
@@ -258,4 +325,4 @@ class _Walker:
         if end > self.size:
             raise GgufCorrupt(f"tensor {name!r} data ends at byte {end} but the file has {self.size} bytes "
                               "(truncated download or copy)")
-        return TensorEntry(name, dims, type_id, qtype.name, offset, n_elements, n_bytes)
+        return TensorEntry(name, dims, type_id, type_name, offset, n_elements, n_bytes)

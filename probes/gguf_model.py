@@ -1,20 +1,22 @@
-"""The GGUF probe: what the model file says about itself, read with the `gguf` package.
+"""The GGUF probe: what the model file says about itself, read by our bounded header walk.
 
-Each file (and each shard of a split model, `name-00001-of-00003.gguf`) is first checked by
-probes/gguf_header.py; a file that fails is `model.corrupt` with the reason and is never handed
-to `gguf.GGUFReader`. The reader then gives the metadata (architecture, layers, heads, KV heads -
-possibly per layer -, head dims, training context, sliding window, experts) and the tensors, whose
-byte sizes are summed per repeating layer, for the input (token embedding) and for the output
-layer: llama.cpp places weights by layer, so the memory budget needs them per layer, not the
-file-type label.
+Each file (and each shard of a split model, `name-00001-of-00003.gguf`) is walked by
+probes/gguf_header.py, the reader of record: a file that fails is `model.corrupt` with the reason.
+The walk gives the metadata (architecture, layers, heads, KV heads - possibly per layer -, head
+dims, training context, sliding window, experts) and the tensor table, whose byte sizes are summed
+per repeating layer, for the input (token embedding) and for the output layer: llama.cpp places
+weights by layer, so the memory budget needs them per layer, not the file-type label. The
+tokenizer's long arrays are stepped over and counted (`tokenizer.ggml.tokens#count`), never
+materialised; tests check all of it against `gguf.GGUFReader`.
 
-The reader spends seconds building numpy objects for a large tokenizer (49k tokens take ~3 s), so
-what it found is remembered: in the process, and on disk under the user's cache folder
+What was read is remembered: in the process, and on disk under the user's cache folder
 (`$XDG_CACHE_HOME/llm-doctor/gguf`, else `~/.cache/llm-doctor/gguf`) as plain JSON, keyed by each
-shard's path, size, mtime, inode and device, the `gguf` version and this module's own source. An
-entry that does not match its key or does not parse as a ModelFile is ignored and rewritten; only
-files whose metadata arrays hold CACHE_MIN_ITEMS entries or more are kept (the others read fast),
-and the folder keeps the CACHE_KEEP newest entries. `LLM_DOCTOR_NO_CACHE=1` turns the disk cache off.
+shard's path, size, mtime, inode and device, and the reader's own source. An entry that does not
+match its key or does not parse as a ModelFile is ignored and rewritten; only files whose metadata
+arrays hold CACHE_MIN_ITEMS entries or more are kept (the others read fast), and the folder keeps
+the CACHE_KEEP newest entries. `LLM_DOCTOR_NO_CACHE=1` turns the disk cache off. The walk reads
+the default model in tens of milliseconds, so the cache saves little; it is not what makes a
+first scan fast.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from typing import Any
 
 from doctor.estimate import MAX_LAYERS
 from doctor.facts import Facts
+from probes import gguf_header
 from probes.base import Probe, ProbeContext, Reporter
-from probes.gguf_header import GgufCorrupt, check_gguf
+from probes.gguf_header import GgufCorrupt, GgufHeader, check_gguf
 
 SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
 LAYER_NAME = re.compile(r"^blk\.(\d+)\.")
@@ -82,7 +85,7 @@ def shard_paths(path: str) -> list[str]:
 
 
 def read_model(path: str, cache_dir: str | None = None) -> ModelFile:
-    """Check every shard, then read them with gguf.GGUFReader. Raises GgufCorrupt.
+    """Walk every shard's header (probes/gguf_header.py). Raises GgufCorrupt.
 
     Remembered per (shards, sizes, mtimes, inodes): in the process, and on disk (see the module
     docstring); `cache_dir` overrides the disk cache folder."""
@@ -121,7 +124,7 @@ def array_items(model: ModelFile) -> int:
 
 
 # -- the disk cache ---------------------------------------------------------------------------------
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 CACHE_MIN_ITEMS = 4096  # a file with fewer array entries reads in well under a second: not kept
 CACHE_KEEP = 32
 
@@ -138,18 +141,13 @@ def cache_folder(override: str | None = None) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _code_stamp() -> str:
-    """This module's source and the gguf version: a change in how files are read invalidates entries."""
-    try:
-        from importlib.metadata import version
-
-        gguf_version = version("gguf")
-    except Exception:
-        gguf_version = "unknown"
-    try:
-        source = Path(__file__).read_bytes()
-    except OSError:
-        source = b""
-    return f"{CACHE_VERSION}:{gguf_version}:{hashlib.sha256(source).hexdigest()[:16]}"
+    """The reader's source (this module and the header walk): a change in how files are read
+    invalidates entries."""
+    digest = hashlib.sha256()
+    for module in (__file__, gguf_header.__file__):
+        with contextlib.suppress(OSError):
+            digest.update(Path(module).read_bytes())
+    return f"{CACHE_VERSION}:{digest.hexdigest()[:16]}"
 
 
 def _cache_key(path: str, stamp: tuple[tuple[str, int, int, int, int], ...]) -> dict[str, Any]:
@@ -234,36 +232,32 @@ def _model_from_json(data: Any) -> ModelFile:
                      **{name: data[name] for name in _INT_FIELDS})
 
 
+def header_metadata(head: GgufHeader) -> dict[str, Any]:
+    """The metadata of one header as plain values: scalars, and arrays the walk kept; an array it
+    stepped over (the tokenizer's tokens, scores, merges) as `<key>#count`."""
+    metadata: dict[str, Any] = dict(head.scalars)
+    for key, (_elem, count, values) in head.arrays.items():
+        if values is None:
+            metadata[key + "#count"] = count
+        else:
+            metadata[key] = values
+    return metadata
+
+
 def _read(path: str, shards: list[str]) -> ModelFile:
     headers = [check_gguf(s) for s in shards]
-    from gguf import GGUFReader  # heavy (numpy): imported only when a model is read
-
     model = ModelFile(path=str(path), shards=shards, file_bytes=sum(h.file_bytes for h in headers))
-    n_layer_hint = None
-    for index, shard in enumerate(shards):
-        try:
-            reader = GGUFReader(shard)
-        except Exception as exc:
-            raise GgufCorrupt(f"{os.path.basename(shard)}: gguf reader failed: {type(exc).__name__}: {exc}") from None
-        if index == 0:
-            for key, fld in reader.fields.items():
-                if key.startswith("GGUF.") or (key.startswith("tokenizer.ggml.") and len(fld.data) > 64):
-                    if key.startswith("tokenizer.ggml."):
-                        model.metadata[key + "#count"] = len(fld.data)
-                    continue
-                try:
-                    model.metadata[key] = fld.contents()
-                except Exception:
-                    continue
-            arch = model.metadata.get("general.architecture")
-            n_layer_hint = model.metadata.get(f"{arch}.block_count")
-        names = set()
-        for tensor in reader.tensors:
-            name = str(tensor.name)
+    model.metadata = header_metadata(headers[0])
+    arch = model.metadata.get("general.architecture")
+    n_layer_hint = model.metadata.get(f"{arch}.block_count")
+    names = set()
+    for head in headers:
+        for tensor in head.tensors:
+            name = tensor.name
             names.add(name)
-            n_bytes = int(tensor.n_bytes)
+            n_bytes = tensor.n_bytes
             model.tensor_bytes += n_bytes
-            model.n_params += int(tensor.n_elements)
+            model.n_params += tensor.n_elements
             m = LAYER_NAME.match(name)
             if m:
                 layer = int(m.group(1))
@@ -278,13 +272,33 @@ def _read(path: str, shards: list[str]) -> ModelFile:
                 model.output_bytes += n_bytes
             else:
                 model.input_bytes += n_bytes
-        model.metadata.setdefault("#tensor_names", set()).update(names)
-    names = model.metadata.pop("#tensor_names", set())
     if isinstance(n_layer_hint, int) and len(model.layer_bytes) < n_layer_hint <= MAX_LAYERS:
         model.layer_bytes.extend([0] * (n_layer_hint - len(model.layer_bytes)))
     if "output.weight" not in names and "token_embd.weight" in names:
         model.output_tied = True  # llama.cpp duplicates token_embd as the output on the output layer's device
     return model
+
+
+# general.file_type -> label, as gguf.LlamaFileType names them without MOSTLY_ (tests check the
+# table against the installed package; a newer value is looked up there)
+FILE_TYPES = {
+    0: "ALL_F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
+    12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
+    19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
+    26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0",
+    37: "TQ2_0", 38: "MXFP4_MOE", 39: "NVFP4", 40: "Q1_0",
+}
+
+
+def file_type_label(file_type: int) -> str:
+    if file_type in FILE_TYPES:
+        return FILE_TYPES[file_type]
+    try:
+        from gguf import LlamaFileType
+
+        return LlamaFileType(file_type).name.removeprefix("MOSTLY_")
+    except (ImportError, ValueError):
+        return f"type {file_type}"
 
 
 def _int(value: Any) -> int | None:
@@ -313,12 +327,7 @@ def model_facts(model: ModelFile, rep: Reporter) -> None:
         rep.set("model.name", md["general.name"])
     file_type = _int(md.get("general.file_type"))
     if file_type is not None:
-        try:
-            from gguf import LlamaFileType
-
-            label = LlamaFileType(file_type).name.removeprefix("MOSTLY_")
-        except ValueError:
-            label = f"type {file_type}"
+        label = file_type_label(file_type)
         rep.set("model.file_type", label, text="general.file_type (a label; sizes come from the tensors)")
     if arch is None:
         rep.unknown("model.n_layer", "general.architecture missing")
@@ -425,5 +434,5 @@ def _collect(ctx: ProbeContext) -> Facts:
     return collect_model(ctx.model_path)
 
 
-PROBE = Probe("gguf", "passive", "GGUF metadata and per-tensor sizes (gguf package)",
+PROBE = Probe("gguf", "passive", "GGUF metadata and per-tensor sizes (bounded header walk)",
               ("model.n_layer", "model.arch", "model.corrupt"), _collect)

@@ -2,37 +2,54 @@
 
 Passive and light probes run by default; heavy ones (benchmarks) only with `bench=True`. Probes run
 in a small thread pool: most of their time is spent waiting on a child process or the disk, so the
-engine check, the GGUF read and the machine reads overlap.
+engine check, the GGUF read and the machine reads overlap. A probe's module is imported only when
+the probe is chosen (`scan --only gguf,memory` does not pay for the others); the table below names
+each probe's module and cost, and tests check it against the probe itself.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
-from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from doctor.facts import Facts
-from probes import cpu, engine, gguf_model, gpu, gpubench, memory, readbench, storage
 from probes.base import Probe, ProbeContext, run_probe
 
-PROBES: tuple[Probe, ...] = (gguf_model.PROBE, storage.PROBE, cpu.PROBE, memory.PROBE, gpu.PROBE, engine.PROBE,
-                             readbench.PROBE, gpubench.PROBE)
-NAMES = tuple(p.name for p in PROBES)
+# (name, module under probes/, cost), in the order facts are merged
+TABLE: tuple[tuple[str, str, str], ...] = (
+    ("gguf", "gguf_model", "passive"), ("storage", "storage", "passive"), ("cpu", "cpu", "passive"),
+    ("memory", "memory", "passive"), ("gpu", "gpu", "passive"), ("engine", "engine", "light"),
+    ("readbench", "readbench", "heavy"), ("gpubench", "gpubench", "heavy"),
+)
+NAMES = tuple(name for name, _, _ in TABLE)
+
+
+def _load(module: str) -> Probe:
+    probe: Probe = importlib.import_module(f"probes.{module}").PROBE
+    return probe
+
+
+def __getattr__(name: str) -> Any:  # PROBES: every probe, imported on first use
+    if name == "PROBES":
+        return tuple(_load(module) for _, module, _ in TABLE)
+    raise AttributeError(name)
 
 
 def by_name(name: str) -> Probe | None:
-    return next((p for p in PROBES if p.name == name), None)
+    return next((_load(module) for n, module, _ in TABLE if n == name), None)
 
 
 def select(bench: bool, only: set[str] | None = None, skip: set[str] | None = None) -> list[Probe]:
     chosen = []
-    for probe in PROBES:
-        if only and probe.name not in only:
+    for name, module, cost in TABLE:
+        if only and name not in only:
             continue
-        if skip and probe.name in skip:
+        if skip and name in skip:
             continue
-        if probe.cost == "heavy" and not bench:
+        if cost == "heavy" and not bench:
             continue
-        chosen.append(probe)
+        chosen.append(_load(module))
     return chosen
 
 
@@ -58,6 +75,8 @@ def collect(ctx: ProbeContext, probes: list[Probe], parallel: bool = True) -> Fa
     if not probes:
         return facts
     if parallel and len(probes) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=min(4, len(probes)), thread_name_prefix="probe") as pool:
             results = list(pool.map(lambda p: run_probe(p, ctx), probes))
     else:

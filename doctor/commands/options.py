@@ -149,6 +149,10 @@ OPTIONS: tuple[Option, ...] = (
     _o("no_triage", "--no-triage", "when the embedded engine crashes, do not re-run it to find the setting that "
        f"avoids the crash (triage: short re-runs in fresh processes, one setting changed at a time, "
        f"{TRIAGE_BUDGET_S:.0f} s at most; nothing runs when nothing crashes)", SW, "source", action="store_true"),
+    _o("ram", "--ram", "what-if: plan for this much RAM (e.g. 16G) instead of this machine's; no trace", "scan",
+       "source", metavar="SIZE"),
+    _o("vram", "--vram", "what-if: plan for GPUs with this much free VRAM each (e.g. 24G,24G) instead of this "
+       "machine's; no trace", "scan", "source", metavar="SIZE[,SIZE]"),
     _o("save", "--save", "write the facts so `llm-doctor analyze FILE` can re-judge them", "scan", "source",
        metavar="FILE"),
     _o("log", "--log", "follow a growing log (appends, truncation, rotation, like tail -F)", "watch", "source",

@@ -25,6 +25,7 @@ from doctor.commands.options import add_options
 from doctor.commands.output import show_report
 from doctor.commands.selection import filter_rules, flatten, split
 from doctor.errors import EngineError, UsageError
+from doctor.estimate import context_params
 from doctor.facts import Facts, Source
 from engine_adapter.triage import TRIAGE_BUDGET_S
 
@@ -102,7 +103,7 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     else:
         n_ctx, why = DEFAULT_CTX_CAP, f"default: {DEFAULT_CTX_CAP} (training context unknown)"
     plan.put("config.n_ctx_requested", n_ctx, why)
-    plan.put("config.n_ctx", (n_ctx + 255) // 256 * 256, why + ", padded to 256 as llama.cpp does")
+    ctx_why = why
     gpus = probes.value("host.gpu.count")
     if args.n_gpu_layers is not None:
         plan.put("config.n_gpu_layers", args.n_gpu_layers, "-ngl/--n-gpu-layers")
@@ -124,6 +125,10 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     if parallel <= 0:
         raise UsageError(f"--parallel must be positive (got {parallel})")
     plan.put("config.n_parallel", parallel, "-np/--parallel" if args.parallel is not None else "default: 1 sequence")
+    cells = context_params(n_ctx, parallel).n_ctx
+    plan.put("config.n_ctx", cells, ctx_why + (", padded to 256 as llama.cpp does" if parallel == 1 else
+                                               f", padded to 256 per sequence as llama.cpp does ({parallel} x "
+                                               f"{cells // parallel})"))
     type_k = args.type_k or "f16"
     type_v = args.type_v or "f16"
     plan.put("config.type_k", type_k, "-ctk/--cache-type-k" if args.type_k else "default: f16 (llama.cpp's)")
@@ -231,12 +236,15 @@ def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | 
 def run(args: argparse.Namespace) -> int:
     from doctor.evaluate import diagnose
     from doctor.rulebase import load_rulebase
+    from doctor.whatif import Budgets, apply_budgets, parse_size, parse_sizes
     from probes import registry
     from probes.base import ProbeContext, Roots
     from probes.gguf_header import GgufCorrupt, check_gguf
 
     started = time.perf_counter()
     rulebase = load_rulebase(args.rules)
+    budgets = Budgets(parse_size(args.ram, "--ram") if args.ram else None,
+                      tuple(parse_sizes(args.vram, "--vram")) if args.vram else None)
     only_probes, only_rules = split_selectors(flatten(args.only), "--only", rulebase, registry.NAMES)
     skip_probes, skip_rules = split_selectors(flatten(args.skip), "--skip", rulebase, registry.NAMES)
     if "bench" in only_probes:
@@ -278,11 +286,11 @@ def run(args: argparse.Namespace) -> int:
     except GgufCorrupt as exc:
         header_error = str(exc)  # the gguf probe reports it as model.corrupt
     side.shutdown(wait=False)
-    facts = machine_job.result()
+    facts = apply_budgets(machine_job.result(), budgets)
     plan = make_plan(args, engine, header, facts)
     want_trace = not args.no_trace and (not only_probes or "trace" in only_probes) and "trace" not in skip_probes
-    if want_trace and args.replay_machine:
-        want_trace = False  # a recorded machine has no engine to run here
+    if want_trace and (args.replay_machine or budgets.any):
+        want_trace = False  # a recorded machine or a stated budget has no engine to run here
     trace_result: dict[str, Any] = {}
     thread = None
     blocked = _trace_blocked(plan, facts, header_error) if want_trace else None

@@ -45,6 +45,13 @@ def render_markdown(report: Report) -> str:
             mark = " (this report)" if s is report.sessions[-1] else f" — {len(s.findings)} finding(s), below"
             out.append(f"- {inert(s.session.describe(), 160)}{mark}")
         out.append("")
+    if report.command == "scan":
+        from doctor.render.text import memory_line
+
+        memory = memory_line(report)
+        if memory:
+            out.append(f"**Memory:** {inert(memory)}")
+            out.append("")
     if report.assessment:
         a = report.assessment
         out.append(f"**Likely root cause:** {inert(a.title)} (`{a.cls}`, {a.severity}, confidence {a.confidence})")

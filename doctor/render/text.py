@@ -171,6 +171,9 @@ def _scan_summary(report: Report, verbose: bool) -> list[str]:
     lines = [inert(f"  machine: {', '.join(machine) or 'not probed'}"),
              inert(f"  model:   {', '.join(model) or 'not read'}"),
              inert(f"  plan:    {', '.join(plan)}" + ("" if verbose else "  (-v: why each)"))]
+    memory = memory_line(report)
+    if memory:
+        lines.append(inert(f"  memory:  {memory}"))
     if verbose:
         lines += [inert(f"           {f.name.removeprefix('config.')} = {f.value}: {f.source.text}")
                   for f in facts.with_prefix("config.") if f.source.name == "scan plan" and f.source.text]
@@ -204,6 +207,33 @@ def bench_figures(report: Report) -> list[str]:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 out.append(f"GPU{i} {what} {format_value(value, 'GB/s')}")
     return out
+
+
+def memory_line(report: Report) -> str:
+    """The fit verdict in one line: what the plan needs against each budget, and the room left."""
+    v = report.facts.value
+    parts = []
+    for device, need, budget, room, short in (
+            ("RAM", "derived.host_need_bytes", "derived.ram_budget", "derived.host_room_bytes",
+             "derived.host_short_bytes"),
+            ("VRAM", "derived.gpu_need_bytes", "derived.vram_budget", "derived.gpu_room_bytes",
+             "derived.gpu_short_bytes")):
+        if not isinstance(v(budget), int) or not isinstance(v(short), int) or (device == "VRAM" and not v(need)):
+            continue
+        if v(short) > 0:
+            parts.append(f"{device} does not fit: needs {format_value(v(need), 'bytes')} of "
+                         f"{format_value(v(budget), 'bytes')}, short by {format_value(v(short), 'bytes')}")
+        else:
+            parts.append(f"{device} fits: {format_value(v(need), 'bytes')} of {format_value(v(budget), 'bytes')}, "
+                         f"{format_value(v(room), 'bytes')} left")
+    if not parts:
+        return ""
+    extra = []
+    if isinstance(v("derived.max_ctx_fit"), int):
+        extra.append(f"largest context {v('derived.max_ctx_fit')}")
+    if isinstance(v("derived.max_gpu_layers"), int) and v("derived.total_layers"):
+        extra.append(f"{v('derived.max_gpu_layers')} of {v('derived.total_layers')} layers fit on the GPU")
+    return "; ".join(parts) + (f" ({', '.join(extra)})" if extra else "")
 
 
 def _area_mark(checks: list[Check], findings: list[Finding]) -> str:

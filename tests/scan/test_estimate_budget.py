@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 from doctor.estimate import (
+    GPU_RUNTIME_OVERHEAD,
     MIB,
-    VRAM_MARGIN,
     ComputeShape,
     KvShape,
     Plan,
     WeightLayout,
     budget,
+    context_params,
     derive,
     gpu_layer_start,
     kv_bytes,
@@ -66,6 +67,29 @@ def test_sliding_window_layers_get_a_smaller_cache_unless_swa_full() -> None:
     assert swa_cells(8192, 1024, n_ubatch=512) == 1536  # pad256(min(8192, 1024 + 512))
     assert small[0] == 2 * 128 * 1536 * 2 * 2 and small[1] == full[1]
     assert kv_bytes(shape, 8192, swa_full=False) == sum(small)
+
+
+def test_small_and_odd_contexts_follow_llama_cpps_order() -> None:
+    """llama_context: n_batch = min(n_ctx asked, n_batch), n_ubatch = min(n_batch, n_ubatch), then
+    n_ctx = pad256(n_ctx), then n_ctx_seq = pad256(n_ctx / n_seq) per stream (src/llama-context.cpp)."""
+    cp = context_params(128)
+    assert (cp.n_ctx, cp.n_ctx_seq, cp.n_batch, cp.n_ubatch, cp.n_tokens_reserve) == (256, 256, 128, 128, 128)
+    cp = context_params(300, n_seq=4)  # pad(300) = 512 -> 128 per stream -> pad 256 -> 4 x 256
+    assert (cp.n_ctx, cp.n_ctx_seq, cp.streams, cp.n_ubatch) == (1024, 256, 4, 300)
+    assert context_params(300, n_seq=4, unified=True).n_ctx == 512
+    assert context_params(4096, n_batch=256, n_ubatch=1024).n_ubatch == 256
+    # a sliding window larger than the context gets the context; the window is sized with the clamped
+    # n_ubatch: n_ctx 128 -> pad256(min(256, 4096 + 128)) = 256, n_ctx 2048 -> pad256(min(2048, 1024 + 512))
+    shape = KvShape(2, [2, 2], 128, 128, swa=(True, False), n_swa=4096)
+    small = kv_layer_bytes(shape, 128, swa_full=False)
+    assert small[0] == small[1] == 2 * 128 * 256 * 2 * 2
+    shape = KvShape(2, [2, 2], 128, 128, swa=(True, False), n_swa=1024)
+    assert kv_layer_bytes(shape, 2048, swa_full=False)[0] == 2 * 128 * 1536 * 2 * 2
+    assert kv_layer_bytes(shape, 1100, swa_full=False, n_ubatch=512, n_batch=512)[0] == 2 * 128 * 1280 * 2 * 2
+    # the compute buffer: a context of 128 reserves a 128-token graph over 256 cells, not 512 tokens
+    p = plan(n_ctx=128, flash_attn=False, n_gpu_layers=0)
+    logits = 128 * (128256 * 4 + 3 * 4096 * 4)
+    assert budget(p).compute_host == max(logits, 128 * 256 * (32 * 4 + 4) + 128 * 4 * (5 * 4096 + 2 * 1024))
 
 
 def test_gemma2_swa_from_the_gguf(model_files) -> None:  # type: ignore[no-untyped-def]
@@ -141,7 +165,7 @@ def test_an_8b_model_on_a_24_gb_card(llama3: Facts) -> None:
     assert f.value("derived.gpu_layers") == 33 and f.value("derived.total_layers") == 33
     assert f.value("derived.weights_host_bytes") == f.value("model.input_bytes")  # only the embedding stays
     assert f.value("derived.fits_vram") is True and f.value("derived.oom_phase") == "none"
-    assert f.value("derived.vram_budget") == 23 * GIB - VRAM_MARGIN
+    assert f.value("derived.vram_budget") == 23 * GIB - GPU_RUNTIME_OVERHEAD
     assert f.value("derived.max_gpu_layers") == 33 and f.value("derived.gpu_layers_fit_recommended") == -1
     # decode floor: every weight but the embedding table, plus the KV of the 1500 tokens needed
     read = f.value("derived.weights_gpu_bytes") + 131072 * 1500
@@ -160,7 +184,7 @@ def test_an_oversized_plan_names_the_phase_and_what_fits(llama3: Facts) -> None:
     assert kv.value("derived.oom_phase") == "kv_cache"
     assert kv.value("derived.max_ctx_fit") < 65536 and kv.value("derived.max_ctx_fit") % 256 == 0
     compute = scan_facts(llama3, **base, **{"config.n_ctx": 32768, "config.flash_attn": "disabled",
-                                            "host.gpu[0].vram_free": 11 * GIB})
+                                            "host.gpu[0].vram_free": 10 * GIB + 512 * MIB})
     assert compute.value("derived.oom_phase") == "compute"  # a 512 x 32768 x 32-head f32 KQ matrix
     assert compute.value("derived.compute_gpu_bytes") > 2 * GIB
 

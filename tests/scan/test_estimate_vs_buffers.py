@@ -97,3 +97,32 @@ def test_the_bench_table_agrees(smollm2: Path) -> None:
     rows = compare_all()
     assert len(rows) == len(LOGS) and all(r.kv_ok for r in rows)
     assert "KV exact: " + f"{len(rows)}/{len(rows)}" in table(rows)
+
+
+def test_the_fit_table_against_real_loads(smollm2: Path) -> None:
+    """bench/results/fit_vs_llamacpp.json holds 36 real loads of SmolLM2 (n_ctx 64..8192, f16/q8_0/f32
+    KV, 1 or 4 sequences): llama.cpp's printed buffers and the process's peak resident memory with
+    everything it allocated resident. Today's estimate, judged again on them: KV exact, compute
+    within 2%, and the RAM verdict at 256 MiB..2 GiB equal to the real process - two pairs are known
+    to be conservative (the real process fits with under 1 MiB to spare)."""
+    import sys
+
+    sys.path.insert(0, str(BUFFERS.parents[3]))
+    from bench.fit_vs_llamacpp import BUDGETS_MIB, Setting, doctor_facts
+
+    rows = json.loads((BUFFERS.parents[3] / "bench" / "results" / "fit_vs_llamacpp.json").read_text())["rows"]
+    model = collect_model(str(smollm2))
+    assert len(rows) == 36
+    wrong = []
+    for row in rows:
+        setting, truth = Setting(row["n_ctx"], row["kv"], row["n_seq"]), row["truth"]
+        est = doctor_facts(setting, model, None)
+        assert f"{est.value('derived.kv_bytes') / MIB:.2f}" == truth["kv_mib"], setting.name
+        assert est.value("derived.kv_cells") == truth["cells"], setting.name
+        assert abs(est.value("derived.compute_bytes") / MIB - truth["compute_mib"]) <= 0.02 * truth["compute_mib"]
+        for budget in BUDGETS_MIB:
+            verdict = doctor_facts(setting, model, budget * MIB).value("derived.fits_ram")
+            if verdict != (truth["peak_rss"] <= budget * MIB):
+                wrong.append((setting.name, budget, verdict, truth["peak_rss"] / MIB))
+    assert len(wrong) <= 2, wrong
+    assert all(verdict is False and budget - peak < 1 for _, budget, verdict, peak in wrong), wrong

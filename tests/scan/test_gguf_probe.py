@@ -1,5 +1,6 @@
-"""The GGUF probe: metadata and per-tensor sizes from the gguf package, split files, and refusal of
-truncated or lying files before anything absurd is allocated."""
+"""The GGUF probe: metadata and per-tensor sizes from our header walk (checked against
+gguf.GGUFReader), split files, and refusal of truncated or lying files before anything absurd is
+allocated."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.gguf_header import GgufCorrupt, check_gguf
-from probes.gguf_model import collect_model, read_model, shard_paths
+from probes.gguf_header import GGML_TYPES, GgufCorrupt, check_gguf
+from probes.gguf_model import FILE_TYPES, collect_model, header_metadata, read_model, shard_paths
 from tests.scan.conftest import build_gguf, load_spec
 
 
@@ -30,17 +31,64 @@ def test_smollm2_facts_match_the_engines_own_metadata(smollm2: Path) -> None:
     assert sum(layers) + facts.value("model.nonrepeating_bytes") == facts.value("model.weights_bytes")
 
 
-def test_the_header_walk_agrees_with_gguf_reader(smollm2: Path, model_files) -> None:  # type: ignore[no-untyped-def]
+SPARSE_MODELS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "fixtures" / "gguf").glob("*.json"))
+
+
+def _walk_vs_reader(path: Path) -> None:
+    """Our header walk (the reader of record) against gguf.GGUFReader on one file: every metadata
+    key it keeps has the reader's value, every array it steps over has the reader's length, and the
+    tensor table is the same (names, types, shapes, offsets, sizes)."""
     from gguf import GGUFReader
 
-    for path in (smollm2, model_files("gemma-2-9b-it-q4_k_m")):
-        head = check_gguf(path)
-        reader = GGUFReader(path)
-        assert [(t.name, t.n_bytes) for t in head.tensors] == [(t.name, int(t.n_bytes)) for t in reader.tensors]
-        assert head.data_offset == reader.data_offset
-        for key, value in head.scalars.items():
-            assert reader.get_field(key).contents() == pytest.approx(value) if isinstance(value, float) \
-                else reader.get_field(key).contents() == value
+    head = check_gguf(path)
+    reader = GGUFReader(path)
+    assert [(t.name, t.type_id, t.type_name, t.offset, t.n_elements, t.n_bytes) for t in head.tensors] == [
+        (t.name, int(t.tensor_type), t.tensor_type.name, int(t.data_offset) - reader.data_offset,
+         int(t.n_elements), int(t.n_bytes)) for t in reader.tensors]
+    assert [t.dims for t in head.tensors] == [tuple(int(d) for d in t.shape) for t in reader.tensors]
+    assert head.data_offset == reader.data_offset
+    metadata = header_metadata(head)
+    fields = {k: f for k, f in reader.fields.items() if not k.startswith("GGUF.")}
+    assert {k.removesuffix("#count") for k in metadata} == set(fields)
+    for key, value in metadata.items():
+        if key.endswith("#count"):
+            assert len(fields[key.removesuffix("#count")].data) == value, key
+        elif isinstance(value, float):
+            assert fields[key].contents() == pytest.approx(value), key
+        else:
+            assert fields[key].contents() == value, key
+
+
+def test_the_header_walk_agrees_with_gguf_reader_on_the_default_model(smollm2: Path) -> None:
+    _walk_vs_reader(smollm2)
+    model = read_model(str(smollm2))
+    assert model.metadata["tokenizer.ggml.tokens#count"] == 49152  # counted, never materialised
+    assert model.metadata["tokenizer.ggml.merges#count"] == 48900
+    assert model.metadata["general.languages"] == ["en"]  # short string arrays keep their values
+
+
+@pytest.mark.parametrize("name", SPARSE_MODELS)
+def test_the_header_walk_agrees_with_gguf_reader_on_the_sparse_models(model_files, name: str) -> None:  # type: ignore[no-untyped-def]
+    _walk_vs_reader(model_files(name))
+
+
+def test_the_type_tables_match_the_gguf_package() -> None:
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
+
+    for qtype, (block, size) in GGML_QUANT_SIZES.items():
+        assert GGML_TYPES[qtype.value] == (qtype.name, block, size)
+    assert set(GGML_TYPES) <= {q.value for q in GGMLQuantizationType}
+    for ftype in LlamaFileType:
+        if ftype.name != "GUESSED":
+            assert FILE_TYPES[ftype.value] == ftype.name.removeprefix("MOSTLY_")
+
+
+def test_a_type_newer_than_the_table_is_looked_up_in_the_gguf_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    import probes.gguf_header as gh
+
+    monkeypatch.delitem(gh.GGML_TYPES, 12)
+    assert gh.ggml_type(12) == ("Q4_K", 256, 144)
+    assert gh.ggml_type(9999) is None
 
 
 def test_sizes_come_from_tensors_not_the_label(model_files) -> None:  # type: ignore[no-untyped-def]
@@ -117,3 +165,26 @@ def test_per_layer_kv_heads(tmp_path: Path) -> None:
     facts = collect_model(str(path))
     assert facts.value("model.n_head_kv_per_layer") == [2, 0, 2, 1]
     assert facts.value("model.n_head_kv") == 2 and facts.value("model.head_dim_k") == 64
+
+
+def test_kept_metadata_strings_are_bounded_in_all(tmp_path: Path) -> None:
+    """A (sparse) file of many 64 KiB string values: past 8 MiB kept, each value is cut short, so a
+    header of 65536 such keys cannot make the walk hold gigabytes."""
+    import struct
+
+    from probes import gguf_header as gh
+
+    path = tmp_path / "strings.gguf"
+    n, length = 300, 1 << 16
+    with open(path, "wb") as f:
+        f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, n))
+        for i in range(n):
+            key = f"general.k{i:04d}".encode()
+            f.write(struct.pack("<Q", len(key)) + key + struct.pack("<IQ", 8, length))
+            f.seek(length, 1)  # the value: a hole of zero bytes
+        f.write(b"\0" * 64)
+    head = check_gguf(path)
+    texts = [v for v in head.scalars.values() if isinstance(v, str)]
+    assert len(texts) == n
+    assert sum(len(t) for t in texts) <= gh.KEPT_BYTES_TOTAL + gh.STRING_KEPT_BYTES + n * gh.SHORT_KEPT_BYTES
+    assert len(texts[0]) == length and len(texts[-1]) == gh.SHORT_KEPT_BYTES

@@ -175,6 +175,10 @@ def test_a_probe_that_crashes_leaves_unknowns() -> None:
     assert fact is not None and not fact.known and "probe boom failed: ZeroDivisionError" in (fact.unknown or "")
 
 
+def test_the_registry_table_names_each_probe_with_its_own_name_and_cost() -> None:
+    assert [(p.name, p.cost) for p in registry.PROBES] == [(name, cost) for name, _, cost in registry.TABLE]
+
+
 def test_heavy_probes_only_with_bench() -> None:
     assert all(p.cost != "heavy" for p in registry.select(bench=False))
     assert {p.name for p in registry.select(bench=True)} >= {"readbench", "gpubench"}

@@ -128,3 +128,13 @@ def test_a_trace_whose_engine_crashes_is_triaged_and_finished(smollm2: Path) -> 
     assert facts["run.triage_status"] == "fixed" and facts["run.triage_change"] == "repack_off"
     assert report["assessment"]["id"] == "LD951"
     assert "scan: triage: run 2: weight repacking off" in proc.stderr and "done in" in proc.stderr
+
+
+def test_the_planned_context_is_padded_per_sequence(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    """--ctx-size 300 --parallel 4: llama.cpp pads 300 to 512, gives each of 4 streams pad256(128) = 256 cells,
+    so the context is 1024 cells; the batch is clamped to the 300 asked for."""
+    _, report, _ = scan(["--no-trace", "--ctx-size", "300", "--parallel", "4"], capsys)
+    facts = facts_of(report)
+    assert facts["config.n_ctx_requested"] == 300 and facts["config.n_ctx"] == 1024
+    assert facts["derived.kv_cells"] == 1024 and facts["derived.n_ctx_seq"] == 256
+    assert facts["derived.kv_bytes"] == 1024 * 23040

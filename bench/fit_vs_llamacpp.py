@@ -1,0 +1,316 @@
+"""Fit verdicts against real loads: for SmolLM2-135M at n_ctx 64, 128, 300, 512, 2048, 8192 with
+f16 / q8_0 / f32 KV and 1 or 4 sequences, what llama.cpp really allocated and how much memory the
+real process used, next to llm-doctor's estimate and its verdict at budgets from 256 MiB to 2 GiB.
+
+Each setting runs in a fresh llama-cpp-python child, one at a time, one thread (the machine is
+shared): model and context created through the C API with verbose logging, then the worst-case
+batch llama.cpp reserved its compute buffer for - min(n_ctx, n_ubatch) tokens, spread over the
+sequences, each asking for its last token's logits as generation does. A full context would make the
+rest of the compute buffer resident (the attention matrix grows with the cells in use), but filling
+8192 cells takes minutes per setting on two shared cores; instead the child then reads and writes
+back one byte of every page of the private writable data mappings of 1 MiB or more that appeared
+(or the part the heap grew by) after llama_cpp was imported - llama.cpp's buffers and heap, not
+thread stacks, not the interpreter's or numpy's own reservations - so everything the engine
+allocated is resident, as at the end of a full context. It reports its own /proc/self/status:
+VmHWM (peak resident memory, after the first batch and at the end) and VmPeak (peak address space:
+what `ulimit -v` limits). The buffer lines of its log are llama.cpp's own figures.
+
+Truth for a budget B: the real process fits in B when its peak resident memory is at most B. A
+cgroup (container) limit could not be set here, so that is read from the real run rather than
+enforced. `ulimit -v B` limits address space (VmPeak: the buffers + about 220 MiB here, libraries
+and reservations never touched included), not memory used: the last lines of the table load the
+n_ctx 8192 f32 setting under `ulimit -v` at several budgets to show it.
+
+llm-doctor's side is the scan's own path: the GGUF read by probes/gguf_model.py, the settings as
+`scan --ctx-size N --parallel S --type-k T --type-v T` plans them, `--ram B` as the budget, and
+doctor/estimate.py's verdict (derived.fits_ram) with its measured runtime overhead.
+
+    python bench/fit_vs_llamacpp.py [--ulimit] [--recorded]
+        (about 10 minutes on 2 shared cores; writes bench/results/fit_vs_llamacpp.{md,json})
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.common import Row as BenchRow  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+MIB = 1 << 20
+CTX = (64, 128, 300, 512, 2048, 8192)
+KV = ("f16", "q8_0", "f32")
+SEQS = (1, 4)
+BUDGETS_MIB = (256, 320, 384, 448, 512, 640, 768, 1024, 1536, 2048)
+
+CHILD = r"""
+import json, sys
+settings = json.loads(sys.argv[1]); path = sys.argv[2]
+def status():
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmPeak", "VmHWM"):
+                out[k] = int(v.split()[0]) * 1024
+    return out
+def data_maps():
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            head = line.split()
+            lo, hi = (int(x, 16) for x in head[0].split("-"))
+            out.append((lo, hi, head[1], head[5] if len(head) > 5 else ""))
+    return out
+import llama_cpp
+from llama_cpp._logger import set_verbose
+base = status()
+before = {lo: hi for lo, hi, _, _ in data_maps()}  # the interpreter's and numpy's own, left as they are
+types = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0}
+set_verbose(True)
+llama_cpp.llama_backend_init()
+model = llama_cpp.llama_model_load_from_file(path.encode(), llama_cpp.llama_model_default_params())
+if not model:
+    sys.exit(5)
+cp = llama_cpp.llama_context_default_params()
+cp.n_ctx = settings["n_ctx"]; cp.n_batch = 512; cp.n_ubatch = 512; cp.n_seq_max = settings["n_seq"]
+cp.type_k = types[settings["kv"]]; cp.type_v = types[settings["kv"]]; cp.n_threads = 1; cp.n_threads_batch = 1
+fa = settings["kv"] == "q8_0"  # a quantised V cache needs flash attention
+cp.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if fa else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+ctx = llama_cpp.llama_init_from_model(model, cp)
+if not ctx:
+    sys.exit(6)
+loaded = status()
+n = min(settings["n_ctx"], llama_cpp.llama_n_ubatch(ctx))
+s = settings["n_seq"]
+batch = llama_cpp.llama_batch_init(n, 0, 1)
+for i in range(n):  # the worst-case batch, spread over the sequences, each asking for its last logits
+    batch.token[i] = 100 + (i * 7) % 4000; batch.pos[i] = i // s; batch.n_seq_id[i] = 1; batch.seq_id[i][0] = i % s
+    batch.logits[i] = i >= n - s
+batch.n_tokens = n
+if llama_cpp.llama_decode(ctx, batch) != 0:
+    sys.exit(7)
+first = status()
+# A full context makes the rest of the compute buffer resident; filling the cache takes minutes per
+# setting on two shared cores, so the pages a later batch would write are made resident here: every
+# page the engine mapped since the import (data mappings of 1 MiB or more, not 8 MiB thread stacks)
+# is read and written back with the same byte.
+import ctypes
+touched = 0
+for lo, hi, perms, name in data_maps():
+    lo = max(lo, before.get(lo, lo))  # only what was mapped, or what the heap grew by, since the import
+    size = hi - lo
+    if perms != "rw-p" or name not in ("", "[heap]") or size < 1 << 20 or size == 8 << 20:
+        continue
+    for addr in range(lo, hi, 4096):
+        cell = ctypes.c_ubyte.from_address(addr)
+        cell.value = cell.value
+    touched += size
+print("STATUS " + json.dumps({"base": base, "loaded": loaded, "first": first, "decoded": status(), "n_tokens": n,
+                              "touched": touched}), file=sys.stderr)
+"""
+
+KV_LINE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*\d+ layers,\s*\d+/(\d+) seqs\)")
+COMPUTE_LINE = re.compile(r"sched_reserve:\s+CPU compute buffer size =\s*([\d.]+) MiB")
+MODEL_LINE = re.compile(r"CPU_Mapped model buffer size =\s*([\d.]+) MiB")
+OUTPUT_LINE = re.compile(r"CPU\s+output buffer size =\s*([\d.]+) MiB")
+
+
+@dataclass(slots=True)
+class Setting:
+    n_ctx: int
+    kv: str
+    n_seq: int
+
+    @property
+    def name(self) -> str:
+        return f"n_ctx {self.n_ctx}, {self.kv}{' (fa)' if self.kv == 'q8_0' else ''}, n_seq {self.n_seq}"
+
+
+@dataclass(slots=True)
+class Truth:
+    kv_mib: str  # as printed
+    cells: int
+    compute_mib: float
+    model_mib: float
+    output_mib: float
+    peak_rss: int  # VmHWM with every allocated data page resident (the worst case)
+    first_rss: int  # VmHWM after the first worst-case batch, before that
+    peak_vm: int  # VmPeak after the prompt batch
+    base_rss: int  # after importing llama_cpp, before the model
+
+    @property
+    def buffers(self) -> int:
+        return round((float(self.kv_mib) + self.compute_mib + self.model_mib + self.output_mib) * MIB)
+
+
+def model_path() -> Path:
+    sys.path.insert(0, str(ROOT / "fixtures"))
+    from record_buffers import model_path as find
+
+    return find()
+
+
+def real_run(setting: Setting, path: Path, ulimit: int | None = None) -> tuple[int, str]:
+    cmd = [sys.executable, "-c", CHILD, json.dumps(asdict(setting)), str(path)]
+    if ulimit is not None:
+        cmd = ["bash", "-c", f'ulimit -v {ulimit // 1024} && exec "$@"', "bash", *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    return proc.returncode, proc.stderr
+
+
+def truth(setting: Setting, path: Path) -> Truth:
+    rc, log = real_run(setting, path)
+    status = next((json.loads(ln[7:]) for ln in log.splitlines() if ln.startswith("STATUS ")), None)
+    kv, compute = KV_LINE.search(log), COMPUTE_LINE.search(log)
+    model, output = MODEL_LINE.search(log), OUTPUT_LINE.search(log)
+    if rc != 0 or status is None or not (kv and compute and model and output):
+        raise SystemExit(f"{setting.name}: the real run failed ({rc}): {log[-1500:]}")
+    cells = int(kv.group(2)) * int(kv.group(3))
+    return Truth(kv.group(1), cells, float(compute.group(1)), float(model.group(1)), float(output.group(1)),
+                 status["decoded"]["VmHWM"], status["first"]["VmHWM"], status["decoded"]["VmPeak"],
+                 status["base"]["VmHWM"])
+
+
+def doctor_facts(setting: Setting, model_facts: object, ram: int | None):  # type: ignore[no-untyped-def]
+    """The facts `scan --ctx-size N --parallel S --type-k T --type-v T [--ram B]` judges."""
+    from doctor.estimate import derive
+    from doctor.facts import Facts, Source
+
+    facts = Facts()
+    facts.merge(model_facts)  # type: ignore[arg-type]
+    src = Source("config", "bench")
+    values = {"config.engine": "llama-cpp-python", "config.n_ctx_requested": setting.n_ctx,
+              "config.n_ctx": (setting.n_ctx + 255) // 256 * 256, "config.n_parallel": setting.n_seq,
+              "config.n_batch": 512, "config.n_ubatch": 512, "config.type_k": setting.kv, "config.type_v": setting.kv,
+              "config.flash_attn": "enabled" if setting.kv == "q8_0" else "disabled", "config.n_gpu_layers": 0,
+              "host.gpu.count": 0}
+    if ram is not None:
+        values["host.ram.available"] = ram
+    for name, value in values.items():
+        facts.set(name, value, src)
+    return derive(facts)
+
+
+def _recorded_truths() -> dict[str, Truth]:
+    """The real runs of the last full run (bench/results/fit_vs_llamacpp.json), by setting."""
+    try:
+        data = json.loads((RESULTS / "fit_vs_llamacpp.json").read_text(encoding="utf-8"))
+        return {r["setting"]: Truth(**r["truth"]) for r in data["rows"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow], str, dict]:
+    from probes.gguf_model import collect_model
+
+    path = model_path()
+    model = collect_model(str(path))
+    settings = [Setting(c, k, s) for s in SEQS for k in KV for c in CTX]
+    rows = []
+    reuse = _recorded_truths() if recorded else {}
+    for setting in settings:
+        print(f"fit: {setting.name} ...", file=sys.stderr, flush=True)
+        real = reuse.get(setting.name) or truth(setting, path)
+        est = doctor_facts(setting, model, None)
+        verdicts = {}
+        for budget_mib in BUDGETS_MIB:
+            budget = budget_mib * MIB
+            judged = doctor_facts(setting, model, budget)
+            real_fits = real.peak_rss <= budget
+            entry = {"doctor": judged.value("derived.fits_ram"), "real": real_fits}
+            verdicts[budget_mib] = entry
+        rows.append({"setting": setting.name, "n_ctx": setting.n_ctx, "kv": setting.kv, "n_seq": setting.n_seq,
+                     "truth": asdict(real), "truth_buffers": real.buffers,
+                     "kv_est": f"{est.value('derived.kv_bytes') / MIB:.2f}", "cells_est": est.value("derived.kv_cells"),
+                     "compute_est": est.value("derived.compute_bytes") / MIB,
+                     "host_need": est.value("derived.host_need_bytes"),
+                     "host_peak_est": est.value("derived.host_peak_bytes"),
+                     "verdicts": verdicts})
+    limited = {}
+    if ulimit:
+        reference = Setting(8192, "f32", 1)
+        for budget_mib in (768, 832, 896, 1024):
+            rc, _ = real_run(reference, path, budget_mib * MIB)
+            limited[budget_mib] = rc == 0
+    return summarise(rows, limited)
+
+
+def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow], str, dict]:
+    lines = ["| setting | KV MiB real / est. | cells | compute MiB real / est. | err | buffers MiB |"
+             " peak RSS MiB real / est. | peak VM MiB | verdicts wrong (of "
+             f"{len(BUDGETS_MIB)} budgets) |", "|---|---|---|---|---|---|---|---|---|"]
+    kv_ok = compute_ok = verdict_ok = verdict_n = 0
+    worst = 0.0
+    for r in rows:
+        t = r["truth"]
+        kv_same = t["kv_mib"] == r["kv_est"] and t["cells"] == r["cells_est"]
+        err = abs(r["compute_est"] - t["compute_mib"]) / t["compute_mib"]
+        worst = max(worst, err)
+        kv_ok += kv_same
+        compute_ok += err <= 0.02
+        wrong = [b for b, v in r["verdicts"].items() if v["doctor"] != v["real"]]
+        verdict_ok += len(r["verdicts"]) - len(wrong)
+        verdict_n += len(r["verdicts"])
+        peak_est = r["host_peak_est"] / MIB if isinstance(r["host_peak_est"], int) else float("nan")
+        lines.append(f"| {r['setting']} | {t['kv_mib']} / {r['kv_est']} {'=' if kv_same else '≠'} |"
+                     f" {t['cells']} / {r['cells_est']} | {t['compute_mib']:.2f} / {r['compute_est']:.2f} |"
+                     f" {err:.1%} | {r['truth_buffers'] / MIB:.1f} | {t['peak_rss'] / MIB:.1f} / {peak_est:.1f} |"
+                     f" {t['peak_vm'] / MIB:.0f} | {', '.join(f'{b} MiB' for b in wrong) or 'none'} |")
+    n = len(rows)
+    lines += ["", f"KV exact: {kv_ok}/{n}; compute within 2%: {compute_ok}/{n} (worst {worst:.1%}); "
+                  f"fit verdicts equal to the real run: {verdict_ok}/{verdict_n} "
+                  f"(budgets {', '.join(str(b) for b in BUDGETS_MIB)} MiB)."]
+    if limited:
+        ref = next((r for r in rows if r["setting"] == "n_ctx 8192, f32, n_seq 1"), None)
+        peak = f"peak RSS {ref['truth']['peak_rss'] / MIB:.0f} MiB, VmPeak {ref['truth']['peak_vm'] / MIB:.0f} MiB" \
+            if ref else ""
+        lines.append(f"n_ctx 8192, f32 ({peak}) under `ulimit -v`: " + ", ".join(
+            f"{b} MiB {'loads' if ok else 'fails to create the context'}" for b, ok in limited.items())
+            + " - the address-space limit is crossed ~110 MiB before the memory is.")
+    ref = "real loads through llama-cpp-python, same run"
+    summary = [
+        BenchRow("fit: KV cache, n_ctx 64..8192, f16/q8_0/f32, n_seq 1/4", ref, "exact", f"{kv_ok}/{n} exact", "-",
+                 f"{kv_ok}/{n}", kv_ok == n),
+        BenchRow("fit: compute buffer, same grid", ref, "within 2%", f"worst {worst:.1%}", "-",
+                 f"{compute_ok}/{n} within 2%", compute_ok == n),
+        BenchRow("fit: RAM verdicts at 256 MiB..2 GiB, same grid", "peak resident memory of the real run", "all equal",
+                 f"{verdict_ok}/{verdict_n} equal", "-", f"{verdict_ok}/{verdict_n}", verdict_ok == verdict_n,
+                 "full table: bench/results/fit_vs_llamacpp.md"),
+    ]
+    return summary, "\n".join(lines) + "\n", {"rows": rows}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ulimit", action="store_true", help="also load n_ctx 8192 f32 under ulimit -v at 768..1024 MiB")
+    ap.add_argument("--recorded", action="store_true",
+                    help="judge the real runs of the last full run again (after a change to the estimate)")
+    args = ap.parse_args()
+    summary, table, data = measure(args.ulimit, args.recorded)
+    import llama_cpp
+
+    head = (f"Fit verdicts vs real loads, SmolLM2-135M-Instruct Q4_1, llama-cpp-python {llama_cpp.__version__} (CPU),"
+            " one child per setting, 1 thread" + (" (real runs of the last full run, judged again)" if args.recorded
+                                                  else "") + "\n\n"
+            "Buffers: the MiB llama.cpp printed. Peak RSS: the real process with everything it allocated resident"
+            " (est.: llm-doctor's host need + its measured runtime overhead). A budget's verdict is wrong when"
+            " llm-doctor's fits/does not fit differs from peak RSS <= budget.\n\n")
+    print(head + table)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "fit_vs_llamacpp.md").write_text(head + table, encoding="utf-8")
+    (RESULTS / "fit_vs_llamacpp.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return 0 if all(r.met for r in summary) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""What-if budgets: `scan --ram SIZE --vram SIZE[,SIZE]` plans for a machine you are not on - the
+verdict, the shortfall, the room left and the largest context / most GPU layers under that budget -
+and the runtime overhead the verdict adds to llama.cpp's buffers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from doctor.cli import main
+from doctor.errors import UsageError
+from doctor.estimate import GPU_RUNTIME_OVERHEAD, HOST_RUNTIME_OVERHEAD
+from doctor.whatif import parse_size
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+
+def scan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    code = main(["scan", "--format", "json", *args])
+    report = json.loads(capsys.readouterr().out)
+    return code, {name: fact.get("value") for name, fact in report["facts"]["facts"].items()} | {
+        "#findings": [f["id"] for f in report["findings"]], "#inputs": report["facts"].get("inputs", [])}
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("24G", 24 * GIB), ("24GiB", 24 * GIB), ("24gb", 24 * 10**9), ("512M", 512 * MIB), ("1.5G", 3 * GIB // 2),
+    ("768MiB", 768 * MIB), ("4096", 4096), ("2T", 2 << 40),
+])
+def test_sizes(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-1G", "0", "5 parsecs", "2P"])
+def test_bad_sizes_are_a_usage_error(text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_size(text, "--ram")
+
+
+def test_bad_budget_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    assert main(["scan", "--no-trace", "--ram", "lots"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("llm-doctor: error: --ram 'lots' is not a size")
+
+
+def test_a_ram_budget_that_is_too_small_names_the_shortfall_and_what_fits(
+        capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    # n_ctx 8192 with an f32 cache: 92.1 MiB weights + 360 MiB KV + 166.4 MiB compute + 0.2 MiB output
+    code, f = scan(capsys, "--no-trace", "--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32", "--ram", "640M")
+    buffers = round((92.10 + 360 + 166.38 + 0.19) * MIB)
+    assert abs(f["derived.host_need_bytes"] - buffers) < MIB
+    assert f["host.ram.available"] == 640 * MIB and f["derived.ram_budget"] == 640 * MIB - HOST_RUNTIME_OVERHEAD
+    assert f["derived.fits_ram"] is False and code == 1
+    assert f["derived.host_short_bytes"] == f["derived.host_need_bytes"] - f["derived.ram_budget"]
+    assert f["derived.host_room_bytes"] == 0
+    assert 0 < f["derived.max_ctx_fit"] < 8192 and f["derived.max_ctx_fit"] % 256 == 0
+    assert "LD313" in f["#findings"]  # the compute buffer is what tips it over
+    assert not any(k.startswith("run.") for k in f)  # a stated budget runs no trace here
+    assert any("what-if budget" in i for i in f["#inputs"])
+
+
+def test_the_same_plan_fits_a_larger_budget_and_says_the_room_left(
+        capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    _, f = scan(capsys, "--no-trace", "--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32", "--ram", "1G")
+    assert f["derived.fits_ram"] is True and f["derived.host_short_bytes"] == 0
+    assert f["derived.host_room_bytes"] == GIB - HOST_RUNTIME_OVERHEAD - f["derived.host_need_bytes"]
+    assert f["derived.host_peak_bytes"] == f["derived.host_need_bytes"] + HOST_RUNTIME_OVERHEAD
+    assert f["derived.max_ctx_fit"] == 8192  # the training context: nothing larger is planned
+    assert not {"LD312", "LD313", "LD314"} & set(f["#findings"])
+
+
+def test_vram_budgets_plan_gpus_this_machine_does_not_have(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    _, f = scan(capsys, "--no-trace", "--ctx-size", "8192", "--vram", "1G,1G", "--ram", "8G")
+    assert f["host.gpu.count"] == 2 and f["engine.gpu_offload_supported"] is True
+    assert f["config.n_gpu_layers"] == -1  # a GPU is planned, so every layer goes to it
+    assert f["derived.vram_budget"] == 2 * GIB - 2 * GPU_RUNTIME_OVERHEAD
+    assert f["derived.fits_vram"] is True and f["derived.max_gpu_layers"] == 31
+    _, small = scan(capsys, "--no-trace", "--ctx-size", "8192", "--vram", "700M", "--ram", "8G")
+    assert small["derived.fits_vram"] is False and small["derived.gpu_short_bytes"] > 0
+    assert 0 <= small["derived.max_gpu_layers"] < 31
+    assert small["derived.gpu_need_bytes"] - small["derived.gpu_short_bytes"] == small["derived.vram_budget"]
+
+
+def test_the_text_view_says_the_verdict_and_the_room(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    main(["scan", "--no-trace", "--format", "text", "--color", "never", "--ram", "1G"])
+    out = capsys.readouterr().out
+    memory = next(line for line in out.splitlines() if line.startswith("  memory:"))
+    assert "RAM fits:" in memory and "left" in memory and "largest context" in memory
+
+
+def test_the_markdown_view_says_it_too(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    main(["scan", "--no-trace", "--format", "markdown", "--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32",
+          "--ram", "640M"])
+    out = capsys.readouterr().out
+    assert "**Memory:** RAM does not fit: needs " in out and "short by" in out
