@@ -60,6 +60,7 @@ CLASSES: dict[str, str] = {
     "gpu.bandwidth": "GPU memory bandwidth",
     "model.corrupt": "Model file",
     "decode.jitter": "Decode timing",
+    "serving.saturation": "Serving capacity",  # requests queued because every slot / sequence was busy
     "engine.crash": "Engine process",  # the engine aborted or was killed (watch: the child's exit)
 }
 
