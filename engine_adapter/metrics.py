@@ -12,7 +12,9 @@ maps the ones rules use:
 - server.running_max: `vllm:num_requests_running`, `llamacpp:requests_processing`;
 - run.ttft_ms_mean: `vllm:time_to_first_token_seconds` (histogram sum / count);
 - run.decode_tps_min / max: `llamacpp:predicted_tokens_seconds` (average generation throughput, per scrape);
-- run.tokens_used_max: `llamacpp:n_tokens_max` (largest prompt + generation seen).
+- run.tokens_used_max: `llamacpp:n_tokens_max` (largest prompt + generation seen);
+- config.n_parallel, config.n_ctx_seq: llama-server's `/props` next to its /metrics, read once
+  (engine_adapter/llama_props.py), since the metrics carry neither the slot count nor the slot size.
 
 llama-server's names are read from its source (tools/server/server-task.cpp `to_metrics`, every
 metric prefixed `llamacpp:`); vLLM's from vllm/engine/metrics.py (V0) and vllm/v1/metrics/loggers.py
@@ -164,6 +166,7 @@ class MetricsPoller:
         self.next_at = 0.0
         self.failures = 0
         self.last_error: str | None = None
+        self.props: Facts | None = None  # llama-server /props (slot count and size), read once
 
     def due(self, now: float | None = None) -> bool:
         return (time.monotonic() if now is None else now) >= self.next_at
@@ -186,6 +189,10 @@ class MetricsPoller:
         before = self.state.preemptions
         update(self.state, samples)
         facts = to_facts(self.state, self.url)
+        if self.state.engine == "llama.cpp" and self.props is None:
+            self.props = self._read_props()
+        if self.props is not None:
+            facts.merge(self.props)
         events: list[LiveEvent] = [FactsEvent(facts=facts.to_json()["facts"])]
         now = first_of(samples, PREEMPTIONS)
         if now is not None and now > (before or 0.0) and (before is not None or now > 0):
@@ -196,6 +203,17 @@ class MetricsPoller:
                      + (f" (KV cache usage up to {usage:.1f}%)" if usage is not None else ""),
                 data={"total": int(now), "new": int(now - (before or 0.0)), "source": "metrics"}))
         return events, None
+
+    def _read_props(self) -> Facts:
+        """llama-server's /metrics lack the slot count and size; its /props has them (once, bounded)."""
+        from engine_adapter.llama_props import props_url, read_props
+
+        url = props_url(self.url)
+        if url is None or self.fetch is not http_get:
+            return Facts()
+        facts, _ = read_props(url)
+        return facts
+
 
 def follow_metrics(poller: MetricsPoller, session: Any, *, stop: Callable[[], bool], duration_s: float | None = None,
                    on_note: Callable[[str], None] | None = None, max_scrapes: int | None = None) -> Any:

@@ -37,7 +37,6 @@ from doctor.facts import Event, Facts, Source
 
 MAX_BODY = 32 << 20
 TIMEOUT_S = 10.0
-PROPS_TIMEOUT_S = 2.0
 STALE_INTERVALS = 3.0
 
 ENGINE_FAMILIES = {"llama.cpp": "llamacpp:.+", "vllm": "vllm:.+", "tgi": "tgi_.+"}
@@ -276,7 +275,7 @@ def collect(client: PrometheusClient, *, duration_s: float, selector: str = "", 
     if props:
         for inst in instances.values():
             if inst.engine == "llama.cpp" and inst.health == "up":
-                _add_props(inst, props_fetch or _http_get)
+                _add_props(inst, props_fetch)
 
     ordered = sorted(instances.values(), key=lambda i: i.instance)
     return Fleet(client.base, d, selector, ordered, list(client.costs))
@@ -330,24 +329,13 @@ def _job_has_engine(job: str | None, instances: dict[str, Instance]) -> bool:
     return job is not None and any(i.job == job for i in instances.values())
 
 
-def _add_props(inst: Instance, fetch: Callable[[str, float], bytes]) -> None:
-    url = f"http://{inst.instance}/props"
-    try:
-        data = json.loads(fetch(url, PROPS_TIMEOUT_S))
-    except (urllib.error.URLError, OSError, TimeoutError, ValueError, UnicodeDecodeError) as exc:
-        inst.notes.append(f"{url}: {getattr(exc, 'reason', None) or exc} (slot count and size unknown)")
-        return
-    if not isinstance(data, dict):
-        return
-    slots = data.get("total_slots")
-    settings = data.get("default_generation_settings")
-    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-    if isinstance(slots, int) and slots > 0:
-        inst.facts.set("config.n_parallel", slots, Source("probe", "llama-server.props",
-                                                          text=f"{url}: total_slots = {slots}"), "sequences")
-    if isinstance(n_ctx, int) and n_ctx > 0:
-        inst.facts.set("config.n_ctx_seq", n_ctx, Source("probe", "llama-server.props",
-                       text=f"{url}: default_generation_settings.n_ctx = {n_ctx}"), "tokens")
+def _add_props(inst: Instance, fetch: Callable[[str, float], bytes] | None) -> None:
+    from engine_adapter.llama_props import read_props
+
+    facts, problem = read_props(f"http://{inst.instance}/props", fetch)
+    inst.facts.merge(facts)
+    if problem:
+        inst.notes.append(problem)
 
 
 def _fmt(value: float) -> str:

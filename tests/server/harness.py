@@ -79,9 +79,9 @@ class LlamaServer:
     """A running llama-server; its combined stdout+stderr goes to `log`."""
 
     port: int
-    log: Path
-    process: subprocess.Popen[bytes]
-    argv: list[str]
+    log: Path | None = None
+    process: subprocess.Popen[bytes] | None = None  # None: started by someone else (watch -- llama-server)
+    argv: list[str] = field(default_factory=list)
 
     @property
     def base(self) -> str:
@@ -97,7 +97,8 @@ class LlamaServer:
         return http_text(f"{self.base}/metrics")
 
     def stop(self) -> None:
-        stop_process(self.process)
+        if self.process is not None:
+            stop_process(self.process)
 
 
 def server_argv(binary: Path, model: Path, port: int, *extra: str) -> list[str]:
