@@ -8,7 +8,7 @@ fact's source text is the PromQL and the value, which the report shows as eviden
 
 Instances are found by their metric families: `llamacpp:*` (llama-server --metrics), `vllm:*`,
 `tgi_*`. A target Prometheus reports down, or whose last scrape is older than three scrape
-intervals, becomes `server.target_up` / `server.scrape_stale` facts (the rule base makes them a
+intervals (and 30 s), becomes `server.target_up` / `server.scrape_stale` facts (the rule base makes them a
 finding), never an exception.
 
 llama-server's /metrics do not carry its slot count or slot size; when the instance answers on the
@@ -38,6 +38,7 @@ from doctor.facts import Event, Facts, Source
 MAX_BODY = 32 << 20
 TIMEOUT_S = 10.0
 STALE_INTERVALS = 3.0
+STALE_MIN_S = 30.0  # a short scrape interval delayed by a busy Prometheus is not yet stale
 
 ENGINE_FAMILIES = {"llama.cpp": "llamacpp:.+", "vllm": "vllm:.+", "tgi": "tgi_.+"}
 
@@ -319,7 +320,7 @@ def _add_health(client: PrometheusClient, instances: dict[str, Instance], select
             inst.facts.set("server.scrape_age_s", inst.scrape_age_s, Source("probe", "prometheus",
                            text=f"{src_text}: lastScrape {target.get('lastScrape')}"), "s")
             if interval:
-                stale = inst.scrape_age_s > STALE_INTERVALS * interval
+                stale = inst.scrape_age_s > max(STALE_INTERVALS * interval, STALE_MIN_S)
                 inst.facts.set("server.scrape_stale", stale, Source("probe", "prometheus", text=(
                     f"{src_text}: last scrape {inst.scrape_age_s} s ago, interval {interval:g} s")))
 

@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from doctor.commands.output import FAIL_ON, write_stdout
+from doctor.commands.output import FAIL_ON, wants_tui, write_stdout
 from doctor.commands.watch import duration
 from doctor.evaluate import diagnose
 from doctor.rulebase import load_rulebase
@@ -35,7 +35,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="the window the rates and maxima are taken over (default 5m; e.g. 90s, 10m, 1h)")
     p.add_argument("--no-props", dest="props", action="store_false",
                    help="do not ask llama-server instances for /props (their slot count and size)")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    p.add_argument("--format", choices=("text", "json"), default=None,
+                   help="output format (default: the fleet screen on a terminal when textual is installed, else text)")
+    tui = p.add_mutually_exclusive_group()
+    tui.add_argument("--tui", dest="tui", action="store_true", default=None, help="force the interactive view")
+    tui.add_argument("--no-tui", dest="tui", action="store_false", help="never open the interactive view")
     p.add_argument("--fail-on", choices=FAIL_ON, default="error",
                    help="exit 1 when any instance has a finding at or above this severity (default: error)")
     p.add_argument("--rules", action="append", metavar="DIR", default=[],
@@ -55,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
     client = PrometheusClient(args.prometheus)
     fleet = collect(client, duration_s=args.duration, selector=selector, props=args.props)
     view = build_view(fleet, rulebase)
+    if wants_tui(args) and _textual_installed():
+        from doctor.tui.fleet_screen import run_fleet_app
+
+        run_fleet_app(view)
+        return 1 if view.fails(args.fail_on) else 0
     if args.format == "json":
         from doctor.render.fleet import render_fleet_json
 
@@ -82,3 +91,9 @@ def build_view(fleet: Fleet, rulebase: RuleBase) -> FleetView:
     cost = FleetCost(len(costs), sum(c.series for c in costs), sum(samples) if samples else None,
                      sum(evals) if evals else None, sum(c.wall_ms for c in costs))
     return FleetView(fleet.prometheus, fleet.window, fleet.selector, rows, cost, list(fleet.notes))
+
+
+def _textual_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("textual") is not None
