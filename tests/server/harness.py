@@ -88,10 +88,11 @@ class LlamaServer:
         return f"http://{HOST}:{self.port}"
 
     def complete(self, prompt: str, n_predict: int, **extra: object) -> tuple[int, dict]:
-        body: dict[str, object] = {"prompt": prompt, "n_predict": n_predict, "temperature": 0, "seed": 1,
-                                   "cache_prompt": False}
+        """One chat completion (the model's chat template applies), greedy, at most `n_predict` tokens."""
+        body: dict[str, object] = {"messages": [{"role": "user", "content": prompt}], "max_tokens": n_predict,
+                                   "temperature": 0, "seed": 1, "cache_prompt": False}
         body.update(extra)
-        return http_json(f"{self.base}/completion", body)
+        return http_json(f"{self.base}/v1/chat/completions", body)
 
     def metrics(self) -> str:
         return http_text(f"{self.base}/metrics")
