@@ -41,6 +41,10 @@ STALE_INTERVALS = 3.0
 STALE_MIN_S = 30.0  # a short scrape interval delayed by a busy Prometheus is not yet stale
 
 ENGINE_FAMILIES = {"llama.cpp": "llamacpp:.+", "vllm": "vllm:.+", "tgi": "tgi_.+"}
+# one gauge each engine always exports: finds instances whose series went stale inside the window
+# (a range function over a name regex would drop the names and collide)
+ENGINE_GAUGE = {"llama.cpp": "llamacpp:requests_processing", "vllm": "vllm:num_requests_running",
+                "tgi": "tgi_queue_size"}
 
 _MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
 _SELECTOR_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*,?)?$")
@@ -242,7 +246,8 @@ def collect(client: PrometheusClient, *, duration_s: float, selector: str = "", 
 
     for engine, family in ENGINE_FAMILIES.items():
         matchers = _with(selector, f"__name__=~{json.dumps(family)}")
-        promql = f"count by (instance, job) (count_over_time({{{matchers}}}[{d}]))"
+        promql = (f"group by (instance, job) ({{{matchers}}}) or "
+                  f"group by (instance, job) (max_over_time({ENGINE_GAUGE[engine]}{{{selector}}}[{d}]))")
         for labels, _ in client.query(promql, at):
             name = labels.get("instance")
             if not name:
@@ -259,7 +264,7 @@ def collect(client: PrometheusClient, *, duration_s: float, selector: str = "", 
         if not any(i.engine == engine for i in instances.values()):
             continue
         for q in queries:
-            promql = q.promql.format(sel=selector, d=d)
+            promql = q.promql.format(sel=selector, d=d).replace("{}", "")
             for labels, value in client.query(promql, at):
                 inst = instances.get(labels.get("instance", ""))
                 if inst is None or inst.engine != engine:

@@ -45,7 +45,7 @@ def fleet_report(server_bin: Path, prometheus_bin: Path, model: Path, tmp_path_f
         healthy = stack.enter_context(llama_server(server_bin, model, tmp / "healthy.log", "-c", "2048", "-np", "2"))
         saturated = stack.enter_context(llama_server(server_bin, model, tmp / "saturated.log", "-c", "1024",
                                                      "-np", "1"))
-        small = stack.enter_context(llama_server(server_bin, model, tmp / "small.log", "-c", "128", "-np", "1"))
+        small = stack.enter_context(llama_server(server_bin, model, tmp / "small.log", "-c", "256", "-np", "1"))
         nobody = f"{HOST}:{free_port()}"
         servers = {"healthy": healthy, "saturated": saturated, "small": small}
         addrs = {name: f"{HOST}:{s.port}" for name, s in servers.items()}
@@ -66,6 +66,7 @@ def fleet_report(server_bin: Path, prometheus_bin: Path, model: Path, tmp_path_f
                            "--color", "never")
         # a wrong selector is a usage error, not a crash
         bad, _ = run_cli("fleet", "--prometheus", prom.base, "--match", "job=nope")
+    print(plain)
     return {"code": code, "json": json.loads(text), "text": plain, "addrs": addrs, "nobody": nobody,
             "bad": bad, "loads": loads}
 
@@ -98,7 +99,9 @@ def test_evidence_is_the_promql_and_its_values(fleet_report: dict) -> None:
     ld202 = next(f for f in small["report"]["findings"] if f["id"] == "LD202")
     texts = " | ".join(e["text"] for e in ld202["evidence"])
     assert "llamacpp:n_tokens_max" in texts and "max_over_time" in texts
-    assert "default_generation_settings.n_ctx = 128" in texts  # the slot size, from /props
+    assert "derived.n_ctx_seq = 256" in texts
+    slot = small["report"]["facts"]["facts"]["config.n_ctx_seq"]  # the slot size, from /props
+    assert slot["value"] == 256 and "/props: default_generation_settings.n_ctx = 256" in slot["source"]["text"]
     sat = rows[fleet_report["addrs"]["saturated"]]
     ld752 = next(f for f in sat["report"]["findings"] if f["id"] == "LD752")
     waiting = next(e for e in ld752["evidence"] if e.get("fact") == "server.waiting_max")
