@@ -102,3 +102,31 @@ def test_follow_the_server_log_with_context_shift(server_bin: Path, model: Path,
     text = log.read_text()
     for e in lines:  # evidence points at the real line of the real log
         assert e["text"].strip()[:40] in text.splitlines()[e["line"] - 1]
+
+
+def test_metrics_alone_see_decode_slow_down_under_load(server_bin: Path, model: Path, tmp_path: Path) -> None:
+    """One request alone, then eight at once on eight slots sharing one thread: each request's
+    generation speed (llamacpp:predicted_tokens_seconds, per scrape) falls several times over."""
+    with llama_server(server_bin, model, tmp_path / "server.log", "-c", "4096", "-np", "8") as server:
+        proc = _doctor("watch", "--format", "json", "--duration", "300", "--metrics", f"{server.base}/metrics",
+                       "--metrics-interval", "0.5")
+        try:
+            time.sleep(1.0)
+            status, _ = server.complete("Tell a story about a fox.", 64, ignore_eos=True)
+            assert status == 200
+            time.sleep(1.0)  # a scrape sees the lone request's speed
+            load = start_load(server, [f"Tell a story about a {a}." for a in
+                                       ("cat", "dog", "owl", "bee", "ant", "elk", "yak", "emu")],
+                              64, concurrency=8, ignore_eos=True)
+            load.join(timeout_s=180)
+            assert not load.errors and len(load.results) == 8
+            time.sleep(1.5)
+        finally:
+            _, report, _ = _finish(proc)
+    finding = _finding(report, "LD802")
+    values = {e["fact"]: e["value"] for e in finding["evidence"] if e.get("fact")}
+    assert values["run.decode_tps_min"] < values["run.decode_tps_max"] / 3
+    assert all("llamacpp:predicted_tokens_seconds" in e["text"] for e in finding["evidence"] if e.get("fact"))
+    facts = report["facts"]["facts"]
+    assert facts["config.n_parallel"]["value"] == 8  # from /props next to /metrics
+    assert "LD752" not in {f["id"] for f in report["findings"]}  # eight slots: nobody waited
