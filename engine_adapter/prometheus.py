@@ -38,6 +38,7 @@ from doctor.facts import Event, Facts, Source
 MAX_BODY = 32 << 20
 TIMEOUT_S = 10.0
 STALE_INTERVALS = 3.0
+PROPS_BUDGET_S = 15.0  # all /props reads together (2 s each at most)
 STALE_MIN_S = 30.0  # a short scrape interval delayed by a busy Prometheus is not yet stale
 
 ENGINE_FAMILIES = {"llama.cpp": "llamacpp:.+", "vllm": "vllm:.+", "tgi": "tgi_.+"}
@@ -279,9 +280,15 @@ def collect(client: PrometheusClient, *, duration_s: float, selector: str = "", 
                                                data={"total": fact_value, "source": "prometheus"}))
 
     if props:
+        deadline = time.monotonic() + PROPS_BUDGET_S
         for inst in instances.values():
-            if inst.engine == "llama.cpp" and inst.health == "up":
-                _add_props(inst, props_fetch)
+            if inst.engine != "llama.cpp" or inst.health != "up":
+                continue
+            if time.monotonic() > deadline:
+                inst.notes.append(f"/props not read: the {PROPS_BUDGET_S:.0f} s for all instances ran out "
+                                  "(slot count and size unknown)")
+                continue
+            _add_props(inst, props_fetch)
 
     ordered = sorted(instances.values(), key=lambda i: i.instance)
     return Fleet(client.base, d, selector, ordered, list(client.costs))
