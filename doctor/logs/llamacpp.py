@@ -522,6 +522,9 @@ class LlamaCppParser(LogParser):
             self.set("config.n_parallel", s.n_slots, line, "sequences")
             if m.group(2):
                 self.set("config.n_ctx_seq", int(m.group(2)), line, "tokens")
+            unified = re.search(r"kv_unified = '(true|false)'", t)
+            if unified:
+                self.set("config.kv_unified", unified.group(1) == "true", line)
             return True
         m = NEW_SLOT.search(t)
         if m and "new prompt" not in t:

@@ -78,3 +78,17 @@ def test_queueing_shows_in_the_metrics_not_in_the_log(analyze, rulebase) -> None
     report = diagnose(facts, rulebase, command="watch", mode="watch")
     assert "LD752" in _ids(report)
     assert report.findings[0].confidence == "high"
+
+
+def test_slots_sharing_one_kv_buffer_fill_it_together(analyze) -> None:  # type: ignore[no-untyped-def]
+    report = analyze(LOGS / "real-kv-unified-full.log")
+    facts = report.facts
+    assert facts.value("config.kv_unified") is True and facts.value("config.n_parallel") == 4
+    full = facts.events("ctx_full")
+    assert full and all("failed to find" in _line("real-kv-unified-full.log", e.line)
+                        or "Context size has been exceeded" in _line("real-kv-unified-full.log", e.line) for e in full)
+    assert report.assessment is not None and report.assessment.id == "LD202"
+    # no sequence reached 256 on its own (65 at most): the four filled the shared buffer together,
+    # so the fix is not "what one sequence used + 10%" (256 again) but a bigger buffer
+    assert facts.value("run.tokens_used_max") < 100
+    assert facts.value("derived.ctx_recommended") == 512
