@@ -85,7 +85,7 @@ def test_each_problem_is_named_on_the_right_instance(fleet_report: dict) -> None
     assert set(addrs.values()) | {fleet_report["nobody"]} == set(rows)
     assert "LD202" in _ids(rows[addrs["small"]])           # generation ran into the end of the slot
     assert "LD752" in _ids(rows[addrs["saturated"]])       # requests waited for the one slot
-    assert "LD951" in _ids(rows[fleet_report["nobody"]])   # nothing listens: a finding, not a crash
+    assert "LD962" in _ids(rows[fleet_report["nobody"]])   # nothing listens: a finding, not a crash
     assert _ids(rows[addrs["healthy"]]) == set()
     assert "LD752" not in _ids(rows[addrs["small"]])
     assert "LD202" not in _ids(rows[addrs["saturated"]])
