@@ -14,9 +14,9 @@ import sys
 from doctor import __version__
 from doctor.errors import DoctorError
 
-COMMAND_MODULES = ("analyze", "scan", "watch", "rules")
+COMMAND_MODULES = ("analyze", "scan", "watch", "rules", "fleet")
 MODULE_OF = {"analyze": "analyze", "scan": "scan", "watch": "watch", "rules": "rules", "explain": "rules",
-             "facts": "rules"}
+             "facts": "rules", "fleet": "fleet"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,7 +33,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     "and looping output, for llama.cpp, llama-cpp-python, Ollama, vLLM and TGI.",
     )
     parser.add_argument("--version", action="version", version=f"llm-doctor {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{analyze,scan,watch,rules,explain,facts}",
+    sub = parser.add_subparsers(dest="command", metavar="{analyze,scan,watch,fleet,rules,explain,facts}",
                                 parser_class=_Parser)
     import importlib
 

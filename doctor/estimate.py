@@ -550,6 +550,12 @@ def _derive_context(facts: Facts) -> None:
     if how != PLANNED and isinstance(n_seq_ctx, int) and n_seq_ctx - 1 <= need <= n_seq_ctx:
         # what was seen filled the context, so the real need is unknown and larger: double it
         recommended, how_rec = pad(2 * n_seq_ctx), f"the {n_seq_ctx}-token context filled up: double it"
+    elif (how != PLANNED and isinstance(n_seq_ctx, int) and need < n_seq_ctx - 1
+          and (facts.events("ctx_full") or [e for e in facts.events("decode_failed") if e.data.get("ret") == 1])):
+        # the KV cache filled although no sequence filled its own context: sequences sharing one
+        # buffer (llama-server --kv-unified) filled it together, so one sequence's need says too little
+        recommended = pad(2 * n_seq_ctx)
+        how_rec = f"the {n_seq_ctx}-token KV buffer the sequences share filled up: double it"
     if isinstance(train, int) and train > 0:
         recommended = min(recommended, train)
     facts.set("derived.ctx_recommended", recommended,

@@ -238,6 +238,8 @@ def _evidence(result: RuleResult) -> list[Evidence]:
             where = f"estimate: {src.text}"
         elif src.kind == "probe" and src.name == "metrics" and src.text:
             where = f"metrics: {src.text}"  # which metric, read how (counter, gauge, histogram), at which URL
+        elif src.kind == "probe" and src.name in ("prometheus", "llama-server.props") and src.text:
+            where = src.text  # the PromQL and its value, or the /props field
         text = f"{fact.name} = {format_value(fact.value, fact.unit)} ({where})"
         line = src.line if src.kind == "log" else None
         out.append(Evidence("fact", text, line, fact.name, fact.value, fact.unit, where))

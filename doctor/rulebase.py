@@ -62,6 +62,7 @@ CLASSES: dict[str, str] = {
     "decode.jitter": "Decode timing",
     "serving.queueing": "Serving latency",  # requests wait for a place in the batch (/metrics, stats lines)
     "serving.latency": "Serving latency",  # slow first token or per-token latency read from /metrics
+    "serving.saturation": "Serving capacity",  # requests queued because every slot / sequence was busy
     "engine.crash": "Engine process",  # the engine aborted or was killed (watch: the child's exit)
 }
 

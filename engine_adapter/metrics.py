@@ -34,6 +34,8 @@ What is mapped (names from the engines' source: llama-server tools/server/server
 - server.gen_tps: `vllm:generation_tokens_total`, `llamacpp:tokens_predicted_total` over the window;
 - run.decode_tps_min / max: `llamacpp:predicted_tokens_seconds` (a gauge, per scrape);
 - run.tokens_used_max: `llamacpp:n_tokens_max` (largest prompt + generation seen).
+- config.n_parallel, config.n_ctx_seq: llama-server's `/props` next to its /metrics, read once
+  (engine_adapter/llama_props.py), since the metrics carry neither the slot count nor the slot size.
 
 Machine access: one HTTP GET per scrape (urllib), bounded in size and time.
 """
@@ -360,6 +362,7 @@ class MetricsPoller:
         self.next_at = 0.0
         self.failures = 0
         self.last_error: str | None = None
+        self.props: Facts | None = None  # llama-server /props (slot count and size), read once
 
     def due(self, now: float | None = None) -> bool:
         return (time.monotonic() if now is None else now) >= self.next_at
@@ -383,6 +386,10 @@ class MetricsPoller:
         prev = self.state.last.values.get(name) if name is not None and self.state.last is not None else None
         update(self.state, samples)
         facts = to_facts(self.state, self.url)
+        if self.state.engine == "llama.cpp" and self.props is None:
+            self.props = self._read_props()
+        if self.props is not None:
+            facts.merge(self.props)
         events: list[LiveEvent] = [FactsEvent(facts=facts.to_json()["facts"])]
         if name is not None and prev is not None:
             now = samples.values[name]
@@ -395,6 +402,16 @@ class MetricsPoller:
                          + (f"; KV cache usage up to {usage:.1f}%" if usage is not None else ""),
                     data={"total": int(now), "new": int(new), "source": "metrics"}))
         return events, None
+
+    def _read_props(self) -> Facts:
+        """llama-server's /metrics lack the slot count and size; its /props has them (once, bounded)."""
+        from engine_adapter.llama_props import props_url, read_props
+
+        url = props_url(self.url)
+        if url is None or self.fetch is not http_get:
+            return Facts()
+        facts, _ = read_props(url)
+        return facts
 
 
 def follow_metrics(poller: MetricsPoller, session: Any, *, stop: Callable[[], bool], duration_s: float | None = None,

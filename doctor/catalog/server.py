@@ -45,6 +45,16 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("server.limit_name", "str", None,
      "which limit a rejected request hit (max_model_len, max_num_batched_tokens, ...)"),
     ("server.http_errors", "int", "count", "HTTP 5xx answers in the access log"),
+    # a server's /metrics read through Prometheus (fleet): rates over the window and the target's health
+    ("server.busy_slots_per_decode", "float", "slots", "llama-server: average busy slots per llama_decode call"),
+    ("server.gen_tps_rate", "float", "tokens/s", "tokens generated per second over the window, all requests"),
+    ("server.prompt_tps_rate", "float", "tokens/s", "prompt tokens processed per second over the window"),
+    ("server.decode_tps_per_request", "float", "tokens/s",
+     "llama-server: generation speed of one request over the window (tokens / generation seconds)"),
+    ("server.target_up", "bool", None, "Prometheus reached the server's /metrics at its last scrape"),
+    ("server.scrape_stale", "bool", None,
+     "Prometheus's last scrape of the server is older than three scrape intervals, or it is no longer scraped"),
+    ("server.scrape_age_s", "float", "s", "seconds since Prometheus last scraped the server"),
     # vLLM settings without a general name
     ("server.vllm.v1", "bool", None, "vLLM runs the V1 engine"),
     ("server.vllm.quantization", "str", None, "vLLM quantization method in force"),

@@ -104,6 +104,7 @@ DECODE_FAILED = gated(r"failed to decode(?:, ret = (-?\d+)| the batch)|llama_dec
                       r"failed to eval\b")
 NEW_PROMPT = gated(r"new prompt, n_ctx_slot = (\d+), n_keep = (\d+), (?:n_prompt_tokens|task\.n_tokens) = (\d+)")
 SLOT_INIT = gated(r"initializing(?: slots)?(?:,| \|)\s*n_slots\s*=\s*(\d+)(?:, n_ctx_slot = (\d+))?")
+SLOT_TASK = re.compile(r"\bid +(\d+) \| task (-?\d+) \|")
 NEW_SLOT = gated(r"new slot,?(?: \|.*?)? n_ctx(?:_slot)?\s*=\s*(\d+)")
 # memory
 CUDA_MALLOC = gated(r"allocating ([\d.]+) MiB on device (\d+): cudaMalloc failed: (.+)$")
@@ -249,6 +250,11 @@ class _State:
     used_max: int = 0
     used_line: LogLine | None = None
     n_slots: int | None = None
+    # server tasks whose prompt was cut ("input truncated") or whose context shifted: a later
+    # "stop processing: ..., truncated = 1" for them says nothing new; for any other task it means
+    # generation stopped at the end of the slot (context shift off, llama-server since late 2025)
+    cut_tasks: set[str] = field(default_factory=set)
+    shifted_tasks: set[str] = field(default_factory=set)
     gpu_names: dict[int, str] = field(default_factory=dict)
     gpu_vram: dict[int, int] = field(default_factory=dict)
     gpu_free: dict[str, int] = field(default_factory=dict)
@@ -596,6 +602,9 @@ class LlamaCppParser(LogParser):
             self.set("config.n_parallel", s.n_slots, line, "sequences")
             if m.group(2):
                 self.set("config.n_ctx_seq", int(m.group(2)), line, "tokens")
+            unified = re.search(r"kv_unified = '(true|false)'", t)
+            if unified:
+                self.set("config.kv_unified", unified.group(1) == "true", line)
             return True
         m = NEW_SLOT.search(t)
         if m and "new prompt" not in t:
@@ -863,6 +872,7 @@ class LlamaCppParser(LogParser):
             return True
         m = TRUNCATED.search(t)
         if m:
+            _remember_task(s.cut_tasks, t)
             self.event("truncation", line, n_ctx=int(m.group(1)), n_keep=int(m.group(2)),
                        n_tokens=int(m.group(4)))
             if int(m.group(4)) > s.prompt_tokens_max:
@@ -874,13 +884,20 @@ class LlamaCppParser(LogParser):
             if n_past > s.used_max:
                 s.used_max, s.used_line = n_past, line
             if m.group(2) != "0":
-                self.event("truncation", line, n_past=n_past)
+                task = _task_key(t)
+                cut = task in s.cut_tasks if task is not None else bool(s.cut_tasks)
+                shifted = task in s.shifted_tasks if task is not None else bool(s.shifted_tasks)
+                if cut:
+                    self.event("truncation", line, n_past=n_past)
+                elif not shifted:
+                    self.event("ctx_full", line, n_past=n_past)  # generation ran into the end of the slot
             return True
         if CTX_FULL_STOP.search(t):
             self.event("ctx_full", line)
             return True
         m = CTX_SHIFT.search(t)
         if m:
+            _remember_task(s.shifted_tasks, t)
             data: dict[str, Any] = {}
             if m.group(1):
                 data = {"n_keep": int(m.group(1)), "n_left": int(m.group(2)), "n_discard": int(m.group(3))}
@@ -1236,3 +1253,15 @@ def _unescape(text: str) -> str:
         return _SIMPLE.get(esc, esc)
 
     return _ESCAPE.sub(repl, text)
+
+
+def _task_key(text: str) -> str | None:
+    """`slot:task` of a server slot line (`id  0 | task 12 | ...`), None for other lines."""
+    m = SLOT_TASK.search(text)
+    return f"{m.group(1)}:{m.group(2)}" if m else None
+
+
+def _remember_task(tasks: set[str], text: str) -> None:
+    key = _task_key(text) or "?"  # a line without slot and task still counts for lines without them
+    if len(tasks) < 10000:
+        tasks.add(key)
