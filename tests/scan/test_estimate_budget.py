@@ -174,8 +174,19 @@ def test_moe_decode_reads_only_the_routed_experts(model_files) -> None:  # type:
     assert per_token < 0.4 * f.value("derived.weights_gpu_bytes")  # 2 of 8 experts, not the whole 26 GiB
 
 
+def test_a_mamba_model_gets_its_recurrent_state_not_a_kv_cache(model_files) -> None:  # type: ignore[no-untyped-def]
+    """Mamba-130m: 24 layers x ((d_conv 4 - 1) x d_inner 1536 + d_state 16 x 1536) f32 per sequence."""
+    model = collect_model(str(model_files("mamba-130m-f16")))
+    f = scan_facts(model, **{"config.n_ctx": 4096, "config.type_k": "f16", "config.type_v": "f16",
+                             "config.n_parallel": 2, "host.ram.available": 8 * GIB})
+    assert f.value("derived.kv_bytes") == 0
+    assert f.value("derived.state_bytes") == 24 * (3 * 1536 + 16 * 1536) * 4 * 2
+    assert f.value("derived.fits_ram") is True
+
+
 def test_a_recurrent_model_says_unknown_rather_than_guess(model_files) -> None:  # type: ignore[no-untyped-def]
     model = collect_model(str(model_files("mamba-130m-f16")))
+    model.set("model.arch", "rwkv6", Source("test", "an architecture whose state is not modelled"))
     f = scan_facts(model, **{"config.n_ctx": 4096, "config.type_k": "f16", "config.type_v": "f16",
                              "host.ram.available": 8 * GIB})
     assert not f.has("derived.kv_bytes")
