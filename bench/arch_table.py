@@ -11,7 +11,7 @@ GGUF, so its column says so). `llama-fit-params` is left out: it needs llama.cpp
 
 Terms: weights = llama_model_size() (bytes of every tensor llama.cpp created); KV = the sum of
 every `llama_kv_cache: size` line plus `llama_memory_recurrent: size` (recurrent state); compute
-= `compute buffer size`. Fit column: does weights + KV + compute fit BUDGET (default 16 GiB) -
+= `compute buffer size`. Fit column: does weights + KV + compute fit BUDGET (default 8 GiB) -
 per llama.cpp's sums, and per llm-doctor's.
 
 Run:  python -m bench.arch_table [--recorded] [--budget-gib 16]
@@ -106,13 +106,15 @@ class Row:
     kv_est: float | None  # MiB
     weights_est: int | None
     compute_est: float | None  # MiB
-    peer: str
+    n_kv_lines: int = 1
+    peer_weights: int | None = None
+    peer_kv: int | None = None
+    peer_error: str = ""
 
     @property
     def kv_exact(self) -> bool:
         return self.kv_est is not None and abs(self.kv_est - self.ref.kv_mib) <= 0.011 * max(1, self.n_kv_lines)
 
-    n_kv_lines: int = 1
 
     @property
     def weights_err(self) -> float | None:
@@ -131,6 +133,17 @@ class Row:
         est = self.weights_est + (self.kv_est + self.compute_est) * MIB
         return ref <= budget, est <= budget
 
+    def peer_fits(self, budget: int) -> bool | None:
+        if self.peer_weights is None or self.peer_kv is None:
+            return None
+        return self.peer_weights + self.peer_kv <= budget
+
+    @property
+    def peer_kv_err(self) -> float | None:
+        if self.peer_kv is None or not self.ref.kv_mib:
+            return None
+        return (self.peer_kv / MIB - self.ref.kv_mib) / self.ref.kv_mib
+
 
 def _mib(facts: Facts, name: str) -> float | None:
     value = facts.value(name)
@@ -143,7 +156,7 @@ def model_facts(path: Path) -> Facts:
     return collect_model(str(path))
 
 
-def compare(spec: str, setting: str, text: str, model: Facts, peer: str = "") -> Row:
+def compare(spec: str, setting: str, text: str, model: Facts, gguf: Path | None = None) -> Row:
     ref = reference(text)
     facts = estimate(model, ref)
     kv = facts.value("derived.kv_bytes")
@@ -153,23 +166,32 @@ def compare(spec: str, setting: str, text: str, model: Facts, peer: str = "") ->
         kv_est = ((kv if isinstance(kv, int) else 0) + (state if isinstance(state, int) else 0)) / MIB
     weights = facts.value("derived.weights_bytes")
     lines = len(KV_SIZE.findall(text)) + len(RS_SIZE.findall(text))
+    peer = None
+    if gguf is not None:
+        from bench.peer_hf_mem import estimate as peer_estimate
+
+        peer = peer_estimate(gguf, ref.n_ctx, ref.n_seq, ref.unified, ref.type_k)
     return Row(spec, setting, ref, kv_est, weights if isinstance(weights, int) else None,
-               _mib(facts, "derived.compute_bytes"), peer, lines)
+               _mib(facts, "derived.compute_bytes"), lines, peer.weights if peer else None,
+               peer.kv if peer else None, peer.error if peer else "")
 
 
-def rows_from(folder: Path, gguf_dir: Path) -> list[Row]:
+def rows_from(folder: Path, gguf_dir: Path, peer: bool = False) -> list[Row]:
     from make_arch_gguf import build, load_arch_spec
 
     index = json.loads((folder / "index.json").read_text())
     models: dict[str, Facts] = {}
+    paths: dict[str, Path] = {}
     rows = []
     for key, run in sorted(index["runs"].items()):
         if key in index.get("failed", {}):
             continue
         spec = run["spec"]
         if spec not in models:
-            models[spec] = model_facts(build(load_arch_spec(spec), gguf_dir / f"{spec}.gguf"))
-        rows.append(compare(spec, run["setting"], (folder / f"{key}.log").read_text(encoding="utf-8"), models[spec]))
+            paths[spec] = build(load_arch_spec(spec), gguf_dir / f"{spec}.gguf")
+            models[spec] = model_facts(paths[spec])
+        text = (folder / f"{key}.log").read_text(encoding="utf-8")
+        rows.append(compare(spec, run["setting"], text, models[spec], paths[spec] if peer else None))
     return rows
 
 
@@ -185,7 +207,8 @@ def table(rows: list[Row], budget: int, how: str, version: str, peer_note: str) 
     out = [f"# Memory estimate vs llama.cpp, per architecture (llama-cpp-python {version}, CPU backend, {how})", "",
            f"Budget for the fit columns: {budget / (1 << 30):.0f} GiB (weights + KV/state + compute). "
            f"Peer: {peer_note}", "",
-           "| model | setting | KV+state MiB llama.cpp / est. | weights GiB llama.cpp / est. (err) |"
+           "| model | setting | KV+state MiB llama.cpp / est. / peer (peer err) |"
+           " weights GiB llama.cpp / est. (err) / peer |"
            " compute MiB llama.cpp / est. (err) | fits: llama.cpp / est. / peer |",
            "|---|---|---|---|---|---|"]
     for r in rows:
@@ -194,16 +217,24 @@ def table(rows: list[Row], budget: int, how: str, version: str, peer_note: str) 
         mark = "=" if r.kv_exact else "≠"
         w = "n/a" if r.weights_est is None else f"{r.weights_est / (1 << 30):.3f}"
         c = "n/a" if r.compute_est is None else f"{r.compute_est:.1f}"
-        out.append(f"| {r.spec} | {r.setting} | {r.ref.kv_mib:.2f} / {kv} {mark} |"
-                   f" {r.ref.weights_bytes / (1 << 30):.3f} / {w} ({_pct(r.weights_err)}) |"
-                   f" {r.ref.compute_mib:.1f} / {c} ({_pct(r.compute_err)}) | {_yn(fit_ref)} / {_yn(fit_est)} / - |")
+        pkv = (f"{r.peer_kv / MIB:.2f} ({_pct(r.peer_kv_err)})" if r.peer_kv is not None
+               else f"fails: {r.peer_error}" if r.peer_error else "-")
+        pw = "-" if r.peer_weights is None else f"{r.peer_weights / (1 << 30):.3f}"
+        out.append(f"| {r.spec} | {r.setting} | {r.ref.kv_mib:.2f} / {kv} {mark} / {pkv} |"
+                   f" {r.ref.weights_bytes / (1 << 30):.3f} / {w} ({_pct(r.weights_err)}) / {pw} |"
+                   f" {r.ref.compute_mib:.1f} / {c} ({_pct(r.compute_err)}) |"
+                   f" {_yn(fit_ref)} / {_yn(fit_est)} / {_yn(r.peer_fits(budget))} |")
     kv_ok = sum(r.kv_exact for r in rows)
     w_errs = [abs(r.weights_err) for r in rows if r.weights_err is not None]
     c_errs = [abs(r.compute_err) for r in rows if r.compute_err is not None]
     c_in = sum(e <= 0.05 for e in c_errs)
+    fit_est = sum(r.total(budget)[0] == r.total(budget)[1] for r in rows)
+    fit_peer = sum(r.total(budget)[0] == r.peer_fits(budget) for r in rows)
+    peer_kv = sum(r.peer_kv_err is not None and abs(r.peer_kv_err) <= 0.005 for r in rows)
     out += ["", f"KV exact: {kv_ok}/{len(rows)}. Weights worst error: {max(w_errs, default=0) * 100:.2f}% "
                 f"(target 1%). Compute within 5%: {c_in}/{len(rows)}, worst {max(c_errs, default=0) * 100:.1f}%.",
-            "Fit agreement: " + f"{sum(r.total(budget)[0] == r.total(budget)[1] for r in rows)}/{len(rows)}."]
+            f"Fit verdict agrees with llama.cpp's: llm-doctor {fit_est}/{len(rows)}, peer {fit_peer}/{len(rows)}. "
+            f"Peer KV exact (within 0.5%): {peer_kv}/{len(rows)}."]
     return "\n".join(out) + "\n"
 
 
@@ -215,20 +246,22 @@ def record_now(folder: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--recorded", action="store_true", help="read the logs recorded in fixtures/ (no llama.cpp run)")
-    ap.add_argument("--budget-gib", type=float, default=16.0, help="memory budget for the fit columns")
+    ap.add_argument("--budget-gib", type=float, default=8.0, help="memory budget for the fit columns")
+    ap.add_argument("--peer-wheel", type=Path, help="an hf-mem wheel to import the peer from (pip download hf-mem)")
     args = ap.parse_args()
+    from bench.peer_hf_mem import available, peer_note
+
+    peer_version = available(args.peer_wheel)
     budget = int(args.budget_gib * (1 << 30))
     with tempfile.TemporaryDirectory(prefix="llm-doctor-arch-") as tmp:
         folder = ARCH_LOGS
         if not args.recorded:
             folder = Path(tmp) / "logs"
             record_now(folder)
-        rows = rows_from(folder, Path(tmp))
+        rows = rows_from(folder, Path(tmp), peer=peer_version is not None)
         version = json.loads((folder / "index.json").read_text())["llama_cpp_python"]
-    from bench.peer_hf_mem import peer_note
-
     text = table(rows, budget, "recorded in fixtures/" if args.recorded else "run now, in this benchmark",
-                 version, peer_note())
+                 version, peer_note(peer_version))
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text, encoding="utf-8")
