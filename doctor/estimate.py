@@ -774,6 +774,8 @@ def _derive_budget(facts: Facts) -> None:
             facts.set("derived.oom_budget_bytes", room,
                       _src("budget", f"free {device} memory minus the margin"), "bytes")
 
+    if complete:  # [split hook] the sum that fails, term by term (doctor/estimate_split.py)
+        _explain_split(facts, plan, b, vram_budget, ram_budget)
     if vram_budget is not None and complete:
         best = max_gpu_layers(plan, vram_budget)
         fit_how = f"largest n_gpu_layers whose weights + KV + compute fit in {vram_budget / MIB:.0f} MiB"
@@ -796,6 +798,21 @@ def _derive_budget(facts: Facts) -> None:
             rec = min(need, best_ctx) if isinstance(need, int) else best_ctx
             facts.set("derived.ctx_fit_recommended", rec,
                       _src("budget", "the context needed, or the largest that fits if smaller"), "tokens")
+
+
+def _explain_split(facts: Facts, plan: Plan, b: Budget, vram_budget: int | None, ram_budget: int | None) -> None:
+    from doctor import estimate_split
+
+    place = place_weights(plan.layout, plan.n_gpu_layers, plan.gpu)
+    output = plan.layout.output_bytes + (plan.layout.tied_bytes if plan.layout.output_tied else 0)
+    gpu = host = None
+    if vram_budget is not None and plan.gpu and b.gpu_layers > 0:
+        gpu = estimate_split.DeviceSum("GPU", b.weights_gpu, output if place.output_on_gpu else 0, b.kv_gpu,
+                                       b.compute_gpu, vram_budget)
+    if ram_budget is not None:
+        host = estimate_split.DeviceSum("host", b.weights_host, 0 if place.output_on_gpu else plan.layout.output_bytes,
+                                        b.kv_host, b.compute_host, ram_budget)
+    estimate_split.explain(facts, gpu, host)
 
 
 def _derive_ctx_reduced(facts: Facts) -> None:
