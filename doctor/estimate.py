@@ -377,7 +377,7 @@ def derive(facts: Facts) -> Facts:
     """Add derived facts in place and return the same snapshot."""
     for step in (_derive_run_summaries, _derive_kv, _derive_context, _derive_threads, _derive_load,
                  _derive_offload, _derive_budget, _derive_ctx_reduced, _derive_decode_floor, _derive_gpu_ratios,
-                 _derive_output):
+                 _derive_output, _derive_vs_engine):
         try:
             step(facts)
         except (ArithmeticError, ValueError):
@@ -385,6 +385,13 @@ def derive(facts: Facts) -> Facts:
             # hostile input): that derivation is left out; the rules needing it say unknown
             continue
     return facts
+
+
+def _derive_vs_engine(facts: Facts) -> None:
+    """[vs-engine hook] the estimate against the buffers the engine printed (doctor/estimate_vs_engine.py)."""
+    from doctor.estimate_vs_engine import derive_vs_engine
+
+    derive_vs_engine(facts)
 
 
 def _derive_output(facts: Facts) -> None:
