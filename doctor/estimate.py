@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from doctor import estimate_arch
 from doctor.facts import Facts, Source
 
 KV_PAD = 256
@@ -229,24 +230,27 @@ class ComputeShape:
     n_embd: int
     n_head: int
     n_embd_kv: int  # n_head_kv x head_dim_k (largest layer)
+    extra: estimate_arch.ComputeExtra = estimate_arch.NO_EXTRA  # [arch hook] MoE width, KV present
 
 
 def compute_peaks(shape: ComputeShape, n_ctx_seq_cells: int, n_ubatch: int, n_batch: int, n_ctx: int,
-                  flash_attn: bool) -> tuple[int, int]:
+                  flash_attn: bool, type_k: str = "f16") -> tuple[int, int]:
     """(logits peak, attention peak) in bytes for the worst-case ubatch (see the module docstring).
     `n_ctx` is the context asked for: llama.cpp clamps the batch to it before padding it."""
     n_tok = max(1, min(n_ubatch, n_batch, n_ctx))
     logits = n_tok * (shape.n_vocab * 4 + 3 * shape.n_embd * 4)
-    if flash_attn:
-        return logits, 0
-    attention = (n_tok * n_ctx_seq_cells * (shape.n_head * 4 + 4)
-                 + n_tok * 4 * (5 * shape.n_embd + 2 * shape.n_embd_kv))
-    return logits, attention
+    attention = 0
+    if not flash_attn:
+        attention = (n_tok * n_ctx_seq_cells * (shape.n_head * 4 + 4)
+                     + n_tok * 4 * (5 * shape.n_embd + 2 * shape.n_embd_kv))
+    # [arch hook] the K type's share of the logits peak, MoE experts (doctor/estimate_arch.py)
+    return estimate_arch.adjust_peaks(logits, attention, n_tok=n_tok, n_kv=n_ctx_seq_cells, n_embd=shape.n_embd,
+                                      flash_attn=flash_attn, type_k=type_k, extra=shape.extra)
 
 
 def compute_bytes(shape: ComputeShape, n_ctx_seq_cells: int, n_ubatch: int, n_batch: int, n_ctx: int,
-                  flash_attn: bool) -> int:
-    return max(compute_peaks(shape, n_ctx_seq_cells, n_ubatch, n_batch, n_ctx, flash_attn))
+                  flash_attn: bool, type_k: str = "f16") -> int:
+    return max(compute_peaks(shape, n_ctx_seq_cells, n_ubatch, n_batch, n_ctx, flash_attn, type_k))
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +294,7 @@ class Plan:
     offload_kqv: bool = True
     swa_full: bool = True
     gpu: bool = True
+    state: tuple[int, ...] = ()  # [arch hook] recurrent state bytes per layer for one sequence
 
     def with_(self, **changes: object) -> Plan:
         from dataclasses import replace
@@ -308,11 +313,17 @@ def budget(plan: Plan) -> Budget:
                 kv_gpu += size
             else:
                 kv_host += size
+    for layer, size in enumerate(plan.state):  # [arch hook] recurrent state sits with its layer, like KV
+        size *= max(1, plan.n_seq)
+        if plan.offload_kqv and place.gpu_layers and layer >= place.first_gpu_layer:
+            kv_gpu += size
+        else:
+            kv_host += size
     comp_gpu = comp_host = 0
     if plan.compute is not None:
         cp = context_params(plan.n_ctx, plan.n_seq, plan.unified, plan.n_batch, plan.n_ubatch)
         logits, attention = compute_peaks(plan.compute, cp.n_ctx_seq, cp.n_ubatch, cp.n_batch, cp.n_ctx,
-                                          plan.flash_attn)
+                                          plan.flash_attn, plan.type_k)
         n_tok = cp.n_tokens_reserve
         repeat_on_gpu = place.gpu_layers - (1 if place.output_on_gpu else 0) > 0
         repeat_on_host = place.first_gpu_layer > 0
@@ -378,6 +389,8 @@ def shape_from_facts(facts: Facts) -> KvShape | None:
         heads = list(per_layer)
     elif isinstance(n_head_kv, int) and n_head_kv > 0:
         heads = [n_head_kv] * n_layer
+    elif estimate_arch.state_per_layer(facts) is not None:  # [arch hook] all-recurrent: state, no KV
+        return KvShape(n_layer, [0] * n_layer, 0, 0)
     else:
         return None
     hd_k = facts.value("model.head_dim_k")
@@ -391,6 +404,7 @@ def shape_from_facts(facts: Facts) -> KvShape | None:
             return None
     if not isinstance(hd_v, int):
         hd_v = hd_k
+    hd_v = estimate_arch.mla_head_dim_v(facts, hd_v)  # [arch hook] MLA caches the latent only
     n_swa = facts.value("model.n_swa", 0)
     mask = facts.value("model.swa_per_layer")
     swa: tuple[bool, ...] = ()
@@ -403,7 +417,7 @@ def derive(facts: Facts) -> Facts:
     """Add derived facts in place and return the same snapshot."""
     for step in (_derive_run_summaries, _derive_kv, _derive_context, _derive_threads, _derive_load,
                  _derive_offload, _derive_budget, _derive_ctx_reduced, _derive_decode_floor, _derive_gpu_ratios,
-                 _derive_output):
+                 _derive_output, _derive_vs_engine):
         try:
             step(facts)
         except (ArithmeticError, ValueError):
@@ -411,6 +425,13 @@ def derive(facts: Facts) -> Facts:
             # hostile input): that derivation is left out; the rules needing it say unknown
             continue
     return facts
+
+
+def _derive_vs_engine(facts: Facts) -> None:
+    """[vs-engine hook] the estimate against the buffers the engine printed (doctor/estimate_vs_engine.py)."""
+    from doctor.estimate_vs_engine import derive_vs_engine
+
+    derive_vs_engine(facts)
 
 
 def _derive_output(facts: Facts) -> None:
@@ -437,7 +458,7 @@ def _derive_output(facts: Facts) -> None:
 
 def _derive_kv(facts: Facts) -> None:
     arch = str(facts.value("model.arch", "")).lower()
-    if arch and arch in KV_UNMODELLED:
+    if arch and arch in KV_UNMODELLED and not estimate_arch.modelled(facts):  # [arch hook]
         facts.set_default("model.kv_model_supported", False,
                           _src("kv", f"architecture {arch} keeps recurrent or compressed state"))
         for name in ("derived.kv_bytes", "derived.kv_bytes_per_token"):
@@ -458,8 +479,14 @@ def _derive_kv(facts: Facts) -> None:
                f" + {shape.head_dim_v} x {type_v})")
     per_token = kv_bytes_per_token(shape, type_k, type_v)
     facts.set("derived.kv_bytes_per_token", round(per_token), _src("kv", formula), "bytes")
-    f16_factor = kv_bytes_per_token(shape, type_k, type_v) / kv_bytes_per_token(shape, "f16", "f16")
-    facts.set("derived.kv_type_factor", round(f16_factor, 4), _src("kv", "bytes per token vs f16"))
+    f16_per_token = kv_bytes_per_token(shape, "f16", "f16")
+    if f16_per_token:
+        facts.set("derived.kv_type_factor", round(per_token / f16_per_token, 4), _src("kv", "bytes per token vs f16"))
+    n_seq_state = _int_fact(facts, "config.n_parallel", 1)
+    state = estimate_arch.state_bytes(facts, n_seq_state)  # [arch hook] recurrent state (Mamba, LFM2)
+    if state is not None:
+        facts.set("derived.state_bytes", state, _src("kv", f"recurrent state, f32, x {max(1, n_seq_state)} sequence(s)"
+                                                     " (doctor/estimate_arch.py)"), "bytes")
     n_ctx = asked_ctx(facts)
     if n_ctx is None:
         return
@@ -707,9 +734,14 @@ def layout_from_facts(facts: Facts) -> WeightLayout | None:
 def compute_shape_from_facts(facts: Facts) -> ComputeShape | None:
     n_vocab, n_embd, n_head = (facts.value(f"model.{k}") for k in ("n_vocab", "n_embd", "n_head"))
     shape = shape_from_facts(facts)
-    if not all(isinstance(v, int) and v > 0 for v in (n_vocab, n_embd, n_head)) or shape is None:
+    if not (isinstance(n_head, int) and n_head > 0) and estimate_arch.state_per_layer(facts) is not None:
+        n_head = 0  # [arch hook] all-recurrent (Mamba): no attention term
+    elif not isinstance(n_head, int) or n_head <= 0:
         return None
-    return ComputeShape(n_vocab, n_embd, n_head, max(shape.n_head_kv) * shape.head_dim_k)
+    if not all(isinstance(v, int) and v > 0 for v in (n_vocab, n_embd)) or shape is None:
+        return None
+    return ComputeShape(n_vocab, n_embd, n_head, max(shape.n_head_kv) * shape.head_dim_k,
+                        estimate_arch.compute_extra(facts))
 
 
 def _gpu_present(facts: Facts) -> bool:
@@ -744,7 +776,7 @@ def plan_from_facts(facts: Facts) -> Plan | None:
     if layout is None or n_ctx is None:
         return None
     arch = str(facts.value("model.arch", "")).lower()
-    kv = None if arch in KV_UNMODELLED else shape_from_facts(facts)
+    kv = None if arch in KV_UNMODELLED and not estimate_arch.modelled(facts) else shape_from_facts(facts)
     type_k = str(facts.value("config.type_k", "f16")).lower()
     type_v = str(facts.value("config.type_v", type_k)).lower()
     if type_k not in KV_TYPES or type_v not in KV_TYPES:
@@ -756,7 +788,8 @@ def plan_from_facts(facts: Facts) -> Plan | None:
                 type_k=type_k, type_v=type_v, n_seq=max(1, _int_fact(facts, "config.n_parallel", 1)),
                 unified=facts.value("config.kv_unified") is True, n_batch=n_batch,
                 n_ubatch=min(n_batch, _int_fact(facts, "config.n_ubatch", 512)), flash_attn=_flash_attn(facts),
-                offload_kqv=facts.value("config.offload_kqv") is not False, swa_full=_swa_full(facts), gpu=gpu)
+                offload_kqv=facts.value("config.offload_kqv") is not False, swa_full=_swa_full(facts), gpu=gpu,
+                state=tuple(estimate_arch.state_per_layer(facts) or ()))
 
 
 def _derive_budget(facts: Facts) -> None:
@@ -850,6 +883,8 @@ def _derive_budget(facts: Facts) -> None:
             facts.set("derived.oom_budget_bytes", room,
                       _src("budget", f"free {device} memory minus the margin"), "bytes")
 
+    if complete:  # [split hook] the sum that fails, term by term (doctor/estimate_split.py)
+        _explain_split(facts, plan, b, vram_budget, ram_budget)
     if vram_budget is not None and complete:
         best = max_gpu_layers(plan, vram_budget)
         fit_how = f"largest n_gpu_layers whose weights + KV + compute fit in {vram_budget / MIB:.0f} MiB"
@@ -872,6 +907,21 @@ def _derive_budget(facts: Facts) -> None:
             rec = min(need, best_ctx) if isinstance(need, int) else best_ctx
             facts.set("derived.ctx_fit_recommended", rec,
                       _src("budget", "the context needed, or the largest that fits if smaller"), "tokens")
+
+
+def _explain_split(facts: Facts, plan: Plan, b: Budget, vram_budget: int | None, ram_budget: int | None) -> None:
+    from doctor import estimate_split
+
+    place = place_weights(plan.layout, plan.n_gpu_layers, plan.gpu)
+    output = plan.layout.output_bytes + (plan.layout.tied_bytes if plan.layout.output_tied else 0)
+    gpu = host = None
+    if vram_budget is not None and plan.gpu and b.gpu_layers > 0:
+        gpu = estimate_split.DeviceSum("GPU", b.weights_gpu, output if place.output_on_gpu else 0, b.kv_gpu,
+                                       b.compute_gpu, vram_budget)
+    if ram_budget is not None:
+        host = estimate_split.DeviceSum("host", b.weights_host, 0 if place.output_on_gpu else plan.layout.output_bytes,
+                                        b.kv_host, b.compute_host, ram_budget)
+    estimate_split.explain(facts, gpu, host)
 
 
 def _derive_ctx_reduced(facts: Facts) -> None:

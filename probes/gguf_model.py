@@ -381,6 +381,9 @@ def model_facts(model: ModelFile, rep: Reporter) -> None:
         rep.set("model.swa_layers", 0, "layers")
     rep.set("model.n_expert", _int(key("expert_count")) or 0, text=f"{arch}.expert_count")
     rep.set("model.n_expert_used", _int(key("expert_used_count")) or 0, text=f"{arch}.expert_used_count")
+    from probes.gguf_arch import arch_facts  # [arch hook] MLA, recurrent state, expert widths (issue 16)
+
+    arch_facts(md, arch, rep)
     if model.expert_bytes:
         rep.set("model.expert_bytes", model.expert_bytes, "bytes", "ffn_*_exps tensors")
     if len(model.layer_bytes) == n_layer:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from doctor.catalog import config, derived, host, model, run, server
+from doctor.catalog import arch, config, derived, host, model, run, server
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ LABELS = frozenset({
 
 def _build() -> dict[str, FactSpec]:
     specs: dict[str, FactSpec] = {}
-    for module in (host, model, config, run, derived, server):
+    for module in (host, model, config, run, derived, server, arch):
         for name, type_, unit, doc in module.FACTS:
             if name in specs:
                 raise RuntimeError(f"fact {name} documented twice")

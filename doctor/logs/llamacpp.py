@@ -109,6 +109,8 @@ NEW_SLOT = gated(r"new slot,?(?: \|.*?)? n_ctx(?:_slot)?\s*=\s*(\d+)")
 # memory
 CUDA_MALLOC = gated(r"allocating ([\d.]+) MiB on device (\d+): cudaMalloc failed: (.+)$")
 CUDA_MALLOC_BARE = gated(r"cudaMalloc failed: out of memory|hipMalloc failed")
+# llama.cpp --fit (llama_params_fit, Oct 2025 on): its plan before loading (issue 16, item 5)
+FIT_PROJECTED = gated(r"projected to use (\d+) MiB of device memory vs\. (\d+) MiB of free device memory")
 ALLOC_RANGE = gated(r"alloc_tensor_range: failed to allocate (\S+) buffer of size (\d+)")
 GALLOCR = gated(r"(?:ggml_gallocr_reserve_n\w*|gallocr\w*): failed to allocate (\S+) buffer of size (\d+)")
 CPU_ALLOC = gated(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size (\d+)")
@@ -163,8 +165,8 @@ OUTPUT_END = gated(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\
 TRIGGERS: tuple[str, ...] = (
     r"(?:print_info|llm_load_print_meta): +(?:arch|n_ctx_train|n_embd|n_layer |n_head|n_swa|n_expert|n_vocab"
     r"|model (?:type|ftype|params|size)|file (?:type|size)|general\.name)",
-    r"loaded meta data", r"loading model tensors", r"loading model from ", r"offloaded \d+/", r"buffer size +=",
-    r"cells,",
+    r"loaded meta data", r"loading model tensors", r"loading model from ", r"projected to use", r"offloaded \d+/",
+    r"buffer size +=", r"cells,",
     r"KV self size", r"kv self size", r"type_k = '", r"VRAM used", r"mem required",
     r"n_ctx(?:_seq|_per_seq)? +=", r"n_seq_max +=", r"n_u?batch +=", r"flash_attn +=", r"Flash Attention",
     r"kv_unified +=", r"n_slots", r"V cache (?:quantization )?requires|quantized V cache", r"> n_ctx_train",
@@ -434,6 +436,14 @@ class LlamaCppParser(LogParser):
             self._buffer(line, m)
             return True
         return False
+
+    def _step_fit_projected(self, line: LogLine) -> bool:
+        m = FIT_PROJECTED.search(line.text)
+        if not m:
+            return False
+        self.set("run.fit_projected_bytes", int(m.group(1)) * MIB, line, "bytes")
+        self.set("run.fit_free_bytes", int(m.group(2)) * MIB, line, "bytes")
+        return True
 
     def _old_buffers(self, line: LogLine) -> bool:
         """2023 builds: "VRAM used: N MB", "mem required = N MB" (MB meant MiB then)."""
@@ -1158,6 +1168,7 @@ _STEP_NEEDS: tuple[tuple[Any, tuple[tuple[str, ...] | None, ...]], ...] = (
     (LlamaCppParser._step_load_mode, (_lits(LOAD_MODE),)),
     (LlamaCppParser._step_offloaded, (_lits(OFFLOADED),)),
     (LlamaCppParser._step_buffer, (_lits(BUFFER),)),
+    (LlamaCppParser._step_fit_projected, (_lits(FIT_PROJECTED),)),
     (LlamaCppParser._kv_size, (_lits(KV_SIZE, KV_SELF, KV_SELF_2023, KV_TYPES_OLD),)),
     (LlamaCppParser._context_params, (_lits(QUANT_V_NEEDS_FA, CTX_TRAIN_OVER, CTX_TRAIN_WARN, FA_DECISION, GENERATE,
                                             SLOT_INIT, NEW_SLOT, NEW_PROMPT, *_CTX_KV_KEYS),)),

@@ -88,7 +88,7 @@ def test_small_and_odd_contexts_follow_llama_cpps_order() -> None:
     assert kv_layer_bytes(shape, 1100, swa_full=False, n_ubatch=512, n_batch=512)[0] == 2 * 128 * 1280 * 2 * 2
     # the compute buffer: a context of 128 reserves a 128-token graph over 256 cells, not 512 tokens
     p = plan(n_ctx=128, flash_attn=False, n_gpu_layers=0)
-    logits = 128 * (128256 * 4 + 3 * 4096 * 4)
+    logits = 128 * (128256 * 4 + 2 * 4096 * 4)  # f16 K cache: 2 x n_embd per token (doctor/estimate_arch.py)
     assert budget(p).compute_host == max(logits, 128 * 256 * (32 * 4 + 4) + 128 * 4 * (5 * 4096 + 2 * 1024))
 
 
@@ -198,8 +198,19 @@ def test_moe_decode_reads_only_the_routed_experts(model_files) -> None:  # type:
     assert per_token < 0.4 * f.value("derived.weights_gpu_bytes")  # 2 of 8 experts, not the whole 26 GiB
 
 
+def test_a_mamba_model_gets_its_recurrent_state_not_a_kv_cache(model_files) -> None:  # type: ignore[no-untyped-def]
+    """Mamba-130m: 24 layers x ((d_conv 4 - 1) x d_inner 1536 + d_state 16 x 1536) f32 per sequence."""
+    model = collect_model(str(model_files("mamba-130m-f16")))
+    f = scan_facts(model, **{"config.n_ctx": 4096, "config.type_k": "f16", "config.type_v": "f16",
+                             "config.n_parallel": 2, "host.ram.available": 8 * GIB})
+    assert f.value("derived.kv_bytes") == 0
+    assert f.value("derived.state_bytes") == 24 * (3 * 1536 + 16 * 1536) * 4 * 2
+    assert f.value("derived.fits_ram") is True
+
+
 def test_a_recurrent_model_says_unknown_rather_than_guess(model_files) -> None:  # type: ignore[no-untyped-def]
     model = collect_model(str(model_files("mamba-130m-f16")))
+    model.set("model.arch", "rwkv6", Source("test", "an architecture whose state is not modelled"))
     f = scan_facts(model, **{"config.n_ctx": 4096, "config.type_k": "f16", "config.type_v": "f16",
                              "host.ram.available": 8 * GIB})
     assert not f.has("derived.kv_bytes")

@@ -62,6 +62,23 @@ def test_oom_prediction_names_the_largest_settings_that_fit(model_files, capsys)
     assert sorted(f["id"] for f in again["findings"]) == ["LD506"]
 
 
+def test_the_finding_shows_the_sum_that_does_not_fit(model_files, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Issue 16 item 4: weights on the GPU (with the output layer) + KV + compute vs free VRAM, and the
+    largest n_gpu_layers and n_ctx that fit, in the finding itself."""
+    _, report = run_scan(["--replay-machine", str(MACHINES / "nvme-workstation-rtx4090"),
+                          "--model", str(model_files("llama-3.1-70b-instruct-q4_k_m"))], capsys)
+    finding = next(f for f in report["findings"] if f["id"] == "LD311")
+    facts = {k: v.get("value") for k, v in report["facts"]["facts"].items()}
+    gib = 1 << 30
+    parts = [facts[k] / gib for k in ("derived.weights_gpu_bytes", "derived.kv_gpu_bytes", "derived.compute_gpu_bytes")]
+    assert (f"weights {parts[0]:.2f} GiB (output layer {facts['derived.output_gpu_bytes'] / gib:.2f} GiB of it) "
+            f"+ KV {parts[1]:.2f} GiB + compute {parts[2]:.2f} GiB = {sum(parts):.2f} GiB on the GPU vs "
+            f"{facts['derived.vram_budget'] / gib:.2f} GiB free after the margin: does not fit") in finding["message"]
+    assert facts["derived.split_constraint"] == "weights" and facts["derived.output_gpu_bytes"] > 0
+    assert f"{facts['derived.max_gpu_layers']} of 81 layers fit" in finding["message"]
+    assert f"largest context that fits with these layers is {facts['derived.max_ctx_fit']}" in finding["message"]
+
+
 def test_kv_prediction_recommends_a_context_that_fits(model_files, capsys) -> None:  # type: ignore[no-untyped-def]
     model = model_files("llama-3.1-8b-instruct-q4_k_m")
     args = ["--replay-machine", str(MACHINES / "laptop-no-gpu"), "--model", str(model)]

@@ -1,0 +1,272 @@
+"""The memory estimate against llama.cpp's own figures on every architecture, with a peer beside it.
+
+For each spec in fixtures/gguf/arch/ (Llama 3 8B/70B, Qwen2.5, Qwen3 dense and MoE, Mixtral,
+Gemma 2/3 with sliding windows, DeepSeek-V2-Lite with MLA, Mamba, the LFM2 hybrid) and each
+setting of fixtures/record_arch.py's grid, llama.cpp's figures come from a `no_alloc` load of a
+sparse GGUF with the real shapes - run now in this benchmark (default) or read from the logs
+recorded in fixtures/ (`--recorded`). llm-doctor reads the same file with its GGUF probe and
+derives the budget (doctor/estimate.py with doctor/estimate_arch.py). The peer is `hf-mem`
+(`--peer`, when importable: it estimates from Hugging Face safetensors metadata and cannot read a
+GGUF, so its column says so). `llama-fit-params` is left out: it needs llama.cpp built from source.
+
+Terms: weights = llama_model_size() (bytes of every tensor llama.cpp created); KV = the sum of
+every `llama_kv_cache: size` line plus `llama_memory_recurrent: size` (recurrent state); compute
+= `compute buffer size`. Fit column: does weights + KV + compute fit BUDGET (default 8 GiB) -
+per llama.cpp's sums, and per llm-doctor's.
+
+Run:  python -m bench.arch_table [--recorded] [--budget-gib 16]
+Writes bench/results/arch_table.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+if str(ROOT / "fixtures" / "gguf") not in sys.path:
+    sys.path.insert(0, str(ROOT / "fixtures" / "gguf"))
+
+from doctor.estimate import derive  # noqa: E402
+from doctor.facts import Facts, Source  # noqa: E402
+
+ARCH_LOGS = ROOT / "fixtures" / "logs" / "llama-cpp-python" / "arch"
+RESULTS = ROOT / "bench" / "results" / "arch_table.md"
+MIB = 1 << 20
+
+KV_SIZE = re.compile(r"^llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\)",
+                     re.M)
+RS_SIZE = re.compile(r"^llama_memory_recurrent: size =\s*([\d.]+) MiB", re.M)
+COMPUTE = re.compile(r"^sched_reserve:\s+\S+ compute buffer size =\s*([\d.]+) MiB", re.M)
+MODEL_SIZE = re.compile(r"^record_arch: llama_model_size = (\d+)", re.M)
+PARAM = re.compile(r"^llama_context: (n_ctx|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified)\s*=\s*(\w+)", re.M)
+TYPES = re.compile(r"K \((\w+)\):\s*[\d.]+ MiB, V \((\w+)\)")
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """What llama.cpp printed for one load."""
+
+    kv_mib: float  # KV caches + recurrent state, as printed (2 decimals each)
+    compute_mib: float
+    weights_bytes: int
+    n_ctx: int
+    n_seq: int
+    n_batch: int
+    n_ubatch: int
+    flash_attn: bool
+    unified: bool
+    swa_full: bool
+    type_k: str
+    type_v: str
+
+
+def reference(text: str) -> Reference:
+    params = dict(PARAM.findall(text))
+    kv = [float(m.group(1)) for m in KV_SIZE.finditer(text)] + [float(m) for m in RS_SIZE.findall(text)]
+    compute, model = COMPUTE.findall(text), MODEL_SIZE.search(text)
+    if not compute or not model or not params:
+        raise ValueError("buffer lines missing")
+    types = TYPES.search(text)
+    return Reference(kv_mib=round(sum(kv), 2), compute_mib=float(compute[-1]), weights_bytes=int(model.group(1)),
+                     n_ctx=int(params["n_ctx"]), n_seq=int(params.get("n_seq_max", 1)),
+                     n_batch=int(params["n_batch"]), n_ubatch=int(params["n_ubatch"]),
+                     flash_attn=params.get("flash_attn") == "enabled", unified=params.get("kv_unified") == "true",
+                     swa_full="using full-size SWA cache" in text,
+                     type_k=types.group(1) if types else "f16", type_v=types.group(2) if types else "f16")
+
+
+def estimate(model: Facts, ref: Reference) -> Facts:
+    """llm-doctor's derived facts for the model at the reference's settings (CPU only)."""
+    facts = Facts()
+    facts.merge(model)
+    src = Source("config", "the settings llama.cpp printed")
+    for name, value in {"config.n_ctx": ref.n_ctx, "config.n_parallel": ref.n_seq, "config.kv_unified": ref.unified,
+                        "config.n_batch": ref.n_batch, "config.n_ubatch": ref.n_ubatch,
+                        "config.flash_attn": "enabled" if ref.flash_attn else "disabled",
+                        "config.type_k": ref.type_k, "config.type_v": ref.type_v, "config.n_gpu_layers": 0,
+                        "config.swa_full": ref.swa_full, "config.engine": "llama-cpp-python"}.items():
+        facts.set(name, value, src)
+    return derive(facts)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    spec: str
+    setting: str
+    ref: Reference
+    kv_est: float | None  # MiB
+    weights_est: int | None
+    compute_est: float | None  # MiB
+    n_kv_lines: int = 1
+    peer_weights: int | None = None
+    peer_kv: int | None = None
+    peer_error: str = ""
+
+    @property
+    def kv_exact(self) -> bool:
+        return self.kv_est is not None and abs(self.kv_est - self.ref.kv_mib) <= 0.011 * max(1, self.n_kv_lines)
+
+
+    @property
+    def weights_err(self) -> float | None:
+        if self.weights_est is None:
+            return None
+        return (self.weights_est - self.ref.weights_bytes) / self.ref.weights_bytes
+
+    @property
+    def compute_err(self) -> float | None:
+        return None if self.compute_est is None else (self.compute_est - self.ref.compute_mib) / self.ref.compute_mib
+
+    def total(self, budget: int) -> tuple[bool, bool | None]:
+        ref = self.ref.weights_bytes + (self.ref.kv_mib + self.ref.compute_mib) * MIB
+        if self.kv_est is None or self.weights_est is None or self.compute_est is None:
+            return ref <= budget, None
+        est = self.weights_est + (self.kv_est + self.compute_est) * MIB
+        return ref <= budget, est <= budget
+
+    def peer_fits(self, budget: int) -> bool | None:
+        if self.peer_weights is None or self.peer_kv is None:
+            return None
+        return self.peer_weights + self.peer_kv <= budget
+
+    @property
+    def peer_kv_err(self) -> float | None:
+        if self.peer_kv is None or not self.ref.kv_mib:
+            return None
+        return (self.peer_kv / MIB - self.ref.kv_mib) / self.ref.kv_mib
+
+
+def _mib(facts: Facts, name: str) -> float | None:
+    value = facts.value(name)
+    return value / MIB if isinstance(value, int) else None
+
+
+def model_facts(path: Path) -> Facts:
+    from probes.gguf_model import collect_model
+
+    return collect_model(str(path))
+
+
+def compare(spec: str, setting: str, text: str, model: Facts, gguf: Path | None = None) -> Row:
+    ref = reference(text)
+    facts = estimate(model, ref)
+    kv = facts.value("derived.kv_bytes")
+    state = facts.value("derived.state_bytes")
+    kv_est = None
+    if isinstance(kv, int) or isinstance(state, int):
+        kv_est = ((kv if isinstance(kv, int) else 0) + (state if isinstance(state, int) else 0)) / MIB
+    weights = facts.value("derived.weights_bytes")
+    lines = len(KV_SIZE.findall(text)) + len(RS_SIZE.findall(text))
+    peer = None
+    if gguf is not None:
+        from bench.peer_hf_mem import estimate as peer_estimate
+
+        peer = peer_estimate(gguf, ref.n_ctx, ref.n_seq, ref.unified, ref.type_k)
+    return Row(spec, setting, ref, kv_est, weights if isinstance(weights, int) else None,
+               _mib(facts, "derived.compute_bytes"), lines, peer.weights if peer else None,
+               peer.kv if peer else None, peer.error if peer else "")
+
+
+def rows_from(folder: Path, gguf_dir: Path, peer: bool = False) -> list[Row]:
+    from make_arch_gguf import build, load_arch_spec
+
+    index = json.loads((folder / "index.json").read_text())
+    models: dict[str, Facts] = {}
+    paths: dict[str, Path] = {}
+    rows = []
+    for key, run in sorted(index["runs"].items()):
+        if key in index.get("failed", {}):
+            continue
+        spec = run["spec"]
+        if spec not in models:
+            paths[spec] = build(load_arch_spec(spec), gguf_dir / f"{spec}.gguf")
+            models[spec] = model_facts(paths[spec])
+        text = (folder / f"{key}.log").read_text(encoding="utf-8")
+        rows.append(compare(spec, run["setting"], text, models[spec], paths[spec] if peer else None))
+    return rows
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:+.2f}%"
+
+
+def _yn(value: bool | None) -> str:
+    return "?" if value is None else "yes" if value else "no"
+
+
+def table(rows: list[Row], budget: int, how: str, version: str, peer_note: str) -> str:
+    out = [f"# Memory estimate vs llama.cpp, per architecture (llama-cpp-python {version}, CPU backend, {how})", "",
+           f"Budget for the fit columns: {budget / (1 << 30):.0f} GiB (weights + KV/state + compute). "
+           f"Peer: {peer_note}", "",
+           "| model | setting | KV+state MiB llama.cpp / est. / peer (peer err) |"
+           " weights GiB llama.cpp / est. (err) / peer |"
+           " compute MiB llama.cpp / est. (err) | fits: llama.cpp / est. / peer |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        fit_ref, fit_est = r.total(budget)
+        kv = "n/a" if r.kv_est is None else f"{r.kv_est:.2f}"
+        mark = "=" if r.kv_exact else "≠"
+        w = "n/a" if r.weights_est is None else f"{r.weights_est / (1 << 30):.3f}"
+        c = "n/a" if r.compute_est is None else f"{r.compute_est:.1f}"
+        pkv = (f"{r.peer_kv / MIB:.2f} ({_pct(r.peer_kv_err)})" if r.peer_kv is not None
+               else f"fails: {r.peer_error}" if r.peer_error else "-")
+        pw = "-" if r.peer_weights is None else f"{r.peer_weights / (1 << 30):.3f}"
+        out.append(f"| {r.spec} | {r.setting} | {r.ref.kv_mib:.2f} / {kv} {mark} / {pkv} |"
+                   f" {r.ref.weights_bytes / (1 << 30):.3f} / {w} ({_pct(r.weights_err)}) / {pw} |"
+                   f" {r.ref.compute_mib:.1f} / {c} ({_pct(r.compute_err)}) |"
+                   f" {_yn(fit_ref)} / {_yn(fit_est)} / {_yn(r.peer_fits(budget))} |")
+    kv_ok = sum(r.kv_exact for r in rows)
+    w_errs = [abs(r.weights_err) for r in rows if r.weights_err is not None]
+    c_errs = [abs(r.compute_err) for r in rows if r.compute_err is not None]
+    c_in = sum(e <= 0.05 for e in c_errs)
+    fit_est = sum(r.total(budget)[0] == r.total(budget)[1] for r in rows)
+    fit_peer = sum(r.total(budget)[0] == r.peer_fits(budget) for r in rows)
+    peer_kv = sum(r.peer_kv_err is not None and abs(r.peer_kv_err) <= 0.005 for r in rows)
+    out += ["", f"KV exact: {kv_ok}/{len(rows)}. Weights worst error: {max(w_errs, default=0) * 100:.2f}% "
+                f"(target 1%). Compute within 5%: {c_in}/{len(rows)}, worst {max(c_errs, default=0) * 100:.1f}%.",
+            f"Fit verdict agrees with llama.cpp's: llm-doctor {fit_est}/{len(rows)}, peer {fit_peer}/{len(rows)}. "
+            f"Peer KV exact (within 0.5%): {peer_kv}/{len(rows)}."]
+    return "\n".join(out) + "\n"
+
+
+def record_now(folder: Path) -> None:
+    subprocess.run([sys.executable, str(ROOT / "fixtures" / "record_arch.py"), "--out", str(folder)], check=True,
+                   timeout=1800)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--recorded", action="store_true", help="read the logs recorded in fixtures/ (no llama.cpp run)")
+    ap.add_argument("--budget-gib", type=float, default=8.0, help="memory budget for the fit columns")
+    ap.add_argument("--peer-wheel", type=Path, help="an hf-mem wheel to import the peer from (pip download hf-mem)")
+    args = ap.parse_args()
+    from bench.peer_hf_mem import available, peer_note
+
+    peer_version = available(args.peer_wheel)
+    budget = int(args.budget_gib * (1 << 30))
+    with tempfile.TemporaryDirectory(prefix="llm-doctor-arch-") as tmp:
+        folder = ARCH_LOGS
+        if not args.recorded:
+            folder = Path(tmp) / "logs"
+            record_now(folder)
+        rows = rows_from(folder, Path(tmp), peer=peer_version is not None)
+        version = json.loads((folder / "index.json").read_text())["llama_cpp_python"]
+    text = table(rows, budget, "recorded in fixtures/" if args.recorded else "run now, in this benchmark",
+                 version, peer_note(peer_version))
+    print(text)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
