@@ -16,6 +16,7 @@ goes) so `llm-doctor analyze FILE` replays it through the rules.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import shutil
@@ -120,6 +121,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     from engine_adapter.triage import TRIAGE_BUDGET_S
 
     eng.add_argument("--no-triage", action="store_true", help=TRIAGE_HELP.format(budget=TRIAGE_BUDGET_S))
+    from doctor.commands.verify import VERIFY_BUDGET_S
+
+    eng.add_argument("--verify", action="store_true",
+                     help="after the run is judged, try each fix that is a setting (the same job re-run in a fresh "
+                          "engine with the fix applied, same prompt and seed) and show before -> after; also sweep "
+                          f"threads and the batch size ({VERIFY_BUDGET_S:.0f} s at most; off: nothing extra runs)")
     add_output_options(p, formats=FORMATS)
     p.set_defaults(run=run)
 
@@ -185,6 +192,9 @@ def run(args: argparse.Namespace) -> int:
     if not embedded and _engine_options_given(args):
         raise UsageError(f"{', '.join(_engine_options_given(args))} apply to the embedded engine only "
                          "(drop --log / --metrics / the command to use them)")
+    if getattr(args, "verify", False) and not embedded:
+        raise UsageError("--verify re-runs the embedded engine: it cannot re-run a followed log, a command or "
+                         "/metrics (save the log and use: llm-doctor analyze FILE --verify --model PATH)")
     if args.from_end and not args.log:
         raise UsageError("--from-end goes with --log")
     if args.metrics and not args.metrics.startswith(("http://", "https://")):
@@ -238,7 +248,42 @@ def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event:
                           stop=stop, pause=pause, redactor=getattr(args, "redactor", None),
                           triage=not args.no_triage, on_progress=progress)
     end = next((e for e in reversed(result.events) if isinstance(e, EndEvent)), None)
+    if getattr(args, "verify", False) and result.report is not None and not stop.is_set():
+        verify_embedded(result.report, result.settings or settings, judge.rulebase, note, engine=args.engine)
+        if end is not None and args.line_events == "tail":  # the TUI: its report comes from the end event
+            on_event(dataclasses.replace(end, report=result.report.to_json()))
     return Outcome(result.report, end, result.errors)
+
+
+VERIFY_MAX_TOKENS = 256  # the re-runs' job is the first run's, up to this many tokens
+
+
+def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable[[str], None],
+                    engine: str | None = None) -> None:
+    """--verify for a run of the embedded engine: re-run the same job (same prompt and seed, at most
+    VERIFY_MAX_TOKENS tokens) in fresh children with each fix applied, judged by the same rules."""
+    from doctor.commands.verify import verify
+    from engine_adapter.judge import LiveJudge
+    from engine_adapter.runner import run_embedded
+
+    seed = report.facts.value("sampling.seed")
+    if settings.seed is None and isinstance(seed, int):
+        settings = dataclasses.replace(settings, seed=seed)  # the same seed as the first run
+    base = settings
+    if base.max_tokens == 0 or base.max_tokens > VERIFY_MAX_TOKENS:
+        base = dataclasses.replace(base, max_tokens=VERIFY_MAX_TOKENS)
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        job = dataclasses.replace(base, **changes)
+        if max_tokens is not None:
+            job = dataclasses.replace(job, max_tokens=max_tokens)
+        if job.n_ubatch > job.n_batch:
+            job = dataclasses.replace(job, n_ubatch=job.n_batch)
+        run = run_embedded(job, timeout_s=timeout_s, judge=LiveJudge(rulebase, engine=engine), triage=False)
+        assert run.report is not None
+        return run.report
+
+    verify(report, dataclasses.asdict(base), run_job, progress=note)
 
 
 def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: Callable[[LiveEvent], None],
