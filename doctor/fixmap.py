@@ -180,7 +180,7 @@ def figures(facts: Facts) -> dict[str, Any]:
 # the figures that matter, by class (the rest stay in the JSON only when asked for)
 FIGURES_BY_CLASS: dict[str, tuple[str, ...]] = {
     "context": ("prompt_tokens", "n_ctx", "generated_tokens", "truncated", "peak_rss_mib", "crashed"),
-    "sampling": ("generated_tokens", "loop_count", "output_repetition", "loop_span", "crashed"),
+    "sampling": ("generated_tokens", "finish_reason", "loop_count", "output_repetition", "loop_span", "crashed"),
     "cpu": ("decode_ms_per_token", "prefill_ms", "crashed"),
     "decode": ("decode_ms_per_token", "crashed"),
     "oom": ("peak_rss_mib", "n_ctx", "generated_tokens", "crashed"),
@@ -242,7 +242,9 @@ def line(cls: str, applied: str, before: dict[str, Any], after: dict[str, Any], 
             span = f.get("loop_span")
             return f"{rep:.0%} repeated" + (f" (\"{str(span)[:40]}\" x{f.get('loop_count')})" if span else "")
         gen = after.get("generated_tokens")
-        return head + f"{loop(before)} -> {loop(after)}" + (f"; {gen} tokens generated" if gen is not None else "")
+        ended = " (the model ended it)" if after.get("finish_reason") == "stop" else ""
+        tail = f"; {gen} tokens generated{ended}" if gen is not None else ""
+        return head + f"{loop(before)} -> {loop(after)}" + tail
     b_ms, a_ms = before.get("decode_ms_per_token"), after.get("decode_ms_per_token")
     bits = []
     if isinstance(b_ms, (int, float)) and isinstance(a_ms, (int, float)):

@@ -23,7 +23,7 @@ from typing import Any
 from doctor import fixmap
 from doctor.report import Report, Sweep, Verification, Verified
 
-VERIFY_BUDGET_S = 180.0  # every re-run and sweep together
+VERIFY_BUDGET_S = 120.0  # every re-run and sweep together
 MIN_RUN_S = 5.0  # no run is started with less of the budget left
 RUN_LIMIT_S = 60.0  # one re-run at most
 SWEEP_TOKENS = 16  # decode steps per thread-sweep run
@@ -195,6 +195,8 @@ def _failed(report: Report) -> str:
         return "crashed"
     if report.facts.value("run.finish_reason") == "error":
         return "failed"
+    if report.facts.value("run.finish_reason") in ("timeout", "interrupted"):
+        return "timed out"
     return ""
 
 

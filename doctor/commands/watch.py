@@ -126,7 +126,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     eng.add_argument("--verify", action="store_true",
                      help="after the run is judged, try each fix that is a setting (the same job re-run in a fresh "
                           "engine with the fix applied, same prompt and seed) and show before -> after; also sweep "
-                          f"threads and the batch size ({VERIFY_BUDGET_S:.0f} s at most; off: nothing extra runs)")
+                          "threads and the batch size (off: nothing extra runs)")
+    eng.add_argument("--verify-budget", type=float, default=VERIFY_BUDGET_S, metavar="SECONDS",
+                     help=f"time for all of --verify's runs together (default {VERIFY_BUDGET_S:.0f})")
     add_output_options(p, formats=FORMATS)
     p.set_defaults(run=run)
 
@@ -195,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "verify", False) and not embedded:
         raise UsageError("--verify re-runs the embedded engine: it cannot re-run a followed log, a command or "
                          "/metrics (save the log and use: llm-doctor analyze FILE --verify --model PATH)")
+    if getattr(args, "verify_budget", 1) <= 0:
+        raise UsageError(f"--verify-budget must be positive (got {args.verify_budget:g})")
     if args.from_end and not args.log:
         raise UsageError("--from-end goes with --log")
     if args.metrics and not args.metrics.startswith(("http://", "https://")):
@@ -249,7 +253,8 @@ def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event:
                           triage=not args.no_triage, on_progress=progress)
     end = next((e for e in reversed(result.events) if isinstance(e, EndEvent)), None)
     if getattr(args, "verify", False) and result.report is not None and not stop.is_set():
-        verify_embedded(result.report, result.settings or settings, judge.rulebase, note, engine=args.engine)
+        verify_embedded(result.report, result.settings or settings, judge.rulebase, note, engine=args.engine,
+                        budget_s=args.verify_budget)
         if end is not None and args.line_events == "tail":  # the TUI: its report comes from the end event
             on_event(dataclasses.replace(end, report=result.report.to_json()))
     return Outcome(result.report, end, result.errors)
@@ -259,7 +264,7 @@ VERIFY_MAX_TOKENS = 256  # the re-runs' job is the first run's, up to this many 
 
 
 def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable[[str], None],
-                    engine: str | None = None) -> None:
+                    engine: str | None = None, budget_s: float = 120.0) -> None:
     """--verify for a run of the embedded engine: re-run the same job (same prompt and seed, at most
     VERIFY_MAX_TOKENS tokens) in fresh children with each fix applied, judged by the same rules."""
     from doctor.commands.verify import verify
@@ -283,7 +288,7 @@ def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable
         assert run.report is not None
         return run.report
 
-    verify(report, dataclasses.asdict(base), run_job, progress=note)
+    verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=note)
 
 
 def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: Callable[[LiveEvent], None],
