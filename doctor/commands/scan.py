@@ -415,8 +415,10 @@ def run(args: argparse.Namespace) -> int:
     report = diagnose(facts, rulebase, command="scan", mode="scan", engine=engine, errors=errors)
     if getattr(args, "verify", False):
         if "facts" not in trace_result:
-            report.notes.append("--verify: nothing was tried, since the trace did not run"
-                                + (f" ({blocked})" if blocked else ""))
+            from doctor.report import Verification
+
+            report.verification = Verification(0.0, args.verify_budget, 0, notes=[
+                "nothing was tried, since the trace did not run" + (f" ({blocked})" if blocked else "")])
         else:
             verify_scan(report, model_path, plan, machine_facts, rulebase, engine, args.verify_budget,
                         not args.no_triage)

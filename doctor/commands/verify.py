@@ -24,7 +24,8 @@ from doctor import fixmap
 from doctor.report import Report, Sweep, Verification, Verified
 
 VERIFY_BUDGET_S = 120.0  # every re-run and sweep together
-MIN_RUN_S = 5.0  # no run is started with less of the budget left
+MIN_RUN_S = 8.0  # no run is started with less of the budget left
+STOP_GRACE_S = 5.0  # a run stopped at its limit may take this long to end (engine_adapter.runner)
 RUN_LIMIT_S = 60.0  # one re-run at most
 SWEEP_TOKENS = 16  # decode steps per thread-sweep run
 MAX_THREAD_VALUES = 6
@@ -42,6 +43,7 @@ class Verifier:
     progress: Callable[[str], None] | None = None
     runs: int = 0
     base: dict[str, Any] = field(default_factory=dict)  # resolved fixes: the sweeps run with them
+    skip: dict[str, str] = field(default_factory=dict)  # class area -> why its fixes are not tried here
     _start: float = field(default_factory=time.monotonic)
     _cache: dict[tuple[tuple[str, Any], ...], Report] = field(default_factory=dict)
 
@@ -62,7 +64,7 @@ class Verifier:
         if left < MIN_RUN_S:
             return None
         self.runs += 1
-        report = self.run_job(changes, max_tokens, min(left, RUN_LIMIT_S))
+        report = self.run_job(changes, max_tokens, min(left - STOP_GRACE_S, RUN_LIMIT_S))
         self._cache[key] = report
         return report
 
@@ -76,8 +78,9 @@ class Verifier:
                 finding.fix.verified = Verified("not tried", "not tried: no setting fix to try for this check",
                                                 reason="no setting fix to try for this check")
                 continue
-            if recipe.not_tried or (recipe.needs_gpu and not has_gpu):
-                reason = recipe.not_tried or fixmap._NO_GPU
+            skipped = self.skip.get(finding.cls.split(".")[0])
+            if recipe.not_tried or (recipe.needs_gpu and not has_gpu) or skipped:
+                reason = recipe.not_tried or skipped or fixmap._NO_GPU
                 finding.fix.verified = Verified("not tried", f"not tried: {reason}", reason=reason)
                 continue
             cands = fixmap.candidates(recipe, self.report.facts, self.settings)
@@ -110,6 +113,8 @@ class Verifier:
             before_ids = {f.id for f in self.report.findings}
             others = [f"{f.id} {f.title}" for f in after_report.findings
                       if f.id not in before_ids and f.severity != "info" and outcome != "made worse"]
+            others = [o for o in others if o.split(" ")[0] not in {
+                f.id for f in after_report.findings if f.cls.split(".")[0] in self.skip}]
             if others:
                 text += "; also fired after: " + ", ".join(others)
             self.say(f"{finding.id}: {outcome}: {text}")
@@ -127,7 +132,8 @@ class Verifier:
     # -- sweeps ------------------------------------------------------------------------------
     def sweep_threads(self) -> Sweep:
         facts = self.report.facts
-        physical = facts.value("host.cpu.physical_cores") or facts.value("host.cpu.logical_cores")
+        physical = facts.value("host.cpu.physical_cores") or facts.value("host.cpu.logical_cores") \
+            or _physical_cores()
         used = facts.value("config.n_threads") or self.settings.get("n_threads")
         sweep = Sweep("n_threads", "decode ms/token", baseline=used)
         if not isinstance(physical, int) or physical < 1:
@@ -190,6 +196,18 @@ class Verifier:
         return sweep
 
 
+def _physical_cores() -> int | None:
+    """This machine's physical cores (a log's report has none of its own)."""
+    try:
+        import psutil
+
+        return psutil.cpu_count(logical=False) or psutil.cpu_count()
+    except ImportError:
+        import os
+
+        return os.cpu_count()
+
+
 def _failed(report: Report) -> str:
     if report.facts.value("run.crashed") is True:
         return "crashed"
@@ -214,9 +232,11 @@ def _best(sweep: Sweep, lower: bool) -> None:
 
 
 def verify(report: Report, settings: dict[str, Any], run_job: RunJob, *, budget_s: float = VERIFY_BUDGET_S,
-           progress: Callable[[str], None] | None = None, sweeps: bool = True) -> Verification:
-    """Try the fixes of `report` and run the sweeps; the fixes' `verified` and `report.verification` are set."""
-    verifier = Verifier(report, settings, run_job, budget_s, progress)
+           progress: Callable[[str], None] | None = None, sweeps: bool = True,
+           skip: dict[str, str] | None = None) -> Verification:
+    """Try the fixes of `report` and run the sweeps; the fixes' `verified` and `report.verification` are set.
+    `skip`: class areas ("sampling") whose fixes cannot be judged by these re-runs, with the reason."""
+    verifier = Verifier(report, settings, run_job, budget_s, progress, skip=dict(skip or {}))
     began = time.monotonic()
     verifier.verify_fixes()
     done: list[Sweep] = []
