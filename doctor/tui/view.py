@@ -301,7 +301,7 @@ def banner_info(report: Report) -> BannerInfo:
         return info
     sweeps = "; ".join(inert(s.lines()[0], 160) for s in v.sweeps if s.rows)
     extra = f" · --verify: {v.runs} re-runs in {v.seconds:.1f} s" + (f" · {sweeps}" if sweeps else "")
-    return BannerInfo(info.kind, info.title, info.detail + extra)
+    return BannerInfo(info.kind, info.headline, info.detail + extra)
 
 
 def _banner_info(report: Report) -> BannerInfo:

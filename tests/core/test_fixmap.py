@@ -4,6 +4,7 @@ one run per distinct change, and the sweeps' best value and gain (a stand-in run
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -170,3 +171,29 @@ def test_thread_sweep_picks_the_fastest_and_its_gain(rules: RuleBase) -> None:
     assert batch.best == 512 and [r[0] for r in batch.rows] == [32, 128, 512]
     assert result.sweeps[2].note.startswith("skipped: no GPU")
     assert report.to_json()["verification"]["runs"] == result.runs == 7
+
+
+def test_views_show_the_before_after_line_and_the_sweeps(rules: RuleBase) -> None:
+    from doctor.render.markdown import render_markdown
+    from doctor.render.style import choose_style
+    from doctor.render.text import render_text
+    from doctor.tui.report_json import report_from_json
+    from doctor.tui.view import banner_info, finding_view
+
+    report = judged(rules, {**OVERFLOW, "host.cpu.physical_cores": 2, "config.n_threads": 1}, [OVERFLOW_EVENT])
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        return judged(rules, {**FITS, "config.n_ctx": changes.get("n_ctx", 512),
+                              "run.decode_ms_p50": {1: 30.0, 2: 20.0}.get(changes.get("n_threads"), 25.0)})
+
+    verify(report, SETTINGS, run_job)
+    line = next(f for f in report.findings if f.id == "LD201").fix.verified.line  # type: ignore[union-attr]
+    text = render_text(report, choose_style(False, "utf-8", "never"))
+    assert f"verified: resolved · {line}" in text
+    assert "n_threads sweep (decode ms/token): best 2, 33% faster than 1" in text
+    markdown = render_markdown(report)
+    assert f"**Verified:** resolved — {line}" in markdown and "| 2 (best) | 20.0 |" in markdown
+    again = report_from_json(json.loads(json.dumps(report.to_json())))  # the TUI's copy, from the end event
+    ld201 = next(f for f in again.findings if f.id == "LD201")
+    assert finding_view(ld201).fix.verified == ("resolved", line)  # type: ignore[union-attr]
+    assert "best 2, 33% faster than 1" in banner_info(again).detail
