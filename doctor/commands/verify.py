@@ -44,6 +44,7 @@ class Verifier:
     runs: int = 0
     base: dict[str, Any] = field(default_factory=dict)  # resolved fixes: the sweeps run with them
     skip: dict[str, str] = field(default_factory=dict)  # class area -> why its fixes are not tried here
+    stopped: Callable[[], bool] | None = None  # the user stopped: no more runs
     _start: float = field(default_factory=time.monotonic)
     _cache: dict[tuple[tuple[str, Any], ...], Report] = field(default_factory=dict)
 
@@ -61,7 +62,7 @@ class Verifier:
         if key in self._cache:
             return self._cache[key]
         left = self.left()
-        if left < MIN_RUN_S:
+        if left < MIN_RUN_S or (self.stopped is not None and self.stopped()):
             return None
         self.runs += 1
         report = self.run_job(changes, max_tokens, min(left - STOP_GRACE_S, RUN_LIMIT_S))
@@ -101,7 +102,8 @@ class Verifier:
             self.say(f"{finding.id}: re-running with {label}")
             after_report = self.job(changes)
             if after_report is None:
-                reason = f"the verify budget of {self.budget_s:.0f} s ran out"
+                reason = "the run was stopped" if self.stopped is not None and self.stopped() \
+                    else f"the verify budget of {self.budget_s:.0f} s ran out"
                 result = Verified("not tried", f"not tried: {reason}", applied=changes, flags=applied_flags,
                                   before=before, reason=reason, tries=tries)
                 break
@@ -233,10 +235,10 @@ def _best(sweep: Sweep, lower: bool) -> None:
 
 def verify(report: Report, settings: dict[str, Any], run_job: RunJob, *, budget_s: float = VERIFY_BUDGET_S,
            progress: Callable[[str], None] | None = None, sweeps: bool = True,
-           skip: dict[str, str] | None = None) -> Verification:
+           skip: dict[str, str] | None = None, stopped: Callable[[], bool] | None = None) -> Verification:
     """Try the fixes of `report` and run the sweeps; the fixes' `verified` and `report.verification` are set.
     `skip`: class areas ("sampling") whose fixes cannot be judged by these re-runs, with the reason."""
-    verifier = Verifier(report, settings, run_job, budget_s, progress, skip=dict(skip or {}))
+    verifier = Verifier(report, settings, run_job, budget_s, progress, skip=dict(skip or {}), stopped=stopped)
     began = time.monotonic()
     verifier.verify_fixes()
     done: list[Sweep] = []

@@ -29,7 +29,7 @@ from typing import Any
 
 from doctor.commands.output import add_output_options, emit, exit_code, wants_tui, write_stdout
 from doctor.errors import EngineError, InputError, UsageError
-from doctor.live import EndEvent, LiveEvent
+from doctor.live import EndEvent, IncidentEvent, LiveEvent
 from doctor.report import Report
 from doctor.rulebase import load_rulebase
 
@@ -253,9 +253,14 @@ def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event:
                           triage=not args.no_triage, on_progress=progress)
     end = next((e for e in reversed(result.events) if isinstance(e, EndEvent)), None)
     if getattr(args, "verify", False) and result.report is not None and not stop.is_set():
-        verify_embedded(result.report, result.settings or settings, judge.rulebase, note, engine=args.engine,
-                        budget_s=args.verify_budget)
-        if end is not None and args.line_events == "tail":  # the TUI: its report comes from the end event
+        def to_feed(text: str) -> None:  # the TUI: --verify's steps in its incidents feed
+            on_event(IncidentEvent(event="verify", text=text))
+
+        verify_embedded(result.report, result.settings or settings, judge.rulebase,
+                        to_feed if args.line_events == "tail" else note, engine=args.engine,
+                        budget_s=args.verify_budget, stop=stop)
+        if end is not None and args.line_events in ("tail", "all"):
+            # the TUI and the ndjson stream take the report from the end event: a second one carries the fixes tried
             on_event(dataclasses.replace(end, report=result.report.to_json()))
     return Outcome(result.report, end, result.errors)
 
@@ -264,7 +269,7 @@ VERIFY_MAX_TOKENS = 256  # the re-runs' job is the first run's, up to this many 
 
 
 def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable[[str], None],
-                    engine: str | None = None, budget_s: float = 120.0) -> None:
+                    engine: str | None = None, budget_s: float = 120.0, stop: threading.Event | None = None) -> None:
     """--verify for a run of the embedded engine: re-run the same job (same prompt and seed, at most
     VERIFY_MAX_TOKENS tokens) in fresh children with each fix applied, judged by the same rules."""
     from doctor.commands.verify import verify
@@ -284,11 +289,13 @@ def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable
             job = dataclasses.replace(job, max_tokens=max_tokens)
         if job.n_ubatch > job.n_batch:
             job = dataclasses.replace(job, n_ubatch=job.n_batch)
-        run = run_embedded(job, timeout_s=timeout_s, judge=LiveJudge(rulebase, engine=engine), triage=False)
+        run = run_embedded(job, timeout_s=timeout_s, judge=LiveJudge(rulebase, engine=engine), triage=False,
+                           stop=stop)
         assert run.report is not None
         return run.report
 
-    verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=note)
+    verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=note,
+           stopped=stop.is_set if stop is not None else None)
 
 
 def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: Callable[[LiveEvent], None],
