@@ -181,12 +181,12 @@ def figures(facts: Facts) -> dict[str, Any]:
 FIGURES_BY_CLASS: dict[str, tuple[str, ...]] = {
     "context": ("prompt_tokens", "n_ctx", "generated_tokens", "truncated", "peak_rss_mib", "crashed"),
     "sampling": ("generated_tokens", "finish_reason", "loop_count", "output_repetition", "loop_span", "crashed"),
-    "cpu": ("decode_ms_per_token", "prefill_ms", "crashed"),
-    "decode": ("decode_ms_per_token", "crashed"),
-    "oom": ("peak_rss_mib", "n_ctx", "generated_tokens", "crashed"),
-    "kv": ("peak_rss_mib", "decode_ms_per_token", "crashed"),
+    "cpu": ("decode_ms_per_token", "prefill_ms", "failed", "crashed"),
+    "decode": ("decode_ms_per_token", "failed", "crashed"),
+    "oom": ("peak_rss_mib", "n_ctx", "generated_tokens", "failed", "crashed"),
+    "kv": ("peak_rss_mib", "decode_ms_per_token", "generated_tokens", "failed", "crashed"),
 }
-DEFAULT_FIGURES = ("decode_ms_per_token", "peak_rss_mib", "generated_tokens", "crashed")
+DEFAULT_FIGURES = ("decode_ms_per_token", "peak_rss_mib", "generated_tokens", "failed", "crashed")
 
 
 def pick(cls: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -199,11 +199,23 @@ def pick(cls: str, values: dict[str, Any]) -> dict[str, Any]:
 WORSE_AREAS = ("oom", "engine", "context", "io", "offload", "kv", "model")
 
 
-def outcome(finding: Finding, before: Report, after: Report, after_figures: dict[str, Any]) -> tuple[str, str]:
-    """(outcome, reason): made worse when the re-run crashed, failed or raised a new finding at warning
-    or above; not resolved when the finding (or one of its class) fires again; resolved otherwise."""
+SPEED_AREAS = ("cpu", "decode")  # fixes for speed: slower after is worse, whatever the rules say
+SLOWER = 1.2  # decode ms/token this much higher counts as slower
+
+
+def outcome(finding: Finding, before: Report, after: Report, after_figures: dict[str, Any],
+            before_figures: dict[str, Any] | None = None) -> tuple[str, str]:
+    """(outcome, reason): made worse when the re-run crashed, failed, raised a new finding at warning
+    or above, or (a speed fix) decoded slower; not resolved when the finding (or one of its class)
+    fires again; resolved otherwise. `before_figures`: a baseline re-run's, when one was made (speed
+    compares like with like: the same short job on the same machine, moments apart)."""
     if after_figures.get("crashed") and before.facts.value("run.crashed") is not True:
         return "made worse", "the engine crashed with it"
+    if finding.cls.split(".")[0] in SPEED_AREAS:
+        b_ms = (before_figures or figures(before.facts)).get("decode_ms_per_token")
+        a_ms = after_figures.get("decode_ms_per_token")
+        if isinstance(b_ms, (int, float)) and isinstance(a_ms, (int, float)) and b_ms > 0 and a_ms > b_ms * SLOWER:
+            return "made worse", f"decode slower: {b_ms:.1f} -> {a_ms:.1f} ms/token"
     before_ids = {f.id for f in before.findings}
     new = [f for f in after.findings if f.id not in before_ids and f.severity in ("error", "warning")
            and f.cls != finding.cls and f.cls.split(".")[0] in WORSE_AREAS]
@@ -252,6 +264,9 @@ def line(cls: str, applied: str, before: dict[str, Any], after: dict[str, Any], 
     b_rss, a_rss = before.get("peak_rss_mib"), after.get("peak_rss_mib")
     if area in ("oom", "kv") and b_rss is not None and a_rss is not None:
         bits.append(f"peak memory {b_rss:.0f} -> {a_rss:.0f} MiB")
+    if before.get("failed") and not after.get("failed") and not after.get("crashed"):
+        gen = after.get("generated_tokens")
+        bits.insert(0, "the run failed before, completes now" + (f" ({gen} tokens)" if gen is not None else ""))
     bits.append("no crash" if not after.get("crashed") else "crashed")
     tail = "" if result == "resolved" else f"; {result}" + (f": {reason}" if reason else "")
     return head + ", ".join(bits) + tail

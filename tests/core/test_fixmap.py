@@ -197,3 +197,23 @@ def test_views_show_the_before_after_line_and_the_sweeps(rules: RuleBase) -> Non
     ld201 = next(f for f in again.findings if f.id == "LD201")
     assert finding_view(ld201).fix.verified == ("resolved", line)  # type: ignore[union-attr]
     assert "best 2, 33% faster than 1" in banner_info(again).detail
+
+
+def test_a_speed_fix_that_decodes_slower_is_made_worse(rules: RuleBase) -> None:
+    report = judged(rules, {**FITS, "config.n_threads": 4, "host.cpu.physical_cores": 2, "host.cpu.logical_cores": 2,
+                            "run.decode_ms_p50": 40.0})
+    threads = [f for f in report.findings if f.cls == "cpu.threads"]
+    assert threads, [f.id for f in report.findings]
+    jobs: list[dict[str, Any]] = []
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        jobs.append(changes)  # the baseline again ({}), then the fix: 30 -> 90 ms/token
+        n = changes.get("n_threads", 4)
+        return judged(rules, {**FITS, "config.n_threads": n, "host.cpu.physical_cores": 2,
+                              "host.cpu.logical_cores": 2, "run.decode_ms_p50": 30.0 if n == 4 else 90.0})
+
+    Verifier(report, {**SETTINGS, "n_threads": 4}, run_job).verify_fixes()
+    v = threads[0].fix.verified
+    assert v is not None and v.outcome == "made worse"
+    assert v.reason == "decode slower: 30.0 -> 90.0 ms/token"  # against the baseline re-run, not the first run
+    assert jobs[0] == {}
