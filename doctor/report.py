@@ -43,14 +43,98 @@ class Evidence:
 
 
 @dataclass(slots=True)
+class Verified:
+    """A fix tried on this machine (`--verify`): the same short job re-run with the fix applied."""
+
+    outcome: str  # resolved | not resolved | made worse | not tried
+    line: str  # the short before -> after line the views show beside the fix
+    applied: dict[str, Any] = field(default_factory=dict)  # embedded engine's settings changed
+    flags: dict[str, str] = field(default_factory=dict)  # the same change in each engine's flags
+    before: dict[str, Any] = field(default_factory=dict)
+    after: dict[str, Any] = field(default_factory=dict)
+    fired_after: list[str] = field(default_factory=list)  # rule ids that fired in the re-run
+    reason: str = ""  # why not tried; what made it worse
+    tries: list[dict[str, Any]] = field(default_factory=list)  # earlier candidates (made worse)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"outcome": self.outcome, "line": self.line, "applied": self.applied,
+                               "flags": self.flags, "before": self.before, "after": self.after,
+                               "fired_after": self.fired_after, "seconds": round(self.seconds, 1)}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.tries:
+            out["tries"] = self.tries
+        return out
+
+
+@dataclass(slots=True)
 class Fix:
     text: str
     engine: str | None  # the engine the command is for
     command: str | None  # the command / setting for that engine
     by_engine: dict[str, str] = field(default_factory=dict)
+    verified: Verified | None = None  # set by --verify
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "engine": self.engine, "command": self.command, "by_engine": self.by_engine}
+        out: dict[str, Any] = {"text": self.text, "engine": self.engine, "command": self.command,
+                               "by_engine": self.by_engine}
+        if self.verified is not None:
+            out["verified"] = self.verified.to_json()
+        return out
+
+
+@dataclass(slots=True)
+class Sweep:
+    """A measured sweep of one setting (`--verify`): threads, batch size, GPU layers."""
+
+    setting: str  # n_threads | n_batch | n_gpu_layers
+    measure: str  # "decode ms/token" | "prefill ms"
+    rows: list[tuple[Any, float | None, str]] = field(default_factory=list)  # (value, figure, note)
+    best: Any = None
+    baseline: Any = None  # the value the first run used
+    gain: float | None = None  # best vs baseline, as a fraction (0.25 = 25 % faster)
+    note: str = ""  # why skipped, or a remark
+
+    def to_json(self) -> dict[str, Any]:
+        return {"setting": self.setting, "measure": self.measure,
+                "rows": [{"value": v, "figure": f, "note": n} for v, f, n in self.rows],
+                "best": self.best, "baseline": self.baseline, "gain": self.gain, "note": self.note}
+
+    def lines(self) -> list[str]:
+        """A compact table: a head line with the best value and its gain, then value: figure cells."""
+        if not self.rows:
+            return [f"{self.setting}: {self.note}"]
+        head = f"{self.setting} sweep ({self.measure})"
+        if self.best is not None:
+            head += f": best {self.best}"
+            if self.best == self.baseline:
+                head += " (what the run used)"
+            elif self.gain is not None and self.baseline is not None:
+                head += f", {self.gain:.0%} {'faster' if self.gain >= 0 else 'slower'} than {self.baseline}"
+        elif self.note:
+            head += f": {self.note}"
+        cells = []
+        for value, figure, note in self.rows:
+            mark = "*" if value == self.best else ""
+            shown = f"{figure:.1f}" if isinstance(figure, (int, float)) else (note or "-")
+            cells.append(f"{value}{mark}: {shown}")
+        return [head, "  " + " | ".join(cells)]
+
+
+@dataclass(slots=True)
+class Verification:
+    """What --verify did: how long, how many runs, within what budget, and the sweeps."""
+
+    seconds: float
+    budget_s: float
+    runs: int
+    sweeps: list[Sweep] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 1), "budget_s": self.budget_s, "runs": self.runs,
+                "sweeps": [s.to_json() for s in self.sweeps], "notes": self.notes}
 
 
 @dataclass(slots=True)
@@ -166,6 +250,7 @@ class Report:
 
     def all_findings(self) -> list[Finding]:
         return [f for s in self.earlier for f in s.findings] + self.findings
+    verification: Verification | None = None  # --verify
 
     def worst(self) -> str | None:
         if not self.findings:
@@ -240,4 +325,5 @@ class Report:
             "errors": list(self.errors),
             "notes": list(self.notes),
             **({"sessions": [s.to_json() for s in self.sessions]} if self.sessions else {}),
+            **({"verification": self.verification.to_json()} if self.verification is not None else {}),
         }

@@ -39,8 +39,16 @@ def run(args: argparse.Namespace) -> int:
                     return run_paste_app(rulebase, args)
             raise UsageError("give a log file, or - and paste the log (end with Ctrl-D)")
         args.file = "-"
+    if (args.model or args.verify_budget is not None) and not args.verify:
+        raise UsageError("--model and --verify-budget go with --verify")
+    if args.verify_budget is not None and args.verify_budget <= 0:
+        raise UsageError(f"--verify-budget must be positive (got {args.verify_budget:g})")
     loaded = load_input(args.file)
     # a saved scan is judged as the scan was (scan checks, no serving-log checks) and shown with its header
     mode = "scan" if loaded.saved_by == "scan" else "analyze"
     report = diagnose(loaded.facts, rulebase, command="analyze", mode=mode, engine=args.engine)
+    if args.verify:
+        from doctor.commands.verify_log import verify_log
+
+        verify_log(report, rulebase, args.model, args.verify_budget)
     return show_report(report, args, log_path=None if args.file == "-" else args.file)

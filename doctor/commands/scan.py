@@ -24,6 +24,7 @@ from typing import Any
 from doctor.commands.options import add_options
 from doctor.commands.output import show_report
 from doctor.commands.selection import filter_rules, flatten, split
+from doctor.commands.verify import VERIFY_BUDGET_S
 from doctor.errors import EngineError, UsageError
 from doctor.estimate import context_params
 from doctor.facts import Facts, Source
@@ -177,14 +178,12 @@ def _trace_prompt(tokens: int) -> str:
     return " ".join(sentence[i % len(sentence)] for i in range(words))
 
 
-def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S,
-              triage: bool = True) -> tuple[Facts, list[str]]:
-    """The short real run: the planned settings, a short prompt, a few dozen decode steps. When the
-    engine crashes, triage finds the setting that avoids it and the trace is made with that."""
-    from engine_adapter.runner import RunSettings, run_embedded
+def trace_settings(model_path: str, plan: Plan) -> Any:
+    """The RunSettings of the short real run: the planned settings, a short prompt, a few dozen steps."""
+    from engine_adapter.runner import RunSettings
 
     v = plan.values
-    settings = RunSettings(
+    return RunSettings(
         model_path=model_path, n_ctx=int(v["config.n_ctx_requested"]), n_gpu_layers=int(v["config.n_gpu_layers"]),
         n_threads=v.get("config.n_threads"), n_batch=int(v["config.n_batch"]), n_ubatch=int(v["config.n_ubatch"]),
         type_k=str(v["config.type_k"]), type_v=str(v["config.type_v"]),
@@ -192,6 +191,16 @@ def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S,
         prompt=_trace_prompt(int(v["config.prompt_tokens"])), max_tokens=TRACE_MAX_TOKENS, seed=1,
         use_extra_bufts=v.get("config.use_extra_bufts", True) is not False,
     )
+
+
+def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S,
+              triage: bool = True, settings: Any = None) -> tuple[Facts, list[str]]:
+    """The short real run: the planned settings, a short prompt, a few dozen decode steps. When the
+    engine crashes, triage finds the setting that avoids it and the trace is made with that.
+    `settings` replaces the planned ones (--verify's re-runs)."""
+    from engine_adapter.runner import run_embedded
+
+    settings = settings if settings is not None else trace_settings(model_path, plan)
     run = run_embedded(settings, host=False, timeout_s=timeout_s, triage=triage, triage_budget_s=TRIAGE_BUDGET_S,
                        on_progress=_progress)
     trace = Facts()
@@ -221,6 +230,59 @@ def trace_only(trace: Facts, probed: Facts) -> Facts:
     return kept
 
 
+# RunSettings field -> the plan's config fact (--verify re-plans with the fix applied)
+PLAN_KEYS = {"n_threads": "config.n_threads", "n_batch": "config.n_batch", "n_ubatch": "config.n_ubatch",
+             "n_gpu_layers": "config.n_gpu_layers", "type_k": "config.type_k", "type_v": "config.type_v",
+             "use_mmap": "config.use_mmap", "use_extra_bufts": "config.use_extra_bufts"}
+
+
+def replan(plan: Plan, changes: dict[str, Any]) -> Plan:
+    """The plan with a fix applied, each changed value saying so."""
+    out = Plan(dict(plan.values), dict(plan.why))
+    for name, value in changes.items():
+        why = f"--verify: {name} = {value}, the fix tried"
+        if name == "n_ctx":
+            out.put("config.n_ctx_requested", value, why)
+            out.put("config.n_ctx", (int(value) + 255) // 256 * 256, why + ", padded to 256 as llama.cpp does")
+        elif name == "flash_attn":
+            out.put("config.flash_attn", "enabled" if value else "disabled", why)
+        elif name in PLAN_KEYS:
+            out.put(PLAN_KEYS[name], value, why)
+    return out
+
+
+def verify_scan(report: Any, model_path: str, plan: Plan, machine: Facts, rulebase: Any, engine: str,
+                budget_s: float, triage: bool) -> None:
+    """scan --verify: each setting fix re-planned and re-traced (same prompt and seed), then judged again."""
+    import dataclasses
+
+    from doctor.commands.verify import verify
+    from doctor.evaluate import diagnose
+
+    base = trace_settings(model_path, plan)
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Any:
+        planned = replan(plan, changes)
+        settings = dataclasses.replace(trace_settings(model_path, planned),
+                                       **{k: v for k, v in changes.items() if k not in ("n_ctx",)})
+        if max_tokens is not None:
+            settings = dataclasses.replace(settings, max_tokens=max_tokens)
+        if settings.n_ubatch > settings.n_batch:
+            settings = dataclasses.replace(settings, n_ubatch=settings.n_batch)
+        facts = Facts()
+        facts.merge(machine)
+        errors: list[str] = []
+        try:
+            trace, errors = run_trace(model_path, planned, timeout_s=timeout_s, triage=triage, settings=settings)
+            facts.merge(trace)
+        except EngineError as exc:
+            errors = [f"trace: {exc.one_line()}"]
+        facts.merge(planned.facts())
+        return diagnose(facts, rulebase, command="scan", mode="scan", engine=engine, errors=errors)
+
+    verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=_progress)
+
+
 def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | None:
     """Why the trace should not run (it would not fit, or the file is bad), or None."""
     if header_error is not None or facts.value("model.corrupt") is True:
@@ -247,6 +309,10 @@ def run(args: argparse.Namespace) -> int:
                       tuple(parse_sizes(args.vram, "--vram")) if args.vram else None)
     only_probes, only_rules = split_selectors(flatten(args.only), "--only", rulebase, registry.NAMES)
     skip_probes, skip_rules = split_selectors(flatten(args.skip), "--skip", rulebase, registry.NAMES)
+    if args.verify_budget is None:
+        args.verify_budget = VERIFY_BUDGET_S
+    if args.verify_budget <= 0:
+        raise UsageError(f"--verify-budget must be positive (got {args.verify_budget:g})")
     if "bench" in only_probes:
         only_probes |= {"readbench", "gpubench"}
     if "bench" in skip_probes:
@@ -313,6 +379,8 @@ def run(args: argparse.Namespace) -> int:
     if heavy:
         _progress("benchmarks (--bench): " + ", ".join(p.name for p in heavy))
         facts.merge(registry.collect(ctx, heavy, parallel=False))
+    machine_facts = Facts()  # without the trace: --verify's re-runs bring their own
+    machine_facts.merge(facts)
     errors: list[str] = list(trace_result.get("errors", []))
     errors += registry.unreadable_roots(ctx) if machine_probes else []
     if blocked is not None:
@@ -323,6 +391,15 @@ def run(args: argparse.Namespace) -> int:
     facts.inputs = [f"scan of {machine_name or 'this machine'}",
                     *(i for i in facts.inputs if not i.startswith("probe."))]
     report = diagnose(facts, rulebase, command="scan", mode="scan", engine=engine, errors=errors)
+    if getattr(args, "verify", False):
+        if "facts" not in trace_result:
+            from doctor.report import Verification
+
+            report.verification = Verification(0.0, args.verify_budget, 0, notes=[
+                "nothing was tried, since the trace did not run" + (f" ({blocked})" if blocked else "")])
+        else:
+            verify_scan(report, model_path, plan, machine_facts, rulebase, engine, args.verify_budget,
+                        not args.no_triage)
     if args.save:
         from doctor.inputs import save_facts
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import shutil
 import signal
@@ -30,8 +31,9 @@ from typing import Any
 from doctor.commands.options import add_options, by_dest
 from doctor.commands.output import emit, exit_code, wants_tui, write_stdout
 from doctor.commands.selection import select_rules
+from doctor.commands.verify import VERIFY_BUDGET_S
 from doctor.errors import EngineError, InputError, UsageError
-from doctor.live import EndEvent, LiveEvent
+from doctor.live import EndEvent, IncidentEvent, LiveEvent
 from doctor.report import Report
 from doctor.rulebase import load_rulebase
 
@@ -129,6 +131,13 @@ def run(args: argparse.Namespace) -> int:
     if not embedded and _engine_options_given(args):
         raise UsageError(f"{', '.join(_engine_options_given(args))} apply to the embedded engine only "
                          "(drop --log / --metrics / the command to use them)")
+    if getattr(args, "verify", False) and not embedded:
+        raise UsageError("--verify re-runs the embedded engine: it cannot re-run a followed log, a command or "
+                         "/metrics (save the log and use: llm-doctor analyze FILE --verify --model PATH)")
+    if args.verify_budget is None:
+        args.verify_budget = VERIFY_BUDGET_S
+    if args.verify_budget <= 0:
+        raise UsageError(f"--verify-budget must be positive (got {args.verify_budget:g})")
     if args.from_end and not args.log:
         raise UsageError("--from-end goes with --log")
     if args.metrics and not args.metrics.startswith(("http://", "https://")):
@@ -201,7 +210,50 @@ def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event:
                           stop=stop, pause=pause, redactor=getattr(args, "redactor", None),
                           triage=not args.no_triage, on_progress=progress)
     end = next((e for e in reversed(result.events) if isinstance(e, EndEvent)), None)
+    if getattr(args, "verify", False) and result.report is not None and not stop.is_set():
+        def to_feed(text: str) -> None:  # the TUI: --verify's steps in its incidents feed
+            on_event(IncidentEvent(event="verify", text=text))
+
+        verify_embedded(result.report, result.settings or settings, judge.rulebase,
+                        to_feed if args.line_events == "tail" else note, engine=args.engine,
+                        budget_s=args.verify_budget, stop=stop)
+        if end is not None and args.line_events in ("tail", "all"):
+            # the TUI and the ndjson stream take the report from the end event: a second one carries the fixes tried
+            on_event(dataclasses.replace(end, report=result.report.to_json()))
     return Outcome(result.report, end, result.errors)
+
+
+VERIFY_MAX_TOKENS = 256  # the re-runs' job is the first run's, up to this many tokens
+
+
+def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable[[str], None],
+                    engine: str | None = None, budget_s: float = 120.0, stop: threading.Event | None = None) -> None:
+    """--verify for a run of the embedded engine: re-run the same job (same prompt and seed, at most
+    VERIFY_MAX_TOKENS tokens) in fresh children with each fix applied, judged by the same rules."""
+    from doctor.commands.verify import verify
+    from engine_adapter.judge import LiveJudge
+    from engine_adapter.runner import run_embedded
+
+    seed = report.facts.value("sampling.seed")
+    if settings.seed is None and isinstance(seed, int):
+        settings = dataclasses.replace(settings, seed=seed)  # the same seed as the first run
+    base = settings
+    if base.max_tokens == 0 or base.max_tokens > VERIFY_MAX_TOKENS:
+        base = dataclasses.replace(base, max_tokens=VERIFY_MAX_TOKENS)
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        job = dataclasses.replace(base, **changes)
+        if max_tokens is not None:
+            job = dataclasses.replace(job, max_tokens=max_tokens)
+        if job.n_ubatch > job.n_batch:
+            job = dataclasses.replace(job, n_ubatch=job.n_batch)
+        run = run_embedded(job, timeout_s=timeout_s, judge=LiveJudge(rulebase, engine=engine), triage=False,
+                           stop=stop)
+        assert run.report is not None
+        return run.report
+
+    verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=note,
+           stopped=stop.is_set if stop is not None else None)
 
 
 def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: Callable[[LiveEvent], None],

@@ -20,6 +20,31 @@ def _code(text: str) -> str:
     return f"`{text}`"
 
 
+def verification_markdown(report: Report) -> list[str]:
+    """--verify's time, runs and sweeps, as a section with one small table per sweep."""
+    v = report.verification
+    if v is None:
+        return []
+    out = ["## Verified fixes", "", f"{v.runs} re-runs in {v.seconds:.1f} s (budget {v.budget_s:.0f} s).", ""]
+    for sweep in v.sweeps:
+        head = sweep.lines()[0]
+        out.append(f"**{inert(head, 200)}**")
+        out.append("")
+        if sweep.rows:
+            out.append(f"| {sweep.setting} | {inert(sweep.measure, 40)} |")
+            out.append("|---|---|")
+            for value, figure, note in sweep.rows:
+                shown = f"{figure:.1f}" if isinstance(figure, (int, float)) else inert(note or "-", 80)
+                mark = " (best)" if value == sweep.best else ""
+                out.append(f"| {value}{mark} | {shown} |")
+            out.append("")
+    for note in v.notes:
+        out.append(f"- {inert(note, 300)}")
+    if v.notes:
+        out.append("")
+    return out
+
+
 def render_markdown(report: Report) -> str:
     out: list[str] = []
     out.append(f"# llm-doctor {report.command} report")
@@ -101,9 +126,13 @@ def render_markdown(report: Report) -> str:
                     star = " (detected)" if engine == f.fix.engine else ""
                     out.append(f"| {engine}{star} | {_code(command)} |")
                 out.append("")
+            if f.fix.verified is not None:
+                out.append(f"**Verified:** {f.fix.verified.outcome} — {inert(f.fix.verified.line, 300)}")
+                out.append("")
             if f.references:
                 out.append("References: " + ", ".join(inert(r, 200) for r in f.references))
                 out.append("")
+    out.extend(verification_markdown(report))
     out.append("## Checks")
     out.append("")
     severity = {f.id: f.severity for f in report.findings}

@@ -287,13 +287,30 @@ def _finding_lines(f: Finding, report: Report, style: Style, verbose: bool) -> l
         for engine, command in f.fix.by_engine.items():
             if engine != f.fix.engine:
                 lines.append(style.paint("dim", f"        {engine}: {inert(command)}"))
+    verified = f.fix.verified
+    if verified is not None:
+        kind = {"resolved": "ok", "made worse": "error", "not resolved": "warning"}.get(verified.outcome, "dim")
+        lines.append(f"      {style.paint(kind, 'verified: ' + verified.outcome)} · {inert(verified.line, 300)}")
     if f.inhibits:
         lines.append(style.paint("dim", f"      (explains {', '.join(f.inhibits)})"))
     return lines
 
 
+def verification_lines(report: Report) -> list[str]:
+    """--verify's summary: its time and runs, and each sweep as a compact table."""
+    v = report.verification
+    if v is None:
+        return []
+    out = [f"Verified fixes (--verify): {v.runs} re-runs in {v.seconds:.1f} s (budget {v.budget_s:.0f} s)"]
+    for sweep in v.sweeps:
+        out.extend("  " + inert(line, 300) for line in sweep.lines())
+    out.extend("  " + inert(note, 300) for note in v.notes)
+    return out
+
+
 def _footer(report: Report, style: Style) -> list[str]:
     c = report.counts()
+    verified = verification_lines(report)
     parts = []
     if c["error"]:
         parts.append(style.paint("error", f"{c['error']} error{'s' if c['error'] != 1 else ''}"))
@@ -305,7 +322,7 @@ def _footer(report: Report, style: Style) -> list[str]:
     tail = f" {c['ok']} checks ok, {c['unknown']} unknown"
     if c["inhibited"]:
         tail += f", {c['inhibited']} explained by a root cause"
-    lines = [head + style.paint("dim", tail + ".")]
+    lines = [*verified, *([""] if verified else []), head + style.paint("dim", tail + ".")]
     if report.findings:
         lines.append(style.paint("dim", f"Details: -v · Explain a rule: llm-doctor explain {report.findings[0].id}"))
     return lines

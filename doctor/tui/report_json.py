@@ -10,7 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.facts import MAX_SESSIONS, Facts, Session
-from doctor.report import Assessment, Check, Evidence, Finding, Fix, Report, SessionFindings
+from doctor.report import (
+    Assessment,
+    Check,
+    Evidence,
+    Finding,
+    Fix,
+    Report,
+    SessionFindings,
+    Sweep,
+    Verification,
+    Verified,
+)
 
 
 def _s(data: dict[str, Any], key: str, default: str = "") -> str:
@@ -43,7 +54,40 @@ def fix_from_json(data: Any) -> Fix:
         return Fix(text="", engine=None, command=None)
     by_engine = data.get("by_engine")
     return Fix(text=_s(data, "text"), engine=_opt_s(data, "engine"), command=_opt_s(data, "command"),
-               by_engine={str(k): str(v) for k, v in by_engine.items()} if isinstance(by_engine, dict) else {})
+               by_engine={str(k): str(v) for k, v in by_engine.items()} if isinstance(by_engine, dict) else {},
+               verified=verified_from_json(data.get("verified")))
+
+
+def verified_from_json(data: Any) -> Verified | None:
+    if not isinstance(data, dict) or not _s(data, "outcome"):
+        return None
+
+    def d(key: str) -> dict[str, Any]:
+        value = data.get(key)
+        return dict(value) if isinstance(value, dict) else {}
+
+    return Verified(outcome=_s(data, "outcome"), line=_s(data, "line"), applied=d("applied"),
+                    flags={str(k): str(v) for k, v in d("flags").items()}, before=d("before"), after=d("after"),
+                    fired_after=_str_list(data.get("fired_after")), reason=_s(data, "reason"))
+
+
+def verification_from_json(data: Any) -> Verification | None:
+    if not isinstance(data, dict):
+        return None
+    sweeps = []
+    for raw in data.get("sweeps") or []:
+        if not isinstance(raw, dict):
+            continue
+        rows = [(r.get("value"), r.get("figure") if isinstance(r.get("figure"), (int, float)) else None,
+                 str(r.get("note") or "")) for r in raw.get("rows") or [] if isinstance(r, dict)]
+        gain = raw.get("gain")
+        sweeps.append(Sweep(setting=_s(raw, "setting"), measure=_s(raw, "measure"), rows=rows,
+                            best=raw.get("best"), baseline=raw.get("baseline"),
+                            gain=gain if isinstance(gain, (int, float)) else None, note=_s(raw, "note")))
+    seconds, budget, runs = data.get("seconds"), data.get("budget_s"), data.get("runs")
+    return Verification(seconds=float(seconds) if isinstance(seconds, (int, float)) else 0.0,
+                        budget_s=float(budget) if isinstance(budget, (int, float)) else 0.0,
+                        runs=runs if isinstance(runs, int) else 0, sweeps=sweeps, notes=_str_list(data.get("notes")))
 
 
 def finding_from_json(data: dict[str, Any]) -> Finding:
@@ -108,4 +152,5 @@ def report_from_json(data: dict[str, Any]) -> Report:
         notes=_str_list(data.get("notes")),
         mode=_s(data, "mode", ""),
         sessions=sessions_from_json(data.get("sessions"), latest),
+        verification=verification_from_json(data.get("verification")),
     )

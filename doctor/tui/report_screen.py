@@ -173,6 +173,11 @@ def fix_content(view: DetailView) -> Content:
         parts += ["\n", ("→ ", "bold $success"), (fix.command, "bold")]
     for engine, command in fix.others:
         parts += ["\n", (f"  {engine}: ", "$text-muted"), (command, "$text-muted" if fix.command else "")]
+    if fix.verified is not None:
+        outcome, line = fix.verified
+        colour = {"resolved": "$success", "made worse": "$error",
+                  "not resolved": "$warning"}.get(outcome, "$text-muted")
+        parts += ["\n", (f"verified: {outcome}", f"bold {colour}"), f" · {line}"]
     return Content.assemble(*parts)
 
 

@@ -85,6 +85,7 @@ class FixView:
     command: str | None
     copy_text: str  # what the copy key puts on the clipboard
     others: tuple[tuple[str, str], ...]  # (engine, command) for the other engines
+    verified: tuple[str, str] | None = None  # (outcome, before -> after line) under --verify
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +309,16 @@ def _source_text(facts: Facts) -> str:
 
 
 def banner_info(report: Report) -> BannerInfo:
+    info = _banner_info(report)
+    v = report.verification
+    if v is None:
+        return info
+    sweeps = "; ".join(inert(s.lines()[0], 160) for s in v.sweeps if s.rows)
+    extra = f" · --verify: {v.runs} re-runs in {v.seconds:.1f} s" + (f" · {sweeps}" if sweeps else "")
+    return BannerInfo(info.kind, info.headline, info.detail + extra)
+
+
+def _banner_info(report: Report) -> BannerInfo:
     a = report.assessment
     if a is not None:
         kind = a.severity if a.severity in ("error", "warning") else "warning"
@@ -392,7 +403,8 @@ def fix_view(finding: Finding) -> FixView:
     fix = finding.fix
     command = inert(fix.command) if fix.command else None
     others = tuple((engine, inert(cmd)) for engine, cmd in _ordered(fix.by_engine) if engine != fix.engine)
-    return FixView(inert(fix.text), fix.engine, command, command or inert(fix.text), others)
+    verified = (fix.verified.outcome, inert(fix.verified.line, 300)) if fix.verified is not None else None
+    return FixView(inert(fix.text), fix.engine, command, command or inert(fix.text), others, verified)
 
 
 def _ordered(by_engine: dict[str, str]) -> list[tuple[str, str]]:

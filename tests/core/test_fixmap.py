@@ -1,0 +1,219 @@
+"""--verify's decisions, without an engine: which settings a finding's fix maps to, how a re-run is
+judged (resolved / not resolved / made worse), the next candidate after "made worse", the budget,
+one run per distinct change, and the sweeps' best value and gain (a stand-in run_job)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from doctor import fixmap
+from doctor.commands.verify import Verifier, verify
+from doctor.evaluate import diagnose
+from doctor.facts import Facts
+from doctor.report import Report
+from doctor.rulebase import RuleBase, load_rulebase
+
+OVERFLOW_EVENT = {"kind": "prompt_too_long", "line": 139,
+                  "text": "ValueError: Requested tokens (400) exceed context window of 256",
+                  "data": {"n_tokens": 400, "n_ctx": 256}}
+SETTINGS = {"n_ctx": 128, "max_tokens": 32, "n_threads": None, "n_batch": 512, "n_ubatch": 512, "temperature": 0.0,
+            "repeat_penalty": 1.0, "n_gpu_layers": 0}
+
+
+@pytest.fixture(scope="module")
+def rules() -> RuleBase:
+    return load_rulebase([], env={})
+
+
+def judged(rules: RuleBase, values: dict[str, Any], events: list[dict[str, Any]] = ()) -> Report:  # type: ignore[assignment]
+    return diagnose(Facts.from_values(values, events), rules, command="watch", mode="watch",
+                    engine="llama-cpp-python")
+
+
+OVERFLOW = {"config.n_ctx": 256, "config.n_ctx_requested": 128, "run.prompt_tokens_max": 400,
+            "config.max_new_tokens": 32, "run.finish_reason": "error", "run.crashed": False,
+            "config.engine": "llama-cpp-python"}
+FITS = {"config.n_ctx": 512, "config.n_ctx_requested": 512, "run.prompt_tokens_max": 400, "config.max_new_tokens": 32,
+        "run.generated_tokens": 32, "run.finish_reason": "length", "run.crashed": False, "run.decode_ms_p50": 30.0,
+        "config.engine": "llama-cpp-python"}
+LOOP = {"run.output_repetition": 0.99, "run.repeat_count": 33, "run.repeat_span": "The cat is a cat.",
+        "sampling.temperature": 0.0, "sampling.repeat_penalty": 1.0, "run.generated_tokens": 200,
+        "run.crashed": False, "run.finish_reason": "length"}
+
+
+def test_the_mapping_is_data_keyed_by_rule_then_class(rules: RuleBase) -> None:
+    report = judged(rules, OVERFLOW, [OVERFLOW_EVENT])
+    ld201 = next(f for f in report.findings if f.id == "LD201")
+    recipe = fixmap.recipe_for(ld201)
+    assert recipe is fixmap.RECIPES["LD201"]
+    cands = fixmap.candidates(recipe, report.facts, SETTINGS)
+    assert cands[0] == {"n_ctx": report.facts.value("derived.ctx_recommended")}
+    assert {"n_ctx": 512} in cands  # @needed: 400 + 32 rounded up to 256
+    # every class the README lists has a recipe: a setting to try or a reason not to
+    classes = {r.cls for r in rules.rules}
+    assert all(fixmap.RECIPES.get(c) or any(fixmap.RECIPES.get(r.id) for r in rules.rules if r.cls == c)
+               for c in classes), sorted(c for c in classes if c not in fixmap.RECIPES)
+
+
+def test_a_candidate_that_changes_nothing_is_dropped() -> None:
+    recipe = fixmap.Recipe((fixmap._c(temperature=0.7, repeat_penalty=1.1), fixmap._c(repeat_penalty=1.1)))
+    facts = Facts()
+    assert fixmap.candidates(recipe, facts, {"temperature": 0.7, "repeat_penalty": 1.1}) == []
+    assert fixmap.candidates(recipe, facts, {"temperature": 0.7, "repeat_penalty": 1.0}) == [{"repeat_penalty": 1.1}]
+
+
+def test_flags_in_each_engine() -> None:
+    assert fixmap.flags({"n_ctx": 512}) == {"llama.cpp": "--ctx-size 512", "llama-cpp-python": "Llama(..., n_ctx=512)",
+                                             "ollama": "PARAMETER num_ctx 512"}
+    both = fixmap.flags({"temperature": 0.7, "repeat_penalty": 1.1})
+    assert both["llama.cpp"] == "--temp 0.7 --repeat-penalty 1.1"
+    assert fixmap.flags({"use_mmap": False, "flash_attn": True})["llama.cpp"] == "--no-mmap --flash-attn on"
+
+
+def test_outcomes(rules: RuleBase) -> None:
+    before = judged(rules, OVERFLOW, [OVERFLOW_EVENT])
+    ld201 = next(f for f in before.findings if f.id == "LD201")
+    fits = judged(rules, FITS)
+    assert fixmap.outcome(ld201, before, fits, fixmap.figures(fits.facts))[0] == "resolved"
+    assert fixmap.outcome(ld201, before, before, fixmap.figures(before.facts))[0] == "not resolved"
+    crashed = judged(rules, {**FITS, "run.crashed": True})
+    assert fixmap.outcome(ld201, before, crashed, fixmap.figures(crashed.facts)) == \
+        ("made worse", "the engine crashed with it")
+
+
+def test_before_after_line_for_a_context_fix(rules: RuleBase) -> None:
+    before = judged(rules, OVERFLOW, [OVERFLOW_EVENT])
+    after = judged(rules, FITS)
+    b = fixmap.pick("context.overflow", fixmap.figures(before.facts))
+    a = fixmap.pick("context.overflow", fixmap.figures(after.facts))
+    assert b["truncated"] is True and a["truncated"] is False
+    text = fixmap.line("context.overflow", "--ctx-size 512", b, a, "resolved", "")
+    assert text == ("--ctx-size 512: prompt of 400 tokens fits in 512 (before: truncated in 256); "
+                    "32 tokens generated, no truncation")
+
+
+def test_a_loop_fix_is_resolved_when_the_loop_is_gone(rules: RuleBase) -> None:
+    before = judged(rules, LOOP)
+    assert "LD401" in [f.id for f in before.findings]
+    runs: list[dict[str, Any]] = []
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        runs.append(changes)
+        return judged(rules, {**LOOP, "run.output_repetition": 0.02, "run.repeat_count": 1,
+                              "sampling.temperature": changes.get("temperature", 0.0),
+                              "sampling.repeat_penalty": changes.get("repeat_penalty", 1.0)})
+
+    Verifier(before, {"temperature": 0.0, "repeat_penalty": 1.0, "max_tokens": 200}, run_job).verify_fixes()
+    v = next(f for f in before.findings if f.id == "LD401").fix.verified
+    assert v is not None and v.outcome == "resolved"
+    assert v.applied == {"temperature": 0.7, "repeat_penalty": 1.1}
+    assert v.before["output_repetition"] == 0.99 and v.after["output_repetition"] == 0.02
+    assert v.line.startswith("--temp 0.7 --repeat-penalty 1.1: 99% repeated")
+    assert runs == [{"temperature": 0.7, "repeat_penalty": 1.1}]  # LD403 shares the run: one per distinct change
+
+
+def test_made_worse_tries_the_next_candidate(rules: RuleBase, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = judged(rules, OVERFLOW, [OVERFLOW_EVENT])
+    monkeypatch.setitem(fixmap.RECIPES, "LD201", fixmap.Recipe((fixmap._c(n_ctx=1024), fixmap._c(n_ctx="@needed"))))
+    tried: list[int] = []
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        tried.append(changes["n_ctx"])
+        if changes["n_ctx"] > 512:  # the larger context no longer fits: the run crashes
+            return judged(rules, {**FITS, "config.n_ctx": changes["n_ctx"], "run.crashed": True})
+        return judged(rules, {**FITS, "config.n_ctx": changes["n_ctx"]})
+
+    Verifier(before, SETTINGS, run_job).verify_fixes()  # @needed: 400 + 32 -> 512
+    v = next(f for f in before.findings if f.id == "LD201").fix.verified
+    assert v is not None
+    assert tried == [1024, 512]
+    assert v.tries[0]["outcome"] == "made worse" and v.tries[0]["reason"] == "the engine crashed with it"
+    assert v.outcome == "resolved" and v.applied == {"n_ctx": 512}
+
+
+def test_not_tried_says_why(rules: RuleBase) -> None:
+    report = judged(rules, {**FITS, "engine.gpu_offload_supported": False, "engine.backends": "CPU"})
+    calls: list[Any] = []
+    Verifier(report, SETTINGS, lambda *a: calls.append(a) or report).verify_fixes()  # type: ignore[func-returns-value]
+    for finding in report.findings:
+        assert finding.fix.verified is not None
+        if fixmap.recipe_for(finding) and fixmap.recipe_for(finding).not_tried:  # type: ignore[union-attr]
+            assert finding.fix.verified.outcome == "not tried" and finding.fix.verified.reason
+
+
+def test_the_budget_bounds_the_runs(rules: RuleBase) -> None:
+    before = judged(rules, OVERFLOW, [OVERFLOW_EVENT])
+    verifier = Verifier(before, SETTINGS, lambda *a: before, budget_s=1.0)  # less than one run's minimum
+    verifier.verify_fixes()
+    v = next(f for f in before.findings if f.id == "LD201").fix.verified
+    assert v is not None and v.outcome == "not tried" and "budget" in v.reason
+    assert verifier.runs == 0
+
+
+def test_thread_sweep_picks_the_fastest_and_its_gain(rules: RuleBase) -> None:
+    report = judged(rules, {**FITS, "host.cpu.physical_cores": 4, "host.cpu.logical_cores": 8, "config.n_threads": 4})
+    ms = {1: 40.0, 2: 25.0, 3: 20.0, 4: 30.0}
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        if "n_threads" in changes:
+            return judged(rules, {**FITS, "run.decode_ms_p50": ms[changes["n_threads"]]})
+        return judged(rules, {**FITS, "run.prefill_ms": 1000.0 / changes["n_batch"]})
+
+    result = verify(report, {**SETTINGS, "n_threads": 4}, run_job)
+    threads = result.sweeps[0]
+    assert threads.setting == "n_threads" and [r[0] for r in threads.rows] == [1, 2, 3, 4]
+    assert threads.best == 3 and threads.baseline == 4 and threads.gain == pytest.approx(1 / 3, abs=0.001)
+    assert threads.lines()[0] == "n_threads sweep (decode ms/token): best 3, 33% faster than 4"
+    batch = result.sweeps[1]
+    assert batch.best == 512 and [r[0] for r in batch.rows] == [32, 128, 512]
+    assert result.sweeps[2].note.startswith("skipped: no GPU")
+    assert report.to_json()["verification"]["runs"] == result.runs == 7
+
+
+def test_views_show_the_before_after_line_and_the_sweeps(rules: RuleBase) -> None:
+    from doctor.render.markdown import render_markdown
+    from doctor.render.style import choose_style
+    from doctor.render.text import render_text
+    from doctor.tui.report_json import report_from_json
+    from doctor.tui.view import banner_info, finding_view
+
+    report = judged(rules, {**OVERFLOW, "host.cpu.physical_cores": 2, "config.n_threads": 1}, [OVERFLOW_EVENT])
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        return judged(rules, {**FITS, "config.n_ctx": changes.get("n_ctx", 512),
+                              "run.decode_ms_p50": {1: 30.0, 2: 20.0}.get(changes.get("n_threads"), 25.0)})
+
+    verify(report, SETTINGS, run_job)
+    line = next(f for f in report.findings if f.id == "LD201").fix.verified.line  # type: ignore[union-attr]
+    text = render_text(report, choose_style(False, "utf-8", "never"))
+    assert f"verified: resolved · {line}" in text
+    assert "n_threads sweep (decode ms/token): best 2, 33% faster than 1" in text
+    markdown = render_markdown(report)
+    assert f"**Verified:** resolved — {line}" in markdown and "| 2 (best) | 20.0 |" in markdown
+    again = report_from_json(json.loads(json.dumps(report.to_json())))  # the TUI's copy, from the end event
+    ld201 = next(f for f in again.findings if f.id == "LD201")
+    assert finding_view(ld201).fix.verified == ("resolved", line)  # type: ignore[union-attr]
+    assert "best 2, 33% faster than 1" in banner_info(again).detail
+
+
+def test_a_speed_fix_that_decodes_slower_is_made_worse(rules: RuleBase) -> None:
+    report = judged(rules, {**FITS, "config.n_threads": 4, "host.cpu.physical_cores": 2, "host.cpu.logical_cores": 2,
+                            "run.decode_ms_p50": 40.0})
+    threads = [f for f in report.findings if f.cls == "cpu.threads"]
+    assert threads, [f.id for f in report.findings]
+    jobs: list[dict[str, Any]] = []
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        jobs.append(changes)  # the baseline again ({}), then the fix: 30 -> 90 ms/token
+        n = changes.get("n_threads", 4)
+        return judged(rules, {**FITS, "config.n_threads": n, "host.cpu.physical_cores": 2,
+                              "host.cpu.logical_cores": 2, "run.decode_ms_p50": 30.0 if n == 4 else 90.0})
+
+    Verifier(report, {**SETTINGS, "n_threads": 4}, run_job).verify_fixes()
+    v = threads[0].fix.verified
+    assert v is not None and v.outcome == "made worse"
+    assert v.reason == "decode slower: 30.0 -> 90.0 ms/token"  # against the baseline re-run, not the first run
+    assert jobs[0] == {}
