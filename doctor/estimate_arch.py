@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 from doctor.facts import Facts
 
+MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS (src/llama-hparams.h); a log line claiming more is not a model
+
 # recurrent architectures whose state this module sizes: arch -> how n_embd_r / n_embd_s are made
 STATE: dict[str, str] = {"mamba": "mamba", "mamba2": "mamba2", "lfm2": "shortconv"}
 MLA = ("deepseek2", "deepseek3", "kimi", "glm4moe_mla")
@@ -63,7 +65,7 @@ def state_per_layer(facts: Facts) -> list[int] | None:
     arch = str(facts.value("model.arch", "")).lower()
     kind = STATE.get(arch)
     n_layer = _int(facts, "model.n_layer")
-    if kind is None or not n_layer:
+    if kind is None or not n_layer or not 0 < n_layer <= MAX_LAYERS:
         return None
     heads = facts.value("model.n_head_kv_per_layer")
     recurrent = ([h == 0 for h in heads] if isinstance(heads, list) and len(heads) == n_layer

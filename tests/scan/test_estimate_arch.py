@@ -70,3 +70,12 @@ def test_recurrent_state_grows_with_sequences_not_context() -> None:
     four = reference((ARCH_LOGS / "mamba-1.4b__c8192_par4.log").read_text())
     assert one.kv_mib == 48 * (3 * 4096 + 16 * 4096) * 4 / (1 << 20)
     assert four.kv_mib == 4 * one.kv_mib
+
+
+def test_a_layer_count_no_model_can_have_is_not_expanded() -> None:
+    """A log line claiming 10**12 layers (found by the log fuzzer: MemoryError) gives no state, not a list of 10**12."""
+    from doctor.estimate_arch import state_per_layer
+    from doctor.facts import Facts
+
+    facts = Facts.from_values({"model.arch": "mamba", "model.n_layer": 10**12, "model.n_embd": 768})
+    assert state_per_layer(facts) is None
