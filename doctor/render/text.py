@@ -186,7 +186,26 @@ def scan_lines(report: Report, verbose: bool = False) -> list[str]:
     bench = bench_figures(report)
     if bench:
         lines.insert(2, inert(f"  bench:   {', '.join(bench)}"))
+    trace = trace_figures(report)
+    if trace:
+        at = next((i + 1 for i, line in enumerate(lines) if line.startswith("  plan:")), len(lines))
+        lines.insert(at, inert(f"  trace:   {', '.join(trace)}"))
     return lines
+
+
+def trace_figures(report: Report) -> list[str]:
+    """What scan's short real run measured: load, prefill and decode (and a setting triage changed)."""
+    v = report.facts.value
+    out = []
+    for name, label, unit in (("run.load_ms", "load", "ms"), ("run.prefill_ms", "prefill", "ms"),
+                              ("run.decode_tps", "decode", "tokens/s")):
+        value = v(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out.append(f"{label} {format_value(value, unit)}")
+    setting = v("run.triage_setting")
+    if out and isinstance(setting, str) and setting:
+        out.append(f"after triage changed {setting}")
+    return out
 
 
 def bench_figures(report: Report) -> list[str]:

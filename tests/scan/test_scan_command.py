@@ -138,3 +138,12 @@ def test_the_planned_context_is_padded_per_sequence(capsys: pytest.CaptureFixtur
     assert facts["config.n_ctx_requested"] == 300 and facts["config.n_ctx"] == 1024
     assert facts["derived.kv_cells"] == 1024 and facts["derived.n_ctx_seq"] == 256
     assert facts["derived.kv_bytes"] == 1024 * 23040
+
+
+@pytest.mark.engine
+def test_the_text_report_shows_the_trace_figures(smollm2: Path) -> None:
+    """scan's text header says what the short real run measured, beside the plan."""
+    proc = subprocess.run([sys.executable, "-m", "doctor", "scan", "--format", "text", "--prompt-tokens", "16",
+                           "-n", "8"], capture_output=True, text=True, cwd=ROOT, timeout=400)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("  trace:")), "")
+    assert "load " in line and "prefill " in line and "tokens/s" in line, proc.stdout[:800]
