@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import http.server
-import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
@@ -15,6 +11,7 @@ from doctor.rulebase import RuleBase
 from engine_adapter.judge import LiveJudge
 from engine_adapter.metrics import MetricsPoller, MetricsState, follow_metrics, parse_samples, to_facts, update
 from engine_adapter.session import TraceSession
+from tests.watch.conftest import MetricsPages
 
 PAGES = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "metrics"
 
@@ -60,32 +57,10 @@ def test_llama_server_page() -> None:
     assert facts.value("engine.name") == "llama.cpp"
 
 
-class _Pages(http.server.BaseHTTPRequestHandler):
-    pages: ClassVar[list[bytes]] = []
-
-    def do_GET(self) -> None:
-        body = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def server() -> Iterator[str]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/metrics"
-    httpd.shutdown()
 
 
 def test_scrapes_over_http_and_reports_preemptions_as_they_rise(server: str, rulebase: RuleBase) -> None:
-    _Pages.pages = [(PAGES / "vllm-v1-calm.prom").read_bytes(), (PAGES / "vllm-v1-full.prom").read_bytes()]
+    MetricsPages.pages = [(PAGES / "vllm-v1-calm.prom").read_bytes(), (PAGES / "vllm-v1-full.prom").read_bytes()]
     events: list = []
     session = TraceSession("vllm", source="metrics", judge=LiveJudge(rulebase), on_event=events.append)
     poller = MetricsPoller(server, interval_s=0.01)

@@ -6,12 +6,9 @@ the HTTP tests serve them from 127.0.0.1."""
 
 from __future__ import annotations
 
-import http.server
 import importlib.util
-import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -21,6 +18,7 @@ from doctor.rulebase import RuleBase
 from engine_adapter.judge import LiveJudge
 from engine_adapter.metrics import MetricsPoller, MetricsState, follow_metrics, parse_scrape, quantile, to_facts, update
 from engine_adapter.session import TraceSession
+from tests.watch.conftest import MetricsPages
 
 PAGES = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "metrics"
 _spec = importlib.util.spec_from_file_location("make_vllm_metrics", PAGES / "make_vllm_metrics.py")
@@ -41,32 +39,10 @@ def _state(*pages: str, step_s: float = 30.0) -> MetricsState:
     return state
 
 
-class _Pages(http.server.BaseHTTPRequestHandler):
-    pages: ClassVar[list[bytes]] = []
-
-    def do_GET(self) -> None:
-        body = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def server() -> Iterator[str]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/metrics"
-    httpd.shutdown()
 
 
 def _watch(server: str, rulebase: RuleBase, pages: list[str]) -> tuple[list[Any], dict[str, Any]]:
-    _Pages.pages = [p.encode() for p in pages]
+    MetricsPages.pages = [p.encode() for p in pages]
     events: list[Any] = []
     session = TraceSession("vllm", source="metrics", judge=LiveJudge(rulebase), on_event=events.append)
     end = follow_metrics(MetricsPoller(server, interval_s=0.01), session, stop=lambda: False, max_scrapes=len(pages))
