@@ -223,8 +223,12 @@ def outcome(finding: Finding, before: Report, after: Report, after_figures: dict
         if isinstance(b_ms, (int, float)) and isinstance(a_ms, (int, float)) and b_ms > 0 and a_ms > b_ms * SLOWER:
             return "made worse", f"decode slower: {b_ms:.1f} -> {a_ms:.1f} ms/token"
     before_ids = {f.id for f in before.findings}
+    # a crash the re-run's triage worked around (AMX: repacking off) is said beside the outcome, not
+    # taken as the fix's doing: the fix is judged on the run made with the working setting
+    triaged = after.facts.value("run.triage_status") in ("fixed", "combined")
     new = [f for f in after.findings if f.id not in before_ids and f.severity in ("error", "warning")
-           and f.cls != finding.cls and f.cls.split(".")[0] in WORSE_AREAS]
+           and f.cls != finding.cls and f.cls.split(".")[0] in WORSE_AREAS
+           and not (triaged and f.cls == "engine.crash")]
     if new:
         return "made worse", "; ".join(f"{f.id} {f.title}" for f in new)
     again = [f for f in after.findings if f.id == finding.id or (f.cls == finding.cls and f.severity != "info")]

@@ -131,9 +131,11 @@ class Verification:
     runs: int
     sweeps: list[Sweep] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    processes: int | None = None  # engine processes the runs started (more than `runs` after a crash triage)
 
     def to_json(self) -> dict[str, Any]:
         return {"seconds": round(self.seconds, 1), "budget_s": self.budget_s, "runs": self.runs,
+                "processes": self.runs if self.processes is None else self.processes,
                 "sweeps": [s.to_json() for s in self.sweeps], "notes": self.notes}
 
 

@@ -146,7 +146,7 @@ class TraceBuilder:
         self.pending_bytes = 0
         # what survives a triage restart: facts given before the engine started, and the triage itself
         self.kept: list[LiveEvent] = []
-        self.engine_started = False
+        self.before_engine = True  # no engine event yet: facts given now (host, model file) are kept
 
     def _drain_log(self) -> None:
         if self.pending_log:
@@ -172,10 +172,10 @@ class TraceBuilder:
                 self._restart(event)
                 return
             self._keep(event)
-        elif isinstance(event, FactsEvent) and not self.engine_started:
+        elif isinstance(event, FactsEvent) and self.before_engine:
             self._keep(event)
         elif not (isinstance(event, SettingsEvent) and event.stage == "requested"):
-            self.engine_started = True
+            self.before_engine = False
         self.events_fed += 1
         self.last_t_ms = max(self.last_t_ms, event.t_ms)
         if isinstance(event, StepEvent):
@@ -217,7 +217,7 @@ class TraceBuilder:
         self.__init__(self.name)  # type: ignore[misc]
         for event in kept:
             self.feed(event)
-        self.engine_started = False
+        self.before_engine = False
         self.last_t_ms = t_ms
         self.facts.add_event(Event(kind="triage", line=None, text=marker.text, source="trace", data={"restart": True}))
 

@@ -31,6 +31,18 @@ SWEEP_TOKENS = 16  # decode steps per thread-sweep run
 MAX_THREAD_VALUES = 6
 BATCH_VALUES = (32, 128, 512)
 
+def engine_processes(report: Report | None) -> int:
+    """Engine processes one re-run started: itself, plus a crash triage's short runs and its full
+    re-run with the working setting (an engine that crashes at the fix's setting, e.g. AMX)."""
+    if report is None:
+        return 0
+    triage_runs = report.facts.value("run.triage_runs")
+    extra = triage_runs if isinstance(triage_runs, int) else 0
+    if report.facts.value("run.triage_status") in ("fixed", "combined"):
+        extra += 1
+    return 1 + extra
+
+
 RunJob = Callable[[dict[str, Any], "int | None", float], Report]
 
 
@@ -42,6 +54,7 @@ class Verifier:
     budget_s: float = VERIFY_BUDGET_S
     progress: Callable[[str], None] | None = None
     runs: int = 0
+    processes: int = 0  # engine processes those runs started (a crash triage adds its own)
     base: dict[str, Any] = field(default_factory=dict)  # resolved fixes: the sweeps run with them
     skip: dict[str, str] = field(default_factory=dict)  # class area -> why its fixes are not tried here
     stopped: Callable[[], bool] | None = None  # the user stopped: no more runs
@@ -66,6 +79,7 @@ class Verifier:
             return None
         self.runs += 1
         report = self.run_job(changes, max_tokens, min(left - STOP_GRACE_S, RUN_LIMIT_S))
+        self.processes += engine_processes(report)
         self._cache[key] = report
         return report
 
@@ -253,12 +267,14 @@ def verify(report: Report, settings: dict[str, Any], run_job: RunJob, *, budget_
         for sweep in (verifier.sweep_threads, verifier.sweep_batch, verifier.sweep_gpu_layers):
             done.append(sweep())
     seconds = time.monotonic() - began
-    result = Verification(round(seconds, 1), budget_s, verifier.runs, done)
+    result = Verification(round(seconds, 1), budget_s, verifier.runs, done, processes=verifier.processes)
     threads = next((s for s in done if s.setting == "n_threads"), None)
     for finding in report.findings:  # a threads finding is verified by the sweep as well
         if finding.cls == "cpu.threads" and threads is not None and threads.best is not None:
             result.notes.append(f"{finding.id}: the thread sweep measured {threads.best} threads as fastest")
     report.verification = result
     if progress is not None:
-        progress(f"verify: {verifier.runs} runs in {seconds:.1f} s (budget {budget_s:.0f} s)")
+        started = f", {verifier.processes} engine processes with crash triage" \
+            if verifier.processes != verifier.runs else ""
+        progress(f"verify: {verifier.runs} runs{started} in {seconds:.1f} s (budget {budget_s:.0f} s)")
     return result

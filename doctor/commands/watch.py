@@ -216,7 +216,7 @@ def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event:
 
         verify_embedded(result.report, result.settings or settings, judge.rulebase,
                         to_feed if args.line_events == "tail" else note, engine=args.engine,
-                        budget_s=args.verify_budget, stop=stop)
+                        budget_s=args.verify_budget, stop=stop, triage=not args.no_triage)
         if end is not None and args.line_events in ("tail", "all"):
             # the TUI and the ndjson stream take the report from the end event: a second one carries the fixes tried
             on_event(dataclasses.replace(end, report=result.report.to_json()))
@@ -227,12 +227,14 @@ VERIFY_MAX_TOKENS = 256  # the re-runs' job is the first run's, up to this many 
 
 
 def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable[[str], None],
-                    engine: str | None = None, budget_s: float = 120.0, stop: threading.Event | None = None) -> None:
+                    engine: str | None = None, budget_s: float = 120.0, stop: threading.Event | None = None,
+                    triage: bool = True) -> None:
     """--verify for a run of the embedded engine: re-run the same job (same prompt and seed, at most
     VERIFY_MAX_TOKENS tokens) in fresh children with each fix applied, judged by the same rules."""
     from doctor.commands.verify import verify
     from engine_adapter.judge import LiveJudge
     from engine_adapter.runner import run_embedded
+    from engine_adapter.triage import TRIAGE_BUDGET_S
 
     seed = report.facts.value("sampling.seed")
     if settings.seed is None and isinstance(seed, int):
@@ -241,14 +243,23 @@ def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable
     if base.max_tokens == 0 or base.max_tokens > VERIFY_MAX_TOKENS:
         base = dataclasses.replace(base, max_tokens=VERIFY_MAX_TOKENS)
 
+    carried: dict[str, Any] = {}  # a setting a crash triage needed in a re-run (AMX: repacking off)
+
     def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
-        job = dataclasses.replace(base, **changes)
+        job = dataclasses.replace(base, **{**carried, **changes})
         if max_tokens is not None:
             job = dataclasses.replace(job, max_tokens=max_tokens)
         if job.n_ubatch > job.n_batch:
             job = dataclasses.replace(job, n_ubatch=job.n_batch)
-        run = run_embedded(job, timeout_s=timeout_s, judge=LiveJudge(rulebase, engine=engine), triage=False,
-                           stop=stop)
+        # a fix's setting may reach a crash the first run did not (the AMX kernel crashes at some sizes
+        # only): triage it as the first run would be, so the fix is judged, and carry the working setting
+        run = run_embedded(job, timeout_s=timeout_s, judge=LiveJudge(rulebase, engine=engine), triage=triage,
+                           triage_budget_s=min(TRIAGE_BUDGET_S, timeout_s), stop=stop)
+        if run.triage is not None and run.triage.settings is not None:
+            working = dataclasses.asdict(run.triage.settings)
+            asked = dataclasses.asdict(job)
+            carried.update({k: v for k, v in working.items()
+                            if k not in ("seed", "max_tokens", *changes) and asked.get(k) != v})
         assert run.report is not None
         return run.report
 

@@ -85,9 +85,11 @@ def verification_from_json(data: Any) -> Verification | None:
                             best=raw.get("best"), baseline=raw.get("baseline"),
                             gain=gain if isinstance(gain, (int, float)) else None, note=_s(raw, "note")))
     seconds, budget, runs = data.get("seconds"), data.get("budget_s"), data.get("runs")
+    processes = data.get("processes")
     return Verification(seconds=float(seconds) if isinstance(seconds, (int, float)) else 0.0,
                         budget_s=float(budget) if isinstance(budget, (int, float)) else 0.0,
-                        runs=runs if isinstance(runs, int) else 0, sweeps=sweeps, notes=_str_list(data.get("notes")))
+                        runs=runs if isinstance(runs, int) else 0, sweeps=sweeps, notes=_str_list(data.get("notes")),
+                        processes=processes if isinstance(processes, int) else None)
 
 
 def finding_from_json(data: dict[str, Any]) -> Finding:

@@ -104,7 +104,8 @@ def test_events_come_in_the_order_of_the_run(healthy: tuple[EmbeddedRun, Path]) 
     assert kinds[-2:] == [("PerfEvent", None), ("EndEvent", None)]
     # decode steps reach the parent in batches (at most 200 ms old), so samples taken meanwhile may
     # come before steps that ended earlier; nothing else is out of order
-    times = [e.t_ms for e in run.events]
+    # (the run reported: a crashed first attempt's last lines are drained after it died)
+    times = [e.t_ms for e in events]
     assert max(a - b for a, b in itertools.pairwise(times)) < 500
 
 
@@ -250,7 +251,8 @@ def test_a_prompt_longer_than_the_context_is_refused(rules: RuleBase, tmp_path: 
 
 def test_an_engine_abort_is_reported_not_fatal(rules: RuleBase, tmp_path: Path) -> None:
     record = tmp_path / "crash.jsonl"
-    settings = RunSettings(model_path=str(default_model_path()), max_tokens=64, seed=7)
+    # repacking off: on an AMX Xeon the engine would die of the AMX kernel before the abort under test
+    settings = RunSettings(model_path=str(default_model_path()), max_tokens=64, seed=7, use_extra_bufts=False)
     # this child aborts whatever the settings; triage's "nothing avoided it" is tested in test_triage_runs.py
     run = run_embedded(settings, record=str(record), judge=LiveJudge(rules), timeout_s=300,
                        command=[sys.executable, "-m", "tests.watch.aborting_child"], triage=False)

@@ -53,7 +53,9 @@ def test_context_overflow_fix_is_verified_resolved(tmp_path: Path) -> None:
     assert "fits in" in verified["line"] and "no truncation" in verified["line"]
     v = report["verification"]
     assert v["runs"] >= 1 and v["budget_s"] == 45 and v["seconds"] > 0
-    assert starts(count) == 1 + v["runs"]  # the first run and one child per re-run, nothing else
+    # the first run and one child per re-run, nothing else (on an AMX Xeon the engine crashes at n_ctx 512
+    # with weight repacking on: that re-run's crash triage starts its own children, and says so)
+    assert starts(count) == 1 + v["processes"] and v["processes"] >= v["runs"]
     assert "verify: " in proc.stderr
 
 
