@@ -53,14 +53,10 @@ class LineScanner:
         self.hold_last = False
 
     def feed(self, data: bytes) -> Iterator[RawLine]:
-        if not data:
-            return
         self.bytes += len(data)
         if self._ends.ends != "lf":  # CR-only (to LF here), or the head is still being sniffed
             data = self._ends.feed(data)
-            if not data:
-                return
-        yield from self._feed(data)
+        return self._feed(data) if data else iter(())
 
     def _feed(self, data: bytes) -> Iterator[RawLine]:
         buf = self._tail + data if self._tail else data
