@@ -6,7 +6,8 @@ is not there yet.
 rename-and-recreate): the rest of the old file is read to its end first, then the new file from its
 start. Truncation (copytruncate, `> file`) is a size below the read position: reading restarts at
 0. Memory is bounded: at most `chunk` bytes are read per poll, and a line is only ever held until
-its newline arrives (`LineSplitter`, which cuts lines longer than `max_line`).
+its newline arrives (`LineSplitter`: the line policy of doctor/logs/lines.py, which cuts lines
+longer than `max_line` and numbers them as `analyze` and the TUI's log pane do).
 
 `follow_log()` drives a watch session from it: complete lines go to the same parsers `analyze`
 runs, in one piece per read (`TraceSession.emit_log_block`), so findings fire as the lines arrive
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from doctor.live import EndEvent, NoticeEvent, SettingsEvent
-from engine_adapter.lines import LineSplitter
+from doctor.logs.lines import LineSplitter
 from engine_adapter.session import TraceSession
 
 CHUNK = 1 << 20
@@ -162,6 +163,7 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
                         line_no += session.emit_log_block(splitter.finish_block(), line_no + 1, "file")
                         session.emit(NoticeEvent(text=f"{change.text} (after line {line_no})", session=change.session))
                         line_no = 0
+                        splitter = LineSplitter(sniff_cr=True)  # a new file: its own head tells its line ends
                     continue
                 got = True
                 line_no += session.emit_log_block(splitter.feed_block(change.data), line_no + 1, "file")

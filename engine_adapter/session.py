@@ -21,11 +21,11 @@ from typing import IO, Any
 from doctor.errors import InputError
 from doctor.facts import Facts
 from doctor.live import EndEvent, FindingEvent, IncidentEvent, LiveEvent, LogEvent, PhaseEvent, SettingsEvent
+from doctor.logs.lines import block_lines
 from doctor.report import Report
 from doctor.sanitize import strip_controls
 from doctor.trace import TraceBuilder, header
 from engine_adapter.judge import LiveJudge
-from engine_adapter.lines import block_lines
 
 # with line_events="tail", a consumer that shows log lines (the TUI's log pane) gets at most this many of
 # each batch, the newest: a flood of output cannot queue up behind a screen that shows a few dozen
@@ -120,7 +120,7 @@ class TraceSession:
             self.evaluate(force=True)
 
     def emit_log_block(self, block: bytes, first_line: int, stream: str) -> int:
-        """Complete lines (a block of LF-ended lines, engine_adapter/follower.py LineSplitter) read from
+        """Complete lines (a block of LF-ended lines, doctor/logs/lines.py LineSplitter) read from
         a followed file or a wrapped command, numbered from `first_line`; returns how many. The parsers
         get the block in one piece; LogEvents are built only for whoever needs each line (the
         recording, kept events, a consumer per `line_events`)."""

@@ -25,8 +25,8 @@ from typing import Any
 
 from doctor.errors import EngineError
 from doctor.live import EndEvent, SettingsEvent
+from doctor.logs.lines import LineSplitter, block_lines
 from doctor.sanitize import strip_controls
-from engine_adapter.lines import LineSplitter, block_lines
 from engine_adapter.runner import describe_status
 from engine_adapter.sampler import ResourceSampler
 from engine_adapter.session import TraceSession

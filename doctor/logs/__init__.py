@@ -1,1 +1,2 @@
-"""Log parsing: one parser per engine family, a streaming scanner, and engine detection."""
+"""Log parsing: one parser per engine family, the line policy (`lines`), a streaming scanner, and engine
+detection."""

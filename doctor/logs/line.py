@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any
 
+from doctor.logs.lines import decode
 from doctor.sanitize import strip_controls
 
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")
@@ -64,10 +65,6 @@ class LogLine:
         if not nxt:
             return self.text
         return self.text.rstrip() + " " + nxt.strip()
-
-
-def decode(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
 
 
 def normalise(text: str) -> tuple[str, dict[str, Any]]:

@@ -2,10 +2,11 @@
 
 Logs can be gigabytes. Instead of decoding and testing every line in Python, the scanner runs one
 compiled trigger pattern over raw byte chunks and hands on only the lines that contain a trigger,
-with their 1-based line numbers. Lines longer than `max_line` are cut (a 100 MB line costs no more
-memory than the cut). CRLF is handled; a file that uses CR alone is read with CR as the line end.
-Between triggers, a consumer can ask for the text in between (`capture = True`): that is how the
-generated output of a llama-cli transcript is picked up without reading every line.
+with their 1-based line numbers. Lines are what doctor/logs/lines.py says they are (LF or CRLF
+ends, CR-only files told by their head, lines longer than `max_line` cut: a 100 MB line costs no
+more memory than the cut); the scan applies that policy inline, on the raw chunk. Between
+triggers, a consumer can ask for the text in between (`capture = True`): that is how the generated
+output of a llama-cli transcript is picked up without reading every line.
 
 Only I/O of the given file object; no decoding here.
 """
@@ -19,12 +20,11 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from doctor.errors import InputError
+from doctor.logs.lines import MAX_LINE, SNIFF, EndSniffer
 from doctor.logs.matcher import BytesPattern, span_finder
 
 CHUNK = 4 << 20
-MAX_LINE = 16 << 10
 MAX_GAP = 64 << 10
-SNIFF = 64 << 10
 
 
 @dataclass(slots=True)
@@ -46,20 +46,19 @@ class LineScanner:
         self.lines = 0  # complete lines seen so far
         self.bytes = 0
         self._tail = b""
-        self._cr_mode: bool | None = None
+        self._ends = EndSniffer()
         self._skipping = False  # inside an over-long line whose head was already handled
         # whole-input reads (not a followed log) keep the last complete line back until more comes, so
         # the line before a final line without a newline still sees it as its next (a wrapped message)
         self.hold_last = False
 
     def feed(self, data: bytes) -> Iterator[RawLine]:
-        if not data:
-            return
         self.bytes += len(data)
-        if self._cr_mode is None:
-            self._cr_mode = b"\n" not in data[:SNIFF] and b"\r" in data[:SNIFF]
-        if self._cr_mode:
-            data = data.replace(b"\r", b"\n")
+        if self._ends.ends != "lf":  # CR-only (to LF here), or the head is still being sniffed
+            data = self._ends.feed(data)
+        return self._feed(data) if data else iter(())
+
+    def _feed(self, data: bytes) -> Iterator[RawLine]:
         buf = self._tail + data if self._tail else data
         cut = buf.rfind(b"\n")
         if cut < 0:
@@ -84,6 +83,9 @@ class LineScanner:
             yield from self._overlong()
 
     def finish(self) -> Iterator[RawLine]:
+        held = self._ends.finish()  # a short input whose head told nothing until its end
+        if held:
+            yield from self._feed(held)
         if self._tail and not self._skipping:
             tail, self._tail = self._tail, b""
             data = tail if tail.endswith(b"\n") else tail + b"\n"  # a held-back last line has its newline
@@ -125,7 +127,7 @@ class LineScanner:
             number = line_base + counted + 1
             if self.capture and start > gap_start:
                 yield RawLine(number, None, region[gap_start:start][-MAX_GAP:])
-            if end - start <= max_line:
+            if end - start <= max_line:  # lines.clean, inline
                 line = region[start:end]
                 if line.endswith(b"\r"):
                     line = line[:-1]

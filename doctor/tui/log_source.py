@@ -2,11 +2,11 @@
 
 Logs can be gigabytes, so nothing here loads a whole file: `read(first, count)` seeks to the
 nearest checkpoint (a line number and the byte offset where it starts, one remembered per chunk
-read) and walks forward in fixed-size chunks, keeping only the lines asked for, each cut to
-`MAX_LINE_BYTES`. Lines are numbered as the analyzer numbers them (`doctor.logs.stream`): by LF,
-CRLF taken as one end, and CR alone when the head of the file has no LF. Gzip logs are read
-through `gzip` (seeking there re-reads, but memory stays flat). Every line is made inert before it
-is returned, so a log cannot reach the terminal.
+read) and walks forward in fixed-size chunks, keeping only the lines asked for. Lines are cut and
+numbered by the line policy the analyzer uses (doctor/logs/lines.py: LF, CRLF as one end, CR-only
+files told by their head, long lines cut), so a finding's line N is the line shown as N. Gzip
+logs are read through `gzip` (seeking there re-reads, but memory stays flat). Every line is made
+inert before it is returned, so a log cannot reach the terminal.
 
 Only I/O of the given file or bytes; no Textual.
 """
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from doctor.logs.lines import MAX_LINE, SNIFF, Ends, clean, decode, sniff, to_lf
 from doctor.sanitize import inert
 
 CHUNK = 1 << 20
-SNIFF = 64 << 10
-MAX_LINE_BYTES = 4096
+KEEP = MAX_LINE + 1  # the head of a line kept while reading (lines.clean: the CR of a CRLF at the cut)
 MAX_COLUMNS = 2000
 TAB = 4
 
@@ -48,7 +48,7 @@ class LogSource:
         self._lock = threading.Lock()
         self._checkpoints_line = [1]
         self._checkpoints_offset = [0]
-        self._sep: bytes | None = None
+        self._ends: Ends | None = None
         self.total_lines = total_lines  # known once a read reached the end (or given as a hint)
         self._end_seen = False
 
@@ -74,8 +74,8 @@ class LogSource:
         first = max(1, first)
         with self._lock:
             handle = self._open()
-            sep = self._separator(handle)
-            return self._read_locked(handle, sep, first, count)
+            ends = self._line_ends(handle)
+            return self._read_locked(handle, ends, first, count)
 
     def read_around(self, line: int, count: int) -> list[SourceLine]:
         """About `count` lines with `line` in the middle (shifted at the start of the log)."""
@@ -94,19 +94,25 @@ class LogSource:
             self._handle = self._opener()
         return self._handle
 
-    def _separator(self, handle: BinaryIO) -> bytes:
-        if self._sep is None:
+    def _line_ends(self, handle: BinaryIO) -> Ends:
+        if self._ends is None:
             handle.seek(0)
-            head = handle.read(SNIFF)
-            self._sep = b"\r" if (b"\n" not in head and b"\r" in head) else b"\n"
-        return self._sep
+            head = b""
+            while len(head) < SNIFF:
+                more = handle.read(SNIFF - len(head))
+                if not more:
+                    break
+                head += more
+            self._ends = sniff(head, complete=len(head) < SNIFF)
+        return self._ends
 
     def _checkpoint(self, line: int, offset: int) -> None:
         if line > self._checkpoints_line[-1]:
             self._checkpoints_line.append(line)
             self._checkpoints_offset.append(offset)
 
-    def _read_locked(self, handle: BinaryIO, sep: bytes, first: int, count: int) -> list[SourceLine]:
+    def _read_locked(self, handle: BinaryIO, ends: Ends, first: int, count: int) -> list[SourceLine]:
+        sep = b"\n"  # every line end is an LF once a chunk went through to_lf (same length)
         i = bisect.bisect_right(self._checkpoints_line, first) - 1
         line, pos = self._checkpoints_line[i], self._checkpoints_offset[i]
         handle.seek(pos)
@@ -115,11 +121,11 @@ class LogSource:
         carry = bytearray()  # head of the current line when it spans chunks
         carry_cut = False
         while True:
-            chunk = handle.read(CHUNK)
+            chunk = to_lf(handle.read(CHUNK), ends)
             if not chunk:
                 if carry or carry_cut:
                     if first <= line <= last:
-                        out.append(_make_line(line, bytes(carry), carry_cut, sep))
+                        out.append(_make_line(line, bytes(carry), carry_cut))
                     self._set_total(line)
                 else:
                     self._set_total(line - 1)
@@ -132,11 +138,11 @@ class LogSource:
                     if cut >= 0:
                         line += n
                         self._checkpoint(line, pos + cut + 1)
-                        carry_cut = len(chunk) - cut - 1 > MAX_LINE_BYTES
-                        carry = bytearray(chunk[cut + 1:cut + 1 + MAX_LINE_BYTES])
+                        carry_cut = len(chunk) - cut - 1 > KEEP
+                        carry = bytearray(chunk[cut + 1:cut + 1 + KEEP])
                     else:
                         _extend_capped(carry, chunk)
-                        carry_cut = carry_cut or len(chunk) > MAX_LINE_BYTES
+                        carry_cut = carry_cut or len(chunk) > KEEP
                     pos += len(chunk)
                     continue
             while True:
@@ -144,7 +150,7 @@ class LogSource:
                 if end < 0:
                     piece = chunk[start:]
                     if first <= line <= last:
-                        room = MAX_LINE_BYTES - len(carry)
+                        room = KEEP - len(carry)
                         if room > 0:
                             carry.extend(piece[:room])
                         carry_cut = carry_cut or len(piece) > room
@@ -153,9 +159,9 @@ class LogSource:
                     break
                 if first <= line <= last:
                     piece = chunk[start:end]
-                    room = MAX_LINE_BYTES - len(carry)
+                    room = KEEP - len(carry)
                     carry.extend(piece[:max(room, 0)])
-                    out.append(_make_line(line, bytes(carry), carry_cut or len(piece) > room, sep))
+                    out.append(_make_line(line, bytes(carry), carry_cut or len(piece) > room))
                 carry = bytearray()
                 carry_cut = False
                 line += 1
@@ -177,18 +183,23 @@ class LogSource:
 
 
 def _extend_capped(buf: bytearray, data: bytes) -> None:
-    room = MAX_LINE_BYTES - len(buf)
+    room = KEEP - len(buf)
     if room > 0:
         buf.extend(data[:room])
 
 
-def _make_line(number: int, raw: bytes, cut: bool, sep: bytes) -> SourceLine:
-    if sep == b"\n" and raw.endswith(b"\r"):
-        raw = raw[:-1]
-    text = inert(raw.decode("utf-8", errors="replace")).expandtabs(TAB)
+def _make_line(number: int, raw: bytes, cut: bool) -> SourceLine:
+    """`raw`: the line's first KEEP bytes; `cut`: it had more."""
+    line = clean(raw)
+    return SourceLine(number, *shown(decode(line), cut or len(line) < len(raw.removesuffix(b"\r"))))
+
+
+def shown(text: str, cut: bool = False) -> tuple[str, bool]:
+    """What the pane shows of a line's text: inert, tabs expanded, at most MAX_COLUMNS."""
+    text = inert(text).expandtabs(TAB)
     if len(text) > MAX_COLUMNS:
         text, cut = text[:MAX_COLUMNS], True
-    return SourceLine(number, text, cut)
+    return text, cut
 
 
 def _open_file(path: Path) -> BinaryIO:

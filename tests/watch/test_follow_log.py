@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.live import FindingEvent, LiveEvent, LogEvent
+from doctor.logs.lines import LineSplitter, block_lines
 from doctor.rulebase import RuleBase
 from engine_adapter.follower import LogFollower, follow_log
 from engine_adapter.judge import LiveJudge
-from engine_adapter.lines import LineSplitter, block_lines
 from engine_adapter.session import TraceSession
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -259,4 +259,10 @@ def test_a_pipe_never_guesses_cr_line_ends() -> None:
     assert splitter.feed(b"\rloading 10%\rloading 20%") == []
     assert splitter.feed(b"\ndone\n") == [b"\rloading 10%\rloading 20%", b"done"]
     files = LineSplitter(sniff_cr=True)
-    assert files.feed(b"one\rtwo\r") == [b"one", b"two"]
+    # a file's head decides (doctor/logs/lines.py): no LF yet, too short to tell -> held until it ends
+    assert files.feed(b"one\rtwo\r") == []
+    assert files.finish() == [b"one", b"two"]
+    # ... or until an LF shows: a CR at the end of a read was half of a CRLF, not a CR-only file
+    files = LineSplitter(sniff_cr=True)
+    assert files.feed(b"one\r") == []
+    assert files.feed(b"\ntwo\r\n") == [b"one", b"two"]
