@@ -12,6 +12,7 @@ import pytest
 
 from doctor.evaluate import diagnose
 from doctor.live import FindingEvent, LiveEvent, NoticeEvent
+from doctor.live_judge import LiveJudge
 from doctor.logs.analyze import analyze_bytes
 from doctor.render.markdown import render_markdown
 from doctor.render.style import Style
@@ -20,7 +21,6 @@ from doctor.rulebase import RuleBase
 from doctor.trace import facts_from_recording
 from doctor.tui.report_json import report_from_json
 from engine_adapter.follower import follow_log
-from engine_adapter.judge import LiveJudge
 from engine_adapter.session import TraceSession
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"

@@ -8,7 +8,8 @@ The final evaluation announces every change, so what the stream said last and wh
 says agree. While the engine is still loading (`run.loaded` false), findings judged on facts alone are
 held back: start-up facts can still change, and a finding must not fire and then resolve.
 
-Pure (the rules and facts are given).
+Pure (the rules and facts are given). The core's side of a live run: the command builds a LiveJudge and
+hands it to the source (engine_adapter/session.py takes any `Judge`), so sources never run the rules.
 """
 
 from __future__ import annotations
