@@ -305,7 +305,7 @@ def _final_code(outcome: Outcome, args: argparse.Namespace) -> int:
 
 def _with_stream(produce: Callable[..., Outcome], args: argparse.Namespace) -> int:
     from doctor.render.style import choose_style
-    from engine_adapter.ticker import Ticker
+    from doctor.render.ticker import Ticker
 
     fmt = args.format or "text"
     args.line_events = "all" if fmt == "ndjson" else "none"  # the ticker and the final report show no log lines
