@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from doctor.commands.analyze import paste_diagnosis
 from doctor.tui.app import DoctorApp, make_paste_app, make_watch_app
 from doctor.tui.log_source import LogSource
 from doctor.tui.log_view import LogView
@@ -80,4 +81,4 @@ def test_paste_screen(snap_compare, rulebase) -> None:  # type: ignore[no-untype
                        "failed to allocate buffer for kv cache")
         await settle(pilot)
 
-    assert snap_compare(make_paste_app(rulebase), terminal_size=(80, 24), run_before=before)
+    assert snap_compare(make_paste_app(paste_diagnosis(rulebase)), terminal_size=(80, 24), run_before=before)
