@@ -17,9 +17,9 @@ from doctor.logs.analyze import analyze_bytes
 from doctor.render.markdown import render_markdown
 from doctor.render.style import Style
 from doctor.render.text import render_text
+from doctor.report import Report
 from doctor.rulebase import RuleBase
 from doctor.trace import facts_from_recording
-from doctor.tui.report_json import report_from_json
 from engine_adapter.follower import follow_log
 from engine_adapter.session import TraceSession
 
@@ -56,7 +56,7 @@ def test_cat_of_two_server_logs_is_two_sessions(rulebase: RuleBase) -> None:
     doc = report.to_json()
     assert [s["number"] for s in doc["sessions"]] == [1, 2]
     assert doc["sessions"][0]["findings"][0]["session"] == 1
-    back = report_from_json(json.loads(json.dumps(doc)))  # what the TUI and a saved report read back
+    back = Report.from_json(json.loads(json.dumps(doc)))  # what the TUI and a saved report read back
     assert [(s.session.number, [f.id for f in s.findings]) for s in back.sessions] == [
         (s.session.number, [f.id for f in s.findings]) for s in report.sessions]
 
