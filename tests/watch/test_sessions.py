@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.evaluate import diagnose
+from doctor.evaluate import SessionMemo, diagnose
 from doctor.live import FindingEvent, LiveEvent, NoticeEvent
 from doctor.live_judge import LiveJudge
 from doctor.logs.analyze import analyze_bytes
@@ -59,6 +59,25 @@ def test_cat_of_two_server_logs_is_two_sessions(rulebase: RuleBase) -> None:
     back = Report.from_json(json.loads(json.dumps(doc)))  # what the TUI and a saved report read back
     assert [(s.session.number, [f.id for f in s.findings]) for s in back.sessions] == [
         (s.session.number, [f.id for f in s.findings]) for s in report.sessions]
+
+
+def test_closed_session_is_judged_once_with_the_callers_memo(rulebase: RuleBase) -> None:
+    """The memo of judged sessions is the caller's (the live judge holds one), not a module global."""
+    facts = analyze_bytes(SLOTS.read_bytes() + FULL.read_bytes(), "stdin")
+    memo = SessionMemo()
+    first = diagnose(facts, rulebase, command="analyze", mode="analyze", memo=memo)
+    again = diagnose(facts, rulebase, command="analyze", mode="analyze", memo=memo)
+    assert again.sessions[0].findings is first.sessions[0].findings  # judged once
+    assert "LD203" in {f.id for f in again.sessions[0].findings}
+    fresh = diagnose(facts, rulebase, command="analyze", mode="analyze")  # no memo: judged afresh
+    assert fresh.sessions[0].findings is not first.sessions[0].findings
+    assert [f.id for f in fresh.sessions[0].findings] == [f.id for f in first.sessions[0].findings]
+    other = diagnose(facts, rulebase, command="analyze", mode="watch", memo=memo)  # other options: not reused
+    assert other.sessions[0].findings is not first.sessions[0].findings
+    judge = LiveJudge(rulebase, mode="analyze")
+    a, _ = judge.update(facts, 0.0)
+    b, _ = judge.update(facts, 100.0)
+    assert b.sessions[0].findings is a.sessions[0].findings
 
 
 def test_journalctl_across_a_vllm_restart() -> None:
