@@ -77,8 +77,8 @@ def bare_run(model: str, tokens: int, threads: int | None, n_ctx: int) -> tuple[
 def traced_run(model: str, tokens: int, threads: int | None, n_ctx: int,
                record: str) -> tuple[float, float, dict[str, float]]:
     from doctor.live import PerfEvent, PhaseEvent, StepEvent
+    from doctor.live_judge import LiveJudge
     from doctor.rulebase import load_rulebase
-    from engine_adapter.judge import LiveJudge
     from engine_adapter.runner import RunSettings, run_embedded
 
     settings = RunSettings(model_path=model, n_ctx=n_ctx, max_tokens=tokens, n_threads=threads, prompt=PROMPT,

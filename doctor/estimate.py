@@ -431,7 +431,29 @@ def _derive_vs_engine(facts: Facts) -> None:
     """[vs-engine hook] the estimate against the buffers the engine printed (doctor/estimate_vs_engine.py)."""
     from doctor.estimate_vs_engine import derive_vs_engine
 
-    derive_vs_engine(facts)
+    derive_vs_engine(facts, cpu_compute=cpu_compute_bytes)
+
+
+def cpu_compute_bytes(facts: Facts) -> int | None:
+    """The compute buffer of a CPU-only run from the shape and the run's settings (no layout needed)."""
+    if _opt_int(facts, "run.compute_gpu_bytes") or _opt_int(facts, "run.weights_gpu_bytes"):
+        return None
+    shape = compute_shape_from_facts(facts)
+    plan_ctx = _opt_int(facts, "config.n_ctx")
+    if shape is None or not plan_ctx:
+        return None
+    n_seq = max(1, _opt_int(facts, "config.n_parallel") or 1)
+    cells, _ = kv_cells(plan_ctx, n_seq, facts.value("config.kv_unified") is True)
+    n_batch = _opt_int(facts, "config.n_batch") or 512
+    n_ubatch = min(n_batch, _opt_int(facts, "config.n_ubatch") or 512)
+    fa = str(facts.value("config.flash_attn", "disabled")).lower() in ("enabled", "on", "true", "1")
+    type_k = str(facts.value("config.type_k", "f16")).lower()
+    return compute_bytes(shape, cells, n_ubatch, n_batch, pad(plan_ctx), fa, type_k)
+
+
+def _opt_int(facts: Facts, name: str) -> int | None:
+    value = facts.value(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _derive_output(facts: Facts) -> None:

@@ -5,8 +5,8 @@ buffers the engine printed (run.*: model / KV / compute / output buffer sizes, s
 each term llm-doctor can estimate is set beside it:
   weights  derived.weights_bytes (the GGUF's tensors), else model.weights_bytes
   KV       derived.kv_bytes + derived.state_bytes (recurrent state)
-  compute  derived.compute_bytes, else - for a CPU-only run - estimate.compute_bytes at the
-           run's settings
+  compute  derived.compute_bytes, else - for a CPU-only run - estimate.cpu_compute_bytes at the
+           run's settings (handed in by derive(), so this module does not import estimate.py)
   output   n_vocab x 4 bytes x n_seq_max (llama_context's logits buffer: one output per sequence)
 A term differs when |estimate - engine| > max(8 MiB, 5% of the engine's figure); the largest such
 difference is named (`derived.alloc_off_term`, `derived.alloc_off_bytes`): on a new llama.cpp build
@@ -22,6 +22,7 @@ model buffers, memory.required.partial vs everything on the GPUs) and llama.cpp'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from doctor.facts import Facts, Source
@@ -71,26 +72,7 @@ def _engine_terms(facts: Facts) -> dict[str, int]:
     return out
 
 
-def _cpu_compute(facts: Facts) -> int | None:
-    """The compute buffer of a CPU-only run from the shape and the run's settings (no layout needed)."""
-    from doctor import estimate
-
-    if _int(facts, "run.compute_gpu_bytes") or _int(facts, "run.weights_gpu_bytes"):
-        return None
-    shape = estimate.compute_shape_from_facts(facts)
-    plan_ctx = _int(facts, "config.n_ctx")
-    if shape is None or not plan_ctx:
-        return None
-    n_seq = max(1, _int(facts, "config.n_parallel") or 1)
-    cells, _ = estimate.kv_cells(plan_ctx, n_seq, facts.value("config.kv_unified") is True)
-    n_batch = _int(facts, "config.n_batch") or 512
-    n_ubatch = min(n_batch, _int(facts, "config.n_ubatch") or 512)
-    fa = str(facts.value("config.flash_attn", "disabled")).lower() in ("enabled", "on", "true", "1")
-    type_k = str(facts.value("config.type_k", "f16")).lower()
-    return estimate.compute_bytes(shape, cells, n_ubatch, n_batch, estimate.pad(plan_ctx), fa, type_k)
-
-
-def _estimate_terms(facts: Facts) -> dict[str, int]:
+def _estimate_terms(facts: Facts, cpu_compute: Callable[[Facts], int | None] | None) -> dict[str, int]:
     out: dict[str, int] = {}
     weights = _int(facts, "derived.weights_bytes") or _int(facts, "model.weights_bytes")
     if weights:
@@ -99,8 +81,8 @@ def _estimate_terms(facts: Facts) -> dict[str, int]:
     if kv is not None or state is not None:
         out["kv_cache"] = (kv or 0) + (state or 0)
     compute = _int(facts, "derived.compute_bytes")
-    if compute is None:
-        compute = _cpu_compute(facts)
+    if compute is None and cpu_compute is not None:
+        compute = cpu_compute(facts)
     if compute:
         out["compute"] = compute
     n_vocab = _int(facts, "model.n_vocab")
@@ -114,13 +96,15 @@ def _worst(terms: list[Term]) -> Term | None:
     return max(off, key=lambda t: abs(t.diff)) if off else None
 
 
-def derive_vs_engine(facts: Facts) -> None:
+def derive_vs_engine(facts: Facts, cpu_compute: Callable[[Facts], int | None] | None = None) -> None:
+    """`cpu_compute(facts)`: the compute buffer of a CPU-only run at its settings, asked for only when no
+    derived.compute_bytes was derived (doctor/estimate.py passes its cpu_compute_bytes: the math stays there)."""
     if facts.events("oom") or facts.events("alloc_failed") or facts.value("run.crashed") is True:
         return  # the buffers printed before the failure are not the whole allocation: the OOM rules speak
     engine = _engine_terms(facts)
     if not engine:
         return
-    mine = _estimate_terms(facts)
+    mine = _estimate_terms(facts, cpu_compute)
     terms = [Term(name, mine[name], engine[name]) for name in ("weights", "kv_cache", "compute", "output")
              if name in mine and name in engine]
     if terms:

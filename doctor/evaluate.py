@@ -94,15 +94,33 @@ def resolve_engine(facts: Facts, engine: str | None = None) -> str | None:
     return None
 
 
+@dataclass(slots=True)
+class SessionMemo:
+    """Earlier sessions already judged, owned by a caller that judges one growing input again and again
+    (doctor/live_judge.py): a closed session never changes, so watch judges it once, not at every
+    evaluation. Keyed by the session's kept Facts snapshot (weakly: a dropped session leaves with it) and
+    checked against the rule base and options it was judged with. Without one, every call judges afresh."""
+
+    judged: weakref.WeakKeyDictionary[Facts, tuple[tuple[object, ...], list[Finding]]] = field(
+        default_factory=weakref.WeakKeyDictionary)
+
+    def get(self, facts: Facts, key: tuple[object, ...]) -> list[Finding] | None:
+        cached = self.judged.get(facts)
+        return cached[1] if cached is not None and cached[0] == key else None
+
+    def put(self, facts: Facts, key: tuple[object, ...], findings: list[Finding]) -> None:
+        self.judged[facts] = (key, findings)
+
+
 def diagnose(facts: Facts, rulebase: RuleBase, *, command: str, mode: str, engine: str | None = None,
-             errors: list[str] | None = None) -> Report:
+             errors: list[str] | None = None, memo: SessionMemo | None = None) -> Report:
     """The whole brain: derived facts, then rules, then the report."""
     derive(facts)
-    return build_report(rulebase, facts, command=command, mode=mode, engine=engine, errors=errors)
+    return build_report(rulebase, facts, command=command, mode=mode, engine=engine, errors=errors, memo=memo)
 
 
 def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: str, engine: str | None = None,
-                 errors: list[str] | None = None) -> Report:
+                 errors: list[str] | None = None, memo: SessionMemo | None = None) -> Report:
     chosen_engine = resolve_engine(facts, engine)
     report = Report(command=command, engine=chosen_engine, facts=facts, errors=list(errors or []),
                     notes=list(rulebase.notes), mode=mode)
@@ -135,7 +153,7 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: str, e
                                         -len(f.inhibits), f.id))
     report.checks.sort(key=lambda c: (c.area, c.id))
     report.assessment = _assess(report.findings)
-    _judge_sessions(report, rulebase, facts, command=command, mode=mode, engine=engine)
+    _judge_sessions(report, rulebase, facts, command=command, mode=mode, engine=engine, memo=memo)
     return report
 
 
@@ -163,11 +181,8 @@ def root_causes(fired: dict[str, Rule], rank: Callable[[str], tuple[int, ...]]) 
     return {rid: root(rid) for rid in parents}
 
 
-_JUDGED: weakref.WeakKeyDictionary[Facts, tuple[tuple[object, ...], list[Finding]]] = weakref.WeakKeyDictionary()
-
-
 def _judge_sessions(report: Report, rulebase: RuleBase, facts: Facts, *, command: str, mode: str,
-                    engine: str | None) -> None:
+                    engine: str | None, memo: SessionMemo | None) -> None:
     """Several engine sessions in one input: each earlier one is judged on its own facts (never mixed
     with the latest's), and every finding says which session it belongs to."""
     if not facts.sessions:
@@ -175,11 +190,11 @@ def _judge_sessions(report: Report, rulebase: RuleBase, facts: Facts, *, command
     for session in facts.sessions[:-1]:
         if session.facts is None:
             continue
-        # a closed session never changes: watch judges it once, not at every evaluation
+        # a closed session never changes: with the caller's memo (watch) it is judged once
         key = (id(rulebase), command, mode, engine)
-        cached = _JUDGED.get(session.facts)
-        if cached is not None and cached[0] == key:
-            report.sessions.append(SessionFindings(session, cached[1]))
+        cached = memo.get(session.facts, key) if memo is not None else None
+        if cached is not None:
+            report.sessions.append(SessionFindings(session, cached))
             continue
         own = Facts()
         own.merge(session.facts)  # a copy: deriving must not change the kept snapshot
@@ -187,7 +202,8 @@ def _judge_sessions(report: Report, rulebase: RuleBase, facts: Facts, *, command
         sub = build_report(rulebase, own, command=command, mode=mode, engine=engine or session.engine)
         for finding in sub.findings:
             finding.session = session.number
-        _JUDGED[session.facts] = (key, sub.findings)
+        if memo is not None:
+            memo.put(session.facts, key, sub.findings)
         report.sessions.append(SessionFindings(session, sub.findings))
     latest = facts.sessions[-1]
     for finding in report.findings:

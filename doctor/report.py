@@ -1,6 +1,8 @@
 """The report model: findings with evidence and fixes, every check's outcome, the assessment.
 
-Views (text, JSON, Markdown, TUI) only render a Report; nothing here renders or does I/O.
+Views (text, JSON, Markdown, TUI) only render a Report; nothing here renders or does I/O. Each model
+reads itself back from its JSON (`from_json`, lenient: a report from another version of llm-doctor
+loses a field rather than failing), which is how the watch screen shows what `watch` sent.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor import __version__
-from doctor.facts import Facts, Session
+from doctor.facts import MAX_SESSIONS, Facts, Session
 
 SCHEMA_VERSION = "1"
 SEVERITY_RANK = {"error": 3, "warning": 2, "info": 1}
@@ -41,6 +43,12 @@ class Evidence:
             out["source"] = self.source
         return out
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Evidence:
+        return cls(kind=_s(data, "kind", "fact"), text=_s(data, "text"), line=_opt_i(data, "line"),
+                   fact=_opt_s(data, "fact"), value=data.get("value"), unit=_opt_s(data, "unit"),
+                   source=_opt_s(data, "source"))
+
 
 @dataclass(slots=True)
 class Verified:
@@ -67,6 +75,19 @@ class Verified:
             out["tries"] = self.tries
         return out
 
+    @classmethod
+    def from_json(cls, data: Any) -> Verified | None:
+        if not isinstance(data, dict) or not _s(data, "outcome"):
+            return None
+
+        def d(key: str) -> dict[str, Any]:
+            value = data.get(key)
+            return dict(value) if isinstance(value, dict) else {}
+
+        return cls(outcome=_s(data, "outcome"), line=_s(data, "line"), applied=d("applied"),
+                   flags={str(k): str(v) for k, v in d("flags").items()}, before=d("before"), after=d("after"),
+                   fired_after=_str_list(data.get("fired_after")), reason=_s(data, "reason"))
+
 
 @dataclass(slots=True)
 class Fix:
@@ -82,6 +103,15 @@ class Fix:
         if self.verified is not None:
             out["verified"] = self.verified.to_json()
         return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> Fix:
+        if not isinstance(data, dict):
+            return cls(text="", engine=None, command=None)
+        by_engine = data.get("by_engine")
+        return cls(text=_s(data, "text"), engine=_opt_s(data, "engine"), command=_opt_s(data, "command"),
+                   by_engine={str(k): str(v) for k, v in by_engine.items()} if isinstance(by_engine, dict) else {},
+                   verified=Verified.from_json(data.get("verified")))
 
 
 @dataclass(slots=True)
@@ -100,6 +130,16 @@ class Sweep:
         return {"setting": self.setting, "measure": self.measure,
                 "rows": [{"value": v, "figure": f, "note": n} for v, f, n in self.rows],
                 "best": self.best, "baseline": self.baseline, "gain": self.gain, "note": self.note}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Sweep:
+        rows = [(r.get("value"), r.get("figure") if isinstance(r.get("figure"), (int, float)) else None,
+                 str(r.get("note") or "")) for r in raw.get("rows") or [] if isinstance(r, dict)]
+        gain = raw.get("gain")
+        return cls(setting=_s(raw, "setting"), measure=_s(raw, "measure"), rows=rows,
+                   best=raw.get("best"), baseline=raw.get("baseline"),
+                   gain=gain if isinstance(gain, (int, float)) else None, note=_s(raw, "note"))
+
 
     def lines(self) -> list[str]:
         """A compact table: a head line with the best value and its gain, then value: figure cells."""
@@ -137,6 +177,17 @@ class Verification:
         return {"seconds": round(self.seconds, 1), "budget_s": self.budget_s, "runs": self.runs,
                 "processes": self.runs if self.processes is None else self.processes,
                 "sweeps": [s.to_json() for s in self.sweeps], "notes": self.notes}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Verification | None:
+        if not isinstance(data, dict):
+            return None
+        sweeps = [Sweep.from_json(raw) for raw in data.get("sweeps") or [] if isinstance(raw, dict)]
+        seconds, budget, runs = data.get("seconds"), data.get("budget_s"), data.get("runs")
+        return cls(seconds=float(seconds) if isinstance(seconds, (int, float)) else 0.0,
+                   budget_s=float(budget) if isinstance(budget, (int, float)) else 0.0,
+                   runs=runs if isinstance(runs, int) else 0, sweeps=sweeps, notes=_str_list(data.get("notes")),
+                   processes=data["processes"] if isinstance(data.get("processes"), int) else None)
 
 
 @dataclass(slots=True)
@@ -178,6 +229,23 @@ class Finding:
             out["session"] = self.session
         return out
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Finding:
+        severity = _s(data, "severity", "info")
+        evidence = data.get("evidence")
+        return cls(
+            id=_s(data, "id", "?"), slug=_s(data, "slug"), cls=_s(data, "class"), area=_s(data, "area", "Other"),
+            severity=severity if severity in ("error", "warning", "info") else "info",
+            confidence=_s(data, "confidence", "low") if _s(data, "confidence") in ("high", "medium", "low") else "low",
+            title=_s(data, "title"), message=_s(data, "message"), explain=_s(data, "explain"),
+            evidence=[Evidence.from_json(e) for e in evidence if isinstance(e, dict)]
+            if isinstance(evidence, list) else [],
+            fix=Fix.from_json(data.get("fix")), references=_str_list(data.get("references")),
+            inhibits=_str_list(data.get("inhibits")),
+            session=data["session"] if isinstance(data.get("session"), int) and not isinstance(data["session"], bool)
+            else None,
+        )
+
 
 @dataclass(slots=True)
 class SessionFindings:
@@ -189,6 +257,22 @@ class SessionFindings:
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.session.to_json().items() if k != "facts"}
         out["findings"] = [f.to_json() for f in self.findings]
+        return out
+
+    @classmethod
+    def list_from_json(cls, data: Any, latest: list[Finding]) -> list[SessionFindings]:
+        """A report's sessions; the last one's findings are the report's own."""
+        if not isinstance(data, list):
+            return []
+        out: list[SessionFindings] = []
+        for i, raw in enumerate(data[:MAX_SESSIONS]):
+            if not isinstance(raw, dict):
+                continue
+            found = raw.get("findings")
+            findings = (latest if i == len(data) - 1 else
+                        [Finding.from_json(f) for f in found if isinstance(f, dict)] if isinstance(found, list)
+                        else [])
+            out.append(cls(Session.from_json({k: v for k, v in raw.items() if k != "facts"}), findings))
         return out
 
 
@@ -213,6 +297,13 @@ class Check:
             out["inhibited_by"] = self.inhibited_by
         return out
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Check:
+        return cls(id=_s(data, "id", "?"), slug=_s(data, "slug"), cls=_s(data, "class"),
+                   area=_s(data, "area", "Other"), severity=_s(data, "severity", "info"),
+                   title=_s(data, "title"), outcome=_s(data, "outcome", "unknown"),
+                   missing=_str_list(data.get("missing")), inhibited_by=_opt_s(data, "inhibited_by"))
+
 
 @dataclass(slots=True)
 class Assessment:
@@ -226,6 +317,13 @@ class Assessment:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "class": self.cls, "severity": self.severity, "confidence": self.confidence,
                 "title": self.title, "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Assessment | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(id=_s(data, "id"), cls=_s(data, "class"), severity=_s(data, "severity", "warning"),
+                   confidence=_s(data, "confidence", "low"), title=_s(data, "title"), message=_s(data, "message"))
 
 
 @dataclass(slots=True)
@@ -329,3 +427,49 @@ class Report:
             **({"sessions": [s.to_json() for s in self.sessions]} if self.sessions else {}),
             **({"verification": self.verification.to_json()} if self.verification is not None else {}),
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Report:
+        """Rebuild a report from its JSON (`to_json()`), as `watch` sends it in its FindingEvent and EndEvent
+        and as a saved report holds it. Lenient on purpose: a field that is missing or of the wrong type
+        becomes empty rather than an error, because this JSON may come from another version of llm-doctor."""
+        raw_facts = data.get("facts")
+        try:
+            facts = Facts.from_json(raw_facts) if isinstance(raw_facts, dict) else Facts()
+        except ValueError:
+            facts = Facts()
+        findings = data.get("findings")
+        checks = data.get("checks")
+        latest = [Finding.from_json(f) for f in findings if isinstance(f, dict)] if isinstance(findings, list) else []
+        return cls(
+            command=_s(data, "command", "watch"),
+            engine=_opt_s(data, "engine"),
+            facts=facts,
+            findings=latest,
+            checks=[Check.from_json(c) for c in checks if isinstance(c, dict)] if isinstance(checks, list) else [],
+            assessment=Assessment.from_json(data.get("assessment")),
+            errors=_str_list(data.get("errors")),
+            notes=_str_list(data.get("notes")),
+            mode=_s(data, "mode", ""),
+            sessions=SessionFindings.list_from_json(data.get("sessions"), latest),
+            verification=Verification.from_json(data.get("verification")),
+        )
+
+
+def _s(data: dict[str, Any], key: str, default: str = "") -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) else default
+
+
+def _opt_s(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _opt_i(data: dict[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str_list(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []

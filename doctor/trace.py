@@ -419,7 +419,7 @@ class TraceBuilder:
     def _loaded(self, facts: Facts) -> None:
         """run.loaded: whether the engine's load phase is over. Until it is, facts read from the start-up
         lines can still change (a backend line after the system line, the engine's settings after the
-        requested ones), so live findings judged on facts alone wait for it (engine_adapter/judge.py)."""
+        requested ones), so live findings judged on facts alone wait for it (doctor/live_judge.py)."""
         why = self.load_done
         if why is None:
             done = next((name for name in LOAD_DONE_FACTS if facts.has(name)), None)

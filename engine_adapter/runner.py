@@ -50,10 +50,9 @@ from doctor.live import (
 )
 from doctor.report import Report
 from doctor.sanitize import strip_controls
-from engine_adapter.judge import LiveJudge
 from engine_adapter.messages import step_event, to_event
 from engine_adapter.sampler import ResourceSampler
-from engine_adapter.session import TraceSession
+from engine_adapter.session import Judge, TraceSession
 from engine_adapter.triage import TRIAGE_BUDGET_S, Attempt, TriagePlan, TriageResult
 from engine_adapter.triage import eligible as triage_eligible
 
@@ -176,7 +175,7 @@ def child_command() -> list[str]:
 
 
 def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None] | None = None,
-                 record: str | None = None, timeout_s: float | None = None, judge: LiveJudge | None = None,
+                 record: str | None = None, timeout_s: float | None = None, judge: Judge | None = None,
                  stop: threading.Event | None = None, pause: threading.Event | None = None, host: bool = True,
                  sample_interval_s: float = SAMPLE_INTERVAL_S, command: list[str] | None = None,
                  redactor: Any = None, triage: bool = True, triage_budget_s: float = TRIAGE_BUDGET_S,

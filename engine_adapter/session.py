@@ -16,7 +16,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from doctor.errors import InputError
 from doctor.facts import Facts
@@ -25,12 +25,19 @@ from doctor.logs.lines import block_lines
 from doctor.report import Report
 from doctor.sanitize import strip_controls
 from doctor.trace import TraceBuilder, header
-from engine_adapter.judge import LiveJudge
 
 # with line_events="tail", a consumer that shows log lines (the TUI's log pane) gets at most this many of
 # each batch, the newest: a flood of output cannot queue up behind a screen that shows a few dozen
 TAIL_LINES_PER_BATCH = 200
 EVAL_INTERVAL_S = 1.0  # a rules pass costs the watcher ~10 ms of CPU; the engine may need every core
+
+
+class Judge(Protocol):
+    """What a session needs to re-judge a run as it goes: the command hands one in (doctor/live_judge.py's
+    LiveJudge), so this source observes and never runs the rules itself."""
+
+    def update(self, facts: Facts, t_ms: float = 0.0, errors: list[str] | None = None,
+               final: bool = False) -> tuple[Report, list[FindingEvent]]: ...
 
 
 class Recorder:
@@ -81,7 +88,7 @@ class Recorder:
 class TraceSession:
     def __init__(self, name: str, *, source: str, settings: dict[str, Any] | None = None,
                  on_event: Callable[[LiveEvent], None] | None = None, record: str | None = None,
-                 judge: LiveJudge | None = None, keep_events: bool = True, t0: float | None = None,
+                 judge: Judge | None = None, keep_events: bool = True, t0: float | None = None,
                  eval_interval_s: float = EVAL_INTERVAL_S, redactor: Any = None, line_events: str = "all") -> None:
         self.t0 = time.monotonic() if t0 is None else t0
         self.builder = TraceBuilder(name)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from doctor.commands.options import add_options
-from doctor.commands.output import show_report
+from doctor.commands.output import exit_code, show_report
 from doctor.commands.selection import select_rules
 from doctor.errors import UsageError
 from doctor.evaluate import diagnose
 from doctor.inputs import load_input
-from doctor.rulebase import load_rulebase
+from doctor.report import Report
+from doctor.rulebase import RuleBase, load_rulebase
 
 HELP = "diagnose a saved or pasted log, a saved scan, or a watch recording"
 
@@ -21,6 +23,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("file", nargs="?", help="log file, scan --save file, watch --record file, or - for stdin")
     add_options(p, "analyze")
     p.set_defaults(run=run)
+
+
+def paste_diagnosis(rulebase: RuleBase, engine: str | None = None) -> Callable[[bytes], Report]:
+    """What the paste screen runs on ctrl+r: the pasted bytes judged as `analyze FILE` judges a log."""
+    from doctor.logs.analyze import analyze_bytes
+
+    def make_report(data: bytes) -> Report:
+        facts = analyze_bytes(data, "pasted log")
+        return diagnose(facts, rulebase, command="analyze", mode="analyze", engine=engine)
+
+    return make_report
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
                 except ImportError:
                     pass
                 else:
-                    return run_paste_app(rulebase, args)
+                    pasted = run_paste_app(paste_diagnosis(rulebase, args.engine))
+                    return 0 if pasted is None else exit_code(pasted, args.fail_on)
             raise UsageError("give a log file, or - and paste the log (end with Ctrl-D)")
         args.file = "-"
     if (args.model or args.verify_budget is not None) and not args.verify:

@@ -96,7 +96,7 @@ def verify_log(report: Report, rulebase: Any, model: str | None, budget_s: float
         raise UsageError(f"--model {path}: no such file")
     import dataclasses
 
-    from engine_adapter.judge import LiveJudge
+    from doctor.live_judge import LiveJudge
     from engine_adapter.runner import RunSettings, run_embedded
 
     prompt_tokens = settings.pop("prompt_tokens", 64)

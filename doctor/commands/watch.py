@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     if args.record:
         _check_writable(args.record)
 
-    from engine_adapter.judge import LiveJudge
+    from doctor.live_judge import LiveJudge
 
     judge = LiveJudge(rulebase, engine=args.engine)
     stop = threading.Event()
@@ -232,7 +232,7 @@ def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable
     """--verify for a run of the embedded engine: re-run the same job (same prompt and seed, at most
     VERIFY_MAX_TOKENS tokens) in fresh children with each fix applied, judged by the same rules."""
     from doctor.commands.verify import verify
-    from engine_adapter.judge import LiveJudge
+    from doctor.live_judge import LiveJudge
     from engine_adapter.runner import run_embedded
     from engine_adapter.triage import TRIAGE_BUDGET_S
 
@@ -316,7 +316,7 @@ def _final_code(outcome: Outcome, args: argparse.Namespace) -> int:
 
 def _with_stream(produce: Callable[..., Outcome], args: argparse.Namespace) -> int:
     from doctor.render.style import choose_style
-    from engine_adapter.ticker import Ticker
+    from doctor.render.ticker import Ticker
 
     fmt = args.format or "text"
     args.line_events = "all" if fmt == "ndjson" else "none"  # the ticker and the final report show no log lines

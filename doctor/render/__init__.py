@@ -1,1 +1,4 @@
-"""Views of a Report: text (doctor style), JSON, Markdown. They render; they never judge."""
+"""Views: a Report as text (doctor style), JSON, Markdown; a live run as text lines (ticker.py).
+
+They render; they never judge.
+"""

@@ -2,9 +2,10 @@
 
 - `run_report_app(report, log_path=None)`: analyze and scan. The report screen; with `log_path`
   (a plain or gzip log, read lazily in a bounded window) the log pane beside the findings.
-- `run_paste_app(rulebase, args) -> int`: analyze with no file on a terminal. The paste screen;
-  ctrl+r runs `analyze_bytes` + `diagnose` (with `args.engine`) and shows the report. Returns the
-  exit code for the last report (`args.fail_on`), or 0 when nothing was diagnosed.
+- `run_paste_app(make_report) -> Report | None`: analyze with no file on a terminal. The paste
+  screen; ctrl+r hands the pasted bytes to `make_report` (the command's: `analyze_bytes` +
+  `diagnose`) and shows the report. Returns the last report, or None when nothing was diagnosed;
+  the command decides the exit code (the TUI renders, it never judges).
 - `run_watch_app(events, *, on_stop=None, on_pause=None, title="watch") -> WatchOutcome`: watch.
   `events` is any iterable of `doctor.live.LiveEvent` (it is drained in a daemon thread, so it may
   block); `on_stop()` is called when the user stops or quits before the run ends, and should make
@@ -22,7 +23,6 @@ Common keys: `?` (or F1) lists the keys of the current screen, `t` switches ligh
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -34,7 +34,6 @@ from textual.screen import Screen
 
 from doctor.live import LiveEvent
 from doctor.report import Report
-from doctor.rulebase import RuleBase
 from doctor.tui.log_source import LogSource, is_plain_log
 from doctor.tui.watch_screen import WatchOutcome, WatchScreen
 
@@ -115,30 +114,20 @@ def run_report_app(report: Report, log_path: str | None = None) -> None:
             source.close()
 
 
-def make_paste_app(rulebase: RuleBase, engine: str | None = None) -> DoctorApp:
-    from doctor.evaluate import diagnose
-    from doctor.logs.analyze import analyze_bytes
+def make_paste_app(make_report: Callable[[bytes], Report]) -> DoctorApp:
     from doctor.tui.paste_screen import PasteScreen
-
-    def make_report(data: bytes) -> Report:
-        facts = analyze_bytes(data, "pasted log")
-        return diagnose(facts, rulebase, command="analyze", mode="analyze", engine=engine)
 
     return DoctorApp(lambda: PasteScreen(make_report))
 
 
-def run_paste_app(rulebase: RuleBase, args: argparse.Namespace) -> int:
-    """The paste screen; returns the exit code for the last diagnosis (0 if none was made)."""
-    from doctor.commands.output import exit_code
+def run_paste_app(make_report: Callable[[bytes], Report]) -> Report | None:
+    """The paste screen; returns the last report diagnosed (None if none was made)."""
     from doctor.tui.paste_screen import PasteScreen
 
-    app = make_paste_app(rulebase, getattr(args, "engine", None))
+    app = make_paste_app(make_report)
     app.run()
     screen = app.main_screen
-    report = screen.report if isinstance(screen, PasteScreen) else None
-    if report is None:
-        return 0
-    return exit_code(report, getattr(args, "fail_on", "error"))
+    return screen.report if isinstance(screen, PasteScreen) else None
 
 
 def make_watch_app(events: Iterable[LiveEvent], *, on_stop: Callable[[], None] | None = None,

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from doctor.report import Finding
-from doctor.tui.report_screen import FindingDetail
+from doctor.tui.finding_detail import FindingDetail
 from doctor.tui.view import finding_view
 
 

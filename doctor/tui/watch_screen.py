@@ -36,8 +36,8 @@ from doctor.report import Report
 from doctor.sanitize import inert
 from doctor.templates import human_bytes, human_ms
 from doctor.tui.charts import bar, sparkline
+from doctor.tui.finding_detail import MARK_STYLE
 from doctor.tui.messages import FindingChanged, RunEnded, WatchPaused
-from doctor.tui.report_screen import MARK_STYLE
 from doctor.tui.view import MARKS, machine_text
 from doctor.tui.watch_state import SPIKE_FACTOR, WatchState
 

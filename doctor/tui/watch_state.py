@@ -33,7 +33,6 @@ from doctor.live import (
 from doctor.repetition import find_loop, tokens_of
 from doctor.report import Finding, Report
 from doctor.sanitize import inert
-from doctor.tui.report_json import finding_from_json, report_from_json
 
 SPIKE_FACTOR = 3.0
 MAX_STEPS = 200_000
@@ -184,7 +183,7 @@ class WatchState:
             self._spikes.add(len(self.steps) - 1)
 
     def _finding(self, event: FindingEvent) -> None:
-        finding = finding_from_json(event.finding)
+        finding = Finding.from_json(event.finding)
         key = finding.key  # the same rule in a later engine session is another finding
         current = self.findings.get(key)
         if event.state == "resolved":
@@ -244,7 +243,7 @@ class WatchState:
     def final_report(self) -> Report | None:
         if self.end is None or not self.end.report:
             return None
-        return report_from_json(self.end.report)
+        return Report.from_json(self.end.report)
 
     def loop(self) -> tuple[str, list[tuple[int, int]]] | None:
         """The looping span of the output and where its copies are (character ranges), if any."""

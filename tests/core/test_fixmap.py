@@ -177,7 +177,6 @@ def test_views_show_the_before_after_line_and_the_sweeps(rules: RuleBase) -> Non
     from doctor.render.markdown import render_markdown
     from doctor.render.style import choose_style
     from doctor.render.text import render_text
-    from doctor.tui.report_json import report_from_json
     from doctor.tui.view import banner_info, finding_view
 
     report = judged(rules, {**OVERFLOW, "host.cpu.physical_cores": 2, "config.n_threads": 1}, [OVERFLOW_EVENT])
@@ -193,7 +192,7 @@ def test_views_show_the_before_after_line_and_the_sweeps(rules: RuleBase) -> Non
     assert "n_threads sweep (decode ms/token): best 2, 33% faster than 1" in text
     markdown = render_markdown(report)
     assert f"**Verified:** resolved — {line}" in markdown and "| 2 (best) | 20.0 |" in markdown
-    again = report_from_json(json.loads(json.dumps(report.to_json())))  # the TUI's copy, from the end event
+    again = Report.from_json(json.loads(json.dumps(report.to_json())))  # the TUI's copy, from the end event
     ld201 = next(f for f in again.findings if f.id == "LD201")
     assert finding_view(ld201).fix.verified == ("resolved", line)  # type: ignore[union-attr]
     assert "best 2, 33% faster than 1" in banner_info(again).detail

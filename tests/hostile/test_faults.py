@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 from doctor.evaluate import diagnose
 from doctor.live import EndEvent, LogEvent, NoticeEvent, StepEvent
+from doctor.live_judge import LiveJudge
 from doctor.trace import facts_from_recording, read_recording
-from engine_adapter.judge import LiveJudge
 from engine_adapter.session import TraceSession
 
 from .fuzz_targets import render_all, rulebase, time_limit

@@ -20,9 +20,9 @@ import pytest
 
 from doctor.evaluate import diagnose
 from doctor.live import EndEvent, FindingEvent
+from doctor.live_judge import LiveJudge
 from doctor.redact import Redactor
 from doctor.trace import facts_from_recording, read_recording
-from engine_adapter.judge import LiveJudge
 from engine_adapter.session import TraceSession
 
 from .fuzz_targets import rulebase

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from textual import events
 
+from doctor.commands.analyze import paste_diagnosis
 from doctor.live import EndEvent, FindingEvent, LogEvent, SettingsEvent, StepEvent
 from doctor.tui.app import DoctorApp, make_paste_app, make_watch_app
 from doctor.tui.log_source import LogSource
@@ -95,7 +96,7 @@ def test_hostile_paste(rulebase) -> None:  # type: ignore[no-untyped-def]
     hostile = "\n".join(PAYLOAD + line for line in text.splitlines())
 
     async def body() -> None:
-        app = make_paste_app(rulebase)
+        app = make_paste_app(paste_diagnosis(rulebase))
         async with app.run_test(size=(100, 30)) as pilot:
             area = app.screen.query_one(PasteArea)
             area.cursor_blink = False

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-
 from textual import events
 from textual.message import Message
 
+from doctor.commands.analyze import paste_diagnosis
+from doctor.commands.output import exit_code
 from doctor.tui import app as app_module
 from doctor.tui.app import make_paste_app, run_paste_app
 from doctor.tui.log_view import LogView
@@ -24,7 +24,7 @@ def test_pasted_log_is_diagnosed_like_a_file(rulebase, analyze) -> None:  # type
     messages: list[Message] = []
 
     async def body() -> None:
-        app = make_paste_app(rulebase)
+        app = make_paste_app(paste_diagnosis(rulebase))
         async with app.run_test(size=(100, 30), message_hook=messages.append) as pilot:
             paste = app.screen
             assert isinstance(paste, PasteScreen)
@@ -54,7 +54,7 @@ def test_pasted_log_is_diagnosed_like_a_file(rulebase, analyze) -> None:  # type
 
 def test_nothing_pasted_says_so(rulebase) -> None:  # type: ignore[no-untyped-def]
     async def body() -> None:
-        app = make_paste_app(rulebase)
+        app = make_paste_app(paste_diagnosis(rulebase))
         async with app.run_test(size=(80, 24)) as pilot:
             app.screen.query_one(PasteArea).cursor_blink = False
             await pilot.press("ctrl+r")
@@ -70,7 +70,7 @@ def test_nothing_pasted_says_so(rulebase) -> None:  # type: ignore[no-untyped-de
 
 def test_binary_paste_is_refused_in_one_line(rulebase) -> None:  # type: ignore[no-untyped-def]
     async def body() -> None:
-        app = make_paste_app(rulebase)
+        app = make_paste_app(paste_diagnosis(rulebase))
         async with app.run_test(size=(80, 24)) as pilot:
             area = app.screen.query_one(PasteArea)
             area.cursor_blink = False
@@ -88,7 +88,7 @@ def test_clean_paste_keeps_lines_and_drops_controls() -> None:
     assert clean_paste(raw) == "ared\nb\nc\nd"
 
 
-def test_run_paste_app_returns_the_exit_code(rulebase, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_run_paste_app_returns_the_report_for_the_exit_code(rulebase, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     text = (TUI_FIXTURES / "kv-oom.log").read_text()
 
     def fake_run(self) -> None:  # type: ignore[no-untyped-def]
@@ -105,7 +105,8 @@ def test_run_paste_app_returns_the_exit_code(rulebase, monkeypatch) -> None:  # 
         run_async(drive())
 
     monkeypatch.setattr(app_module.DoctorApp, "run", fake_run)
-    args = argparse.Namespace(engine=None, fail_on="error")
-    assert run_paste_app(rulebase, args) == 1  # the KV cache OOM is an error
-    args.fail_on = "none"
-    assert run_paste_app(rulebase, args) == 0
+    report = run_paste_app(paste_diagnosis(rulebase))
+    assert report is not None and "oom.kv_cache" in {f.cls for f in report.findings}
+    # the command decides the exit code from the report the TUI returns
+    assert exit_code(report, "error") == 1  # the KV cache OOM is an error
+    assert exit_code(report, "none") == 0

@@ -9,11 +9,12 @@ from textual.message import Message
 
 from doctor.report import Report
 from doctor.tui.app import DoctorApp
+from doctor.tui.finding_detail import FindingDetail, detail_content
 from doctor.tui.log_source import LogSource
 from doctor.tui.log_view import LogView
 from doctor.tui.messages import CheckSelected, EvidenceShown, FixCopied, ReportExported
 from doctor.tui.modals import ExportScreen, HelpScreen
-from doctor.tui.report_screen import ChecksList, FindingDetail, ReportScreen, detail_content
+from doctor.tui.report_screen import ChecksList, ReportScreen
 from doctor.tui.view import finding_view
 
 from .conftest import LOGS, TUI_FIXTURES, notices, posted, run_async, screen_text, settle

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
+from doctor.commands.analyze import paste_diagnosis
+from doctor.report import Report
 from doctor.tui.app import DoctorApp, make_paste_app, make_watch_app
 from doctor.tui.log_source import LogSource
 from doctor.tui.log_view import LogView
 from doctor.tui.paste_screen import PasteArea
 from doctor.tui.replay import Replay
-from doctor.tui.report_json import report_from_json
 from doctor.tui.report_screen import ReportScreen
 
 from .conftest import TUI_FIXTURES, settle
@@ -27,7 +28,7 @@ SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48"
 
 
 def _report_app() -> DoctorApp:
-    report = report_from_json(json.loads((TUI_FIXTURES / "kv-oom.report.json").read_text()))
+    report = Report.from_json(json.loads((TUI_FIXTURES / "kv-oom.report.json").read_text()))
     source = LogSource.from_path(TUI_FIXTURES / "kv-oom.log")
     return DoctorApp(lambda: ReportScreen(report, source), theme="dark")
 
@@ -80,4 +81,4 @@ def test_paste_screen(snap_compare, rulebase) -> None:  # type: ignore[no-untype
                        "failed to allocate buffer for kv cache")
         await settle(pilot)
 
-    assert snap_compare(make_paste_app(rulebase), terminal_size=(80, 24), run_before=before)
+    assert snap_compare(make_paste_app(paste_diagnosis(rulebase)), terminal_size=(80, 24), run_before=before)

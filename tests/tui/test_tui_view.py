@@ -11,7 +11,6 @@ import pytest
 from doctor.facts import Facts, Source
 from doctor.report import Assessment, Check, Evidence, Finding, Fix, Report
 from doctor.tui.export import export_report
-from doctor.tui.report_json import report_from_json
 from doctor.tui.view import (
     MARK_RANK,
     banner_info,
@@ -175,12 +174,12 @@ def test_banner() -> None:
 
 def test_report_round_trips_through_json() -> None:
     report = _report()
-    again = report_from_json(json.loads(json.dumps(report.to_json())))
+    again = Report.from_json(json.loads(json.dumps(report.to_json())))
     assert again.to_json() == report.to_json()
 
 
 def test_report_from_json_is_lenient() -> None:
-    report = report_from_json({"findings": [{"id": "LD1", "severity": "loud", "evidence": "x", "fix": 3}],
+    report = Report.from_json({"findings": [{"id": "LD1", "severity": "loud", "evidence": "x", "fix": 3}],
                                "checks": "nope", "facts": {"facts": []}})
     assert report.findings[0].severity == "info" and report.findings[0].evidence == []
     assert report.checks == [] and len(report.facts) == 0

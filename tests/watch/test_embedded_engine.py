@@ -26,9 +26,9 @@ from doctor.live import (
     SettingsEvent,
     StepEvent,
 )
+from doctor.live_judge import LiveJudge
 from doctor.rulebase import RuleBase, load_rulebase
 from doctor.trace import facts_from_recording
-from engine_adapter.judge import LiveJudge
 from engine_adapter.models import default_model_path
 from engine_adapter.runner import EmbeddedRun, RunSettings, run_embedded
 from tests.conftest import worked_around

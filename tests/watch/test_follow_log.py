@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.live import FindingEvent, LiveEvent, LogEvent
+from doctor.live_judge import LiveJudge
 from doctor.logs.lines import LineSplitter, block_lines
 from doctor.rulebase import RuleBase
 from engine_adapter.follower import LogFollower, follow_log
-from engine_adapter.judge import LiveJudge
 from engine_adapter.session import TraceSession
 
 ROOT = Path(__file__).resolve().parents[2]

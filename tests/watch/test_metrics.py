@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from doctor.live import FactsEvent, IncidentEvent
+from doctor.live_judge import LiveJudge
 from doctor.rulebase import RuleBase
-from engine_adapter.judge import LiveJudge
 from engine_adapter.metrics import MetricsPoller, MetricsState, follow_metrics, parse_samples, to_facts, update
 from engine_adapter.session import TraceSession
 from tests.watch.conftest import MetricsPages

@@ -14,8 +14,8 @@ import pytest
 
 from doctor.evaluate import diagnose
 from doctor.live import IncidentEvent
+from doctor.live_judge import LiveJudge
 from doctor.rulebase import RuleBase
-from engine_adapter.judge import LiveJudge
 from engine_adapter.metrics import MetricsPoller, MetricsState, follow_metrics, parse_scrape, quantile, to_facts, update
 from engine_adapter.session import TraceSession
 from tests.watch.conftest import MetricsPages

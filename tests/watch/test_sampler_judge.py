@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from doctor.facts import Facts, Source
+from doctor.live_judge import UPDATE_EVERY_MS, LiveJudge
 from doctor.rulebase import RuleBase
-from engine_adapter.judge import UPDATE_EVERY_MS, LiveJudge
 from engine_adapter.sampler import NvmlHandle, ResourceSampler, cgroup_quota
 
 

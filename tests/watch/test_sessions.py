@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from doctor.evaluate import diagnose
+from doctor.evaluate import SessionMemo, diagnose
 from doctor.live import FindingEvent, LiveEvent, NoticeEvent
+from doctor.live_judge import LiveJudge
 from doctor.logs.analyze import analyze_bytes
 from doctor.render.markdown import render_markdown
 from doctor.render.style import Style
 from doctor.render.text import render_text
+from doctor.report import Report
 from doctor.rulebase import RuleBase
 from doctor.trace import facts_from_recording
-from doctor.tui.report_json import report_from_json
 from engine_adapter.follower import follow_log
-from engine_adapter.judge import LiveJudge
 from engine_adapter.session import TraceSession
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
@@ -56,9 +56,28 @@ def test_cat_of_two_server_logs_is_two_sessions(rulebase: RuleBase) -> None:
     doc = report.to_json()
     assert [s["number"] for s in doc["sessions"]] == [1, 2]
     assert doc["sessions"][0]["findings"][0]["session"] == 1
-    back = report_from_json(json.loads(json.dumps(doc)))  # what the TUI and a saved report read back
+    back = Report.from_json(json.loads(json.dumps(doc)))  # what the TUI and a saved report read back
     assert [(s.session.number, [f.id for f in s.findings]) for s in back.sessions] == [
         (s.session.number, [f.id for f in s.findings]) for s in report.sessions]
+
+
+def test_closed_session_is_judged_once_with_the_callers_memo(rulebase: RuleBase) -> None:
+    """The memo of judged sessions is the caller's (the live judge holds one), not a module global."""
+    facts = analyze_bytes(SLOTS.read_bytes() + FULL.read_bytes(), "stdin")
+    memo = SessionMemo()
+    first = diagnose(facts, rulebase, command="analyze", mode="analyze", memo=memo)
+    again = diagnose(facts, rulebase, command="analyze", mode="analyze", memo=memo)
+    assert again.sessions[0].findings is first.sessions[0].findings  # judged once
+    assert "LD203" in {f.id for f in again.sessions[0].findings}
+    fresh = diagnose(facts, rulebase, command="analyze", mode="analyze")  # no memo: judged afresh
+    assert fresh.sessions[0].findings is not first.sessions[0].findings
+    assert [f.id for f in fresh.sessions[0].findings] == [f.id for f in first.sessions[0].findings]
+    other = diagnose(facts, rulebase, command="analyze", mode="watch", memo=memo)  # other options: not reused
+    assert other.sessions[0].findings is not first.sessions[0].findings
+    judge = LiveJudge(rulebase, mode="analyze")
+    a, _ = judge.update(facts, 0.0)
+    b, _ = judge.update(facts, 100.0)
+    assert b.sessions[0].findings is a.sessions[0].findings
 
 
 def test_journalctl_across_a_vllm_restart() -> None:

@@ -17,9 +17,9 @@ import pytest
 
 from doctor.evaluate import diagnose
 from doctor.live import EndEvent, IncidentEvent, SettingsEvent
+from doctor.live_judge import LiveJudge
 from doctor.rulebase import RuleBase, load_rulebase
 from doctor.trace import facts_from_recording
-from engine_adapter.judge import LiveJudge
 from engine_adapter.models import default_model_path
 from engine_adapter.runner import RunSettings, run_embedded
 from tests.conftest import crash_reported

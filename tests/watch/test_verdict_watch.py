@@ -22,8 +22,8 @@ from typing import ClassVar
 import pytest
 
 from doctor.live import EndEvent, FindingEvent, LiveEvent, SettingsEvent
+from doctor.live_judge import LiveJudge
 from doctor.rulebase import RuleBase, load_rulebase
-from engine_adapter.judge import LiveJudge
 from engine_adapter.runner import RunSettings, run_embedded
 from engine_adapter.session import TraceSession
 

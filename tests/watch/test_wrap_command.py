@@ -15,8 +15,8 @@ import pytest
 
 from doctor.errors import EngineError
 from doctor.live import EndEvent, LiveEvent, LogEvent, SampleEvent
+from doctor.live_judge import LiveJudge
 from doctor.rulebase import RuleBase
-from engine_adapter.judge import LiveJudge
 from engine_adapter.session import TraceSession
 from engine_adapter.wrapper import wrap_command
 

@@ -8,12 +8,13 @@ The final evaluation announces every change, so what the stream said last and wh
 says agree. While the engine is still loading (`run.loaded` false), findings judged on facts alone are
 held back: start-up facts can still change, and a finding must not fire and then resolve.
 
-Pure (the rules and facts are given).
+Pure (the rules and facts are given). The core's side of a live run: the command builds a LiveJudge and
+hands it to the source (engine_adapter/session.py takes any `Judge`), so sources never run the rules.
 """
 
 from __future__ import annotations
 
-from doctor.evaluate import diagnose
+from doctor.evaluate import SessionMemo, diagnose
 from doctor.facts import Facts
 from doctor.live import FindingEvent
 from doctor.report import Finding, Report
@@ -32,10 +33,11 @@ class LiveJudge:
         self.active: dict[str, Finding] = {}
         self.announced_ms: dict[str, float] = {}
         self.evaluations = 0
+        self.memo = SessionMemo()  # earlier sessions, judged once for this run
 
     def report(self, facts: Facts, errors: list[str] | None = None) -> Report:
         return diagnose(facts, self.rulebase, command=self.command, mode=self.mode, engine=self.engine,
-                        errors=errors)
+                        errors=errors, memo=self.memo)
 
     def update(self, facts: Facts, t_ms: float = 0.0, errors: list[str] | None = None,
                final: bool = False) -> tuple[Report, list[FindingEvent]]:

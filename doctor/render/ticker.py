@@ -1,5 +1,6 @@
 """The live text view of `watch` without the TUI: one compact line per phase, a decode status line
-every few steps, findings as they fire or resolve, notes about the source.
+every few steps, findings as they fire or resolve, notes about the source. A view: it renders the
+LiveEvents the sources emit and the judge's FindingEvents; it never judges.
 
 It writes to stderr, so stdout keeps only the final report (`watch > report.txt` still shows the
 run live, and `--format json` stays clean). Outside text is made inert before it is written.
