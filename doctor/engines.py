@@ -123,16 +123,16 @@ def labels() -> tuple[str, ...]:
     return tuple(e.label for e in _TABLE.values())
 
 
-def canonical(name: str | None) -> str | None:
-    """The table name for a name or an alias ("llama-server" -> "llama.cpp"); None when unknown."""
-    if name is None:
+def canonical(name: object) -> str | None:
+    """The table name for a name or an alias ("llama-server" -> "llama.cpp"); None when unknown (or not a name)."""
+    if not isinstance(name, str):
         return None
     if name in _TABLE:
         return name
     return next((e.name for e in _TABLE.values() if name in e.aliases), None)
 
 
-def get(name: str | None) -> Engine | None:
+def get(name: object) -> Engine | None:
     found = canonical(name)
     return _TABLE[found] if found is not None else None
 
@@ -142,7 +142,7 @@ def wrappers() -> dict[str, str]:
     return {e.name: e.wraps for e in _TABLE.values() if e.wraps}
 
 
-def defaults(name: str | None) -> Defaults:
+def defaults(name: object) -> Defaults:
     """The engine's defaults; an unknown engine (or none) gets llama.cpp's C API's (the embedded engine's)."""
     engine = get(name)
     return engine.defaults if engine is not None else Defaults()
