@@ -143,8 +143,9 @@ def wrappers() -> dict[str, str]:
 
 
 def defaults(name: object) -> Defaults:
-    """The engine's defaults; an unknown engine (or none) gets llama.cpp's C API's (the embedded engine's)."""
-    engine = get(name)
+    """The defaults of the engine of this table name; an unknown name (or none) gets llama.cpp's C
+    API's (the embedded engine's)."""
+    engine = _TABLE.get(name) if isinstance(name, str) else None
     return engine.defaults if engine is not None else Defaults()
 
 

@@ -197,8 +197,12 @@ def test_every_engine_the_parsers_vote_for_on_the_fixture_logs_is_in_the_table(
     assert all(engines.canonical(k) is not None for k in votes), [k for k in votes if engines.canonical(k) is None]
 
 
-def test_session_start_lines_are_of_table_engines() -> None:
+def test_session_start_lines_and_metric_families_are_of_table_engines() -> None:
+    from engine_adapter.prometheus import ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES
+
     assert {family for family, _, _ in MARKERS} <= set(engines.names())
+    for per_engine in (ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES):
+        assert set(per_engine) <= set(engines.names())
 
 
 def test_wrapped_engines_and_aliases_resolve_in_the_table() -> None:
