@@ -138,8 +138,10 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
                                                f"{cells // parallel})"))
     type_k = args.type_k or defaults.type_k
     type_v = args.type_v or defaults.type_v
-    plan.put("config.type_k", type_k, "-ctk/--cache-type-k" if args.type_k else f"default: {type_k} (llama.cpp's)")
-    plan.put("config.type_v", type_v, "-ctv/--cache-type-v" if args.type_v else f"default: {type_v} (llama.cpp's)")
+    plan.put("config.type_k", type_k,
+             "-ctk/--cache-type-k" if args.type_k else f"default: {defaults.type_k} (llama.cpp's)")
+    plan.put("config.type_v", type_v,
+             "-ctv/--cache-type-v" if args.type_v else f"default: {defaults.type_v} (llama.cpp's)")
     if args.flash_attn:
         fa = {"on": "enabled", "off": "disabled", "auto": "auto"}[args.flash_attn]
         plan.put("config.flash_attn", fa, "-fa/--flash-attn")
