@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from doctor import __version__
+from doctor import __version__, engines
 from doctor.errors import DoctorError
 
 COMMAND_MODULES = ("analyze", "scan", "watch", "rules", "fleet")
@@ -24,13 +24,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"llm-doctor: error: {message} (see --help)\n")
 
 
+def _engine_list() -> str:
+    """"llama.cpp, llama-cpp-python, Ollama, vLLM and TGI": the engine table's labels."""
+    labels = engines.labels()
+    return ", ".join(labels[:-1]) + " and " + labels[-1] if len(labels) > 1 else "".join(labels)
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser; given the arguments, only the named command's module is imported (each
     pulls in its own part of the tool: the scan's estimate path should not pay for analyze or watch)."""
     parser = _Parser(
         prog="llm-doctor",
         description="Diagnoses LLM inference: slow prefill, stalled decode, out-of-memory, context overflow "
-                    "and looping output, for llama.cpp, llama-cpp-python, Ollama, vLLM and TGI.",
+                    f"and looping output, for {_engine_list()}.",
     )
     parser.add_argument("--version", action="version", version=f"llm-doctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{analyze,scan,watch,fleet,rules,explain,facts}",

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from doctor import estimate_arch
+from doctor import engines, estimate_arch
 from doctor.facts import Facts, Source
 
 KV_PAD = 256
@@ -729,8 +729,8 @@ def _swa_full(facts: Facts) -> bool:
     value = facts.value("config.swa_full")
     if isinstance(value, bool):
         return value
-    # llama.cpp's CLI and server default to swa_full=false; the C API (llama-cpp-python) to true
-    return facts.value("config.engine", facts.value("engine.name")) not in ("llama.cpp", "ollama")
+    # the engine's default (doctor/engines.py): llama.cpp's CLI and server false, the C API (llama-cpp-python) true
+    return engines.defaults(facts.value("config.engine", facts.value("engine.name"))).swa_full
 
 
 def _flash_attn(facts: Facts) -> bool:

@@ -8,6 +8,8 @@ that can be tried here ("not tried"). The runner (doctor/commands/verify.py) re-
 with a candidate applied and hands the judged result back here: `figures` picks the numbers that
 matter, `outcome` compares before and after, `line` writes the short before -> after line.
 
+How each engine spells a settings change is the engine table's (doctor/engines.py, `Spelling`).
+
 Pure: no processes, no engine imports (settings are RunSettings field names and plain values).
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from doctor import engines
 from doctor.facts import Facts
 from doctor.report import Finding, Report
 
@@ -83,28 +86,6 @@ RECIPES: dict[str, Recipe] = {
     "engine.crash": Recipe(not_tried="crash triage already re-ran the engine one setting at a time (see the evidence)"),
 }
 
-# RunSettings field -> (llama.cpp flag, llama-cpp-python argument, Ollama); "{v}" is the value
-FLAGS: dict[str, tuple[str, str, str]] = {
-    "n_ctx": ("--ctx-size {v}", "n_ctx={v}", "PARAMETER num_ctx {v}"),
-    "n_threads": ("--threads {v}", "n_threads={v}", "PARAMETER num_thread {v}"),
-    "n_threads_batch": ("--threads-batch {v}", "n_threads_batch={v}", ""),
-    "n_batch": ("--batch-size {v}", "n_batch={v}", "PARAMETER num_batch {v}"),
-    "n_ubatch": ("--ubatch-size {v}", "n_ubatch={v}", ""),
-    "n_gpu_layers": ("--n-gpu-layers {v}", "n_gpu_layers={v}", "PARAMETER num_gpu {v}"),
-    "type_k": ("--cache-type-k {v}", "type_k=GGML_TYPE_{V}", "OLLAMA_KV_CACHE_TYPE={v}"),
-    "type_v": ("--cache-type-v {v}", "type_v=GGML_TYPE_{V}", "OLLAMA_KV_CACHE_TYPE={v}"),
-    "flash_attn": ("--flash-attn {onoff}", "flash_attn={v}", "OLLAMA_FLASH_ATTENTION={bit}"),
-    "use_mmap": ("{mmap}", "use_mmap={v}", "PARAMETER use_mmap {lower}"),
-    "use_extra_bufts": ("{repack}", "use_extra_bufts={v}", ""),
-    "temperature": ("--temp {v}", "temperature={v}", "PARAMETER temperature {v}"),
-    "repeat_penalty": ("--repeat-penalty {v}", "repeat_penalty={v}", "PARAMETER repeat_penalty {v}"),
-    "repeat_last_n": ("--repeat-last-n {v}", "last_n_tokens_size={v}", "PARAMETER repeat_last_n {v}"),
-    "top_k": ("--top-k {v}", "top_k={v}", "PARAMETER top_k {v}"),
-    "top_p": ("--top-p {v}", "top_p={v}", "PARAMETER top_p {v}"),
-    "min_p": ("--min-p {v}", "min_p={v}", "PARAMETER min_p {v}"),
-}
-
-
 def recipe_for(finding: Finding) -> Recipe | None:
     return RECIPES.get(finding.id) or RECIPES.get(finding.cls)
 
@@ -136,25 +117,29 @@ def candidates(recipe: Recipe, facts: Facts, settings: dict[str, Any]) -> list[d
     return out
 
 
+def _fields(value: Any) -> dict[str, Any]:
+    """What an engine's settings form may use besides "{v}" (the engine table's Spelling, doctor/engines.py)."""
+    return {"v": value, "V": str(value).upper(), "onoff": "on" if value else "off", "bit": int(bool(value)),
+            "lower": str(value).lower(), "mmap": "" if value else "--no-mmap", "repack": "" if value else "-nr"}
+
+
 def flags(changes: dict[str, Any]) -> dict[str, str]:
-    """The change in each engine's terms: {"llama.cpp": "--ctx-size 512", "llama-cpp-python": ..., "ollama": ...}."""
-    per: dict[str, list[str]] = {"llama.cpp": [], "llama-cpp-python": [], "ollama": []}
-    for name, value in changes.items():
-        forms = FLAGS.get(name)
-        if forms is None:
+    """The change in each engine's terms, for the engines the engine table spells settings for:
+    {"llama.cpp": "--ctx-size 512", "llama-cpp-python": "Llama(..., n_ctx=512)", "ollama": ...}."""
+    out: dict[str, str] = {}
+    for engine in engines.table():
+        spelling = engine.spelling
+        if spelling is None:
             continue
-        subst = {"v": value, "V": str(value).upper(), "onoff": "on" if value else "off", "bit": int(bool(value)),
-                 "lower": str(value).lower(), "mmap": "" if value else "--no-mmap", "repack": "" if value else "-nr"}
-        for engine, form in zip(per, forms, strict=True):
-            text = form.format(**subst).strip() if form else ""
-            if text and text not in per[engine]:
-                per[engine].append(text)
-    out = {"llama.cpp": " ".join(per["llama.cpp"])}
-    if per["llama-cpp-python"]:
-        out["llama-cpp-python"] = "Llama(..., " + ", ".join(per["llama-cpp-python"]) + ")"
-    if per["ollama"]:
-        out["ollama"] = " / ".join(per["ollama"])
-    return {k: v for k, v in out.items() if v}
+        parts: list[str] = []
+        for name, value in changes.items():
+            form = spelling.forms.get(name)
+            text = form.format(**_fields(value)).strip() if form else ""
+            if text and text not in parts:
+                parts.append(text)
+        if parts:
+            out[engine.name] = spelling.wrap.format(spelling.join.join(parts))
+    return out
 
 
 # -- figures and outcomes ---------------------------------------------------------------------

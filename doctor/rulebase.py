@@ -4,8 +4,10 @@ Rules are data: YAML is read with a safe loader that also refuses aliases (no al
 remembers line numbers, so a broken rule is reported as one line naming file, line and field.
 Every fact and event kind a rule names is checked against the catalogue. Built-in rules ship in
 `rules/` (in the wheel: `doctor/_builtin_rules`); users add folders with `--rules DIR` or the
-LLM_DOCTOR_RULES environment variable (paths separated by the OS path separator). A user rule
-with the id of a built-in one replaces it, and the rule base says so in `notes`.
+LLM_DOCTOR_RULES environment variable (paths separated by the OS path separator); an engine of the
+engine table (doctor/engines.py) may bring its own folder, read after the built-ins. A user rule
+with the id of a built-in one replaces it, and the rule base says so in `notes`. The engine names a
+rule's `engines:` and `fix:` may use are the engine table's.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from doctor import catalog
+from doctor import catalog, engines
 from doctor.errors import RuleError
 from doctor.predicates import (
     COMPARE_OPS,
@@ -37,7 +39,6 @@ ENV_RULES = "LLM_DOCTOR_RULES"
 SEVERITIES = ("error", "warning", "info")
 CONFIDENCES = ("high", "medium", "low")
 MODES = ("scan", "watch", "analyze")
-ENGINES = ("llama.cpp", "llama-cpp-python", "ollama", "vllm", "tgi")
 STATUSES = ("stable", "experimental", "deprecated")
 
 # Diagnosis classes (DESIGN.md): stable names carried in the JSON. Value: the area they show under.
@@ -246,6 +247,7 @@ def builtin_rules_dir() -> Path:
 def rule_dirs(extra: list[str] | None = None, env: dict[str, str] | None = None) -> list[tuple[Path, bool]]:
     env = os.environ if env is None else env
     dirs: list[tuple[Path, bool]] = [(builtin_rules_dir(), True)]
+    dirs += [(directory, False) for directory in engines.rule_dirs()]  # rules that come with an engine
     for raw in env.get(ENV_RULES, "").split(os.pathsep):
         if raw.strip():
             dirs.append((Path(raw.strip()).expanduser(), False))
@@ -414,10 +416,11 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
     for mode in modes:
         if mode not in MODES:
             raise ctx.fail("modes", f"unknown mode '{mode}' (known: {', '.join(MODES)})")
-    engines = tuple(_str_list(ctx, node, "engines"))
-    for engine in engines:
-        if engine not in ENGINES:
-            raise ctx.fail("engines", f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
+    engine_names = tuple(_str_list(ctx, node, "engines"))
+    known = engines.names()
+    for engine in engine_names:
+        if engine not in known:
+            raise ctx.fail("engines", f"unknown engine '{engine}' (known: {', '.join(known)})")
     status = _opt_str(ctx, node, "status") or "stable"
     if status not in STATUSES:
         raise ctx.fail("status", f"status must be one of {', '.join(STATUSES)}")
@@ -432,7 +435,7 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
         fix_text=fix_text, fix_engines=fix_engines, inhibits=inhibits, references=references,
         tests=tests, modes=modes, status=status, path=where, line=_line_of(node), builtin=builtin,
         message_by_mode=message_by_mode,
-        engines=engines,
+        engines=engine_names,
     )
 
 
@@ -619,20 +622,21 @@ def _parse_fix(ctx: _Ctx, node: Any) -> tuple[str, dict[str, str]]:
         return " ".join(node.split()), {}
     if not isinstance(node, dict):
         raise ctx.fail("fix", "'fix' is a mapping {text: ..., llama.cpp: ..., ...}")
-    bad = set(node) - {"text", *ENGINES}
+    known = engines.names()
+    bad = set(node) - {"text", *known}
     if bad:
-        raise ctx.fail("fix", f"unknown keys in fix: {sorted(bad)} (engines: {', '.join(ENGINES)})", node)
+        raise ctx.fail("fix", f"unknown keys in fix: {sorted(bad)} (engines: {', '.join(known)})", node)
     text = node.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ctx.fail("fix.text", "'fix.text' must say what to do", node)
-    engines = {}
-    for engine in ENGINES:
+    by_engine = {}
+    for engine in known:
         if engine in node:
             value = node[engine]
             if not isinstance(value, str) or not value.strip():
                 raise ctx.fail(f"fix.{engine}", f"fix for {engine} must be a non-empty string", node)
-            engines[engine] = value.strip()
-    return " ".join(text.split()), engines
+            by_engine[engine] = value.strip()
+    return " ".join(text.split()), by_engine
 
 
 def _check_template(ctx: _Ctx, field_name: str, template: str) -> None:

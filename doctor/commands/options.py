@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor import engines
 from doctor.commands.verify import VERIFY_BUDGET_S
 from doctor.estimate import KV_TYPES
 from engine_adapter.triage import TRIAGE_BUDGET_S
@@ -22,7 +23,6 @@ COMMANDS = ("scan", "watch", "analyze")
 OUTPUT_FORMATS = ("text", "json", "markdown")
 WATCH_FORMATS = ("text", "json", "ndjson", "markdown")
 FAIL_ON = ("error", "warning", "info", "none")
-ENGINES = ("llama.cpp", "llama-cpp-python", "ollama", "vllm", "tgi")
 FLASH_ATTN = ("on", "off", "auto")
 
 # argument groups, in the order --help shows them
@@ -192,8 +192,7 @@ OPTIONS: tuple[Option, ...] = (
                           "terminal when installed, else text)"}),
     _o("fail_on", "--fail-on", "exit 1 when a finding is at or above this severity (default: error)", ALL,
        "output", choices=FAIL_ON, default="error"),
-    _o("engine", "--engine", "whose flags the fixes use (default: the engine detected)", ALL, "output",
-       choices=ENGINES),
+    _o("engine", "--engine", "whose flags the fixes use (default: the engine detected)", ALL, "output"),
     _o("verbose", "-v --verbose", "every check, all evidence, every engine's fix", ALL, "output",
        action="store_true"),
     _o("color", "--color", "colour in text output (NO_COLOR is honoured)", ALL, "output",
@@ -230,6 +229,8 @@ def add_options(parser: argparse.ArgumentParser, command: str, groups: tuple[str
         dest = kwargs.pop("dest_override", option.dest)
         if option.dest == "format":
             kwargs["choices"] = WATCH_FORMATS if command == "watch" else OUTPUT_FORMATS
+        if option.dest == "engine":
+            kwargs["choices"] = engines.names()  # the engine table as it is when the parser is built
         if option.dest in ("metrics_interval", "duration"):
             kwargs["type"] = duration
         target.add_argument(*option.flags, dest=dest, help=option.help_for.get(command, option.help), **kwargs)

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor import engines
 from doctor.commands.options import add_options
 from doctor.commands.output import show_report
 from doctor.commands.selection import filter_rules, flatten, split
@@ -79,7 +80,11 @@ class Plan:
 
 
 def engine_default_threads(engine: str, logical: int | None, physical: int | None) -> tuple[int | None, str]:
-    if engine in ("llama.cpp", "ollama"):
+    """The thread count the engine starts with here (its defaults in the engine table, doctor/engines.py)."""
+    rule = engines.defaults(engine).threads
+    if rule is None:  # no CPU thread setting (a GPU server)
+        return None, ""
+    if rule == "physical":
         if physical:
             return physical, f"{engine}'s default: one thread per physical core ({physical}), quota not considered"
         return None, ""
@@ -91,6 +96,7 @@ def engine_default_threads(engine: str, logical: int | None, physical: int | Non
 
 def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], probes: Facts) -> Plan:
     plan = Plan()
+    defaults = engines.defaults(engine)  # what the engine starts with (the engine table)
     plan.put("config.engine", engine, "--engine" if args.engine else "the embedded engine (default)")
     train = header.get("n_ctx_train")
     if args.ctx_size is not None:
@@ -117,7 +123,7 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
         if args.threads <= 0:
             raise UsageError(f"--threads must be positive (got {args.threads})")
         plan.put("config.n_threads", args.threads, "-t/--threads")
-    elif engine != "vllm":
+    else:
         threads, why = engine_default_threads(engine, probes.value("host.cpu.logical_cores"),
                                               probes.value("host.cpu.physical_cores"))
         if threads:
@@ -130,22 +136,24 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     plan.put("config.n_ctx", cells, ctx_why + (", padded to 256 as llama.cpp does" if parallel == 1 else
                                                f", padded to 256 per sequence as llama.cpp does ({parallel} x "
                                                f"{cells // parallel})"))
-    type_k = args.type_k or "f16"
-    type_v = args.type_v or "f16"
-    plan.put("config.type_k", type_k, "-ctk/--cache-type-k" if args.type_k else "default: f16 (llama.cpp's)")
-    plan.put("config.type_v", type_v, "-ctv/--cache-type-v" if args.type_v else "default: f16 (llama.cpp's)")
+    type_k = args.type_k or defaults.type_k
+    type_v = args.type_v or defaults.type_v
+    plan.put("config.type_k", type_k,
+             "-ctk/--cache-type-k" if args.type_k else f"default: {defaults.type_k} (llama.cpp's)")
+    plan.put("config.type_v", type_v,
+             "-ctv/--cache-type-v" if args.type_v else f"default: {defaults.type_v} (llama.cpp's)")
     if args.flash_attn:
         fa = {"on": "enabled", "off": "disabled", "auto": "auto"}[args.flash_attn]
         plan.put("config.flash_attn", fa, "-fa/--flash-attn")
     else:
-        fa = "auto" if engine == "llama.cpp" else "disabled"
+        fa = defaults.flash_attn
         plan.put("config.flash_attn", fa, f"default: {engine}'s ({fa})")
-    batch = args.batch_size or 512
-    ubatch = min(args.ubatch_size or 512, batch)
+    batch = args.batch_size or defaults.n_batch
+    ubatch = min(args.ubatch_size or defaults.n_ubatch, batch)
     if batch <= 0 or ubatch <= 0:
         raise UsageError("--batch-size and --ubatch-size must be positive")
-    plan.put("config.n_batch", batch, "-b/--batch-size" if args.batch_size else "default: 512")
-    plan.put("config.n_ubatch", ubatch, "-ub/--ubatch-size" if args.ubatch_size else "default: 512")
+    plan.put("config.n_batch", batch, "-b/--batch-size" if args.batch_size else f"default: {defaults.n_batch}")
+    plan.put("config.n_ubatch", ubatch, "-ub/--ubatch-size" if args.ubatch_size else f"default: {defaults.n_ubatch}")
     plan.put("config.use_mmap", not args.no_mmap, "--no-mmap" if args.no_mmap else "default: mmap on")
     if args.no_repack:
         plan.put("config.use_extra_bufts", False, "--no-repack")
@@ -318,7 +326,7 @@ def run(args: argparse.Namespace) -> int:
     if "bench" in skip_probes:
         skip_probes |= {"readbench", "gpubench"}
     rulebase = filter_rules(rulebase, only_rules, skip_rules)
-    engine = args.engine or "llama-cpp-python"
+    engine = args.engine or engines.EMBEDDED
 
     roots, storage_path, machine_name = Roots(), None, None
     if args.replay_machine:

@@ -6,6 +6,8 @@ llama.cpp's. Engines that do not wrap each other (vLLM and llama.cpp, Ollama and
 make it *mixed*: a paste holding two logs, or one engine's lines quoted inside another tool's log.
 The leading engine is the one with the most signature lines; confidence falls when the input is
 short (a few lines quoted from a long log) or when another engine's lines are close in number.
+Which names (and aliases) are engines, and which engine wraps which: the engine table
+(doctor/engines.py).
 
 Pure.
 """
@@ -15,9 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-ENGINES = ("ollama", "llama-cpp-python", "vllm", "tgi", "llama.cpp")
-WRAPPERS = {"ollama": "llama.cpp", "llama-cpp-python": "llama.cpp", "tgi": "llama.cpp"}
-ALIASES = {"llama-server": "llama.cpp", "llama.cpp-library": "llama.cpp"}
+from doctor import engines
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +33,8 @@ class Detection:
 def detect(votes: Counter[str]) -> Detection:
     scores: Counter[str] = Counter()
     for key, count in votes.items():
-        name = ALIASES.get(key, key)
-        if name in ENGINES and count > 0:
+        name = engines.canonical(key)  # the engine table: names, and aliases such as llama-server
+        if name is not None and count > 0:
             scores[name] += count
     seen = [e for e, c in scores.most_common() if c > 0]
     if not seen:
@@ -57,9 +57,9 @@ def detect(votes: Counter[str]) -> Detection:
 def _fold_wrapped(scores: Counter[str]) -> Counter[str]:
     """Give a wrapper the lines of the engine it wraps (the strongest wrapper present takes them)."""
     effective = Counter({e: c for e, c in scores.items() if c > 0})
-    inners = {inner for inner in WRAPPERS.values()}
-    for inner in inners:
-        wrappers = [w for w, i in WRAPPERS.items() if i == inner and effective[w] > 0]
+    wrapping = engines.wrappers()  # wrapper -> wrapped, from the engine table
+    for inner in set(wrapping.values()):
+        wrappers = [w for w, i in wrapping.items() if i == inner and effective[w] > 0]
         if wrappers and effective[inner] > 0:
             strongest = max(wrappers, key=lambda w: effective[w])
             effective[strongest] += effective.pop(inner)

@@ -1,24 +1,27 @@
-"""The parsers `analyze` runs. Add an engine by adding its parser class here."""
+"""The parsers `analyze` runs: each engine's parser from the engine table (doctor/engines.py), then
+the parsers that belong to no engine (crash messages of any engine, settings pasted beside a log).
+Add an engine with its table row, not here."""
 
 from __future__ import annotations
 
+from doctor import engines
 from doctor.logs.base import LogParser
+
+
+def engine_parser_classes() -> list[type[LogParser]]:
+    """The table's parsers, each once, in table order."""
+    classes: list[type[LogParser]] = []
+    for spec in engines.parser_specs():
+        cls = engines.load(spec)
+        if not (isinstance(cls, type) and issubclass(cls, LogParser)):
+            raise TypeError(f"engine parser {spec} is not a LogParser")
+        classes.append(cls)
+    return classes
 
 
 def parser_classes() -> list[type[LogParser]]:
     from doctor.logs.crashes import CrashParser
-    from doctor.logs.llamacpp import LlamaCppParser
-
-    classes: list[type[LogParser]] = [LlamaCppParser, CrashParser]
-    try:  # the serving engines (issue: analyze for Ollama, vLLM and TGI)
-        from doctor.logs.ollama import OllamaParser
-        from doctor.logs.tgi import TgiParser
-        from doctor.logs.vllm import VllmParser
-    except ImportError:
-        pass
-    else:
-        classes += [OllamaParser, VllmParser, TgiParser]
     from doctor.logs.pasted import PastedParser
 
-    classes.append(PastedParser)  # settings and output pasted beside a log; casts no engine vote
-    return classes
+    # PastedParser reads settings and output pasted beside a log; neither it nor CrashParser casts an engine vote
+    return [*engine_parser_classes(), CrashParser, PastedParser]

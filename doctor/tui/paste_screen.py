@@ -19,6 +19,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TextArea
 
+from doctor import engines
 from doctor.errors import DoctorError
 from doctor.report import Report
 from doctor.sanitize import strip_controls
@@ -58,7 +59,7 @@ class PasteScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(Content.assemble(
-            ("Paste a log", "bold"), " (llama.cpp, llama-cpp-python, Ollama, vLLM, TGI), then press ",
+            ("Paste a log", "bold"), f" ({', '.join(engines.labels())}), then press ",
             ("ctrl+r", "bold $accent"), " to diagnose it. ", ("ctrl+q", "bold $accent"), " quits."),
             id="paste-help")
         yield PasteArea(id="paste", soft_wrap=False, show_line_numbers=True)

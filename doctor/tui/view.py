@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from doctor import __version__
+from doctor import __version__, engines
 from doctor.facts import Facts
 from doctor.report import CONFIDENCE_RANK, Check, Finding, Report
 from doctor.sanitize import inert
@@ -24,7 +24,6 @@ MARKS = {"error": "✗", "warning": "!", "info": "•", "unknown": "?", "inhibit
 MARK_RANK = {"error": 0, "warning": 1, "info": 2, "unknown": 3, "inhibited": 4, "ok": 5}
 AREA_ORDER = ["Model file", "Storage and load", "GPU offload", "PCIe link", "GPU memory bandwidth",
               "CPU threads", "Memory", "Context", "KV cache", "Decode timing", "Sampling and output"]
-ENGINES = ("llama.cpp", "llama-cpp-python", "ollama", "vllm", "tgi")
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,4 +407,6 @@ def fix_view(finding: Finding) -> FixView:
 
 
 def _ordered(by_engine: dict[str, str]) -> list[tuple[str, str]]:
-    return sorted(by_engine.items(), key=lambda kv: (ENGINES.index(kv[0]) if kv[0] in ENGINES else 99, kv[0]))
+    """Fix commands in engine-table order (doctor/engines.py); names not in the table last, by name."""
+    order = engines.names()
+    return sorted(by_engine.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from doctor import engines
 from doctor.estimate import derive
 from doctor.evaluate import _finding, build_report, evaluate_rule
 from doctor.facts import Facts, Source
@@ -37,7 +38,6 @@ REALISTIC: dict[str, object] = {
     "run.prompt_tokens_max": 3174, "run.tokens_used_max": 3600, "server.running_max": 24,
     "server.max_num_seqs_suggested": 12, "server.kv_tokens": 40960, "server.batch_total_tokens": 16000,
 }
-ENGINES = ("llama.cpp", "llama-cpp-python", "ollama", "vllm", "tgi")
 HOLE = re.compile(r"<[A-Za-z_][^<>]{0,40}>|\{[A-Za-z_][A-Za-z0-9_.\[\]|]*\}")
 
 
@@ -69,7 +69,7 @@ def test_every_fired_rule_renders_without_placeholders(rule_id: str, index: int)
         facts = derive(Facts.from_values(case.facts, case.events, events_observed=True))
         result = evaluate_rule(rule, facts, None)
     assert result.outcome == "fired"
-    for engine in ENGINES:
+    for engine in engines.names():
         finding = _finding(rule, result, facts, engine)
         shown = [finding.message, finding.fix.text, *(finding.fix.by_engine.values())]
         for text in shown:

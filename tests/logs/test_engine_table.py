@@ -1,0 +1,212 @@
+"""The engine table (doctor/engines.py) is the one place an engine is named.
+
+A toy engine is added here with one parser module (tests/logs/toy_engine.py), one table row
+(`register`) and one rule file (written to tmp_path, in the engine's own rule folder), touching
+nothing else, and `analyze` then detects it, runs its parser, fires its rule and takes `--engine toy`.
+The rest checks that nothing else holds an engine list of its own: the rules, the `--engine`
+choices, the parsers the analyzer runs, the engines the parsers vote for and the session start
+lines all name the table's engines.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from doctor import engines
+from doctor.cli import build_parser, main
+from doctor.logs import analyze as analyze_mod
+from doctor.logs.analyze import LogAnalyzer, analyze_bytes, analyze_stream
+from doctor.logs.detect import Detection
+from doctor.logs.registry import engine_parser_classes, parser_classes
+from doctor.logs.sessions import MARKERS
+from tests.logs.toy_engine import ToyParser
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TOY_RULE = """\
+- id: TOY001
+  slug: toy-prompt-cut-to-window
+  class: context.overflow
+  severity: warning
+  engines: [toy]
+  title: toyd cut a prompt to its context window
+  when:
+    events: {kind: truncation, data: {limit: toy_window}}
+  confidence: high
+  message: >
+    toyd cut a prompt of {event.n_tokens} tokens to its window of {event.n_ctx}.
+  fix:
+    text: Give toyd a window that holds the prompt.
+    toy: "toyd --window {event.n_tokens}"
+  tests:
+    - name: a cut prompt
+      events: [{kind: truncation, line: 3, data: {n_tokens: 3100, n_ctx: 2048, limit: toy_window}}]
+      expect: fired
+    - name: another engine's truncation
+      events: [{kind: truncation, line: 3, data: {n_tokens: 3100, n_ctx: 2048}}]
+      expect: ok
+"""
+
+TOY_LOG = """\
+toyd 0.3.1 listening on :9000
+toyd: context window 2048 tokens
+toyd: request 7: prompt of 3100 tokens cut to the window of 2048
+"""
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Iterator[engines.Engine]:
+    rules = tmp_path / "toy-rules"
+    rules.mkdir()
+    (rules / "toy.yaml").write_text(TOY_RULE)
+    engine = engines.register(engines.Engine("toy", "Toy", "tests.logs.toy_engine:ToyParser", rules=rules))
+    try:
+        yield engine
+    finally:
+        engines.unregister("toy")
+
+
+def _analyze_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    code = main(["analyze", *argv, "--format", "json", "--no-tui"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_a_toy_engine_added_with_one_module_one_row_and_one_rule_file_is_analyzed(
+        toy: engines.Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "toyd.log"
+    log.write_text(TOY_LOG)
+    assert ToyParser in parser_classes()
+
+    code, report = _analyze_json(capsys, str(log))
+    assert code == 1  # the built-in rules read the toy's facts and events too: LD201 (error) fires on its cut
+    assert {f["id"] for f in report["findings"]} >= {"TOY001", "LD201"}
+    assert report["engine"] == "toy"  # detected from the toy parser's votes (no --engine given)
+    facts = report["facts"]["facts"]
+    assert facts["config.n_ctx"]["value"] == 2048
+    assert facts["config.n_ctx"]["source"] == {"kind": "log", "name": "toy", "line": 2,
+                                               "text": "toyd: context window 2048 tokens"}  # the toy parser's
+    toy_finding = next(f for f in report["findings"] if f["id"] == "TOY001")
+    assert "3100 tokens to its window of 2048" in toy_finding["message"]
+    assert toy_finding["fix"]["by_engine"] == {"toy": "toyd --window 3100"}
+    assert toy_finding["fix"]["engine"] == "toy"
+
+    code, report = _analyze_json(capsys, str(log), "--engine", "toy", "--fail-on", "none")  # a table engine
+    assert code == 0
+    assert report["engine"] == "toy"
+    assert any(f["id"] == "TOY001" for f in report["findings"])
+
+
+def test_the_toy_engine_is_detected_with_high_confidence(toy: engines.Engine) -> None:
+    facts = analyze_bytes(TOY_LOG.encode(), "toyd.log")
+    assert facts.value("engine.name") == "toy"
+    assert facts.value("engine.detect_confidence") == "high"
+    assert facts.value("engine.detected") == ["toy"]
+    assert facts.value("engine.version") == "0.3.1"
+    assert facts.value("run.recognised") is True
+
+
+def test_the_toy_rule_stays_out_of_another_engines_report(toy: engines.Engine,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    log = ROOT / "fixtures/logs/ollama/healthy-v0.5.7-journald.log"
+    _, report = _analyze_json(capsys, str(log))
+    assert report["engine"] == "ollama"
+    assert not any(c["id"] == "TOY001" for c in [*report["findings"], *report["checks"]])
+
+
+def test_unregister_takes_the_toy_engine_out_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = engines.names()
+    engines.register(engines.Engine("toy", "Toy", "tests.logs.toy_engine:ToyParser"))
+    try:
+        assert engines.names() == (*before, "toy")
+        assert ToyParser in parser_classes()
+    finally:
+        engines.unregister("toy")
+    assert engines.names() == before
+    assert ToyParser not in parser_classes()
+    with pytest.raises(SystemExit) as exited:
+        main(["analyze", str(tmp_path / "x.log"), "--engine", "toy"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'toy'" in capsys.readouterr().err
+
+
+def test_register_refuses_a_name_or_alias_already_in_the_table() -> None:
+    with pytest.raises(ValueError, match="llama-server already in the engine table"):
+        engines.register(engines.Engine("toy", "Toy", aliases=("llama-server",)))
+    with pytest.raises(ValueError, match="not in the engine table"):
+        engines.register(engines.Engine("toy", "Toy", wraps="nope"))
+    with pytest.raises(ValueError, match="built in"):
+        engines.unregister("ollama")
+    assert "toy" not in engines.names()
+
+
+# -- nothing else holds an engine list --------------------------------------------------------
+
+def test_every_engine_a_rule_names_is_in_the_table() -> None:
+    named: set[str] = set()
+    for path in sorted((ROOT / "rules").glob("*.yaml")):
+        for rule in yaml.safe_load(path.read_text()) or []:
+            named |= set(rule.get("engines") or ())
+            if isinstance(rule.get("fix"), dict):
+                named |= set(rule["fix"]) - {"text"}
+    assert named, "the rules name no engine: this test reads them wrongly"
+    assert named <= set(engines.names()), named - set(engines.names())
+
+
+def test_the_engine_choices_are_the_table_names() -> None:
+    for command in ("analyze", "scan", "watch"):
+        parser = build_parser([command])
+        sub = next(a for a in parser._actions if a.dest == "command")
+        action = next(a for a in sub.choices[command]._actions if a.dest == "engine")  # type: ignore[union-attr]
+        assert tuple(action.choices) == engines.names(), command  # type: ignore[arg-type]
+
+
+def test_the_analyzer_runs_the_table_parsers_and_only_engine_less_parsers_besides() -> None:
+    table_parsers = [engines.load(spec) for spec in engines.parser_specs()]
+    assert engine_parser_classes() == table_parsers
+    run = [type(p) for p in LogAnalyzer().parsers]
+    assert run == parser_classes()
+    assert set(table_parsers) <= set(run)
+    # every engine's parser is one the analyzer runs; the others read no engine of their own
+    for engine in engines.table():
+        assert engine.parser is not None and engines.load(engine.parser) in run, engine.name
+    others = [cls for cls in run if cls not in table_parsers]
+    assert {cls.name for cls in others} == {"crashes", "pasted"}
+
+
+def test_every_engine_the_parsers_vote_for_on_the_fixture_logs_is_in_the_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    votes: Counter[str] = Counter()
+    real_detect = analyze_mod.detect
+
+    def spy(counted: Counter[str]) -> Detection:
+        votes.update(k for k, v in counted.items() if v > 0)
+        return real_detect(counted)
+
+    monkeypatch.setattr(analyze_mod, "detect", spy)
+    logs = [p for p in sorted((ROOT / "fixtures/logs").rglob("*")) if p.is_file() and p.suffix != ".md"]
+    for path in logs:
+        with path.open("rb") as stream:
+            analyze_stream(stream, path.name)
+    assert {engines.canonical(k) for k in votes} == set(engines.names())  # each engine is voted for somewhere
+    assert all(engines.canonical(k) is not None for k in votes), [k for k in votes if engines.canonical(k) is None]
+
+
+def test_session_start_lines_and_metric_families_are_of_table_engines() -> None:
+    from engine_adapter.prometheus import ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES
+
+    assert {family for family, _, _ in MARKERS} <= set(engines.names())
+    for per_engine in (ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES):
+        assert set(per_engine) <= set(engines.names())
+
+
+def test_wrapped_engines_and_aliases_resolve_in_the_table() -> None:
+    assert engines.canonical("llama-server") == "llama.cpp"
+    assert engines.canonical("nope") is None
+    for wrapper, inner in engines.wrappers().items():
+        assert wrapper in engines.names() and inner in engines.names()
