@@ -21,6 +21,14 @@ enforced. `ulimit -v B` limits address space (VmPeak: the buffers + about 220 Mi
 and reservations never touched included), not memory used: the last lines of the table load the
 n_ctx 8192 f32 setting under `ulimit -v` at several budgets to show it.
 
+llama.cpp's own projection: `llama-fit-params --fit-print on` (tools/fit-params of the llama.cpp that
+llama-cpp-python vendors, built by scripts/build_llama_server.sh) with the same settings - the model
+and context created without allocating, the Host line's model + context + compute MiB (each rounded
+down) - and its time per call. Its verdict at a budget B is the projection <= B; llama.cpp's own fit
+rule on a CPU-only machine also keeps its default --fit-target margin of 1024 MiB free (projection +
+1024 MiB <= the host's total memory), shown as a second count. The column is left out when the tool is
+not built.
+
 llm-doctor's side is the scan's own path: the GGUF read by probes/gguf_model.py, the settings as
 `scan --ctx-size N --parallel S --type-k T --type-v T` plans them, `--ram B` as the budget, and
 doctor/estimate.py's verdict (derived.fits_ram) with its measured runtime overhead.
@@ -44,6 +52,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import Row as BenchRow  # noqa: E402
+from bench.common import fit_params_binary, fit_params_cmd, parse_fit_print  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 MIB = 1 << 20
@@ -51,6 +60,7 @@ CTX = (64, 128, 300, 512, 2048, 8192)
 KV = ("f16", "q8_0", "f32")
 SEQS = (1, 4)
 BUDGETS_MIB = (256, 320, 384, 448, 512, 640, 768, 1024, 1536, 2048)
+FIT_TARGET_MIB = 1024  # llama.cpp's default --fit-target (common/common.h fit_params_target)
 
 CHILD = r"""
 import json, sys
@@ -100,6 +110,17 @@ batch.n_tokens = n
 if llama_cpp.llama_decode(ctx, batch) != 0:
     sys.exit(7)
 first = status()
+if settings.get("fill"):  # one sequence: the rest of the context, batch after batch, as a long prompt fills it
+    pos = n
+    while pos < settings["n_ctx"]:
+        m = min(n, settings["n_ctx"] - pos)
+        for i in range(m):
+            batch.token[i] = 100 + ((pos + i) * 7) % 4000; batch.pos[i] = pos + i; batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0; batch.logits[i] = i == m - 1
+        batch.n_tokens = m
+        if llama_cpp.llama_decode(ctx, batch) != 0:
+            sys.exit(8)
+        pos += m
 # A full context makes the rest of the compute buffer resident; filling the cache takes minutes per
 # setting on two shared cores, so the pages a later batch would write are made resident here: every
 # page the engine mapped since the import (data mappings of 1 MiB or more, not 8 MiB thread stacks)
@@ -181,6 +202,33 @@ def truth(setting: Setting, path: Path) -> Truth:
                  status["base"]["VmHWM"])
 
 
+@dataclass(slots=True)
+class Projection:
+    """llama-fit-params --fit-print on: the Host line in MiB (rounded down), and the call's wall time."""
+
+    model_mib: int
+    context_mib: int
+    compute_mib: int
+    seconds: float
+
+    @property
+    def total_mib(self) -> int:
+        return self.model_mib + self.context_mib + self.compute_mib
+
+
+def projection(binary: Path, setting: Setting, path: Path) -> Projection:
+    import time
+
+    cmd = fit_params_cmd(binary, path, setting.n_ctx, setting.n_seq, setting.kv, flash_attn=setting.kv == "q8_0")
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    took = time.perf_counter() - start
+    host = parse_fit_print(proc.stdout) if proc.returncode == 0 else None
+    if host is None:
+        raise SystemExit(f"{setting.name}: llama-fit-params failed ({proc.returncode}): {proc.stderr[-800:]}")
+    return Projection(*host, seconds=took)
+
+
 def doctor_facts(setting: Setting, model_facts: object, ram: int | None):  # type: ignore[no-untyped-def]
     """The facts `scan --ctx-size N --parallel S --type-k T --type-v T [--ram B]` judges."""
     from doctor.estimate import derive
@@ -218,9 +266,11 @@ def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow
     settings = [Setting(c, k, s) for s in SEQS for k in KV for c in CTX]
     rows = []
     reuse = _recorded_truths() if recorded else {}
+    binary = fit_params_binary()
     for setting in settings:
         print(f"fit: {setting.name} ...", file=sys.stderr, flush=True)
         real = reuse.get(setting.name) or truth(setting, path)
+        proj = projection(binary, setting, path) if binary is not None else None
         est = doctor_facts(setting, model, None)
         verdicts = {}
         for budget_mib in BUDGETS_MIB:
@@ -228,6 +278,9 @@ def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow
             judged = doctor_facts(setting, model, budget)
             real_fits = real.peak_rss <= budget
             entry = {"doctor": judged.value("derived.fits_ram"), "real": real_fits}
+            if proj is not None:
+                entry["llamacpp"] = proj.total_mib <= budget_mib
+                entry["llamacpp_fit_rule"] = proj.total_mib + FIT_TARGET_MIB <= budget_mib
             verdicts[budget_mib] = entry
         rows.append({"setting": setting.name, "n_ctx": setting.n_ctx, "kv": setting.kv, "n_seq": setting.n_seq,
                      "truth": asdict(real), "truth_buffers": real.buffers,
@@ -235,6 +288,7 @@ def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow
                      "compute_est": est.value("derived.compute_bytes") / MIB,
                      "host_need": est.value("derived.host_need_bytes"),
                      "host_peak_est": est.value("derived.host_peak_bytes"),
+                     "projection": asdict(proj) if proj is not None else None,
                      "verdicts": verdicts})
     limited = {}
     if ulimit:
@@ -242,15 +296,36 @@ def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow
         for budget_mib in (768, 832, 896, 1024):
             rc, _ = real_run(reference, path, budget_mib * MIB)
             limited[budget_mib] = rc == 0
-    return summarise(rows, limited)
+    summary, table, data = summarise(rows, limited)
+    return summary, header(recorded, binary) + table, data
+
+
+def header(recorded: bool, binary: Path | None) -> str:
+    from importlib.metadata import version
+
+    return (f"Fit verdicts vs real loads, SmolLM2-135M-Instruct Q4_1, llama-cpp-python {version('llama-cpp-python')}"
+            " (CPU), one child per setting, 1 thread" + (" (real runs of the last full run, judged again)"
+                                                         if recorded else "") + "\n\n"
+            "Buffers: the MiB llama.cpp printed. Peak RSS: the real process with everything it allocated resident"
+            " (est.: llm-doctor's host need + its measured runtime overhead). A budget's verdict is wrong when"
+            " llm-doctor's fits/does not fit differs from peak RSS <= budget. "
+            + ("llama.cpp projection: `llama-fit-params --fit-print on` with the same settings (Host line, MiB"
+               " rounded down); its verdict is projection <= budget (llama.cpp keeps no margin for the process"
+               " itself; its CPU-only fit rule adds a flat 1024 MiB, counted below the table).\n\n" if binary
+               else "llama-fit-params is not built here (scripts/build_llama_server.sh): no llama.cpp column.\n\n"))
 
 
 def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow], str, dict]:
+    projected = all(r.get("projection") for r in rows)
     lines = ["| setting | KV MiB real / est. | cells | compute MiB real / est. | err | buffers MiB |"
-             " peak RSS MiB real / est. | peak VM MiB | verdicts wrong (of "
-             f"{len(BUDGETS_MIB)} budgets) |", "|---|---|---|---|---|---|---|---|---|"]
-    kv_ok = compute_ok = verdict_ok = verdict_n = 0
+             + (" llama.cpp projection MiB (model + ctx + compute) |" if projected else "")
+             + " peak RSS MiB real / est. | peak VM MiB | llm-doctor verdicts wrong (of "
+             + f"{len(BUDGETS_MIB)} budgets) |" + (" llama.cpp verdicts wrong |" if projected else ""),
+             "|---|---|---|---|---|---|" + ("---|" if projected else "") + "---|---|---|"
+             + ("---|" if projected else "")]
+    kv_ok = compute_ok = verdict_ok = verdict_n = proj_ok = rule_ok = 0
     worst = 0.0
+    proj_s: list[float] = []
     for r in rows:
         t = r["truth"]
         kv_same = t["kv_mib"] == r["kv_est"] and t["cells"] == r["cells_est"]
@@ -262,14 +337,31 @@ def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow
         verdict_ok += len(r["verdicts"]) - len(wrong)
         verdict_n += len(r["verdicts"])
         peak_est = r["host_peak_est"] / MIB if isinstance(r["host_peak_est"], int) else float("nan")
+        proj_cell = wrong_cell = ""
+        if projected:
+            p = r["projection"]
+            proj_s.append(p["seconds"])
+            total = p["model_mib"] + p["context_mib"] + p["compute_mib"]
+            proj_cell = f" {total} ({p['model_mib']} + {p['context_mib']} + {p['compute_mib']}) |"
+            p_wrong = [b for b, v in r["verdicts"].items() if v["llamacpp"] != v["real"]]
+            proj_ok += len(r["verdicts"]) - len(p_wrong)
+            rule_ok += sum(v["llamacpp_fit_rule"] == v["real"] for v in r["verdicts"].values())
+            wrong_cell = f" {', '.join(f'{b}' for b in p_wrong) or 'none'} |"
         lines.append(f"| {r['setting']} | {t['kv_mib']} / {r['kv_est']} {'=' if kv_same else '≠'} |"
                      f" {t['cells']} / {r['cells_est']} | {t['compute_mib']:.2f} / {r['compute_est']:.2f} |"
-                     f" {err:.1%} | {r['truth_buffers'] / MIB:.1f} | {t['peak_rss'] / MIB:.1f} / {peak_est:.1f} |"
-                     f" {t['peak_vm'] / MIB:.0f} | {', '.join(f'{b} MiB' for b in wrong) or 'none'} |")
+                     f" {err:.1%} | {r['truth_buffers'] / MIB:.1f} |{proj_cell}"
+                     f" {t['peak_rss'] / MIB:.1f} / {peak_est:.1f} |"
+                     f" {t['peak_vm'] / MIB:.0f} | {', '.join(f'{b} MiB' for b in wrong) or 'none'} |{wrong_cell}")
     n = len(rows)
     lines += ["", f"KV exact: {kv_ok}/{n}; compute within 2%: {compute_ok}/{n} (worst {worst:.1%}); "
                   f"fit verdicts equal to the real run: {verdict_ok}/{verdict_n} "
                   f"(budgets {', '.join(str(b) for b in BUDGETS_MIB)} MiB)."]
+    if projected:
+        proj_s.sort()
+        lines.append(f"llama.cpp's projection (llama-fit-params --fit-print on): its verdict (projection <= budget) "
+                     f"equals the real run at {proj_ok}/{verdict_n}; with its default {FIT_TARGET_MIB} MiB fit margin "
+                     f"at {rule_ok}/{verdict_n}. Median time per call {proj_s[len(proj_s) // 2]:.3f} s "
+                     f"({proj_s[0]:.3f}-{proj_s[-1]:.3f} s).")
     if limited:
         ref = next((r for r in rows if r["setting"] == "n_ctx 8192, f32, n_seq 1"), None)
         peak = f"peak RSS {ref['truth']['peak_rss'] / MIB:.0f} MiB, VmPeak {ref['truth']['peak_vm'] / MIB:.0f} MiB" \
@@ -278,14 +370,17 @@ def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow
             f"{b} MiB {'loads' if ok else 'fails to create the context'}" for b, ok in limited.items())
             + " - the address-space limit is crossed ~110 MiB before the memory is.")
     ref = "real loads through llama-cpp-python, same run"
+    proj_ref = f"; llama.cpp's projection: {proj_ok}/{verdict_n}" if projected else ""
     summary = [
         BenchRow("fit: KV cache, n_ctx 64..8192, f16/q8_0/f32, n_seq 1/4", ref, "exact", f"{kv_ok}/{n} exact", "-",
                  f"{kv_ok}/{n}", kv_ok == n),
         BenchRow("fit: compute buffer, same grid", ref, "within 2%", f"worst {worst:.1%}", "-",
                  f"{compute_ok}/{n} within 2%", compute_ok == n),
         BenchRow("fit: RAM verdicts at 256 MiB..2 GiB, same grid", "peak resident memory of the real run", "all equal",
-                 f"{verdict_ok}/{verdict_n} equal", "-", f"{verdict_ok}/{verdict_n}", verdict_ok == verdict_n,
-                 "full table: bench/results/fit_vs_llamacpp.md"),
+                 f"{verdict_ok}/{verdict_n} equal",
+                 f"{proj_ok}/{verdict_n} (llama.cpp projection)" if projected else "-",
+                 f"{verdict_ok}/{verdict_n}", verdict_ok == verdict_n,
+                 "full table: bench/results/fit_vs_llamacpp.md" + proj_ref),
     ]
     return summary, "\n".join(lines) + "\n", {"rows": rows}
 
@@ -297,17 +392,9 @@ def main() -> int:
                     help="judge the real runs of the last full run again (after a change to the estimate)")
     args = ap.parse_args()
     summary, table, data = measure(args.ulimit, args.recorded)
-    import llama_cpp
-
-    head = (f"Fit verdicts vs real loads, SmolLM2-135M-Instruct Q4_1, llama-cpp-python {llama_cpp.__version__} (CPU),"
-            " one child per setting, 1 thread" + (" (real runs of the last full run, judged again)" if args.recorded
-                                                  else "") + "\n\n"
-            "Buffers: the MiB llama.cpp printed. Peak RSS: the real process with everything it allocated resident"
-            " (est.: llm-doctor's host need + its measured runtime overhead). A budget's verdict is wrong when"
-            " llm-doctor's fits/does not fit differs from peak RSS <= budget.\n\n")
-    print(head + table)
+    print(table)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "fit_vs_llamacpp.md").write_text(head + table, encoding="utf-8")
+    (RESULTS / "fit_vs_llamacpp.md").write_text(table, encoding="utf-8")
     (RESULTS / "fit_vs_llamacpp.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return 0 if all(r.met for r in summary) else 1
 
