@@ -190,9 +190,10 @@ def fit_params_binary() -> Path | None:
 def fit_params_cmd(binary: Path, model: Path, n_ctx: int, n_seq: int = 1, kv: str = "f16",
                    flash_attn: bool = False) -> list[str]:
     """`llama-fit-params --fit-print on` for one setting: llama.cpp loads the model and creates the
-    context without allocating (no_alloc) and prints model, context and compute MiB per device."""
+    context without allocating (no_alloc) and prints model, context and compute MiB per device.
+    Weight repacking off (-nr), as the real runs of bench/fit_vs_llamacpp.py load the model."""
     return [str(binary), "-m", str(model), "-c", str(n_ctx), "-np", str(n_seq), "-ctk", kv, "-ctv", kv,
-            "-fa", "on" if flash_attn else "off", "-b", "512", "-ub", "512", "-t", "1", "--fit-print", "on"]
+            "-fa", "on" if flash_attn else "off", "-b", "512", "-ub", "512", "-t", "1", "-nr", "--fit-print", "on"]
 
 
 def parse_fit_print(stdout: str) -> tuple[int, int, int] | None:

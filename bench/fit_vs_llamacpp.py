@@ -3,7 +3,9 @@ f16 / q8_0 / f32 KV and 1 or 4 sequences, what llama.cpp really allocated and ho
 real process used, next to llm-doctor's estimate and its verdict at budgets from 256 MiB to 2 GiB.
 
 Each setting runs in a fresh llama-cpp-python child, one at a time, one thread (the machine is
-shared): model and context created through the C API with verbose logging, then the worst-case
+shared), weight repacking off (`-nr`: on an AMX Xeon llama.cpp's AMX kernels crash with SIGILL, as
+the scan's triage finds; the weights then stay in the mapped file buffer): model and context
+created through the C API with verbose logging, then the worst-case
 batch llama.cpp reserved its compute buffer for - min(n_ctx, n_ubatch) tokens, spread over the
 sequences, each asking for its last token's logits as generation does. A full context would make the
 rest of the compute buffer resident (the attention matrix grows with the cells in use), but filling
@@ -14,6 +16,12 @@ thread stacks, not the interpreter's or numpy's own reservations - so everything
 allocated is resident, as at the end of a full context. It reports its own /proc/self/status:
 VmHWM (peak resident memory, after the first batch and at the end) and VmPeak (peak address space:
 what `ulimit -v` limits). The buffer lines of its log are llama.cpp's own figures.
+
+What touching cannot bring: the CPU backend's work buffer (doctor/estimate.py, cpu_work_bytes) is
+allocated for the graph actually run, so with an f16 V cache and no flash attention it is larger at a
+full context than after one batch (72 MiB against 4.5 MiB at 8192 cells). llm-doctor's estimate is
+the full-context one, so for those settings above 512 tokens it is above this one-batch truth by
+design; FILLED decodes two 2048-token contexts (f16 and f32) to their end to measure it.
 
 Truth for a budget B: the real process fits in B when its peak resident memory is at most B. A
 cgroup (container) limit could not be set here, so that is read from the real run rather than
@@ -57,6 +65,9 @@ from bench.common import fit_params_binary, fit_params_cmd, parse_fit_print  # n
 RESULTS = ROOT / "bench" / "results"
 MIB = 1 << 20
 CTX = (64, 128, 300, 512, 2048, 8192)
+# decoded to the end: the CPU backend's work buffer grows with the cells in use for an f16 V cache
+# without flash attention (doctor/estimate.py, cpu_work_bytes); an f32 cache beside it does not
+FILLED = ((2048, "f16"), (2048, "f32"))
 KV = ("f16", "q8_0", "f32")
 SEQS = (1, 4)
 BUDGETS_MIB = (256, 320, 384, 448, 512, 640, 768, 1024, 1536, 2048)
@@ -88,7 +99,9 @@ before = {lo: hi for lo, hi, _, _ in data_maps()}  # the interpreter's and numpy
 types = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0}
 set_verbose(True)
 llama_cpp.llama_backend_init()
-model = llama_cpp.llama_model_load_from_file(path.encode(), llama_cpp.llama_model_default_params())
+mp = llama_cpp.llama_model_default_params()
+mp.use_extra_bufts = False  # no weight repacking (-nr): llama.cpp's AMX kernels crash on AMX Xeons (SIGILL)
+model = llama_cpp.llama_model_load_from_file(path.encode(), mp)
 if not model:
     sys.exit(5)
 cp = llama_cpp.llama_context_default_params()
@@ -151,10 +164,12 @@ class Setting:
     n_ctx: int
     kv: str
     n_seq: int
+    fill: bool = False  # decode the whole context (one sequence), not only the worst-case batch
 
     @property
     def name(self) -> str:
-        return f"n_ctx {self.n_ctx}, {self.kv}{' (fa)' if self.kv == 'q8_0' else ''}, n_seq {self.n_seq}"
+        filled = ", context filled" if self.fill else ""
+        return f"n_ctx {self.n_ctx}, {self.kv}{' (fa)' if self.kv == 'q8_0' else ''}, n_seq {self.n_seq}{filled}"
 
 
 @dataclass(slots=True)
@@ -253,7 +268,7 @@ def _recorded_truths() -> dict[str, Truth]:
     """The real runs of the last full run (bench/results/fit_vs_llamacpp.json), by setting."""
     try:
         data = json.loads((RESULTS / "fit_vs_llamacpp.json").read_text(encoding="utf-8"))
-        return {r["setting"]: Truth(**r["truth"]) for r in data["rows"]}
+        return {r["setting"]: Truth(**r["truth"]) for r in data["rows"] + data.get("filled", [])}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
@@ -290,6 +305,16 @@ def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow
                      "host_peak_est": est.value("derived.host_peak_bytes"),
                      "projection": asdict(proj) if proj is not None else None,
                      "verdicts": verdicts})
+    filled = []
+    for n_ctx, kv in FILLED:
+        setting = Setting(n_ctx, kv, 1, fill=True)
+        print(f"fit: {setting.name} ...", file=sys.stderr, flush=True)
+        real = reuse.get(setting.name) or truth(setting, path)
+        one = next(r for r in rows if r["setting"] == Setting(n_ctx, kv, 1).name)
+        est = doctor_facts(setting, model, None)
+        filled.append({"setting": setting.name, "truth": asdict(real), "one_batch_peak": one["truth"]["peak_rss"],
+                       "host_peak_est": est.value("derived.host_peak_bytes"),
+                       "work_est": est.value("derived.cpu_work_bytes")})
     limited = {}
     if ulimit:
         reference = Setting(8192, "f32", 1)
@@ -297,6 +322,11 @@ def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow
             rc, _ = real_run(reference, path, budget_mib * MIB)
             limited[budget_mib] = rc == 0
     summary, table, data = summarise(rows, limited)
+    data["filled"] = filled
+    table += "".join(
+        f"{f['setting']}: peak RSS {f['truth']['peak_rss'] / MIB:.1f} MiB real (one batch: "
+        f"{f['one_batch_peak'] / MIB:.1f}) / {f['host_peak_est'] / MIB:.1f} est. (work buffer "
+        f"{f['work_est'] / MIB:.1f} MiB of it).\n" for f in filled)
     return summary, header(recorded, binary) + table, data
 
 

@@ -23,6 +23,9 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.vram_budget", "int", "bytes", "free VRAM minus the CUDA context per GPU (measured)"),
     ("derived.ram_budget", "int", "bytes", "available RAM minus the engine process's own overhead (measured)"),
     ("derived.gpu_overhead_bytes", "int", "bytes", "VRAM the runtime takes beyond the buffers (CUDA context per GPU)"),
+    ("derived.cpu_work_bytes", "int", "bytes",
+     "the CPU backend's scratch buffer for the largest product (not printed by llama.cpp; grows with the "
+     "context for an f16 V cache without flash attention)"),
     ("derived.host_overhead_bytes", "int", "bytes", "RAM the engine's process takes beyond the buffers (measured)"),
     ("derived.host_peak_bytes", "int", "bytes", "host memory the engine's process will hold: buffers + overhead"),
     ("derived.gpu_room_bytes", "int", "bytes", "VRAM left after the plan (0 when it does not fit)"),
