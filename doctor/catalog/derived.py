@@ -19,7 +19,7 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.kv_host_bytes", "int", "bytes", "KV cache kept in host memory"),
     ("derived.total_layers", "int", "layers", "layers llama.cpp can offload: n_layer + 1 (the output layer)"),
     ("derived.gpu_need_bytes", "int", "bytes", "weights + KV + compute on the GPU"),
-    ("derived.host_need_bytes", "int", "bytes", "weights + KV + compute in RAM"),
+    ("derived.host_need_bytes", "int", "bytes", "weights + KV + compute + output + the CPU work buffer in RAM"),
     ("derived.vram_budget", "int", "bytes", "free VRAM minus the CUDA context per GPU (measured)"),
     ("derived.ram_budget", "int", "bytes", "available RAM minus the engine process's own overhead (measured)"),
     ("derived.gpu_overhead_bytes", "int", "bytes", "VRAM the runtime takes beyond the buffers (CUDA context per GPU)"),

@@ -241,3 +241,12 @@ def test_no_cache_means_no_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("LLM_DOCTOR_NO_CACHE", "1")
     assert load_rulebase([], env={}).rules
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_cache_folder_that_cannot_be_made_is_no_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        rulebase) -> None:  # type: ignore[no-untyped-def]
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache folder would go", encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    monkeypatch.delenv("LLM_DOCTOR_NO_CACHE", raising=False)
+    assert load_rulebase([], env={}).rules == rulebase.rules
