@@ -20,10 +20,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.commands.options import add_options
+from doctor.commands.options import VERIFY_BUDGET_S, add_options
 from doctor.commands.output import show_report
 from doctor.commands.selection import filter_rules, flatten, split
-from doctor.commands.verify import VERIFY_BUDGET_S
 from doctor.errors import EngineError, UsageError
 from doctor.estimate import context_params
 from doctor.facts import Facts, Source
