@@ -6,12 +6,12 @@ reference measured in the same run, as one table.
   analyze peak memory                  -                                         <= 100 MB
   analyze latency (200-line paste)     python -c pass                            <= 0.3 s, whole process
   --help / scan --no-trace start-up    python -c pass                            <= 0.3 s / <= 1.5 s
-  estimate path (--only gguf,memory)   python -c pass                            <= 0.15 s
+  estimate path (--only gguf,memory)   llama-fit-params --fit-print (if built)   <= 0.15 s
   first scan, GGUF cache off           -                                         <= 1.5 s, <= 100 MB
   watch tracing overhead               bare llama-cpp-python, same settings      >= 0.98x decode tokens/s
   trace fidelity                       llama.cpp perf counters, same run         within 5%
   KV / weights / compute estimates     llama.cpp buffer lines, same run          exact / 2% / 10%
-  fit: KV, compute, RAM verdicts       real loads (cache filled), same run       exact / 2% / all equal
+  fit: KV, compute, RAM verdicts       real loads; llama.cpp projection beside   exact / 2% / all equal
 
 One script per measure (bench/analyze_throughput.py, analyze_latency.py, startup.py,
 watch_overhead.py with trace_fidelity.py, estimate_vs_llamacpp.py, fit_vs_llamacpp.py); each also

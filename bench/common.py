@@ -166,3 +166,40 @@ def machine() -> dict[str, Any]:
         pass
     info["load_1m"] = round(os.getloadavg()[0], 2)
     return info
+
+
+# -- llama.cpp's own pre-load projection (llama-fit-params) ---------------------------------------
+
+FIT_PARAMS_BUILD = "scripts/build_llama_server.sh"
+
+
+def fit_params_binary() -> Path | None:
+    """llama-fit-params built by scripts/build_llama_server.sh from the llama.cpp the installed
+    llama-cpp-python vendors, or None when it is not built."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        engine = version("llama-cpp-python")
+    except PackageNotFoundError:
+        return None
+    cache = Path(os.environ.get("LLM_DOCTOR_CACHE") or Path.home() / ".cache" / "llm-doctor")
+    path = cache / f"llama-server-{engine}" / "bin" / "llama-fit-params"
+    return path if os.access(path, os.X_OK) else None
+
+
+def fit_params_cmd(binary: Path, model: Path, n_ctx: int, n_seq: int = 1, kv: str = "f16",
+                   flash_attn: bool = False) -> list[str]:
+    """`llama-fit-params --fit-print on` for one setting: llama.cpp loads the model and creates the
+    context without allocating (no_alloc) and prints model, context and compute MiB per device.
+    Weight repacking off (-nr), as the real runs of bench/fit_vs_llamacpp.py load the model."""
+    return [str(binary), "-m", str(model), "-c", str(n_ctx), "-np", str(n_seq), "-ctk", kv, "-ctv", kv,
+            "-fa", "on" if flash_attn else "off", "-b", "512", "-ub", "512", "-t", "1", "-nr", "--fit-print", "on"]
+
+
+def parse_fit_print(stdout: str) -> tuple[int, int, int] | None:
+    """The `Host MODEL CONTEXT COMPUTE` line (MiB, rounded down by llama.cpp), or None."""
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "Host" and all(p.isdigit() for p in parts[1:]):
+            return int(parts[1]), int(parts[2]), int(parts[3])
+    return None

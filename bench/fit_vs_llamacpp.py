@@ -3,7 +3,9 @@ f16 / q8_0 / f32 KV and 1 or 4 sequences, what llama.cpp really allocated and ho
 real process used, next to llm-doctor's estimate and its verdict at budgets from 256 MiB to 2 GiB.
 
 Each setting runs in a fresh llama-cpp-python child, one at a time, one thread (the machine is
-shared): model and context created through the C API with verbose logging, then the worst-case
+shared), weight repacking off (`-nr`: on an AMX Xeon llama.cpp's AMX kernels crash with SIGILL, as
+the scan's triage finds; the weights then stay in the mapped file buffer): model and context
+created through the C API with verbose logging, then the worst-case
 batch llama.cpp reserved its compute buffer for - min(n_ctx, n_ubatch) tokens, spread over the
 sequences, each asking for its last token's logits as generation does. A full context would make the
 rest of the compute buffer resident (the attention matrix grows with the cells in use), but filling
@@ -15,11 +17,25 @@ allocated is resident, as at the end of a full context. It reports its own /proc
 VmHWM (peak resident memory, after the first batch and at the end) and VmPeak (peak address space:
 what `ulimit -v` limits). The buffer lines of its log are llama.cpp's own figures.
 
+What touching cannot bring: the CPU backend's work buffer (doctor/estimate.py, cpu_work_bytes) is
+allocated for the graph actually run, so with an f16 V cache and no flash attention it is larger at a
+full context than after one batch (72 MiB against 4.5 MiB at 8192 cells). llm-doctor's estimate is
+the full-context one, so for those settings above 512 tokens it is above this one-batch truth by
+design; FILLED decodes two 2048-token contexts (f16 and f32) to their end to measure it.
+
 Truth for a budget B: the real process fits in B when its peak resident memory is at most B. A
 cgroup (container) limit could not be set here, so that is read from the real run rather than
 enforced. `ulimit -v B` limits address space (VmPeak: the buffers + about 220 MiB here, libraries
 and reservations never touched included), not memory used: the last lines of the table load the
 n_ctx 8192 f32 setting under `ulimit -v` at several budgets to show it.
+
+llama.cpp's own projection: `llama-fit-params --fit-print on` (tools/fit-params of the llama.cpp that
+llama-cpp-python vendors, built by scripts/build_llama_server.sh) with the same settings - the model
+and context created without allocating, the Host line's model + context + compute MiB (each rounded
+down) - and its time per call. Its verdict at a budget B is the projection <= B; llama.cpp's own fit
+rule on a CPU-only machine also keeps its default --fit-target margin of 1024 MiB free (projection +
+1024 MiB <= the host's total memory), shown as a second count. The column is left out when the tool is
+not built.
 
 llm-doctor's side is the scan's own path: the GGUF read by probes/gguf_model.py, the settings as
 `scan --ctx-size N --parallel S --type-k T --type-v T` plans them, `--ram B` as the budget, and
@@ -44,13 +60,18 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import Row as BenchRow  # noqa: E402
+from bench.common import fit_params_binary, fit_params_cmd, parse_fit_print  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 MIB = 1 << 20
 CTX = (64, 128, 300, 512, 2048, 8192)
+# decoded to the end: the CPU backend's work buffer grows with the cells in use for an f16 V cache
+# without flash attention (doctor/estimate.py, cpu_work_bytes); an f32 cache beside it does not
+FILLED = ((2048, "f16"), (2048, "f32"))
 KV = ("f16", "q8_0", "f32")
 SEQS = (1, 4)
 BUDGETS_MIB = (256, 320, 384, 448, 512, 640, 768, 1024, 1536, 2048)
+FIT_TARGET_MIB = 1024  # llama.cpp's default --fit-target (common/common.h fit_params_target)
 
 CHILD = r"""
 import json, sys
@@ -78,7 +99,9 @@ before = {lo: hi for lo, hi, _, _ in data_maps()}  # the interpreter's and numpy
 types = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0}
 set_verbose(True)
 llama_cpp.llama_backend_init()
-model = llama_cpp.llama_model_load_from_file(path.encode(), llama_cpp.llama_model_default_params())
+mp = llama_cpp.llama_model_default_params()
+mp.use_extra_bufts = False  # no weight repacking (-nr): llama.cpp's AMX kernels crash on AMX Xeons (SIGILL)
+model = llama_cpp.llama_model_load_from_file(path.encode(), mp)
 if not model:
     sys.exit(5)
 cp = llama_cpp.llama_context_default_params()
@@ -100,6 +123,17 @@ batch.n_tokens = n
 if llama_cpp.llama_decode(ctx, batch) != 0:
     sys.exit(7)
 first = status()
+if settings.get("fill"):  # one sequence: the rest of the context, batch after batch, as a long prompt fills it
+    pos = n
+    while pos < settings["n_ctx"]:
+        m = min(n, settings["n_ctx"] - pos)
+        for i in range(m):
+            batch.token[i] = 100 + ((pos + i) * 7) % 4000; batch.pos[i] = pos + i; batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0; batch.logits[i] = i == m - 1
+        batch.n_tokens = m
+        if llama_cpp.llama_decode(ctx, batch) != 0:
+            sys.exit(8)
+        pos += m
 # A full context makes the rest of the compute buffer resident; filling the cache takes minutes per
 # setting on two shared cores, so the pages a later batch would write are made resident here: every
 # page the engine mapped since the import (data mappings of 1 MiB or more, not 8 MiB thread stacks)
@@ -130,10 +164,12 @@ class Setting:
     n_ctx: int
     kv: str
     n_seq: int
+    fill: bool = False  # decode the whole context (one sequence), not only the worst-case batch
 
     @property
     def name(self) -> str:
-        return f"n_ctx {self.n_ctx}, {self.kv}{' (fa)' if self.kv == 'q8_0' else ''}, n_seq {self.n_seq}"
+        filled = ", context filled" if self.fill else ""
+        return f"n_ctx {self.n_ctx}, {self.kv}{' (fa)' if self.kv == 'q8_0' else ''}, n_seq {self.n_seq}{filled}"
 
 
 @dataclass(slots=True)
@@ -181,6 +217,33 @@ def truth(setting: Setting, path: Path) -> Truth:
                  status["base"]["VmHWM"])
 
 
+@dataclass(slots=True)
+class Projection:
+    """llama-fit-params --fit-print on: the Host line in MiB (rounded down), and the call's wall time."""
+
+    model_mib: int
+    context_mib: int
+    compute_mib: int
+    seconds: float
+
+    @property
+    def total_mib(self) -> int:
+        return self.model_mib + self.context_mib + self.compute_mib
+
+
+def projection(binary: Path, setting: Setting, path: Path) -> Projection:
+    import time
+
+    cmd = fit_params_cmd(binary, path, setting.n_ctx, setting.n_seq, setting.kv, flash_attn=setting.kv == "q8_0")
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    took = time.perf_counter() - start
+    host = parse_fit_print(proc.stdout) if proc.returncode == 0 else None
+    if host is None:
+        raise SystemExit(f"{setting.name}: llama-fit-params failed ({proc.returncode}): {proc.stderr[-800:]}")
+    return Projection(*host, seconds=took)
+
+
 def doctor_facts(setting: Setting, model_facts: object, ram: int | None):  # type: ignore[no-untyped-def]
     """The facts `scan --ctx-size N --parallel S --type-k T --type-v T [--ram B]` judges."""
     from doctor.estimate import derive
@@ -205,7 +268,7 @@ def _recorded_truths() -> dict[str, Truth]:
     """The real runs of the last full run (bench/results/fit_vs_llamacpp.json), by setting."""
     try:
         data = json.loads((RESULTS / "fit_vs_llamacpp.json").read_text(encoding="utf-8"))
-        return {r["setting"]: Truth(**r["truth"]) for r in data["rows"]}
+        return {r["setting"]: Truth(**r["truth"]) for r in data["rows"] + data.get("filled", [])}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
@@ -218,9 +281,11 @@ def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow
     settings = [Setting(c, k, s) for s in SEQS for k in KV for c in CTX]
     rows = []
     reuse = _recorded_truths() if recorded else {}
+    binary = fit_params_binary()
     for setting in settings:
         print(f"fit: {setting.name} ...", file=sys.stderr, flush=True)
         real = reuse.get(setting.name) or truth(setting, path)
+        proj = projection(binary, setting, path) if binary is not None else None
         est = doctor_facts(setting, model, None)
         verdicts = {}
         for budget_mib in BUDGETS_MIB:
@@ -228,6 +293,9 @@ def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow
             judged = doctor_facts(setting, model, budget)
             real_fits = real.peak_rss <= budget
             entry = {"doctor": judged.value("derived.fits_ram"), "real": real_fits}
+            if proj is not None:
+                entry["llamacpp"] = proj.total_mib <= budget_mib
+                entry["llamacpp_fit_rule"] = proj.total_mib + FIT_TARGET_MIB <= budget_mib
             verdicts[budget_mib] = entry
         rows.append({"setting": setting.name, "n_ctx": setting.n_ctx, "kv": setting.kv, "n_seq": setting.n_seq,
                      "truth": asdict(real), "truth_buffers": real.buffers,
@@ -235,22 +303,59 @@ def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow
                      "compute_est": est.value("derived.compute_bytes") / MIB,
                      "host_need": est.value("derived.host_need_bytes"),
                      "host_peak_est": est.value("derived.host_peak_bytes"),
+                     "projection": asdict(proj) if proj is not None else None,
                      "verdicts": verdicts})
+    filled = []
+    for n_ctx, kv in FILLED:
+        setting = Setting(n_ctx, kv, 1, fill=True)
+        print(f"fit: {setting.name} ...", file=sys.stderr, flush=True)
+        real = reuse.get(setting.name) or truth(setting, path)
+        one = next(r for r in rows if r["setting"] == Setting(n_ctx, kv, 1).name)
+        est = doctor_facts(setting, model, None)
+        filled.append({"setting": setting.name, "truth": asdict(real), "one_batch_peak": one["truth"]["peak_rss"],
+                       "host_peak_est": est.value("derived.host_peak_bytes"),
+                       "work_est": est.value("derived.cpu_work_bytes")})
     limited = {}
     if ulimit:
         reference = Setting(8192, "f32", 1)
         for budget_mib in (768, 832, 896, 1024):
             rc, _ = real_run(reference, path, budget_mib * MIB)
             limited[budget_mib] = rc == 0
-    return summarise(rows, limited)
+    summary, table, data = summarise(rows, limited)
+    data["filled"] = filled
+    table += "".join(
+        f"{f['setting']}: peak RSS {f['truth']['peak_rss'] / MIB:.1f} MiB real (one batch: "
+        f"{f['one_batch_peak'] / MIB:.1f}) / {f['host_peak_est'] / MIB:.1f} est. (work buffer "
+        f"{f['work_est'] / MIB:.1f} MiB of it).\n" for f in filled)
+    return summary, header(recorded, binary) + table, data
+
+
+def header(recorded: bool, binary: Path | None) -> str:
+    from importlib.metadata import version
+
+    return (f"Fit verdicts vs real loads, SmolLM2-135M-Instruct Q4_1, llama-cpp-python {version('llama-cpp-python')}"
+            " (CPU), one child per setting, 1 thread" + (" (real runs of the last full run, judged again)"
+                                                         if recorded else "") + "\n\n"
+            "Buffers: the MiB llama.cpp printed. Peak RSS: the real process with everything it allocated resident"
+            " (est.: llm-doctor's host need + its measured runtime overhead). A budget's verdict is wrong when"
+            " llm-doctor's fits/does not fit differs from peak RSS <= budget. "
+            + ("llama.cpp projection: `llama-fit-params --fit-print on` with the same settings (Host line, MiB"
+               " rounded down); its verdict is projection <= budget (llama.cpp keeps no margin for the process"
+               " itself; its CPU-only fit rule adds a flat 1024 MiB, counted below the table).\n\n" if binary
+               else "llama-fit-params is not built here (scripts/build_llama_server.sh): no llama.cpp column.\n\n"))
 
 
 def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow], str, dict]:
+    projected = all(r.get("projection") for r in rows)
     lines = ["| setting | KV MiB real / est. | cells | compute MiB real / est. | err | buffers MiB |"
-             " peak RSS MiB real / est. | peak VM MiB | verdicts wrong (of "
-             f"{len(BUDGETS_MIB)} budgets) |", "|---|---|---|---|---|---|---|---|---|"]
-    kv_ok = compute_ok = verdict_ok = verdict_n = 0
+             + (" llama.cpp projection MiB (model + ctx + compute) |" if projected else "")
+             + " peak RSS MiB real / est. | peak VM MiB | llm-doctor verdicts wrong (of "
+             + f"{len(BUDGETS_MIB)} budgets) |" + (" llama.cpp verdicts wrong |" if projected else ""),
+             "|---|---|---|---|---|---|" + ("---|" if projected else "") + "---|---|---|"
+             + ("---|" if projected else "")]
+    kv_ok = compute_ok = verdict_ok = verdict_n = proj_ok = rule_ok = 0
     worst = 0.0
+    proj_s: list[float] = []
     for r in rows:
         t = r["truth"]
         kv_same = t["kv_mib"] == r["kv_est"] and t["cells"] == r["cells_est"]
@@ -262,14 +367,31 @@ def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow
         verdict_ok += len(r["verdicts"]) - len(wrong)
         verdict_n += len(r["verdicts"])
         peak_est = r["host_peak_est"] / MIB if isinstance(r["host_peak_est"], int) else float("nan")
+        proj_cell = wrong_cell = ""
+        if projected:
+            p = r["projection"]
+            proj_s.append(p["seconds"])
+            total = p["model_mib"] + p["context_mib"] + p["compute_mib"]
+            proj_cell = f" {total} ({p['model_mib']} + {p['context_mib']} + {p['compute_mib']}) |"
+            p_wrong = [b for b, v in r["verdicts"].items() if v["llamacpp"] != v["real"]]
+            proj_ok += len(r["verdicts"]) - len(p_wrong)
+            rule_ok += sum(v["llamacpp_fit_rule"] == v["real"] for v in r["verdicts"].values())
+            wrong_cell = f" {', '.join(f'{b}' for b in p_wrong) or 'none'} |"
         lines.append(f"| {r['setting']} | {t['kv_mib']} / {r['kv_est']} {'=' if kv_same else '≠'} |"
                      f" {t['cells']} / {r['cells_est']} | {t['compute_mib']:.2f} / {r['compute_est']:.2f} |"
-                     f" {err:.1%} | {r['truth_buffers'] / MIB:.1f} | {t['peak_rss'] / MIB:.1f} / {peak_est:.1f} |"
-                     f" {t['peak_vm'] / MIB:.0f} | {', '.join(f'{b} MiB' for b in wrong) or 'none'} |")
+                     f" {err:.1%} | {r['truth_buffers'] / MIB:.1f} |{proj_cell}"
+                     f" {t['peak_rss'] / MIB:.1f} / {peak_est:.1f} |"
+                     f" {t['peak_vm'] / MIB:.0f} | {', '.join(f'{b} MiB' for b in wrong) or 'none'} |{wrong_cell}")
     n = len(rows)
     lines += ["", f"KV exact: {kv_ok}/{n}; compute within 2%: {compute_ok}/{n} (worst {worst:.1%}); "
                   f"fit verdicts equal to the real run: {verdict_ok}/{verdict_n} "
                   f"(budgets {', '.join(str(b) for b in BUDGETS_MIB)} MiB)."]
+    if projected:
+        proj_s.sort()
+        lines.append(f"llama.cpp's projection (llama-fit-params --fit-print on): its verdict (projection <= budget) "
+                     f"equals the real run at {proj_ok}/{verdict_n}; with its default {FIT_TARGET_MIB} MiB fit margin "
+                     f"at {rule_ok}/{verdict_n}. Median time per call {proj_s[len(proj_s) // 2]:.3f} s "
+                     f"({proj_s[0]:.3f}-{proj_s[-1]:.3f} s).")
     if limited:
         ref = next((r for r in rows if r["setting"] == "n_ctx 8192, f32, n_seq 1"), None)
         peak = f"peak RSS {ref['truth']['peak_rss'] / MIB:.0f} MiB, VmPeak {ref['truth']['peak_vm'] / MIB:.0f} MiB" \
@@ -278,14 +400,17 @@ def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow
             f"{b} MiB {'loads' if ok else 'fails to create the context'}" for b, ok in limited.items())
             + " - the address-space limit is crossed ~110 MiB before the memory is.")
     ref = "real loads through llama-cpp-python, same run"
+    proj_ref = f"; llama.cpp's projection: {proj_ok}/{verdict_n}" if projected else ""
     summary = [
         BenchRow("fit: KV cache, n_ctx 64..8192, f16/q8_0/f32, n_seq 1/4", ref, "exact", f"{kv_ok}/{n} exact", "-",
                  f"{kv_ok}/{n}", kv_ok == n),
         BenchRow("fit: compute buffer, same grid", ref, "within 2%", f"worst {worst:.1%}", "-",
                  f"{compute_ok}/{n} within 2%", compute_ok == n),
         BenchRow("fit: RAM verdicts at 256 MiB..2 GiB, same grid", "peak resident memory of the real run", "all equal",
-                 f"{verdict_ok}/{verdict_n} equal", "-", f"{verdict_ok}/{verdict_n}", verdict_ok == verdict_n,
-                 "full table: bench/results/fit_vs_llamacpp.md"),
+                 f"{verdict_ok}/{verdict_n} equal",
+                 f"{proj_ok}/{verdict_n} (llama.cpp projection)" if projected else "-",
+                 f"{verdict_ok}/{verdict_n}", verdict_ok == verdict_n,
+                 "full table: bench/results/fit_vs_llamacpp.md" + proj_ref),
     ]
     return summary, "\n".join(lines) + "\n", {"rows": rows}
 
@@ -297,17 +422,9 @@ def main() -> int:
                     help="judge the real runs of the last full run again (after a change to the estimate)")
     args = ap.parse_args()
     summary, table, data = measure(args.ulimit, args.recorded)
-    import llama_cpp
-
-    head = (f"Fit verdicts vs real loads, SmolLM2-135M-Instruct Q4_1, llama-cpp-python {llama_cpp.__version__} (CPU),"
-            " one child per setting, 1 thread" + (" (real runs of the last full run, judged again)" if args.recorded
-                                                  else "") + "\n\n"
-            "Buffers: the MiB llama.cpp printed. Peak RSS: the real process with everything it allocated resident"
-            " (est.: llm-doctor's host need + its measured runtime overhead). A budget's verdict is wrong when"
-            " llm-doctor's fits/does not fit differs from peak RSS <= budget.\n\n")
-    print(head + table)
+    print(table)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "fit_vs_llamacpp.md").write_text(head + table, encoding="utf-8")
+    (RESULTS / "fit_vs_llamacpp.md").write_text(table, encoding="utf-8")
     (RESULTS / "fit_vs_llamacpp.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return 0 if all(r.met for r in summary) else 1
 

@@ -265,6 +265,7 @@ class Budget:
     compute_host: int
     gpu_layers: int
     output_host: int = 0  # llama_context's output buffer: n_seq_max rows of f32 logits, in host memory
+    work_host: int = 0  # the CPU backend's scratch buffer for the largest op (cpu_work_bytes), never printed
 
     @property
     def gpu(self) -> int:
@@ -272,7 +273,7 @@ class Budget:
 
     @property
     def host(self) -> int:
-        return self.weights_host + self.kv_host + self.compute_host + self.output_host
+        return self.weights_host + self.kv_host + self.compute_host + self.output_host + self.work_host
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,11 +296,55 @@ class Plan:
     swa_full: bool = True
     gpu: bool = True
     state: tuple[int, ...] = ()  # [arch hook] recurrent state bytes per layer for one sequence
+    n_ff: int = 0  # feed-forward width (0: unknown), for the CPU backend's work buffer
+    act_row: float = 0.0  # bytes per activation element the weights' dot product converts to (0: none)
 
     def with_(self, **changes: object) -> Plan:
         from dataclasses import replace
 
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+# The CPU backend's work buffer: ggml_backend_cpu_graph_compute allocates (new[], outside every
+# buffer llama.cpp prints) the largest per-op scratch of the graph it runs (ggml_graph_plan). For a
+# matrix product whose weight type multiplies against another type (its vec_dot_type), the f32
+# operand is first converted into that type there:
+# - weights: quantised -> q8_0 / q8_1 / q8_K rows (34/32, 36/32, 292/256 bytes per element), f16 and
+#   bf16 -> 2 bytes, f32 -> none; the widest input is the FFN's down projection, n_ff x n_tokens;
+# - attention without flash attention, V in f16/bf16: the f32 KQ matrix, n_kv x n_tokens x n_head,
+#   becomes 2-byte rows for KQ x V - at a full context n_kv is every cell of the stream, so this grows
+#   with the context: 72 MiB for SmolLM2 at 8192 tokens in 512-token ubatches (4.5 MiB after one batch).
+# Measured (bench/fit_vs_llamacpp.py): the peak resident memory minus the printed buffers is this
+# buffer (at the state reached) + 105.6..106.5 MiB at all 36 settings; decoding a 2048-token f16
+# context to its end added 13.8 MiB (this model: 13.5), an f32 one 0.1 MiB (this model: 0).
+ACT_ROW_BYTES = {"f32": 0.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q8_1": 36 / 32, "q8_k": 292 / 256}
+
+
+def act_row_bytes(file_type: str | None) -> float:
+    """Bytes per element of the type the weights' dot products convert activations to, by the file's
+    quantisation label (mixed files: the type of most of their tensors)."""
+    label = (file_type or "").upper()
+    if label in ("ALL_F32", "F32"):
+        return 0.0
+    if label in ("F16", "BF16"):
+        return 2.0
+    if label in ("Q4_1", "Q5_1"):
+        return ACT_ROW_BYTES["q8_1"]
+    if label in ("Q4_0", "Q5_0", "Q8_0", "IQ4_NL", "MXFP4_MOE"):
+        return ACT_ROW_BYTES["q8_0"]
+    return ACT_ROW_BYTES["q8_k"]  # k-quants and i-quants (super-blocks of 256), the widest of the three
+
+
+def cpu_work_bytes(plan: Plan, n_tok: int, n_ctx_seq: int, repeat_on_host: bool) -> int:
+    """The CPU backend's work buffer for the worst-case ubatch (n_tok tokens) at a full context,
+    when repeating layers run on the CPU (with every layer on a GPU the host graph holds no product)."""
+    if plan.compute is None or not repeat_on_host:
+        return 0
+    weights = math.ceil(max(plan.n_ff, plan.compute.n_embd) * n_tok * plan.act_row)
+    attention = 0
+    if not plan.flash_attn and plan.type_v in ("f16", "bf16") and plan.compute.n_head > 0:
+        attention = n_ctx_seq * n_tok * plan.compute.n_head * 2
+    return max(weights, attention)
 
 
 def budget(plan: Plan) -> Budget:
@@ -319,7 +364,7 @@ def budget(plan: Plan) -> Budget:
             kv_gpu += size
         else:
             kv_host += size
-    comp_gpu = comp_host = 0
+    comp_gpu = comp_host = work = 0
     if plan.compute is not None:
         cp = context_params(plan.n_ctx, plan.n_seq, plan.unified, plan.n_batch, plan.n_ubatch)
         logits, attention = compute_peaks(plan.compute, cp.n_ctx_seq, cp.n_ubatch, cp.n_batch, cp.n_ctx,
@@ -330,8 +375,10 @@ def budget(plan: Plan) -> Budget:
         comp_gpu = max(logits if place.output_on_gpu else 0, attention if repeat_on_gpu else 0)
         comp_host = max(0 if place.output_on_gpu else logits, attention if repeat_on_host else 0,
                         n_tok * plan.compute.n_embd * 4)  # the input embeddings are always built on the host
+        work = cpu_work_bytes(plan, n_tok, cp.n_ctx_seq, repeat_on_host)
     output = plan.n_seq * plan.compute.n_vocab * 4 if plan.compute is not None else 0
-    return Budget(place.gpu_bytes, place.host_bytes, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers, output)
+    return Budget(place.gpu_bytes, place.host_bytes, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers, output,
+                  work)
 
 
 def max_gpu_layers(plan: Plan, vram_budget: int) -> int:
@@ -700,21 +747,17 @@ def _derive_run_summaries(facts: Facts) -> None:
 # -- memory budget and decode floor ----------------------------------------------------------
 
 # What the engine's process holds on top of the buffers llama.cpp prints (weights, KV, compute,
-# output), measured rather than guessed:
+# output) and the CPU backend's work buffer (cpu_work_bytes), measured rather than guessed:
 # - host: the process itself - interpreter and libraries resident, the vocabulary, graph metadata,
 #   the heap around the buffers. bench/fit_vs_llamacpp.py loads SmolLM2 through llama-cpp-python
 #   0.3.36 at 36 settings (n_ctx 64..8192, f16/q8_0/f32 KV, 1 or 4 sequences), runs the worst-case
 #   batch, makes every page the engine allocated resident, and reads the process's peak resident
-#   memory (VmHWM): it is the printed buffers + 106 to 111 MiB at every setting; 108 MiB is the
-#   middle of that range (40 MiB of it is the interpreter with llama_cpp imported). With it the
-#   verdict equals the real run at 358 of 360 (setting, budget) pairs; the two others are 0.3 MiB
-#   and 0 MiB from the budget, and the verdict says "does not fit".
-#   A native llama.cpp process has no interpreter and needs somewhat less.
-# - GPU: one CUDA context per device, measured with bench/cuda_context.py (nvidia-smi before and
-#   while a bare driver context is held): 527 MiB on an NVIDIA H200 (driver 580.159.04, CUDA 13.0),
-#   lazy or eager module loading alike; a torch context took 621 MiB. Smaller GPUs need less; the
-#   kernels ggml-cuda loads into the context and cuBLAS workspaces come on top and are not measured.
-HOST_RUNTIME_OVERHEAD = 108 * MIB
+#   memory (VmHWM): it is the printed buffers + the work buffer + 105.6 to 106.5 MiB at every
+#   setting (median 105.9; the rest grows a little with the cells, their metadata on the heap).
+#   Without the work buffer the remainder spread over 105.7..110.6 MiB (f16 KV without flash
+#   attention on top), and a flat 108 MiB was 1.3 MiB high for f32 caches. 40 MiB of it is the
+#   interpreter with llama_cpp imported; a native llama.cpp process has no interpreter and needs less.
+HOST_RUNTIME_OVERHEAD = round(105.9 * MIB)
 GPU_RUNTIME_OVERHEAD = 527 * MIB
 HOST_OVERHEAD_HOW = "measured: peak RSS of a real llama-cpp-python run minus its buffers (bench/fit_vs_llamacpp.py)"
 GPU_OVERHEAD_HOW = "CUDA context per GPU, 527 MiB measured on an H200 (bench/cuda_context.py)"
@@ -811,7 +854,8 @@ def plan_from_facts(facts: Facts) -> Plan | None:
                 unified=facts.value("config.kv_unified") is True, n_batch=n_batch,
                 n_ubatch=min(n_batch, _int_fact(facts, "config.n_ubatch", 512)), flash_attn=_flash_attn(facts),
                 offload_kqv=facts.value("config.offload_kqv") is not False, swa_full=_swa_full(facts), gpu=gpu,
-                state=tuple(estimate_arch.state_per_layer(facts) or ()))
+                state=tuple(estimate_arch.state_per_layer(facts) or ()), n_ff=max(0, _int_fact(facts, "model.n_ff", 0)),
+                act_row=act_row_bytes(facts.value("model.file_type")))
 
 
 def _derive_budget(facts: Facts) -> None:
@@ -847,7 +891,12 @@ def _derive_budget(facts: Facts) -> None:
             facts.unknown(name, reason, src)
     facts.set("derived.gpu_need_bytes", b.gpu, _src("budget", "weights + KV + compute on the GPU"), "bytes")
     facts.set("derived.host_need_bytes", b.host,
-              _src("budget", "weights + KV + compute + output buffer in host memory"), "bytes")
+              _src("budget", "weights + KV + compute + output buffer + the CPU backend's work buffer in host memory"),
+              "bytes")
+    if plan.compute is not None:
+        facts.set("derived.cpu_work_bytes", b.work_host,
+                  _src("budget", "the CPU backend's scratch for the largest product at a full context "
+                                 "(ggml_graph_plan work size; llama.cpp does not print it)"), "bytes")
 
     vram_free = _vram_free(facts)
     vram_budget = None
@@ -865,7 +914,7 @@ def _derive_budget(facts: Facts) -> None:
         ram_budget = max(0, available - HOST_RUNTIME_OVERHEAD)
         facts.set("derived.host_overhead_bytes", HOST_RUNTIME_OVERHEAD, _src("budget", HOST_OVERHEAD_HOW), "bytes")
         facts.set("derived.ram_budget", ram_budget,
-                  _src("budget", f"available RAM {available / MIB:.0f} MiB - {HOST_RUNTIME_OVERHEAD / MIB:.0f} MiB "
+                  _src("budget", f"available RAM {available / MIB:.0f} MiB - {HOST_RUNTIME_OVERHEAD / MIB:.1f} MiB "
                                  "the engine's process needs beyond its buffers (measured)"), "bytes")
     if complete:
         facts.set("derived.host_peak_bytes", b.host + HOST_RUNTIME_OVERHEAD,

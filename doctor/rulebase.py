@@ -12,13 +12,12 @@ rule's `engines:` and `fix:` may use are the engine table's.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from doctor import catalog, engines
 from doctor.errors import RuleError
@@ -33,6 +32,7 @@ from doctor.predicates import (
     Predicate,
     compile_regex,
 )
+from doctor.rulecache import LineDict, LineList, load_tree
 from doctor.templates import FILTERS, placeholders
 
 ENV_RULES = "LLM_DOCTOR_RULES"
@@ -166,55 +166,57 @@ class RuleBase:
 
 # -- YAML with line numbers and no aliases -------------------------------------------------------
 
-class _LineDict(dict):  # type: ignore[type-arg]
-    line: int = 0
-    key_lines: dict[str, int]
+_LineDict = LineDict  # mappings and lists that remember their line (doctor/rulecache.py)
+_LineList = LineList
 
 
-class _LineList(list):  # type: ignore[type-arg]
-    line: int = 0
+@functools.lru_cache(maxsize=1)
+def _loader_class() -> Any:
+    """The YAML loader, built on first use: PyYAML is imported only when a rule file is not in the
+    cache (doctor/rulecache.py), so a warm start does not pay for it."""
+    import yaml
 
+    # libyaml's parser when PyYAML has it (ten times faster); safe either way
+    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-# libyaml's parser when PyYAML has it (ten times faster: start-up of every command); safe either way
-_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    class _RuleLoader(base):  # type: ignore[misc,valid-type]
+        def compose_node(self, parent: Any, index: Any) -> Any:  # the pure-Python composer only
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.constructor.ConstructorError(
+                    None, None, "YAML aliases (*name) are not allowed in rule files", event.start_mark)
+            return super().compose_node(parent, index)
 
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            # libyaml composes an alias into the very node it names: a node met twice is an alias
+            if node in self.constructed_objects or node in self.recursive_objects:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "YAML aliases (*name) are not allowed in rule files", node.start_mark)
+            return super().construct_object(node, deep)
 
-class _RuleLoader(_BaseLoader):  # type: ignore[misc,valid-type]
-    def compose_node(self, parent: Any, index: Any) -> Any:  # the pure-Python composer only
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.constructor.ConstructorError(
-                None, None, "YAML aliases (*name) are not allowed in rule files", event.start_mark)
-        return super().compose_node(parent, index)
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            mapping = _LineDict(super().construct_mapping(node, deep=True))
+            mapping.line = node.start_mark.line + 1
+            mapping.key_lines = {}
+            for key_node, _value in node.value:
+                mapping.key_lines[str(key_node.value)] = key_node.start_mark.line + 1
+            return mapping
 
-    def construct_object(self, node: Any, deep: bool = False) -> Any:
-        # libyaml composes an alias into the very node it names: a node met twice is an alias
-        if node in self.constructed_objects or node in self.recursive_objects:
-            raise yaml.constructor.ConstructorError(
-                None, None, "YAML aliases (*name) are not allowed in rule files", node.start_mark)
-        return super().construct_object(node, deep)
+        def construct_sequence(self, node: Any, deep: bool = False) -> Any:
+            seq = _LineList(super().construct_sequence(node, deep=True))
+            seq.line = node.start_mark.line + 1
+            return seq
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        mapping = _LineDict(super().construct_mapping(node, deep=True))
-        mapping.line = node.start_mark.line + 1
-        mapping.key_lines = {}
-        for key_node, _value in node.value:
-            mapping.key_lines[str(key_node.value)] = key_node.start_mark.line + 1
-        return mapping
-
-    def construct_sequence(self, node: Any, deep: bool = False) -> Any:
-        seq = _LineList(super().construct_sequence(node, deep=True))
-        seq.line = node.start_mark.line + 1
-        return seq
-
-
-_RuleLoader.add_constructor("tag:yaml.org,2002:map", _RuleLoader.construct_mapping)
-_RuleLoader.add_constructor("tag:yaml.org,2002:seq", _RuleLoader.construct_sequence)
+    _RuleLoader.add_constructor("tag:yaml.org,2002:map", _RuleLoader.construct_mapping)
+    _RuleLoader.add_constructor("tag:yaml.org,2002:seq", _RuleLoader.construct_sequence)
+    return _RuleLoader
 
 
 def load_yaml(text: str, path: str) -> Any:
+    import yaml
+
     # _RuleLoader is a (C)SafeLoader that also refuses aliases: no tag can build a Python object
-    loader = _RuleLoader(text)
+    loader = _loader_class()(text)
     try:
         return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
@@ -336,11 +338,15 @@ def load_rule_file(path: Path, builtin: bool = False) -> list[Rule]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RuleError(where, None, None, f"not UTF-8 (byte {exc.start})") from None
-    return parse_rules(text, where, builtin=builtin)
+    return rules_from_tree(load_tree(text, where, load_yaml), where, builtin=builtin)
 
 
 def parse_rules(text: str, where: str, builtin: bool = False) -> list[Rule]:
-    data = load_yaml(text, where)
+    return rules_from_tree(load_yaml(text, where), where, builtin=builtin)
+
+
+def rules_from_tree(data: Any, where: str, builtin: bool = False) -> list[Rule]:
+    """The rules of one file's YAML tree (parsed now or from the cache), each validated."""
     if data is None:
         return []
     if not isinstance(data, list):

@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -175,6 +174,8 @@ def load_cached(folder: str, key: dict[str, Any]) -> ModelFile | None:
 def store_cached(folder: str, key: dict[str, Any], model: ModelFile) -> None:
     """Write the entry atomically; a cache that cannot be written is simply not used."""
     try:
+        import tempfile
+
         os.makedirs(folder, mode=0o700, exist_ok=True)
         text = json.dumps({"key": key, "model": asdict(model)}, sort_keys=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")

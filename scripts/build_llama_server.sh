@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Build llama-server from the llama.cpp source vendored in the pinned llama-cpp-python sdist
-# (the same version as the embedded engine), CPU only, Release, cached outside the clone:
+# Build llama-server, and llama-fit-params (llama.cpp's own pre-load memory projection, which
+# bench/fit_vs_llamacpp.py sets beside llm-doctor's estimate), from the llama.cpp source vendored in
+# the pinned llama-cpp-python sdist (the same version as the embedded engine), CPU only, Release,
+# cached outside the clone:
 #   ~/.cache/llm-doctor/llama-server-<version>/bin/llama-server
+#   ~/.cache/llm-doctor/llama-server-<version>/bin/llama-fit-params
 # Usage: scripts/build_llama_server.sh [--print-path]
 #   LLAMA_CPP_PYTHON_VERSION  version to build (default: the installed llama_cpp's, else 0.3.36)
 #   LLM_DOCTOR_CACHE          cache root (default ~/.cache/llm-doctor)
 #   JOBS                      parallel compile jobs (default 2)
 #   PYTHON                    python used to find the installed version and to run pip download
-# Prints the binary's path on its last line. A second run with the binary present does nothing.
+# Prints llama-server's path on its last line. A second run with both binaries present does nothing;
+# a cache from before llama-fit-params was built gets it added (in the kept build folder when there is one).
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
@@ -25,7 +29,8 @@ fi
 
 DEST="$CACHE/llama-server-$VERSION"
 BIN="$DEST/bin/llama-server"
-if [[ -x "$BIN" ]]; then
+FIT="$DEST/bin/llama-fit-params"
+if [[ -x "$BIN" && -x "$FIT" ]]; then
   echo "$BIN"
   exit 0
 fi
@@ -38,10 +43,14 @@ if [[ ! -f "$SDIST" ]]; then
 fi
 
 WORK="$CACHE/build-$VERSION"
-rm -rf "$WORK"
-mkdir -p "$WORK"
-tar -xzf "$SDIST" -C "$WORK"
 SRC="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
+if [[ -f "$WORK/build/CMakeCache.txt" && -f "$SRC/CMakeLists.txt" ]]; then
+  echo "build_llama_server: reusing the build folder $WORK/build" >&2
+else
+  rm -rf "$WORK"
+  mkdir -p "$WORK"
+  tar -xzf "$SDIST" -C "$WORK"
+fi
 if [[ ! -f "$SRC/CMakeLists.txt" ]]; then
   echo "build_llama_server: no vendored llama.cpp in $SDIST" >&2
   exit 2
@@ -58,10 +67,12 @@ cmake -S "$SRC" -B "$WORK/build" "${GEN[@]}" \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >&2
-nice -n 10 cmake --build "$WORK/build" --target llama-server -j "$JOBS" >&2
+nice -n 10 cmake --build "$WORK/build" --target llama-server llama-fit-params -j "$JOBS" >&2
 mkdir -p "$DEST/bin"
-cp "$WORK/build/bin/llama-server" "$BIN.tmp"
-mv "$BIN.tmp" "$BIN"
-echo "built llama-server $VERSION in $(( $(date +%s) - start ))s" >&2
+for name in llama-server llama-fit-params; do
+  cp "$WORK/build/bin/$name" "$DEST/bin/$name.tmp"
+  mv "$DEST/bin/$name.tmp" "$DEST/bin/$name"
+done
+echo "built llama-server and llama-fit-params $VERSION in $(( $(date +%s) - start ))s" >&2
 rm -rf "$WORK"
 echo "$BIN"

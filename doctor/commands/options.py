@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor import engines
-from doctor.commands.verify import VERIFY_BUDGET_S
 from doctor.estimate import KV_TYPES
 from engine_adapter.triage import TRIAGE_BUDGET_S
 
 COMMANDS = ("scan", "watch", "analyze")
+VERIFY_BUDGET_S = 120.0  # --verify: every re-run and sweep together (here, so --help does not import verify)
 OUTPUT_FORMATS = ("text", "json", "markdown")
 WATCH_FORMATS = ("text", "json", "ndjson", "markdown")
 FAIL_ON = ("error", "warning", "info", "none")

@@ -17,15 +17,13 @@ import argparse
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from doctor import engines
-from doctor.commands.options import add_options
+from doctor.commands.options import VERIFY_BUDGET_S, add_options
 from doctor.commands.output import show_report
 from doctor.commands.selection import filter_rules, flatten, split
-from doctor.commands.verify import VERIFY_BUDGET_S
 from doctor.errors import EngineError, UsageError
 from doctor.estimate import context_params
 from doctor.facts import Facts, Source
@@ -291,6 +289,31 @@ def verify_scan(report: Any, model_path: str, plan: Plan, machine: Facts, ruleba
     verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=_progress)
 
 
+class _Beside(threading.Thread):
+    """One call run beside the main thread; result() waits for it and raises what it raised (a plain
+    thread: concurrent.futures would cost the estimate path its import, logging included)."""
+
+    def __init__(self, fn: Any, *args: Any) -> None:
+        super().__init__(name="scan-probes", daemon=True)
+        self._call = (fn, args)
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        fn, args = self._call
+        try:
+            self._value = fn(*args)
+        except BaseException as exc:  # handed to result(), in the caller's thread
+            self._error = exc
+
+    def result(self) -> Any:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | None:
     """Why the trace should not run (it would not fit, or the file is bad), or None."""
     if header_error is not None or facts.value("model.corrupt") is True:
@@ -309,7 +332,8 @@ def run(args: argparse.Namespace) -> int:
     from doctor.whatif import Budgets, apply_budgets, parse_size, parse_sizes
     from probes import registry
     from probes.base import ProbeContext, Roots
-    from probes.gguf_header import GgufCorrupt, check_gguf
+    from probes.gguf_header import GgufCorrupt
+    from probes.gguf_model import read_model
 
     started = time.perf_counter()
     rulebase = load_rulebase(args.rules)
@@ -349,17 +373,14 @@ def run(args: argparse.Namespace) -> int:
     _progress(f"probing {machine_name or 'this machine'} ({', '.join(p.name for p in chosen) or 'no probes'})")
     # the machine probes (mostly waiting on the engine's child process) overlap the header check;
     # results merge in the same order as before
-    side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scan")
-    machine_job = side.submit(registry.collect, ctx, machine_probes)
+    machine_job = _Beside(registry.collect, ctx, machine_probes)
     header: dict[str, Any] = {}
     header_error = None
-    try:
-        head = check_gguf(model_path)
-        arch = head.scalars.get("general.architecture")
-        header["n_ctx_train"] = head.scalars.get(f"{arch}.context_length")
+    try:  # read once: the GGUF probe below gets the same ModelFile (in-process, or the user's cache)
+        metadata = read_model(model_path).metadata
+        header["n_ctx_train"] = metadata.get(f"{metadata.get('general.architecture')}.context_length")
     except GgufCorrupt as exc:
         header_error = str(exc)  # the gguf probe reports it as model.corrupt
-    side.shutdown(wait=False)
     facts = apply_budgets(machine_job.result(), budgets)
     plan = make_plan(args, engine, header, facts)
     want_trace = not args.no_trace and (not only_probes or "trace" in only_probes) and "trace" not in skip_probes

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor import fixmap
+from doctor.commands.options import VERIFY_BUDGET_S
 from doctor.report import Report, Sweep, Verification, Verified
 
-VERIFY_BUDGET_S = 120.0  # every re-run and sweep together
 MIN_RUN_S = 8.0  # no run is started with less of the budget left
 STOP_GRACE_S = 5.0  # a run stopped at its limit may take this long to end (engine_adapter.runner)
 RUN_LIMIT_S = 60.0  # one re-run at most

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from doctor import rulebase as rulebase_module
 from doctor.errors import RuleError
-from doctor.rulebase import CLASSES, ENV_RULES, builtin_rules_dir, load_rulebase, parse_rules
+from doctor.rulebase import CLASSES, ENV_RULES, builtin_rules_dir, load_rulebase, parse_rules, rule_files
+from doctor.rulecache import _key
 
 GOOD = """
 - id: LD990
@@ -155,3 +158,95 @@ def test_missing_folder_and_non_utf8_file(tmp_path: Path) -> None:
     (folder / "bin.yaml").write_bytes(b"- id: \xff\xfe\n")
     with pytest.raises(RuleError, match="not UTF-8"):
         load_rulebase([str(folder)], env={})
+
+
+# -- the parsed-rules cache (doctor/rulecache.py) -------------------------------------------------
+
+def _cached_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str] | None = None):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("LLM_DOCTOR_NO_CACHE", raising=False)
+    return load_rulebase(extra or [], env={})
+
+
+def _no_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(text: str, path: str) -> None:
+        raise AssertionError(f"YAML parsed again: {path}")
+
+    monkeypatch.setattr(rulebase_module, "load_yaml", refuse)
+
+
+def test_a_second_load_reads_the_cache_and_gives_the_same_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  rulebase) -> None:  # type: ignore[no-untyped-def]
+    first = _cached_base(tmp_path, monkeypatch)
+    entries = sorted((tmp_path / "cache" / "llm-doctor" / "rules").glob("*.json"))
+    assert len(entries) == len(rule_files(builtin_rules_dir()))
+    json.loads(entries[0].read_text(encoding="utf-8"))  # plain JSON, nothing that runs code when loaded
+    _no_yaml(monkeypatch)
+    second = load_rulebase([], env={})
+    # the same rules field by field: predicates, compiled patterns, messages, test cases, line numbers
+    assert second.rules == first.rules == rulebase.rules
+    assert [r.line for r in second.rules] == [r.line for r in rulebase.rules]
+    assert [c.line for r in second.rules for c in r.tests] == [c.line for r in rulebase.rules for c in r.tests]
+
+
+def test_an_edited_rule_file_is_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _write(tmp_path, GOOD)
+    _cached_base(tmp_path, monkeypatch, [str(folder)])
+    (folder / "mine.yaml").write_text(GOOD.replace("lt: 1024", "lt: 2048"), encoding="utf-8")
+    rule = load_rulebase([str(folder)], env={}).by_id("LD990")
+    assert rule is not None and rule.when.operand == 2048  # type: ignore[attr-defined]
+
+
+def test_a_damaged_or_foreign_entry_is_ignored_and_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _write(tmp_path, GOOD)
+    _cached_base(tmp_path, monkeypatch, [str(folder)])
+    cache = tmp_path / "cache" / "llm-doctor" / "rules"
+    text = (folder / "mine.yaml").read_text(encoding="utf-8")
+    [entry] = [p for p in cache.glob("*.json") if p.name == _key(text) + ".json"]
+    good = entry.read_text(encoding="utf-8")
+    # another file's tree under this key, a tree without line numbers, and bytes that are not JSON
+    for damaged in (good.replace(_key(text), "0" * 64), good.replace('"\\u0000line"', '"x"'), "\x80not json"):
+        entry.write_text(damaged, encoding="utf-8")
+        [rule] = [r for r in load_rulebase([str(folder)], env={}).rules if r.id == "LD990"]
+        assert rule.line == 2 and rule.fix_engines == {"llama.cpp": "--ctx-size 4096"}
+        assert entry.read_text(encoding="utf-8") == good
+
+
+def test_a_broken_file_is_reported_as_before_and_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _write(tmp_path, GOOD.replace("severity: warning", "severity: [warning"))
+    for _ in range(2):
+        with pytest.raises(RuleError) as info:
+            _cached_base(tmp_path, monkeypatch, [str(folder)])
+        assert info.value.path.endswith("mine.yaml") and info.value.line is not None
+    cache = tmp_path / "cache" / "llm-doctor" / "rules"
+    assert len(list(cache.glob("*.json"))) == len(rule_files(builtin_rules_dir()))
+
+
+def test_a_tree_json_cannot_hold_is_parsed_each_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an unquoted date is a datetime.date to YAML: the file loads, it is just not cached
+    text = GOOD + "    - facts: {config.n_ctx: 2024-01-01}\n      expect: ok\n"
+    folder = _write(tmp_path, text)
+    parsed = []
+    real = rulebase_module.load_yaml
+    monkeypatch.setattr(rulebase_module, "load_yaml", lambda t, w: parsed.append(w) or real(t, w))
+    for _ in range(2):
+        rule = _cached_base(tmp_path, monkeypatch, [str(folder)]).by_id("LD990")
+        assert rule is not None and str(rule.tests[1].facts["config.n_ctx"]) == "2024-01-01"
+    assert [w for w in parsed if w.endswith("mine.yaml")] == [str(folder / "mine.yaml")] * 2
+    assert not (tmp_path / "cache" / "llm-doctor" / "rules" / f"{_key(text)}.json").exists()
+
+
+def test_no_cache_means_no_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("LLM_DOCTOR_NO_CACHE", "1")
+    assert load_rulebase([], env={}).rules
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_cache_folder_that_cannot_be_made_is_no_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        rulebase) -> None:  # type: ignore[no-untyped-def]
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache folder would go", encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    monkeypatch.delenv("LLM_DOCTOR_NO_CACHE", raising=False)
+    assert load_rulebase([], env={}).rules == rulebase.rules

@@ -230,3 +230,50 @@ def test_the_estimate_matches_the_real_runs_own_kv(smollm2: Path) -> None:
     assert facts.value("derived.kv_bytes") == facts.value("run.kv_bytes") or \
         round(facts.value("derived.kv_bytes") / MIB, 2) == round(facts.value("run.kv_bytes") / MIB, 2)
     assert facts.value("derived.weights_host_bytes") == pytest.approx(facts.value("run.weights_host_bytes"), rel=0.01)
+
+
+@pytest.fixture(scope="module")
+def smol(smollm2: Path) -> Facts:
+    return collect_model(str(smollm2))
+
+
+def smol_plan(smol: Facts, n_ctx: int, kv: str = "f16", fa: str = "disabled", **values: object) -> Facts:
+    return scan_facts(smol, **{"config.n_ctx": n_ctx, "config.type_k": kv, "config.type_v": kv,
+                               "config.flash_attn": fa, "config.n_gpu_layers": 0, "config.n_ubatch": 512,
+                               "config.n_batch": 512, "host.gpu.count": 0}, **values)
+
+
+def test_the_cpu_work_buffer_is_the_largest_converted_operand(smol: Facts) -> None:
+    # SmolLM2: n_head 9, n_ff 1536, Q4_1 weights (their dot product converts activations to q8_1)
+    assert smol.value("model.n_ff") == 1536 and smol.value("model.file_type") == "Q4_1"
+    weights_512 = 1536 * 512 * 36 // 32
+    # f16 V without flash attention: the f32 KQ of a full context becomes f16 rows (cells x tokens x heads)
+    assert smol_plan(smol, 8192).value("derived.cpu_work_bytes") == 8192 * 512 * 9 * 2  # 72 MiB
+    assert smol_plan(smol, 2048).value("derived.cpu_work_bytes") == 2048 * 512 * 9 * 2
+    assert smol_plan(smol, 128).value("derived.cpu_work_bytes") == 256 * 128 * 9 * 2  # the batch clamped to 128
+    # an f32 cache is multiplied as it is, flash attention never builds KQ: the weights' input is the largest
+    assert smol_plan(smol, 8192, kv="f32").value("derived.cpu_work_bytes") == weights_512
+    assert smol_plan(smol, 8192, kv="q8_0", fa="enabled").value("derived.cpu_work_bytes") == weights_512
+    assert smol_plan(smol, 64, kv="f32").value("derived.cpu_work_bytes") == 1536 * 64 * 36 // 32
+
+
+def test_the_work_buffer_is_part_of_the_host_need_and_the_verdict(smol: Facts) -> None:
+    from doctor.estimate import HOST_RUNTIME_OVERHEAD
+
+    f = smol_plan(smol, 8192)
+    work = f.value("derived.cpu_work_bytes")
+    buffers = sum(f.value(n) for n in ("derived.weights_host_bytes", "derived.kv_host_bytes",
+                                       "derived.compute_host_bytes"))
+    assert f.value("derived.host_need_bytes") == buffers + 49152 * 4 + work  # + one row of f32 logits
+    # a budget the buffers alone would fit in, but not with the work buffer of a full context
+    tight = smol_plan(smol, 8192, **{"host.ram.available": HOST_RUNTIME_OVERHEAD + buffers + 49152 * 4 + work // 2})
+    assert tight.value("derived.fits_ram") is False and tight.value("derived.host_short_bytes") == work - work // 2
+    best = tight.value("derived.max_ctx_fit")
+    assert best is not None and best < 8192  # the largest context that fits counts it too
+
+
+def test_with_every_layer_on_the_gpu_the_host_has_no_work_buffer(smol: Facts) -> None:
+    f = scan_facts(smol, **{"config.n_ctx": 8192, "config.type_k": "f16", "config.type_v": "f16",
+                            "config.flash_attn": "disabled", "config.n_gpu_layers": -1, "host.gpu.count": 1,
+                            "host.gpu[0].vram_free": 80 * GIB})
+    assert f.value("derived.cpu_work_bytes") == 0

@@ -125,3 +125,26 @@ def test_an_unwritable_cache_folder_is_no_error(small_model: Path, tmp_path: Pat
     blocker.write_text("a file where the folder should be", encoding="utf-8")
     model = read_model(str(small_model), cache_dir=str(blocker / "gguf"))
     assert model.layer_bytes
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_scan_reads_the_model_file_once_and_not_at_all_when_cached(
+        small_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], cached: bool) -> None:
+    from doctor.cli import main
+    from probes import gguf_header
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("LLM_DOCTOR_NO_CACHE", "" if cached else "1")
+    if cached:
+        read_model(str(small_model))  # a scan before this one
+        gm._read_remembered.cache_clear()
+    gguf_header._check_cached.cache_clear()
+    walks = []
+    real_walk = gguf_header._Walker.walk
+    monkeypatch.setattr(gguf_header._Walker, "walk", lambda self: walks.append(self.path) or real_walk(self))
+    code = main(["scan", "--no-trace", "--only", "gguf,memory", "--format", "json", "-m", str(small_model)])
+    facts = json.loads(capsys.readouterr().out)["facts"]["facts"]
+    assert code in (0, 1) and facts["model.n_layer"]["value"] == 32
+    assert facts["config.n_ctx"]["value"] == 4096  # the plan read the training context (8192, capped)
+    assert walks == ([] if cached else [str(small_model)])
