@@ -28,6 +28,16 @@ PYTHON = sys.executable
 _WORK: Path | None = None
 
 
+def repack_crashes_here() -> bool:
+    """Whether llama.cpp's weight repacking must be off for the engine to run here: on a Xeon with AMX
+    the AMX kernel of llama-cpp-python 0.3.36's llama.cpp crashes (SIGILL / SIGSEGV; rules/triage.yaml
+    LD951). Benchmarks that load the engine turn it off there on every side they compare, alike."""
+    try:
+        return "amx_tile" in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
 def workdir() -> Path:
     """One scratch folder per benchmark process (byte-code cache, generated logs, fresh caches),
     removed when the process ends."""

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import RESULTS, Row, spread  # noqa: E402
+from bench.common import RESULTS, Row, repack_crashes_here, spread  # noqa: E402
 
 TARGET = 0.98
 
@@ -48,6 +48,15 @@ cfg = json.loads(sys.argv[1])
 kwargs = dict(n_ctx=cfg["n_ctx"], verbose=False, seed=1)
 if cfg["threads"]:
     kwargs["n_threads"] = cfg["threads"]
+if not cfg["repack"]:  # an AMX Xeon: the documented workaround (rules/triage.yaml LD951), as the runner does
+    default_params = llama_cpp.llama_model_default_params
+    def no_repack():
+        params = default_params()
+        params.use_extra_bufts = False
+        return params
+    llama_cpp.llama_model_default_params = no_repack
+    import llama_cpp.llama as _llama_module
+    _llama_module.llama_cpp.llama_model_default_params = no_repack
 llm = Llama(cfg["model"], **kwargs)
 llm.eval([llm.token_bos(), llm.token_eos()])           # the same warm-up the runner does
 llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
@@ -68,7 +77,8 @@ print(json.dumps({"tokens": len(out), "decode_s": stamps[-1] - stamps[0], "media
 
 def bare_run(model: str, tokens: int, threads: int | None, n_ctx: int) -> tuple[float, float]:
     """(tokens/s over the whole decode, tokens/s from the median gap between tokens)."""
-    cfg = {"model": model, "tokens": tokens, "threads": threads, "prompt": PROMPT, "n_ctx": n_ctx}
+    cfg = {"model": model, "tokens": tokens, "threads": threads, "prompt": PROMPT, "n_ctx": n_ctx,
+           "repack": not repack_crashes_here()}
     proc = subprocess.run([sys.executable, "-c", BARE, json.dumps(cfg)], capture_output=True, text=True, check=True)
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     return (data["tokens"] - 1) / data["decode_s"], 1.0 / data["median_gap_s"]
@@ -82,7 +92,7 @@ def traced_run(model: str, tokens: int, threads: int | None, n_ctx: int,
     from engine_adapter.runner import RunSettings, run_embedded
 
     settings = RunSettings(model_path=model, n_ctx=n_ctx, max_tokens=tokens, n_threads=threads, prompt=PROMPT,
-                           temperature=0.0, repeat_penalty=1.0, seed=1)
+                           temperature=0.0, repeat_penalty=1.0, seed=1, use_extra_bufts=not repack_crashes_here())
     judge = LiveJudge(load_rulebase([], env={}))
     before = resource.getrusage(resource.RUSAGE_SELF)
     run = run_embedded(settings, record=record, judge=judge)
