@@ -245,7 +245,8 @@ def compute_peaks(shape: ComputeShape, n_ctx_seq_cells: int, n_ubatch: int, n_ba
                      + n_tok * 4 * (5 * shape.n_embd + 2 * shape.n_embd_kv))
     # [arch hook] the K type's share of the logits peak, MoE experts (doctor/estimate_arch.py)
     return estimate_arch.adjust_peaks(logits, attention, n_tok=n_tok, n_kv=n_ctx_seq_cells, n_embd=shape.n_embd,
-                                      flash_attn=flash_attn, type_k=type_k, extra=shape.extra)
+                                      flash_attn=flash_attn, type_k=type_k, extra=shape.extra, n_vocab=shape.n_vocab,
+                                      n_embd_kv=shape.n_embd_kv)
 
 
 def compute_bytes(shape: ComputeShape, n_ctx_seq_cells: int, n_ubatch: int, n_batch: int, n_ctx: int,
