@@ -14,6 +14,11 @@ every `llama_kv_cache: size` line plus `llama_memory_recurrent: size` (recurrent
 = `compute buffer size`. Fit column: does weights + KV + compute fit BUDGET (default 8 GiB) -
 per llama.cpp's sums, and per llm-doctor's.
 
+Vision projectors (fixtures/gguf/arch/mmproj/: Gemma 3's): llama.cpp's figures are clip.cpp's own
+`model size` and warmup `compute buffer size` for one image, with flash attention on and off;
+llm-doctor's come from the projector's header (probes/gguf_mmproj.py, doctor/estimate_mmproj.py).
+The image-token count is llm-doctor's alone (clip.cpp prints none without an image to tokenize).
+
 Run:  python -m bench.arch_table [--recorded] [--budget-gib 16]
 Writes bench/results/arch_table.md.
 """
@@ -195,6 +200,82 @@ def rows_from(folder: Path, gguf_dir: Path, peer: bool = False) -> list[Row]:
     return rows
 
 
+MODEL_SIZE_MMPROJ = re.compile(r"^load_hparams: model size:\s*([\d.]+) MiB", re.M)
+COMPUTE_MMPROJ = re.compile(r"^reserve_compute_meta:\s+\S+ compute buffer size =\s*([\d.]+) MiB", re.M)
+FA_MMPROJ = re.compile(r"^warmup: flash attention is (enabled|disabled)", re.M)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectorRow:
+    spec: str
+    setting: str
+    weights_mib: float  # clip.cpp's `model size`
+    compute_mib: float  # its warmup's compute buffer
+    flash_attn: bool
+    weights_est: float  # MiB
+    compute_est: float | None
+    image_tokens: int | None
+
+    @property
+    def weights_err(self) -> float:
+        return (self.weights_est - self.weights_mib) / self.weights_mib
+
+    @property
+    def compute_err(self) -> float | None:
+        return None if self.compute_est is None else (self.compute_est - self.compute_mib) / self.compute_mib
+
+
+def projector_row(spec: str, setting: str, text: str, facts: Facts) -> ProjectorRow:
+    from doctor.estimate_mmproj import projector
+
+    size, compute, fa = MODEL_SIZE_MMPROJ.search(text), COMPUTE_MMPROJ.findall(text), FA_MMPROJ.search(text)
+    if not size or not compute or not fa:
+        raise ValueError("clip.cpp's size lines missing")
+    flash = fa.group(1) == "enabled"
+    proj = projector(facts, flash)
+    if proj is None:
+        raise ValueError("llm-doctor did not read a projector")
+    return ProjectorRow(spec, setting, float(size.group(1)), float(compute[-1]), flash, proj.weights / MIB,
+                        None if proj.compute is None else proj.compute / MIB, proj.image_tokens)
+
+
+def projector_rows(folder: Path, gguf_dir: Path) -> list[ProjectorRow]:
+    from make_arch_gguf import build, load_arch_spec
+
+    from probes.gguf_mmproj import collect_mmproj
+
+    index = json.loads((folder / "index.json").read_text()).get("mmproj", {})
+    facts: dict[str, Facts] = {}
+    rows = []
+    for key, run in sorted(index.get("runs", {}).items()):
+        if key in index.get("failed", {}):
+            continue
+        spec = run["spec"]
+        if spec not in facts:
+            facts[spec] = collect_mmproj(str(build(load_arch_spec(spec), gguf_dir / f"{spec}.gguf")))
+        text = (folder / "mmproj" / f"{key}.log").read_text(encoding="utf-8")
+        rows.append(projector_row(spec, run["setting"], text, facts[spec]))
+    return rows
+
+
+def projector_table(rows: list[ProjectorRow]) -> str:
+    if not rows:
+        return ""
+    out = ["", "## Vision projectors (mmproj): tools/mtmd/clip.cpp's own figures for one image", "",
+           "| projector | setting | weights MiB llama.cpp / est. (err) | compute MiB llama.cpp / est. (err) |"
+           " image tokens (est.) |", "|---|---|---|---|---|"]
+    for r in rows:
+        c = "n/a" if r.compute_est is None else f"{r.compute_est:.2f}"
+        out.append(f"| {r.spec} | {r.setting} (flash attention {'on' if r.flash_attn else 'off'}) |"
+                   f" {r.weights_mib:.2f} / {r.weights_est:.2f} ({_pct(r.weights_err)}) |"
+                   f" {r.compute_mib:.2f} / {c} ({_pct(r.compute_err)}) | {r.image_tokens or 'n/a'} |")
+    ok = sum(r.compute_err is not None and abs(r.compute_err) <= 0.05 for r in rows)
+    worst = max(abs(r.weights_err) for r in rows)
+    out += ["", f"Projector weights worst error: {worst * 100:.2f}%. Compute within 5%: {ok}/{len(rows)}. "
+                "Charged beside the text model in the budget (on the GPU when layers are offloaded)."]
+    return "\n".join(out) + "\n"
+
+
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:+.2f}%"
 
@@ -259,9 +340,10 @@ def main() -> int:
             folder = Path(tmp) / "logs"
             record_now(folder)
         rows = rows_from(folder, Path(tmp), peer=peer_version is not None)
+        projectors = projector_rows(folder, Path(tmp))
         version = json.loads((folder / "index.json").read_text())["llama_cpp_python"]
     text = table(rows, budget, "recorded in fixtures/" if args.recorded else "run now, in this benchmark",
-                 version, peer_note(peer_version))
+                 version, peer_note(peer_version)) + projector_table(projectors)
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text, encoding="utf-8")

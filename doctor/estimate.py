@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from doctor import engines, estimate_arch
+from doctor import engines, estimate_arch, estimate_mmproj
 from doctor.facts import Facts, Source
 
 KV_PAD = 256
@@ -245,7 +245,8 @@ def compute_peaks(shape: ComputeShape, n_ctx_seq_cells: int, n_ubatch: int, n_ba
                      + n_tok * 4 * (5 * shape.n_embd + 2 * shape.n_embd_kv))
     # [arch hook] the K type's share of the logits peak, MoE experts (doctor/estimate_arch.py)
     return estimate_arch.adjust_peaks(logits, attention, n_tok=n_tok, n_kv=n_ctx_seq_cells, n_embd=shape.n_embd,
-                                      flash_attn=flash_attn, type_k=type_k, extra=shape.extra)
+                                      flash_attn=flash_attn, type_k=type_k, extra=shape.extra, n_vocab=shape.n_vocab,
+                                      n_embd_kv=shape.n_embd_kv)
 
 
 def compute_bytes(shape: ComputeShape, n_ctx_seq_cells: int, n_ubatch: int, n_batch: int, n_ctx: int,
@@ -266,14 +267,17 @@ class Budget:
     gpu_layers: int
     output_host: int = 0  # llama_context's output buffer: n_seq_max rows of f32 logits, in host memory
     work_host: int = 0  # the CPU backend's scratch buffer for the largest op (cpu_work_bytes), never printed
+    mmproj_gpu: int = 0  # the vision projector's weights + compute buffer (mtmd puts it on the GPU)
+    mmproj_host: int = 0
 
     @property
     def gpu(self) -> int:
-        return self.weights_gpu + self.kv_gpu + self.compute_gpu
+        return self.weights_gpu + self.kv_gpu + self.compute_gpu + self.mmproj_gpu
 
     @property
     def host(self) -> int:
-        return self.weights_host + self.kv_host + self.compute_host + self.output_host + self.work_host
+        return (self.weights_host + self.kv_host + self.compute_host + self.output_host + self.work_host
+                + self.mmproj_host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +302,7 @@ class Plan:
     state: tuple[int, ...] = ()  # [arch hook] recurrent state bytes per layer for one sequence
     n_ff: int = 0  # feed-forward width (0: unknown), for the CPU backend's work buffer
     act_row: float = 0.0  # bytes per activation element the weights' dot product converts to (0: none)
+    mmproj: int = 0  # [mmproj hook] the vision projector's weights + compute (doctor/estimate_mmproj.py)
 
     def with_(self, **changes: object) -> Plan:
         from dataclasses import replace
@@ -377,8 +382,9 @@ def budget(plan: Plan) -> Budget:
                         n_tok * plan.compute.n_embd * 4)  # the input embeddings are always built on the host
         work = cpu_work_bytes(plan, n_tok, cp.n_ctx_seq, repeat_on_host)
     output = plan.n_seq * plan.compute.n_vocab * 4 if plan.compute is not None else 0
+    on_gpu = plan.gpu and place.gpu_layers > 0  # [mmproj hook] mtmd's use_gpu follows the GPU backend
     return Budget(place.gpu_bytes, place.host_bytes, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers, output,
-                  work)
+                  work, plan.mmproj if on_gpu else 0, 0 if on_gpu else plan.mmproj)
 
 
 def max_gpu_layers(plan: Plan, vram_budget: int) -> int:
@@ -463,8 +469,8 @@ def shape_from_facts(facts: Facts) -> KvShape | None:
 def derive(facts: Facts) -> Facts:
     """Add derived facts in place and return the same snapshot."""
     for step in (_derive_run_summaries, _derive_kv, _derive_context, _derive_threads, _derive_load,
-                 _derive_offload, _derive_budget, _derive_ctx_reduced, _derive_decode_floor, _derive_gpu_ratios,
-                 _derive_output, _derive_vs_engine):
+                 _derive_offload, _derive_mmproj, _derive_budget, _derive_ctx_reduced, _derive_decode_floor,
+                 _derive_gpu_ratios, _derive_output, _derive_vs_engine):
         try:
             step(facts)
         except (ArithmeticError, ValueError):
@@ -849,13 +855,20 @@ def plan_from_facts(facts: Facts) -> Plan | None:
     n_batch = _int_fact(facts, "config.n_batch", 512)
     ngl = _int_fact(facts, "config.n_gpu_layers", 0)
     gpu = _gpu_present(facts) and facts.value("engine.gpu_offload_supported") is not False
+    proj = estimate_mmproj.projector(facts, _flash_attn(facts))  # [mmproj hook]
+    mmproj = proj.weights + (proj.compute or 0) if proj is not None else 0
     return Plan(layout=layout, kv=kv, compute=compute_shape_from_facts(facts), n_ctx=n_ctx, n_gpu_layers=ngl,
                 type_k=type_k, type_v=type_v, n_seq=max(1, _int_fact(facts, "config.n_parallel", 1)),
                 unified=facts.value("config.kv_unified") is True, n_batch=n_batch,
                 n_ubatch=min(n_batch, _int_fact(facts, "config.n_ubatch", 512)), flash_attn=_flash_attn(facts),
                 offload_kqv=facts.value("config.offload_kqv") is not False, swa_full=_swa_full(facts), gpu=gpu,
                 state=tuple(estimate_arch.state_per_layer(facts) or ()), n_ff=max(0, _int_fact(facts, "model.n_ff", 0)),
-                act_row=act_row_bytes(facts.value("model.file_type")))
+                act_row=act_row_bytes(facts.value("model.file_type")), mmproj=mmproj)
+
+
+def _derive_mmproj(facts: Facts) -> None:
+    """[mmproj hook] the vision projector's own figures (doctor/estimate_mmproj.py)."""
+    estimate_mmproj.derive(facts, _flash_attn(facts))
 
 
 def _derive_budget(facts: Facts) -> None:
@@ -889,9 +902,12 @@ def _derive_budget(facts: Facts) -> None:
                   else "compute buffer needs n_vocab, n_embd, n_head")
         for name in ("derived.fits_vram", "derived.fits_ram", "derived.max_ctx_fit"):
             facts.unknown(name, reason, src)
-    facts.set("derived.gpu_need_bytes", b.gpu, _src("budget", "weights + KV + compute on the GPU"), "bytes")
+    proj = " + the vision projector" if plan.mmproj else ""
+    facts.set("derived.gpu_need_bytes", b.gpu, _src("budget", f"weights + KV + compute{proj if b.mmproj_gpu else ''}"
+                                                              " on the GPU"), "bytes")
     facts.set("derived.host_need_bytes", b.host,
-              _src("budget", "weights + KV + compute + output buffer + the CPU backend's work buffer in host memory"),
+              _src("budget", f"weights + KV + compute + output buffer{proj if b.mmproj_host else ''}"
+                             " + the CPU backend's work buffer in host memory"),
               "bytes")
     if plan.compute is not None:
         facts.set("derived.cpu_work_bytes", b.work_host,
@@ -988,10 +1004,10 @@ def _explain_split(facts: Facts, plan: Plan, b: Budget, vram_budget: int | None,
     gpu = host = None
     if vram_budget is not None and plan.gpu and b.gpu_layers > 0:
         gpu = estimate_split.DeviceSum("GPU", b.weights_gpu, output if place.output_on_gpu else 0, b.kv_gpu,
-                                       b.compute_gpu, vram_budget)
+                                       b.compute_gpu, vram_budget, b.mmproj_gpu)
     if ram_budget is not None:
         host = estimate_split.DeviceSum("host", b.weights_host, 0 if place.output_on_gpu else plan.layout.output_bytes,
-                                        b.kv_host, b.compute_host, ram_budget)
+                                        b.kv_host, b.compute_host, ram_budget, b.mmproj_host)
     estimate_split.explain(facts, gpu, host)
 
 

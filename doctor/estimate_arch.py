@@ -19,6 +19,18 @@ loads of sparse GGUFs; bench/arch_table.py prints the table):
   attention (n_kv x n_tok x 2), which sets the buffer when experts are wide (Mixtral); and the
   logits peak's activation share, 2 x n_embd per token with an f16 K cache and 3 x n_embd with a
   quantised one or none (fitted on the 66 recorded settings).
+- Where ggml's graph allocator (ggml-alloc.c: best fit, parents reused in place, inputs allocated
+  first) puts the tensors under a peak, read from its allocation trace on the recorded settings:
+  shared experts (DeepSeek-V2/V3) keep ffn_norm allocated while the routed experts run, so the sum
+  of the routed outputs - the final hidden state, normed in place - is placed above ffn_moe_down:
+  the logits sit over n_tok x 4 x ((4 + n_expert_used) x n_embd + 2 x n_expert + n_expert_used)
+  bytes (embeddings, ffn_norm, ffn_inp, the router's logits/argsort/weights, the expert rows, the
+  sum). Absorbed MLA without flash attention holds the query at n_head x (kv_lora_rank + rope)
+  per token and a contiguous copy of V from the latent (kv_lora_rank x n_kv, f16) beside KQ.
+  Not modelled (the allocator's layout, not a tensor, decides them; see bench/results/arch_table.md):
+  a hole left below ffn_inp that takes the expert sum instead (DeepSeek, 4 streams with flash
+  attention: estimate +13%), a mask still allocated under the last layer (Gemma 3, q8_0 cache at
+  32k: -6.6%), the final state one slot higher (LFM2 at 4096 with flash attention: -5.6%).
 
 Architectures not listed in STATE here and in estimate.KV_UNMODELLED stay "not modelled": the
 estimator says so rather than guessing.
@@ -95,6 +107,13 @@ class ComputeExtra:
 
     moe_ff: int = 0  # n_expert_used x n_ff_exp
     has_kv: bool = True
+    # [shared experts] the routed experts' output stays under the final hidden state
+    n_expert: int = 0
+    n_expert_used: int = 0
+    shared_expert: bool = False
+    # [MLA] the absorbed query (n_head x (kv_lora_rank + rope)) and the V view of the cached latent
+    mla_q: int = 0  # n_head x key_length (elements per token)
+    mla_rank: int = 0  # kv_lora_rank
 
 
 NO_EXTRA = ComputeExtra()
@@ -106,15 +125,31 @@ def compute_extra(facts: Facts) -> ComputeExtra:
         ff = _int(facts, "model.n_ff")  # Mixtral-style files give the expert width as feed_forward_length
     arch = str(facts.value("model.arch", "")).lower()
     has_kv = not (arch in STATE and _int(facts, "model.n_head_kv") == 0)
-    return ComputeExtra(used * ff if used else 0, has_kv)
+    shared = bool(used) and _int(facts, "model.n_expert_shared") > 0
+    mla_q = mla_rank = 0
+    if is_mla(facts):
+        mla_q = _int(facts, "model.n_head") * _int(facts, "model.head_dim_k")
+        mla_rank = _int(facts, "model.kv_lora_rank")
+    return ComputeExtra(used * ff if used else 0, has_kv, _int(facts, "model.n_expert"), used, shared, mla_q, mla_rank)
 
 
 def adjust_peaks(logits: int, attention: int, *, n_tok: int, n_kv: int, n_embd: int, flash_attn: bool,
-                 type_k: str, extra: ComputeExtra) -> tuple[int, int]:
+                 type_k: str, extra: ComputeExtra, n_vocab: int = 0, n_embd_kv: int = 0) -> tuple[int, int]:
     """Refine estimate.compute_peaks' (logits, attention) for the K type and MoE experts."""
     if extra.has_kv and type_k == "f16":
         logits -= n_tok * n_embd * 4  # one activation row fewer than with a quantised (or no) cache
     if extra.moe_ff:
         moe = n_tok * 4 * (3 * extra.moe_ff + 4 * n_embd) + (n_kv * n_tok * 2 if flash_attn else 0)
         attention = max(attention, moe)
+    if extra.shared_expert:
+        # ffn_norm stays allocated for the shared expert while the routed experts run, so the sum of
+        # the routed outputs (the final hidden state, normed in place) is placed above ffn_moe_down:
+        # input embeddings, ffn_norm, ffn_inp, the router's logits/argsort/weights, n_expert_used
+        # rows of expert output, then the sum, and the f32 logits on top.
+        below = n_tok * 4 * ((4 + extra.n_expert_used) * n_embd + 2 * extra.n_expert + extra.n_expert_used)
+        logits = max(logits, n_tok * n_vocab * 4 + below)
+    if extra.mla_q and attention:
+        # absorbed MLA without flash attention: the query is n_head x (kv_lora_rank + rope) wide, not
+        # 2 x n_embd_k_gqa, and V is made contiguous from the cached latent (kv_lora_rank x n_kv, f16)
+        attention += n_tok * 4 * extra.mla_q + n_kv * extra.mla_rank * 2 - n_tok * 4 * 2 * n_embd_kv
     return logits, attention

@@ -5,7 +5,7 @@ computed. It writes `derived.split_sum` - "weights 36.0 GiB (output layer 0.8 Gi
 2.5 GiB + compute 0.6 GiB = 39.1 GiB on the GPU vs 22.5 GiB free after the margin" - for the
 device that does not fit (or, when both fit, for the GPU if one is used), plus
 `derived.output_gpu_bytes`, `derived.split_constraint` (the first term that no longer fits:
-weights, kv_cache or compute) and `derived.split_short_bytes`. The plan rules (rules/plan.yaml)
+weights, kv_cache, compute, projector) and `derived.split_short_bytes`. The plan rules (rules/plan.yaml)
 quote the sum beside the largest n_gpu_layers and n_ctx that do fit.
 """
 
@@ -26,10 +26,11 @@ class DeviceSum:
     kv: int
     compute: int
     room: int  # the budget: free memory minus the margin
+    projector: int = 0  # an mmproj's weights + compute buffer on this device (doctor/estimate_mmproj.py)
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv + self.compute
+        return self.weights + self.kv + self.compute + self.projector
 
     @property
     def constraint(self) -> str:
@@ -37,13 +38,16 @@ class DeviceSum:
             return "weights"
         if self.weights + self.kv > self.room:
             return "kv_cache"
-        return "compute" if self.total > self.room else "none"
+        if self.weights + self.kv + self.compute > self.room:
+            return "compute"
+        return "projector" if self.total > self.room else "none"
 
     def text(self) -> str:
         out = f" (output layer {_g(self.output)} of it)" if self.output else ""
         verdict = "does not fit" if self.total > self.room else "fits"
         where = "free after the margin" if self.device == "GPU" else "available after the margin"
-        return (f"weights {_g(self.weights)}{out} + KV {_g(self.kv)} + compute {_g(self.compute)} = "
+        proj = f" + vision projector {_g(self.projector)}" if self.projector else ""
+        return (f"weights {_g(self.weights)}{out} + KV {_g(self.kv)} + compute {_g(self.compute)}{proj} = "
                 f"{_g(self.total)} on the {self.device} vs {_g(self.room)} {where}: {verdict}")
 
 

