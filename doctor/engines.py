@@ -32,7 +32,7 @@ class Defaults:
     """The settings an engine starts with when it is not told otherwise."""
 
     threads: str | None = "half-logical"  # "physical": one per physical core; "half-logical": os.cpu_count() // 2;
-    #                                       None: no CPU thread setting (a GPU server)
+    #                                       "logical": every CPU; None: no CPU thread setting (a GPU server)
     flash_attn: str = "disabled"  # auto | disabled | enabled
     swa_full: bool = True  # full-size KV cache for sliding-window layers (llama.cpp's C API default)
     n_batch: int = 512
@@ -102,7 +102,10 @@ BUILTIN: tuple[Engine, ...] = (
     Engine("ollama", "Ollama", "doctor.logs.ollama:OllamaParser", wraps="llama.cpp",
            defaults=Defaults(threads="physical", swa_full=False), spelling=Spelling(_OLLAMA_PARAMS, join=" / ")),
     Engine("vllm", "vLLM", "doctor.logs.vllm:VllmParser", defaults=Defaults(threads=None)),
-    Engine("tgi", "TGI", "doctor.logs.tgi:TgiParser", wraps="llama.cpp"),  # TGI's llama.cpp backend
+    # TGI's llama.cpp backend (backends/llamacpp/src/main.rs): --n-threads defaults to num_cpus::get(),
+    # flash attention on unless --disable-flash-attention
+    Engine("tgi", "TGI", "doctor.logs.tgi:TgiParser", wraps="llama.cpp",
+           defaults=Defaults(threads="logical", flash_attn="enabled")),
 )
 
 _TABLE: dict[str, Engine] = {e.name: e for e in BUILTIN}

@@ -87,6 +87,11 @@ def engine_default_threads(engine: str, logical: int | None, physical: int | Non
         if physical:
             return physical, f"{engine}'s default: one thread per physical core ({physical}), quota not considered"
         return None, ""
+    if rule == "logical":
+        if logical:
+            return logical, (f"{engine}'s default: every CPU ({logical}; num_cpus::get() also honours affinity"
+                             " and quota)")
+        return None, ""
     if logical:
         return max(logical // 2, 1), (f"llama-cpp-python's default: os.cpu_count() // 2 = {max(logical // 2, 1)}"
                                       " (host CPUs; affinity and container quota are not considered)")
