@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from doctor import estimate_arch
+from doctor import estimate_arch, estimate_repack
 from doctor.facts import Facts, Source
 
 KV_PAD = 256
@@ -295,6 +295,7 @@ class Plan:
     swa_full: bool = True
     gpu: bool = True
     state: tuple[int, ...] = ()  # [arch hook] recurrent state bytes per layer for one sequence
+    repack: estimate_repack.Repack | None = None  # [repack hook] the CPU backend's repacked weight copy
 
     def with_(self, **changes: object) -> Plan:
         from dataclasses import replace
@@ -331,7 +332,8 @@ def budget(plan: Plan) -> Budget:
         comp_host = max(0 if place.output_on_gpu else logits, attention if repeat_on_host else 0,
                         n_tok * plan.compute.n_embd * 4)  # the input embeddings are always built on the host
     output = plan.n_seq * plan.compute.n_vocab * 4 if plan.compute is not None else 0
-    return Budget(place.gpu_bytes, place.host_bytes, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers, output)
+    host = place.host_bytes + estimate_repack.extra_on_host(plan.repack, place.first_gpu_layer, place.output_on_gpu)
+    return Budget(place.gpu_bytes, host, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers, output)
 
 
 def max_gpu_layers(plan: Plan, vram_budget: int) -> int:
@@ -789,7 +791,8 @@ def plan_from_facts(facts: Facts) -> Plan | None:
                 unified=facts.value("config.kv_unified") is True, n_batch=n_batch,
                 n_ubatch=min(n_batch, _int_fact(facts, "config.n_ubatch", 512)), flash_attn=_flash_attn(facts),
                 offload_kqv=facts.value("config.offload_kqv") is not False, swa_full=_swa_full(facts), gpu=gpu,
-                state=tuple(estimate_arch.state_per_layer(facts) or ()))
+                state=tuple(estimate_arch.state_per_layer(facts) or ()),
+                repack=estimate_repack.plan_from_facts(facts, layout.n_layer, gpu))  # [repack hook]
 
 
 def _derive_budget(facts: Facts) -> None:
@@ -808,6 +811,8 @@ def _derive_budget(facts: Facts) -> None:
               _src("budget", f"layers {n_total - b.gpu_layers}..{n_total - 1} of 0..{n_total - 1} on the GPU"), "bytes")
     facts.set("derived.weights_host_bytes", b.weights_host,
               _src("budget", "token embedding (always on the CPU) + layers not offloaded"), "bytes")
+    place = place_weights(plan.layout, plan.n_gpu_layers, plan.gpu)  # [repack hook] doctor/estimate_repack.py
+    estimate_repack.set_facts(facts, plan.repack, place.first_gpu_layer, place.output_on_gpu)
     if plan.kv is not None:
         facts.set("derived.kv_gpu_bytes", b.kv_gpu, src, "bytes")
         facts.set("derived.kv_host_bytes", b.kv_host, src, "bytes")

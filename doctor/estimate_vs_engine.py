@@ -3,7 +3,10 @@
 A step of doctor/estimate.py's derive() (marked [vs-engine hook]). When a log or a live run gave the
 buffers the engine printed (run.*: model / KV / compute / output buffer sizes, summed over devices),
 each term llm-doctor can estimate is set beside it:
-  weights  derived.weights_bytes (the GGUF's tensors), else model.weights_bytes
+  weights  derived.weights_bytes (the GGUF's tensors), else model.weights_bytes, + the repacked copy
+           the CPU backend makes for its AMX / CPU_REPACK kernels (derived.weights_repack_extra_bytes,
+           doctor/estimate_repack.py); where llm-doctor cannot size that copy (no tensor table), the
+           engine's repacked buffers (run.weights_repack_bytes) are left out of its side instead
   KV       derived.kv_bytes + derived.state_bytes (recurrent state)
   compute  derived.compute_bytes, else - for a CPU-only run - estimate.compute_bytes at the
            run's settings
@@ -63,6 +66,9 @@ def _sum(*values: int | None) -> int | None:
 def _engine_terms(facts: Facts) -> dict[str, int]:
     out: dict[str, int] = {}
     weights = _sum(_int(facts, "run.weights_gpu_bytes"), _int(facts, "run.weights_host_bytes"))
+    repacked = _int(facts, "run.weights_repack_bytes")
+    if weights and repacked and _int(facts, "derived.weights_repack_extra_bytes") is None:
+        weights -= repacked  # a copy llm-doctor could not size: compare the rest
     kv = _int(facts, "run.kv_bytes")
     for name, value in (("weights", weights), ("kv_cache", kv), ("compute", _int(facts, "run.compute_bytes")),
                         ("output", _int(facts, "run.output_bytes"))):
@@ -94,7 +100,7 @@ def _estimate_terms(facts: Facts) -> dict[str, int]:
     out: dict[str, int] = {}
     weights = _int(facts, "derived.weights_bytes") or _int(facts, "model.weights_bytes")
     if weights:
-        out["weights"] = weights
+        out["weights"] = weights + (_int(facts, "derived.weights_repack_extra_bytes") or 0)
     kv, state = _int(facts, "derived.kv_bytes"), _int(facts, "derived.state_bytes")
     if kv is not None or state is not None:
         out["kv_cache"] = (kv or 0) + (state or 0)

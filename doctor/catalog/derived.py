@@ -10,7 +10,12 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.kv_type_factor", "float", None, "KV bytes / KV bytes at f16"),
     ("derived.weights_bytes", "int", "bytes", "weight bytes of the model"),
     ("derived.weights_gpu_bytes", "int", "bytes", "weight bytes on the GPU for n_gpu_layers"),
-    ("derived.weights_host_bytes", "int", "bytes", "weight bytes left in host memory"),
+    ("derived.weights_host_bytes", "int", "bytes", "weight bytes left in host memory (with the repacked copy)"),
+    ("derived.weights_repack_bytes", "int", "bytes", "the repacked copy of the CPU layers' matrix weights llama.cpp "
+     "makes for its AMX / CPU_REPACK kernels (doctor/estimate_repack.py); 0 when none is made"),
+    ("derived.weights_repack_extra_bytes", "int", "bytes", "host memory that copy adds: all of it with mmap, the "
+     "copy less the originals it replaces without"),
+    ("derived.weights_repack_buffers", "str", None, "the extra buffer types that hold it: AMX, CPU_REPACK, or none"),
     ("derived.gpu_layers", "int", "layers", "layers that will run on the GPU"),
     ("derived.compute_bytes", "int", "bytes", "estimated compute buffer"),
     ("derived.compute_gpu_bytes", "int", "bytes", "estimated compute buffer on the GPU"),
