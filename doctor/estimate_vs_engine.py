@@ -6,7 +6,9 @@ each term llm-doctor can estimate is set beside it:
   weights  derived.weights_bytes (the GGUF's tensors), else model.weights_bytes, + the repacked copy
            the CPU backend makes for its AMX / CPU_REPACK kernels (derived.weights_repack_extra_bytes,
            doctor/estimate_repack.py); where llm-doctor cannot size that copy (no tensor table), the
-           engine's repacked buffers (run.weights_repack_bytes) are left out of its side instead
+           engine's repacked buffers (run.weights_repack_bytes) are left out of its side instead;
+           where the engine printed its model buffers and no repacked one, that run had repacking
+           off (`-nr`, which a log does not print) and the copy is left out of the estimate
   KV       derived.kv_bytes + derived.state_bytes (recurrent state)
   compute  derived.compute_bytes, else - for a CPU-only run - estimate.compute_bytes at the
            run's settings
@@ -99,8 +101,11 @@ def _cpu_compute(facts: Facts) -> int | None:
 def _estimate_terms(facts: Facts) -> dict[str, int]:
     out: dict[str, int] = {}
     weights = _int(facts, "derived.weights_bytes") or _int(facts, "model.weights_bytes")
+    repack = _int(facts, "derived.weights_repack_extra_bytes") or 0
+    if repack and not _int(facts, "run.weights_repack_bytes") and _int(facts, "run.weights_host_bytes"):
+        repack = 0  # model buffers printed, none repacked: this run had repacking off
     if weights:
-        out["weights"] = weights + (_int(facts, "derived.weights_repack_extra_bytes") or 0)
+        out["weights"] = weights + repack
     kv, state = _int(facts, "derived.kv_bytes"), _int(facts, "derived.state_bytes")
     if kv is not None or state is not None:
         out["kv_cache"] = (kv or 0) + (state or 0)
