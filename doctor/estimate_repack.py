@@ -23,10 +23,16 @@ CPU memory. So:
   has the tensor's own size (ggml_nbytes);
 - every tensor in a buffer is padded to the buffer's 32-byte alignment (ggml-alloc.c).
 
-The memory-mapped file stays mapped whole (llama-model-loader unmaps only the ends outside the range
-of the tensors left in CPU memory), so with mmap the copy comes on top of the weights: RAM holds the
-file's pages and the repacked buffer (`CPU_Mapped` + `AMX` model buffers). Without mmap the moved
-tensors are read straight into the repacked buffer: the copy replaces them.
+What RAM holds. With mmap the file stays mapped whole (llama-model-loader unmaps only the ends outside
+the range of the tensors left in CPU memory), and the engine prints both buffers (`CPU_Mapped` +
+`AMX`): right after the load the process's RSS holds the file's pages of the moved tensors too (they
+were read to make the copy). But those pages are clean file pages nothing reads again: the kernel
+drops them under memory pressure, before it would swap or kill anything. So the memory budget charges
+the copy in place of the originals it stands in for (derived.weights_repack_extra_bytes = copy -
+replaced; a tied output's copy replaces nothing: token_embd stays for the input), while the comparison
+with the engine's printed buffers (doctor/estimate_vs_engine.py) adds the whole copy to the mapped
+file. Without mmap the moved tensors are read straight into the repacked buffer: the copy replaces
+them in the printed buffers too. (With --mlock the mapped pages stay locked: not modelled.)
 
 What the build can do comes from the engine's system line (`AMX_INT8 = 1`, `AVX2 = 1`, `REPACK = 1`:
 engine.cpu_features, engine.cpu_repack), else from the host's CPU flags (host.cpu.flags, assuming a
@@ -45,6 +51,7 @@ from dataclasses import dataclass
 from doctor.facts import Facts, Source
 
 ALIGN = 32  # TENSOR_ALIGNMENT: the AMX and CPU_REPACK buffers' alignment
+MIB = 1 << 20
 
 # Tensor names (without `.weight`; `%d` = the layer) whose op is MUL_MAT / MUL_MAT_ID in llama.cpp's
 # LLM_TENSOR_INFOS (src/llama-arch.cpp, llama-cpp-python 0.3.36), names from LLM_TENSOR_NAMES.
@@ -214,10 +221,15 @@ class Repack:
     """The repacked copy for one setting, per layer index 0..n_layer (n_layer = the output layer)."""
 
     copy: tuple[int, ...]  # bytes of the AMX + CPU_REPACK buffers (what the engine prints)
-    extra: tuple[int, ...]  # host bytes that adds: the copy, less the originals when not memory-mapped
+    replaced: tuple[int, ...]  # bytes of the originals the copy stands in for (the tied output's: none)
     buffers: tuple[tuple[str, int], ...] = ()  # (buffer name, bytes)
     tensors: int = 0
     how: str = ""
+
+    @property
+    def extra(self) -> tuple[int, ...]:
+        """The RAM the copy adds per layer: the copy less the originals it stands in for."""
+        return tuple(c - r for c, r in zip(self.copy, self.replaced, strict=True))
 
 
 def build_from_facts(facts: Facts) -> Build | None:
@@ -248,9 +260,9 @@ def _gpu_blocks(facts: Facts, gpu: bool) -> bool:
     return any(str(b).upper() in HOST_BUFFER_BACKENDS for b in backends)
 
 
-def plan_for(weights: list[Weight], build: Build, n_layer: int, use_mmap: bool = True) -> Repack:
-    """Where each matrix weight goes (AMX first, then CPU_REPACK) and the host bytes that adds."""
-    copy, extra = [0] * (n_layer + 1), [0] * (n_layer + 1)
+def plan_for(weights: list[Weight], build: Build, n_layer: int) -> Repack:
+    """Where each matrix weight goes (AMX first, then CPU_REPACK), and the bytes of the copy."""
+    copy, replaced = [0] * (n_layer + 1), [0] * (n_layer + 1)
     buffers: dict[str, int] = {}
     tensors = 0
     for w in weights:
@@ -262,15 +274,13 @@ def plan_for(weights: list[Weight], build: Build, n_layer: int, use_mmap: bool =
             continue
         layer = min(max(w.layer, 0), n_layer)
         copy[layer] += size * w.count
-        extra[layer] += size * w.count - (0 if use_mmap or w.duplicate else w.n_bytes * w.count)
+        replaced[layer] += 0 if w.duplicate else w.n_bytes * w.count
         buffers[buffer] = buffers.get(buffer, 0) + size * w.count
         tensors += w.count
-    names = " + ".join(f"{name} {size / (1 << 20):.2f} MiB" for name, size in sorted(buffers.items()))
+    names = " + ".join(f"{name} {size / MIB:.2f} MiB" for name, size in sorted(buffers.items()))
     how = (f"{tensors} matrix weights repacked ({names}; {build.how})" if tensors
            else f"no matrix weight of this model has a repacking kernel on this build ({build.how})")
-    if tensors and not use_mmap:
-        how += "; without mmap the copy replaces them"
-    return Repack(tuple(copy), tuple(extra), tuple(sorted(buffers.items())), tensors, how)
+    return Repack(tuple(copy), tuple(replaced), tuple(sorted(buffers.items())), tensors, how)
 
 
 def none(n_layer: int, how: str) -> Repack:
@@ -291,7 +301,7 @@ def plan_from_facts(facts: Facts, n_layer: int, gpu: bool) -> Repack | None:
     if not (build.amx or build.repack):
         return none(n_layer, f"no AMX and no REPACK in this build ({build.how})")
     weights = [w for w in (Weight.from_row(r) for r in rows) if w is not None]
-    return plan_for(weights, build, n_layer, facts.value("config.use_mmap") is not False)
+    return plan_for(weights, build, n_layer)
 
 
 def on_host(per_layer: tuple[int, ...], first_gpu_layer: int, output_on_gpu: bool) -> int:
@@ -314,7 +324,10 @@ def set_facts(facts: Facts, repack: Repack | None, first_gpu_layer: int, output_
     src = Source("estimate", "estimate.repack", text=repack.how)
     copy = on_host(repack.copy, first_gpu_layer, output_on_gpu)
     facts.set("derived.weights_repack_bytes", copy, src, "bytes")
-    facts.set("derived.weights_repack_extra_bytes", on_host(repack.extra, first_gpu_layer, output_on_gpu), src,
-              "bytes")
+    replaced = on_host(repack.replaced, first_gpu_layer, output_on_gpu)
+    facts.set("derived.weights_repack_replaced_bytes", replaced, src, "bytes")
+    facts.set("derived.weights_repack_extra_bytes", copy - replaced, Source(
+        "estimate", "estimate.repack", text=f"the copy {copy / MIB:.2f} MiB - the originals it stands in for "
+                                            f"{replaced / MIB:.2f} MiB (their file pages are droppable)"), "bytes")
     facts.set("derived.weights_repack_buffers", " + ".join(name for name, _ in repack.buffers) if copy else "none",
               src)

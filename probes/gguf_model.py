@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doctor import estimate_repack
 from doctor.estimate import MAX_LAYERS
 from doctor.estimate_repack import Weight, weights_table
 from doctor.facts import Facts
@@ -143,10 +144,10 @@ def cache_folder(override: str | None = None) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _code_stamp() -> str:
-    """The reader's source (this module and the header walk): a change in how files are read
-    invalidates entries."""
+    """The reader's source (this module, the header walk, and doctor/estimate_repack.py, which lists
+    the matrix weights): a change in how files are read invalidates entries."""
     digest = hashlib.sha256()
-    for module in (__file__, gguf_header.__file__):
+    for module in (__file__, gguf_header.__file__, estimate_repack.__file__):
         with contextlib.suppress(OSError):
             digest.update(Path(module).read_bytes())
     return f"{CACHE_VERSION}:{digest.hexdigest()[:16]}"

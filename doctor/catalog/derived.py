@@ -13,8 +13,10 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.weights_host_bytes", "int", "bytes", "weight bytes left in host memory (with the repacked copy)"),
     ("derived.weights_repack_bytes", "int", "bytes", "the repacked copy of the CPU layers' matrix weights llama.cpp "
      "makes for its AMX / CPU_REPACK kernels (doctor/estimate_repack.py); 0 when none is made"),
-    ("derived.weights_repack_extra_bytes", "int", "bytes", "host memory that copy adds: all of it with mmap, the "
-     "copy less the originals it replaces without"),
+    ("derived.weights_repack_replaced_bytes", "int", "bytes", "the original weights that copy stands in for (with "
+     "mmap still mapped, but clean pages the kernel drops under pressure)"),
+    ("derived.weights_repack_extra_bytes", "int", "bytes", "RAM the copy adds to the budget: the copy less the "
+     "originals it stands in for"),
     ("derived.weights_repack_buffers", "str", None, "the extra buffer types that hold it: AMX, CPU_REPACK, or none"),
     ("derived.gpu_layers", "int", "layers", "layers that will run on the GPU"),
     ("derived.compute_bytes", "int", "bytes", "estimated compute buffer"),

@@ -108,9 +108,9 @@ def test_without_mmap_the_copy_replaces_the_layers(models: dict[str, Facts]) -> 
     replaces nothing (token_embd stays for the input)."""
     facts = analyzed(REPACK / "xeon-amx-q4_1-no-mmap.log", models["xeon-amx-q4_1-no-mmap"])
     assert facts.value("config.use_mmap") is False
-    copy, extra = facts.value("derived.weights_repack_bytes"), facts.value("derived.weights_repack_extra_bytes")
+    copy, replaced = facts.value("derived.weights_repack_bytes"), facts.value("derived.weights_repack_replaced_bytes")
     assert round(copy / MIB, 2) == 95.34
-    assert round((facts.value("derived.weights_bytes") + extra - copy) / MIB, 2) == 28.82  # what stays in CPU
+    assert round((facts.value("derived.weights_bytes") - replaced) / MIB, 2) == 28.82  # what stays in CPU
     assert facts.value("derived.alloc_off_term") == "none"
 
 
@@ -157,7 +157,10 @@ def test_a_log_without_a_repacked_buffer_was_a_run_with_repacking_off(models: di
 
 
 def test_the_plan_holds_the_copy_in_ram(models: dict[str, Facts]) -> None:
-    """Scan's memory budget on an AMX host: the RAM the plan needs grows by the copy, -nr takes it away."""
+    """Scan's memory budget on an AMX host: the RAM the plan needs holds the copy in place of the
+    originals it stands in for (their mapped pages are clean and droppable): the 210 Q4_1 layer
+    matrices repack to their own size, the tied output (token_embd, Q8_0) adds its 32.06 MiB copy.
+    -nr takes it away."""
     def plan(**extra: object) -> Facts:
         facts = fresh(models["xeon-amx-q4_1"])
         for name, value in {"config.n_ctx": 128, "config.type_k": "f16", "config.type_v": "f16",
@@ -167,10 +170,13 @@ def test_the_plan_holds_the_copy_in_ram(models: dict[str, Facts]) -> None:
         return derive(facts)
 
     on, off = plan(), plan(**{"config.use_extra_bufts": False})
-    copy = on.value("derived.weights_repack_bytes")
+    copy, extra = on.value("derived.weights_repack_bytes"), on.value("derived.weights_repack_extra_bytes")
     assert round(copy / MIB, 2) == 95.34
-    assert on.value("derived.host_need_bytes") - off.value("derived.host_need_bytes") == copy
-    assert on.value("derived.weights_host_bytes") == on.value("derived.weights_bytes") + copy
+    assert extra == copy - on.value("derived.weights_repack_replaced_bytes")
+    assert extra == 49152 * 576 // 32 * 38  # the output's AMX copy: Q8_0 blocks of 34 + 4 bytes
+    assert on.value("derived.host_need_bytes") - off.value("derived.host_need_bytes") == extra
+    assert on.value("derived.weights_host_bytes") == on.value("derived.weights_bytes") + extra
+    assert off.value("derived.weights_repack_bytes") == 0
 
 
 def test_cpu_repack_on_avx2_takes_q4_0_at_its_own_size(models: dict[str, Facts]) -> None:
