@@ -851,7 +851,8 @@ def _derive_budget(facts: Facts) -> None:
                   _src("budget", f"available RAM {available / MIB:.0f} MiB - {HOST_RUNTIME_OVERHEAD / MIB:.0f} MiB "
                                  "the engine's process needs beyond its buffers (measured)"), "bytes")
     if complete:
-        facts.set("derived.host_peak_bytes", b.host + HOST_RUNTIME_OVERHEAD,
+        facts.set("derived.host_peak_bytes", b.host + HOST_RUNTIME_OVERHEAD  # [repack hook] + the replaced
+                  + _int_fact(facts, "derived.weights_repack_replaced_bytes", 0),  # file pages, resident after load
                   _src("budget", "weights + KV + compute in host memory + the process's own overhead"), "bytes")
 
     phase, device = "none", "none"

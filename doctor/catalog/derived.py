@@ -31,7 +31,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.ram_budget", "int", "bytes", "available RAM minus the engine process's own overhead (measured)"),
     ("derived.gpu_overhead_bytes", "int", "bytes", "VRAM the runtime takes beyond the buffers (CUDA context per GPU)"),
     ("derived.host_overhead_bytes", "int", "bytes", "RAM the engine's process takes beyond the buffers (measured)"),
-    ("derived.host_peak_bytes", "int", "bytes", "host memory the engine's process will hold: buffers + overhead"),
+    ("derived.host_peak_bytes", "int", "bytes", "host memory the engine's process will hold: buffers + overhead "
+     "(+ the file pages of repacked weights, resident after load but droppable)"),
     ("derived.gpu_room_bytes", "int", "bytes", "VRAM left after the plan (0 when it does not fit)"),
     ("derived.host_room_bytes", "int", "bytes", "RAM left after the plan (0 when it does not fit)"),
     ("derived.gpu_short_bytes", "int", "bytes", "how much more VRAM the plan needs than the budget (0 = fits)"),

@@ -176,6 +176,8 @@ def test_the_plan_holds_the_copy_in_ram(models: dict[str, Facts]) -> None:
     assert extra == 49152 * 576 // 32 * 38  # the output's AMX copy: Q8_0 blocks of 34 + 4 bytes
     assert on.value("derived.host_need_bytes") - off.value("derived.host_need_bytes") == extra
     assert on.value("derived.weights_host_bytes") == on.value("derived.weights_bytes") + extra
+    # the resident memory the process shows holds both: the mapped file and the whole copy
+    assert on.value("derived.host_peak_bytes") - off.value("derived.host_peak_bytes") == copy
     assert off.value("derived.weights_repack_bytes") == 0
 
 
