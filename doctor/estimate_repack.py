@@ -40,7 +40,7 @@ What the build can do comes from the engine's system line (`AMX_INT8 = 1`, `AVX2
 engine.cpu_features, engine.cpu_repack), else from the host's CPU flags (host.cpu.flags, assuming a
 build for this CPU). With a GPU backend that has a pinned host buffer, CPU-resident layers go there
 and nothing is repacked (llama.cpp's `--no-host` changes that; not modelled); Metal and OpenCL have
-none, so their CPU layers are repacked. KleidiAI and RISC-V builds are not modelled (no copy charged).
+none, so their CPU layers are repacked. KleidiAI and RISC-V builds are not modelled: their copy is left unknown.
 
 Pure: `plan_from_facts(facts, n_layer, gpu)` reads a snapshot and returns a Repack (or None).
 """
@@ -94,8 +94,9 @@ AMX: dict[str, tuple[int, int, int]] = {
 
 # CPU_REPACK: type -> ((build features needed, all of them), ne1 multiple) tried in llama.cpp's order
 REPACK: dict[str, tuple[tuple[frozenset[str], int], ...]] = {
-    "Q4_0": ((frozenset({"AVX2"}), 8), (frozenset({"SVE", "MATMUL_INT8", "SVE_CNT=32"}), 8),
-             (frozenset({"NEON", "MATMUL_INT8"}), 4), (frozenset({"NEON", "DOTPROD"}), 4), (frozenset({"VXE"}), 4)),
+    # (SVE at 256 bits takes Q4_0 as 8x8 too: same size, and its NEON + MATMUL_INT8 path covers it)
+    "Q4_0": ((frozenset({"AVX2"}), 8), (frozenset({"NEON", "MATMUL_INT8"}), 4), (frozenset({"NEON", "DOTPROD"}), 4),
+             (frozenset({"VXE"}), 4)),
     "Q4_K": ((frozenset({"AVX2"}), 8), (frozenset({"NEON", "MATMUL_INT8"}), 8), (frozenset({"NEON", "DOTPROD"}), 8)),
     "Q2_K": ((frozenset({"AVX512"}), 8),),
     "Q5_K": ((frozenset({"NEON", "MATMUL_INT8"}), 8), (frozenset({"NEON", "DOTPROD"}), 8)),
@@ -106,6 +107,7 @@ REPACK: dict[str, tuple[tuple[frozenset[str], int], ...]] = {
     "Q1_0": ((frozenset({"NEON", "MATMUL_INT8"}), 4), (frozenset({"NEON", "DOTPROD"}), 4)),
 }
 
+UNMODELLED = frozenset({"KLEIDIAI", "RISCV_V"})  # extra buffer types of their own / other kernels
 # GPU backends whose pinned host buffer comes before the extra buffer types in the CPU list
 HOST_BUFFER_BACKENDS = frozenset({"CUDA", "ROCM", "HIP", "MUSA", "VULKAN", "SYCL", "CANN", "BLAS_CUDA"})
 # host.cpu.flags (/proc/cpuinfo) -> the build feature a native build would have
@@ -298,7 +300,7 @@ def plan_from_facts(facts: Facts, n_layer: int, gpu: bool) -> Repack | None:
         return none(n_layer, "the GPU backend's pinned host buffer takes the CPU layers' weights first")
     rows = facts.value("model.matmul_weights")
     build = build_from_facts(facts)
-    if not isinstance(rows, list) or build is None:
+    if not isinstance(rows, list) or build is None or build.features & UNMODELLED:
         return None
     if not (build.amx or build.repack):
         return none(n_layer, f"no AMX and no REPACK in this build ({build.how})")

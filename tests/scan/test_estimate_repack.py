@@ -193,6 +193,8 @@ def test_cpu_repack_on_avx2_takes_q4_0_at_its_own_size(models: dict[str, Facts])
     assert sum(repack.copy) == q4_0 and repack.tensors == 210
     facts.set("engine.cpu_repack", False, TEST)  # a build without REPACK
     assert sum(estimate_repack.plan_from_facts(facts, 30, gpu=False).copy) == 0  # type: ignore[union-attr]
+    facts.set("engine.cpu_features", ["NEON", "DOTPROD", "KLEIDIAI"], TEST)  # its own buffer type: not sized
+    assert estimate_repack.plan_from_facts(facts, 30, gpu=False) is None
 
 
 def test_a_gpu_host_buffer_comes_first_metal_has_none(models: dict[str, Facts]) -> None:
