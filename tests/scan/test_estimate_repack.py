@@ -226,3 +226,15 @@ def test_the_log_names_the_repacked_buffer_and_repack_feature() -> None:
     assert facts.value("engine.cpu_repack") is True
     assert round(facts.value("run.weights_repack_bytes") / MIB, 2) == 95.34
     assert round(facts.value("run.weights_host_bytes") / MIB, 2) == round(95.34 + 92.10, 2)
+
+
+def test_where_the_copy_cannot_be_sized_the_engine_s_copy_is_left_out() -> None:
+    """watch's own run: the engine reports its model size (llama_model_size), no GGUF tensor table is
+    read, so llm-doctor cannot size the copy: the weights term compares the rest instead of calling
+    the AMX buffer a 95 MiB drift."""
+    facts = analyze_bytes((REPACK / "xeon-amx-q4_1.log").read_bytes())
+    facts.set("model.weights_bytes", 96576768, Source("trace", "model_bytes as the engine reports"), "bytes")
+    derive(facts)
+    assert not facts.has("derived.weights_repack_bytes")
+    assert facts.value("derived.alloc_compare").startswith("weights 92.1 vs 92.1 MiB")
+    assert facts.value("derived.alloc_off_term") == "none"
