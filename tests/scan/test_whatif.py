@@ -67,7 +67,9 @@ def test_the_same_plan_fits_a_larger_budget_and_says_the_room_left(
     _, f = scan(capsys, "--no-trace", "--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32", "--ram", "1G")
     assert f["derived.fits_ram"] is True and f["derived.host_short_bytes"] == 0
     assert f["derived.host_room_bytes"] == GIB - HOST_RUNTIME_OVERHEAD - f["derived.host_need_bytes"]
-    assert f["derived.host_peak_bytes"] == f["derived.host_need_bytes"] + HOST_RUNTIME_OVERHEAD
+    # (+ the file pages of weights llama.cpp repacked, where this machine repacks: resident after the load)
+    assert f["derived.host_peak_bytes"] == (f["derived.host_need_bytes"] + HOST_RUNTIME_OVERHEAD
+                                            + f.get("derived.weights_repack_replaced_bytes", 0))
     assert f["derived.max_ctx_fit"] == 8192  # the training context: nothing larger is planned
     assert not {"LD312", "LD313", "LD314"} & set(f["#findings"])
 
