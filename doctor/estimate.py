@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from doctor import engines, estimate_arch, estimate_mmproj
+from doctor import engines, estimate_arch, estimate_mmproj, estimate_repack
 from doctor.facts import Facts, Source
 
 KV_PAD = 256
@@ -303,6 +303,7 @@ class Plan:
     n_ff: int = 0  # feed-forward width (0: unknown), for the CPU backend's work buffer
     act_row: float = 0.0  # bytes per activation element the weights' dot product converts to (0: none)
     mmproj: int = 0  # [mmproj hook] the vision projector's weights + compute (doctor/estimate_mmproj.py)
+    repack: estimate_repack.Repack | None = None  # [repack hook] the CPU backend's repacked weight copy
 
     def with_(self, **changes: object) -> Plan:
         from dataclasses import replace
@@ -383,7 +384,8 @@ def budget(plan: Plan) -> Budget:
         work = cpu_work_bytes(plan, n_tok, cp.n_ctx_seq, repeat_on_host)
     output = plan.n_seq * plan.compute.n_vocab * 4 if plan.compute is not None else 0
     on_gpu = plan.gpu and place.gpu_layers > 0  # [mmproj hook] mtmd's use_gpu follows the GPU backend
-    return Budget(place.gpu_bytes, place.host_bytes, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers, output,
+    host = place.host_bytes + estimate_repack.extra_on_host(plan.repack, place.first_gpu_layer, place.output_on_gpu)
+    return Budget(place.gpu_bytes, host, kv_gpu, kv_host, comp_gpu, comp_host, place.gpu_layers, output,
                   work, plan.mmproj if on_gpu else 0, 0 if on_gpu else plan.mmproj)
 
 
@@ -863,7 +865,8 @@ def plan_from_facts(facts: Facts) -> Plan | None:
                 n_ubatch=min(n_batch, _int_fact(facts, "config.n_ubatch", 512)), flash_attn=_flash_attn(facts),
                 offload_kqv=facts.value("config.offload_kqv") is not False, swa_full=_swa_full(facts), gpu=gpu,
                 state=tuple(estimate_arch.state_per_layer(facts) or ()), n_ff=max(0, _int_fact(facts, "model.n_ff", 0)),
-                act_row=act_row_bytes(facts.value("model.file_type")), mmproj=mmproj)
+                act_row=act_row_bytes(facts.value("model.file_type")), mmproj=mmproj,
+                repack=estimate_repack.plan_from_facts(facts, layout.n_layer, gpu))  # [repack hook]
 
 
 def _derive_mmproj(facts: Facts) -> None:
@@ -887,6 +890,8 @@ def _derive_budget(facts: Facts) -> None:
               _src("budget", f"layers {n_total - b.gpu_layers}..{n_total - 1} of 0..{n_total - 1} on the GPU"), "bytes")
     facts.set("derived.weights_host_bytes", b.weights_host,
               _src("budget", "token embedding (always on the CPU) + layers not offloaded"), "bytes")
+    place = place_weights(plan.layout, plan.n_gpu_layers, plan.gpu)  # [repack hook] doctor/estimate_repack.py
+    estimate_repack.set_facts(facts, plan.repack, place.first_gpu_layer, place.output_on_gpu)
     if plan.kv is not None:
         facts.set("derived.kv_gpu_bytes", b.kv_gpu, src, "bytes")
         facts.set("derived.kv_host_bytes", b.kv_host, src, "bytes")
@@ -933,7 +938,8 @@ def _derive_budget(facts: Facts) -> None:
                   _src("budget", f"available RAM {available / MIB:.0f} MiB - {HOST_RUNTIME_OVERHEAD / MIB:.1f} MiB "
                                  "the engine's process needs beyond its buffers (measured)"), "bytes")
     if complete:
-        facts.set("derived.host_peak_bytes", b.host + HOST_RUNTIME_OVERHEAD,
+        facts.set("derived.host_peak_bytes", b.host + HOST_RUNTIME_OVERHEAD  # [repack hook] + the replaced
+                  + _int_fact(facts, "derived.weights_repack_replaced_bytes", 0),  # file pages, resident after load
                   _src("budget", "weights + KV + compute in host memory + the process's own overhead"), "bytes")
 
     phase, device = "none", "none"

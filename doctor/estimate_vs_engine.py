@@ -3,7 +3,13 @@
 A step of doctor/estimate.py's derive() (marked [vs-engine hook]). When a log or a live run gave the
 buffers the engine printed (run.*: model / KV / compute / output buffer sizes, summed over devices),
 each term llm-doctor can estimate is set beside it:
-  weights  derived.weights_bytes (the GGUF's tensors), else model.weights_bytes
+  weights  derived.weights_bytes (the GGUF's tensors), else model.weights_bytes, + the repacked copy
+           the CPU backend makes for its AMX / CPU_REPACK kernels (derived.weights_repack_bytes,
+           doctor/estimate_repack.py: on top of the mapped file with mmap, in place of the originals
+           it replaces without); where llm-doctor cannot size that copy (no tensor table), the
+           engine's repacked buffers (run.weights_repack_bytes) are left out of its side instead;
+           where the engine printed its model buffers and no repacked one, that run had repacking
+           off (`-nr`, which a log does not print) and the copy is left out of the estimate
   KV       derived.kv_bytes + derived.state_bytes (recurrent state)
   compute  derived.compute_bytes, else - for a CPU-only run - estimate.cpu_compute_bytes at the
            run's settings (handed in by derive(), so this module does not import estimate.py)
@@ -64,6 +70,9 @@ def _sum(*values: int | None) -> int | None:
 def _engine_terms(facts: Facts) -> dict[str, int]:
     out: dict[str, int] = {}
     weights = _sum(_int(facts, "run.weights_gpu_bytes"), _int(facts, "run.weights_host_bytes"))
+    repacked = _int(facts, "run.weights_repack_bytes")
+    if weights and repacked and _int(facts, "derived.weights_repack_bytes") is None:
+        weights -= repacked  # a copy llm-doctor could not size: compare the rest
     kv = _int(facts, "run.kv_bytes")
     for name, value in (("weights", weights), ("kv_cache", kv), ("compute", _int(facts, "run.compute_bytes")),
                         ("output", _int(facts, "run.output_bytes"))):
@@ -75,8 +84,13 @@ def _engine_terms(facts: Facts) -> dict[str, int]:
 def _estimate_terms(facts: Facts, cpu_compute: Callable[[Facts], int | None] | None) -> dict[str, int]:
     out: dict[str, int] = {}
     weights = _int(facts, "derived.weights_bytes") or _int(facts, "model.weights_bytes")
+    repack = _int(facts, "derived.weights_repack_bytes") or 0
+    if facts.value("config.use_mmap") is False:
+        repack -= _int(facts, "derived.weights_repack_replaced_bytes") or 0
+    if repack and not _int(facts, "run.weights_repack_bytes") and _int(facts, "run.weights_host_bytes"):
+        repack = 0  # model buffers printed, none repacked: this run had repacking off
     if weights:
-        out["weights"] = weights
+        out["weights"] = weights + repack
     kv, state = _int(facts, "derived.kv_bytes"), _int(facts, "derived.state_bytes")
     if kv is not None or state is not None:
         out["kv_cache"] = (kv or 0) + (state or 0)

@@ -60,9 +60,10 @@ def engine_facts(answer: dict[str, Any], rep: Reporter) -> None:
         backends = sorted({s for s in SECTION.findall(info)})
         rep.set("engine.backends", backends, text=info[:300])
         cpu = info.split("|")
-        features = sorted({f for part in cpu for f in FEATURE.findall(part)}
-                          - {"LLAMAFILE", "OPENMP", "REPACK", "USE_GRAPHS", "PEER_MAX_BATCH_SIZE"})
+        found = {f for part in cpu for f in FEATURE.findall(part)}
+        features = sorted(found - {"LLAMAFILE", "OPENMP", "REPACK", "USE_GRAPHS", "PEER_MAX_BATCH_SIZE"})
         rep.set("engine.cpu_features", features, text="llama_print_system_info()")
+        rep.set("engine.cpu_repack", "REPACK" in found, text="llama_print_system_info(): REPACK = 1")
 
 
 def collect_engine(answers: dict[str, Any] | None = None) -> Facts:

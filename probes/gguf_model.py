@@ -31,7 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doctor import estimate_repack
 from doctor.estimate import MAX_LAYERS
+from doctor.estimate_repack import Weight, weights_table
 from doctor.facts import Facts
 from probes import gguf_header
 from probes.base import Probe, ProbeContext, Reporter
@@ -65,6 +67,7 @@ class ModelFile:
     expert_bytes: int = 0
     tensor_bytes: int = 0
     n_params: int = 0
+    matmul: list[list[Any]] = field(default_factory=list)  # matrix weights (doctor/estimate_repack.Weight rows)
 
 
 def shard_paths(path: str) -> list[str]:
@@ -140,10 +143,10 @@ def cache_folder(override: str | None = None) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _code_stamp() -> str:
-    """The reader's source (this module and the header walk): a change in how files are read
-    invalidates entries."""
+    """The reader's source (this module, the header walk, and doctor/estimate_repack.py, which lists
+    the matrix weights): a change in how files are read invalidates entries."""
     digest = hashlib.sha256()
-    for module in (__file__, gguf_header.__file__):
+    for module in (__file__, gguf_header.__file__, estimate_repack.__file__):
         with contextlib.suppress(OSError):
             digest.update(Path(module).read_bytes())
     return f"{CACHE_VERSION}:{digest.hexdigest()[:16]}"
@@ -228,9 +231,12 @@ def _model_from_json(data: Any) -> ModelFile:
 
     if not all(isinstance(k, str) and plain(v) for k, v in data["metadata"].items()):
         raise TypeError("metadata value")
+    matmul = [Weight.from_row(row) for row in data["matmul"]]
+    if not all(matmul):
+        raise TypeError("matmul")
     return ModelFile(path=data["path"], shards=list(data["shards"]), metadata=dict(data["metadata"]),
                      layer_bytes=list(data["layer_bytes"]), output_tied=data["output_tied"],
-                     **{name: data[name] for name in _INT_FIELDS})
+                     matmul=[w.row() for w in matmul if w is not None], **{name: data[name] for name in _INT_FIELDS})
 
 
 def header_metadata(head: GgufHeader) -> dict[str, Any]:
@@ -252,10 +258,12 @@ def _read(path: str, shards: list[str]) -> ModelFile:
     arch = model.metadata.get("general.architecture")
     n_layer_hint = model.metadata.get(f"{arch}.block_count")
     names = set()
+    table: list[tuple[str, str, tuple[int, ...], int]] = []
     for head in headers:
         for tensor in head.tensors:
             name = tensor.name
             names.add(name)
+            table.append((name, tensor.type_name, tensor.dims, tensor.n_bytes))
             n_bytes = tensor.n_bytes
             model.tensor_bytes += n_bytes
             model.n_params += tensor.n_elements
@@ -277,6 +285,7 @@ def _read(path: str, shards: list[str]) -> ModelFile:
         model.layer_bytes.extend([0] * (n_layer_hint - len(model.layer_bytes)))
     if "output.weight" not in names and "token_embd.weight" in names:
         model.output_tied = True  # llama.cpp duplicates token_embd as the output on the output layer's device
+    model.matmul = [w.row() for w in weights_table(table, len(model.layer_bytes), model.output_tied)]
     return model
 
 
@@ -394,6 +403,9 @@ def model_facts(model: ModelFile, rep: Reporter) -> None:
     rep.set("model.input_bytes", model.input_bytes, "bytes", "token embedding and other non-layer tensors")
     rep.set("model.output_bytes", model.output_bytes, "bytes", "output and output_norm tensors")
     rep.set("model.nonrepeating_bytes", model.input_bytes + model.output_bytes, "bytes")
+    if model.matmul:
+        rep.set("model.matmul_weights", model.matmul,
+                text="matrix weights: [layer, op, type, ne, bytes, count] (llama.cpp may repack them)")
     rep.set("model.output_tied", model.output_tied,
             text="no output.weight: token_embd is reused (and duplicated on the GPU) as the output")
 

@@ -62,6 +62,7 @@ LABELS = frozenset({
     "engine.backends", "engine.cpu_features", "engine.detected", "model.arch", "model.file_type",
     "model.storage.kind", "model.storage.fs_type", "model.storage.transport", "run.finish_reason",
     "server.limit_name", "server.vllm.quantization", "server.tgi.quantize", "server.ollama.kv_cache_type_env",
+    "derived.weights_repack_buffers",
 })
 
 

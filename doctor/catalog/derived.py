@@ -10,7 +10,14 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.kv_type_factor", "float", None, "KV bytes / KV bytes at f16"),
     ("derived.weights_bytes", "int", "bytes", "weight bytes of the model"),
     ("derived.weights_gpu_bytes", "int", "bytes", "weight bytes on the GPU for n_gpu_layers"),
-    ("derived.weights_host_bytes", "int", "bytes", "weight bytes left in host memory"),
+    ("derived.weights_host_bytes", "int", "bytes", "weight bytes left in host memory (with the repacked copy)"),
+    ("derived.weights_repack_bytes", "int", "bytes", "the repacked copy of the CPU layers' matrix weights llama.cpp "
+     "makes for its AMX / CPU_REPACK kernels (doctor/estimate_repack.py); 0 when none is made"),
+    ("derived.weights_repack_replaced_bytes", "int", "bytes", "the original weights that copy stands in for (with "
+     "mmap still mapped, but clean pages the kernel drops under pressure)"),
+    ("derived.weights_repack_extra_bytes", "int", "bytes", "RAM the copy adds to the budget: the copy less the "
+     "originals it stands in for"),
+    ("derived.weights_repack_buffers", "str", None, "the extra buffer types that hold it: AMX, CPU_REPACK, or none"),
     ("derived.gpu_layers", "int", "layers", "layers that will run on the GPU"),
     ("derived.compute_bytes", "int", "bytes", "estimated compute buffer"),
     ("derived.compute_gpu_bytes", "int", "bytes", "estimated compute buffer on the GPU"),
@@ -27,7 +34,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
      "the CPU backend's scratch buffer for the largest product (not printed by llama.cpp; grows with the "
      "context for an f16 V cache without flash attention)"),
     ("derived.host_overhead_bytes", "int", "bytes", "RAM the engine's process takes beyond the buffers (measured)"),
-    ("derived.host_peak_bytes", "int", "bytes", "host memory the engine's process will hold: buffers + overhead"),
+    ("derived.host_peak_bytes", "int", "bytes", "host memory the engine's process will hold: buffers + overhead "
+     "(+ the file pages of repacked weights, resident after load but droppable)"),
     ("derived.gpu_room_bytes", "int", "bytes", "VRAM left after the plan (0 when it does not fit)"),
     ("derived.host_room_bytes", "int", "bytes", "RAM left after the plan (0 when it does not fit)"),
     ("derived.gpu_short_bytes", "int", "bytes", "how much more VRAM the plan needs than the budget (0 = fits)"),

@@ -62,6 +62,7 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("engine.backends", "list", None, "compute backends the engine reported (CPU, CUDA, Metal, ...)"),
     ("engine.mmap_supported", "bool", None, "the engine can mmap model files"),
     ("engine.cpu_features", "list", None, "CPU features the engine build uses (AVX2, AVX512, ...)"),
+    ("engine.cpu_repack", "bool", None, "the build has llama.cpp's CPU_REPACK weight repacking (REPACK = 1)"),
     ("engine.detect_confidence", "str", None, "how sure the log's engine detection is (high, medium, low)"),
     ("engine.detected", "list", None, "engines whose lines appeared in the input"),
 ]

@@ -25,6 +25,9 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("model.n_expert_used", "int", None, "experts used per token"),
     ("model.kv_model_supported", "bool", None, "the KV estimator can model this architecture"),
     ("model.layer_bytes", "list", "bytes", "bytes of each repeating layer"),
+    ("model.matmul_weights", "list", None, "matrix weights (MUL_MAT / MUL_MAT_ID ops), grouped: [layer (n_layer = "
+     "output), op (mul_mat, mul_mat_id, tied_output), type, [ne0, ne1, ne2], bytes each, count]; what "
+     "llama.cpp's weight repacking may copy"),
     ("model.nonrepeating_bytes", "int", "bytes", "bytes outside the repeating layers (embeddings, output)"),
     ("model.output_bytes", "int", "bytes", "bytes of the output (lm head) tensors"),
     ("model.input_bytes", "int", "bytes", "bytes of the input tensors (token embedding), always on the CPU"),

@@ -40,6 +40,7 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("run.gpu_layers_share", "float", None, "offloaded / total layers"),
     ("run.weights_gpu_bytes", "int", "bytes", "weights the engine put in GPU buffers"),
     ("run.weights_host_bytes", "int", "bytes", "weights the engine kept in host buffers"),
+    ("run.weights_repack_bytes", "int", "bytes", "of those, the repacked copy (AMX / CPU_REPACK model buffers)"),
     ("run.kv_bytes", "int", "bytes", "KV cache size the engine allocated (all devices)"),
     ("run.kv_gpu_bytes", "int", "bytes", "KV cache in GPU buffers"),
     ("run.kv_host_bytes", "int", "bytes", "KV cache in host buffers"),

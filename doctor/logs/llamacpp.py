@@ -668,8 +668,9 @@ class LlamaCppParser(LogParser):
             self.set("host.cpu.logical_cores", int(m.group(3)), line, "cores")
             self.votes["llama.cpp"] += 1
         if " = 1" in t and ("AVX" in t or "NEON" in t or "SSE3" in t):
-            features = sorted(set(FEATURE.findall(t)) - {"LLAMAFILE", "OPENMP", "REPACK", "USE_GRAPHS"})
-            self.set("engine.cpu_features", features, line)
+            found = set(FEATURE.findall(t))
+            self.set("engine.cpu_features", sorted(found - {"LLAMAFILE", "OPENMP", "REPACK", "USE_GRAPHS"}), line)
+            self.set("engine.cpu_repack", "REPACK" in found, line)
             sections = {sec for sec in SECTION.findall(t) if sec not in ("system_info",)}
             if sections:
                 gpu = sorted(sec for sec in sections if sec.upper() in {b.upper() for b in GPU_BACKENDS})
@@ -1107,6 +1108,9 @@ class LlamaCppParser(LogParser):
             gpu, host = split(s.model_buffers)
             facts.set("run.weights_gpu_bytes", gpu, src, "bytes")
             facts.set("run.weights_host_bytes", host, src, "bytes")
+            repack = sum(v for k, v in s.model_buffers.items() if _is_repack_buffer(k))
+            if repack:
+                facts.set("run.weights_repack_bytes", int(repack * MIB), src, "bytes")
         if s.kv_buffers:
             gpu, host = split(s.kv_buffers)
             facts.set("run.kv_gpu_bytes", gpu, src, "bytes")
@@ -1237,6 +1241,12 @@ def _is_gpu_buffer(name: str) -> bool:
     upper = name.upper()
     # AMX and *-REPACK are the CPU backend's extra buffer types (repacked weights in RAM)
     return not (upper.startswith(("CPU", "AMX")) or upper.endswith(("_HOST", "REPACK")))
+
+
+def _is_repack_buffer(name: str) -> bool:
+    """The CPU backend's extra buffer types: weights repacked for AMX / CPU_REPACK (/ KleidiAI) kernels."""
+    upper = name.upper()
+    return upper.startswith("AMX") or upper.endswith("REPACK") or upper.startswith("KLEIDIAI")
 
 
 def _backend_of(buf: str) -> str:
