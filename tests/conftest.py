@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+# Strict fact names: a fact the catalogue does not know, or a unit that is not the catalogue's, is an
+# error in the suite (doctor.facts.STRICT), in this process and in the engines and commands it starts.
+os.environ["LLM_DOCTOR_STRICT_FACTS"] = "1"
+
+import doctor.facts
 from doctor.evaluate import diagnose
 from doctor.inputs import read_input
 from doctor.report import Report
 from doctor.rulebase import RuleBase, load_rulebase
+
+doctor.facts.STRICT = True  # in case doctor.facts was imported before this file (a plugin)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
