@@ -6,14 +6,24 @@ Views (text, JSON, Markdown, TUI) only render a Report; nothing here renders or 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from doctor import __version__
 from doctor.facts import Facts, Session
+from doctor.vocab import CONFIDENCE_RANK as CONFIDENCE_RANK  # re-exported: views rank findings with them
+from doctor.vocab import SEVERITY_RANK as SEVERITY_RANK
+from doctor.vocab import (
+    CheckOutcome,
+    Confidence,
+    FailOn,
+    Mode,
+    Severity,
+    Verdict,
+    VerifyOutcome,
+    is_mode,
+)
 
 SCHEMA_VERSION = "1"
-SEVERITY_RANK = {"error": 3, "warning": 2, "info": 1}
-CONFIDENCE_RANK = {"high": 3, "medium": 2, "low": 1}
 
 
 @dataclass(slots=True)
@@ -46,7 +56,7 @@ class Evidence:
 class Verified:
     """A fix tried on this machine (`--verify`): the same short job re-run with the fix applied."""
 
-    outcome: str  # resolved | not resolved | made worse | not tried
+    outcome: VerifyOutcome
     line: str  # the short before -> after line the views show beside the fix
     applied: dict[str, Any] = field(default_factory=dict)  # embedded engine's settings changed
     flags: dict[str, str] = field(default_factory=dict)  # the same change in each engine's flags
@@ -143,8 +153,8 @@ class Finding:
     slug: str
     cls: str
     area: str
-    severity: str
-    confidence: str
+    severity: Severity
+    confidence: Confidence
     title: str
     message: str
     explain: str
@@ -165,7 +175,7 @@ class Finding:
         return self.id if self.session is None or self.session <= 1 else f"{self.session}:{self.id}"
 
     def to_json(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "id": self.id, "slug": self.slug, "class": self.cls, "area": self.area,
             "severity": self.severity, "confidence": self.confidence, "title": self.title,
             "message": self.message, "explain": self.explain,
@@ -196,9 +206,9 @@ class Check:
     slug: str
     cls: str
     area: str
-    severity: str
+    severity: Severity
     title: str
-    outcome: str  # fired | ok | unknown
+    outcome: CheckOutcome
     missing: list[str] = field(default_factory=list)
     inhibited_by: str | None = None
 
@@ -216,8 +226,8 @@ class Check:
 class Assessment:
     id: str
     cls: str
-    severity: str
-    confidence: str
+    severity: Severity
+    confidence: Confidence
     title: str
     message: str
 
@@ -236,10 +246,12 @@ class Report:
     assessment: Assessment | None = None
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    mode: str = ""  # how the rules judged: scan | watch | analyze (analyze of a saved scan judges as scan)
+    # how the rules judged (analyze of a saved scan judges as scan); "" = as the command says
+    mode: Mode | Literal[""] = ""
 
     def __post_init__(self) -> None:
-        self.mode = self.mode or self.command
+        if not self.mode and is_mode(self.command):
+            self.mode = self.command
     # every engine session when the input held several, oldest first; the last is the one the
     # findings above are about, earlier ones keep theirs
     sessions: list[SessionFindings] = field(default_factory=list)
@@ -252,12 +264,12 @@ class Report:
         return [f for s in self.earlier for f in s.findings] + self.findings
     verification: Verification | None = None  # --verify
 
-    def worst(self) -> str | None:
+    def worst(self) -> Severity | None:
         if not self.findings:
             return None
         return max(self.findings, key=lambda f: SEVERITY_RANK[f.severity]).severity
 
-    def fails(self, threshold: str) -> bool:
+    def fails(self, threshold: FailOn) -> bool:
         """True when a finding is at or above `threshold` (error | warning | info | none)."""
         if threshold == "none":
             return False
@@ -269,7 +281,7 @@ class Report:
         text, an empty input, a metrics URL that gave no metrics, a command that printed nothing known)."""
         return self.facts.value("run.recognised") is not False
 
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         """problems | no_problems | nothing_recognised: the one answer every view gives. Notes (info
         findings) are not problems; nothing recognised is never "no problems"."""
         if any(f.severity in ("error", "warning") for f in self.findings):

@@ -12,6 +12,7 @@ from doctor.errors import UsageError
 from doctor.evaluate import diagnose
 from doctor.inputs import load_input
 from doctor.rulebase import load_rulebase
+from doctor.vocab import Mode
 
 HELP = "diagnose a saved or pasted log, a saved scan, or a watch recording"
 
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--verify-budget must be positive (got {args.verify_budget:g})")
     loaded = load_input(args.file)
     # a saved scan is judged as the scan was (scan checks, no serving-log checks) and shown with its header
-    mode = "scan" if loaded.saved_by == "scan" else "analyze"
+    mode: Mode = "scan" if loaded.saved_by == "scan" else "analyze"
     report = diagnose(loaded.facts, rulebase, command="analyze", mode=mode, engine=args.engine)
     if args.verify:
         from doctor.commands.verify_log import verify_log

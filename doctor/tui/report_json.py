@@ -22,6 +22,17 @@ from doctor.report import (
     Verification,
     Verified,
 )
+from doctor.vocab import (
+    CheckOutcome,
+    Confidence,
+    Mode,
+    Severity,
+    is_check_outcome,
+    is_confidence,
+    is_mode,
+    is_severity,
+    is_verify_outcome,
+)
 
 
 def _s(data: dict[str, Any], key: str, default: str = "") -> str:
@@ -37,6 +48,26 @@ def _opt_s(data: dict[str, Any], key: str) -> str | None:
 def _opt_i(data: dict[str, Any], key: str) -> int | None:
     value = data.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _severity(data: dict[str, Any], default: Severity) -> Severity:
+    value = data.get("severity")
+    return value if is_severity(value) else default
+
+
+def _confidence(data: dict[str, Any]) -> Confidence:
+    value = data.get("confidence")
+    return value if is_confidence(value) else "low"
+
+
+def _outcome(data: dict[str, Any]) -> CheckOutcome:
+    value = data.get("outcome")
+    return value if is_check_outcome(value) else "unknown"
+
+
+def _mode(data: dict[str, Any]) -> Mode | None:
+    value = data.get("mode")
+    return value if is_mode(value) else None
 
 
 def _str_list(value: Any) -> list[str]:
@@ -59,14 +90,15 @@ def fix_from_json(data: Any) -> Fix:
 
 
 def verified_from_json(data: Any) -> Verified | None:
-    if not isinstance(data, dict) or not _s(data, "outcome"):
+    outcome = data.get("outcome") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not is_verify_outcome(outcome):
         return None
 
     def d(key: str) -> dict[str, Any]:
         value = data.get(key)
         return dict(value) if isinstance(value, dict) else {}
 
-    return Verified(outcome=_s(data, "outcome"), line=_s(data, "line"), applied=d("applied"),
+    return Verified(outcome=outcome, line=_s(data, "line"), applied=d("applied"),
                     flags={str(k): str(v) for k, v in d("flags").items()}, before=d("before"), after=d("after"),
                     fired_after=_str_list(data.get("fired_after")), reason=_s(data, "reason"))
 
@@ -91,12 +123,10 @@ def verification_from_json(data: Any) -> Verification | None:
 
 
 def finding_from_json(data: dict[str, Any]) -> Finding:
-    severity = _s(data, "severity", "info")
     evidence = data.get("evidence")
     return Finding(
         id=_s(data, "id", "?"), slug=_s(data, "slug"), cls=_s(data, "class"), area=_s(data, "area", "Other"),
-        severity=severity if severity in ("error", "warning", "info") else "info",
-        confidence=_s(data, "confidence", "low") if _s(data, "confidence") in ("high", "medium", "low") else "low",
+        severity=_severity(data, "info"), confidence=_confidence(data),
         title=_s(data, "title"), message=_s(data, "message"), explain=_s(data, "explain"),
         evidence=[evidence_from_json(e) for e in evidence if isinstance(e, dict)] if isinstance(evidence, list) else [],
         fix=fix_from_json(data.get("fix")), references=_str_list(data.get("references")),
@@ -123,8 +153,8 @@ def sessions_from_json(data: Any, latest: list[Finding]) -> list[SessionFindings
 
 def check_from_json(data: dict[str, Any]) -> Check:
     return Check(id=_s(data, "id", "?"), slug=_s(data, "slug"), cls=_s(data, "class"),
-                 area=_s(data, "area", "Other"), severity=_s(data, "severity", "info"),
-                 title=_s(data, "title"), outcome=_s(data, "outcome", "unknown"),
+                 area=_s(data, "area", "Other"), severity=_severity(data, "info"),
+                 title=_s(data, "title"), outcome=_outcome(data),
                  missing=_str_list(data.get("missing")), inhibited_by=_opt_s(data, "inhibited_by"))
 
 
@@ -145,12 +175,12 @@ def report_from_json(data: dict[str, Any]) -> Report:
         findings=latest,
         checks=[check_from_json(c) for c in checks if isinstance(c, dict)] if isinstance(checks, list) else [],
         assessment=Assessment(id=_s(assessment, "id"), cls=_s(assessment, "class"),
-                              severity=_s(assessment, "severity", "warning"),
-                              confidence=_s(assessment, "confidence", "low"), title=_s(assessment, "title"),
+                              severity=_severity(assessment, "warning"),
+                              confidence=_confidence(assessment), title=_s(assessment, "title"),
                               message=_s(assessment, "message")) if isinstance(assessment, dict) else None,
         errors=_str_list(data.get("errors")),
         notes=_str_list(data.get("notes")),
-        mode=_s(data, "mode", ""),
+        mode=_mode(data) or "",
         sessions=sessions_from_json(data.get("sessions"), latest),
         verification=verification_from_json(data.get("verification")),
     )

@@ -95,6 +95,20 @@ def test_unknown_class_and_severity() -> None:
     assert "severity must be" in bad(GOOD.replace("severity: warning", "severity: panic")).message
 
 
+def test_closed_vocabularies_are_checked_with_the_same_messages() -> None:
+    assert bad(GOOD.replace("  title: A test rule", "  title: A test rule\n  confidence: sure")).message == \
+        "LD990: confidence must be one of high, medium, low"
+    assert bad(GOOD.replace("  title: A test rule", "  title: A test rule\n  modes: [scan, replay]")).message == \
+        "LD990: unknown mode 'replay' (known: scan, watch, analyze)"
+    assert bad(GOOD.replace("  title: A test rule", "  title: A test rule\n  status: beta")).message == \
+        "LD990: status must be one of stable, experimental, deprecated"
+    assert "'expect' is fired, ok, unknown or skipped" in bad(GOOD.replace("expect: fired", "expect: fires")).message
+    assert "mode must be one of scan, watch, analyze" in bad(GOOD.replace("expect: fired",
+                                                                          "expect: fired\n      mode: live")).message
+    [rule] = parse_rules(GOOD.replace("  title: A test rule", "  title: A test rule\n  modes: [watch]"), "user.yaml")
+    assert rule.modes == ("watch",) and rule.severity == "warning" and rule.tests[0].expect == "fired"
+
+
 def test_long_regex_is_refused() -> None:
     text = GOOD.replace("fact: config.n_ctx\n    lt: 1024", "fact: model.arch\n    matches: '" + "a" * 300 + "'")
     assert "at most" in bad(text).message
