@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from doctor import estimate_arch
 from doctor.facts import Facts, Source
@@ -507,7 +508,7 @@ def _derive_kv(facts: Facts) -> None:
         how += (f"; {sum(shape.swa)} sliding-window layers x "
                 f"{swa_cells(cells, shape.n_swa, n_seq, unified, n_ubatch)} cells")
     facts.set("derived.kv_cells", cells * streams, _src("kv", how), "tokens")
-    opts = {"swa_full": swa_full, "n_ubatch": n_ubatch, "n_batch": cp.n_batch}
+    opts: dict[str, Any] = {"swa_full": swa_full, "n_ubatch": n_ubatch, "n_batch": cp.n_batch}
     try:
         facts.set("derived.kv_bytes", kv_bytes(shape, n_ctx, type_k, type_v, n_seq, unified, **opts),
                   _src("kv", how), "bytes")
