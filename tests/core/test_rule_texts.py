@@ -60,9 +60,9 @@ def test_explain_ld201_renders_the_kv_bytes_placeholder(capsys: pytest.CaptureFi
 
 def test_a_unit_the_template_writes_is_not_repeated() -> None:
     facts = Facts()
-    facts.set("run.load_mb_s", 100.0, Source("trace", "t"), "MB/s")
-    facts.set("run.decode_tps_min", 10.2, Source("trace", "t"), "tokens/s")
-    facts.set("run.decode_tps_max", 58.4, Source("trace", "t"), "tokens/s")
+    facts.set("run.load_mb_s", 100.0, Source("trace", "t"))
+    facts.set("run.decode_tps_min", 10.2, Source("trace", "t"))
+    facts.set("run.decode_tps_max", 58.4, Source("trace", "t"))
     assert render("({run.load_mb_s} MB/s)", facts) == "(100 MB/s)"
     assert render("between {run.decode_tps_min} and {run.decode_tps_max} tokens/s.", facts) == \
         "between 10.2 tokens/s and 58.4 tokens/s."
