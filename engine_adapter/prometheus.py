@@ -287,11 +287,11 @@ def collect(client: PrometheusClient, *, duration_s: float, selector: str = "", 
 def _add_health(client: PrometheusClient, instances: dict[str, Instance], selector: str, at: float) -> None:
     """Targets API: health, last error, scrape age. Engine targets only (matched by instance)."""
     by_instance: dict[str, dict[str, Any]] = {}
-    for target in client.targets():
-        labels = target.get("labels") or {}
+    for found in client.targets():
+        labels = found.get("labels") or {}
         name = labels.get("instance") if isinstance(labels, dict) else None
         if isinstance(name, str):
-            by_instance[name] = target
+            by_instance[name] = found
     # `up` for instances that never answered with engine metrics but match the selector
     up_promql = f"up{{{selector}}}"
     for labels, value in client.query(up_promql, at):

@@ -34,7 +34,8 @@ def _psutil(roots: Roots) -> Any:
 
 def cpuinfo(roots: Roots) -> tuple[str | None, set[str]]:
     """(model name, flags) from /proc/cpuinfo (x86 `flags`, arm64 `Features`)."""
-    model, flags = None, set()
+    model: str | None = None
+    flags: set[str] = set()
     for line in read_text(roots.procfs("cpuinfo"), 4 << 20).splitlines():
         key, _, value = line.partition(":")
         key = key.strip().lower()

@@ -51,7 +51,7 @@ def collect_gpus(roots: Roots) -> Facts:
             started = True
         except Exception as exc:  # NVMLError subclasses: LibraryNotFound, DriverNotLoaded, NoPermission ...
             reason = _error_text(exc)
-    if started:
+    if started and nv is not None:
         try:
             _from_nvml(rep, nv, roots)
         finally:

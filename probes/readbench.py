@@ -83,7 +83,7 @@ def _mincore(libc: ctypes.CDLL, fd: int, size: int) -> int:
 
 def mapped_by(roots: Roots, path: str) -> list[int]:
     """PIDs (other than ours) that have the file mapped."""
-    pids = []
+    pids: list[int] = []
     me = os.getpid()
     try:
         entries = os.listdir(roots.proc)

@@ -17,7 +17,7 @@ from doctor.vocab import Mode
 HELP = "diagnose a saved or pasted log, a saved scan, or a watch recording"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help=HELP, description=HELP + ". Use - to read standard input (paste a log).")
     p.add_argument("file", nargs="?", help="log file, scan --save file, watch --record file, or - for stdin")
     add_options(p, "analyze")

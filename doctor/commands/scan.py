@@ -46,7 +46,7 @@ TRACE_ONLY = ("run.recognised", "run.loaded")
 
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scan", help=HELP, description=HELP + ". Without options: this machine, the embedded "
                        "SmolLM2-135M and a short real trace. Options share their names with watch and with "
                        "llama.cpp (-m, -c, -ngl, -t, -np, -b, -ub, -ctk, -ctv, -fa, -n).")

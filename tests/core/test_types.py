@@ -1,6 +1,7 @@
-"""The type checker over the pure core (doctor/*.py, doctor/catalog, doctor/logs): mypy with the config
-in pyproject.toml ([tool.mypy]), run as part of the suite so a type error, or a `type: ignore` that no
-longer ignores anything, fails like any other test. Offline; mypy comes with the `test` extra."""
+"""The type checker over the package (doctor, probes, engine_adapter; not the Textual views in doctor/tui):
+mypy with the config in pyproject.toml ([tool.mypy]), run as part of the suite so a type error, or a
+`type: ignore` that no longer ignores anything, fails like any other test. Offline; mypy comes with the
+`test` extra."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_core_type_checks_clean() -> None:
+def test_the_package_type_checks_clean() -> None:
     try:
         import mypy  # noqa: F401
     except ImportError:  # pragma: no cover - an install without the test extra
