@@ -55,7 +55,7 @@ def rulebase() -> RuleBase:
 
 
 @pytest.fixture(scope="session")
-def analyze(rulebase: RuleBase):  # type: ignore[no-untyped-def]
+def analyze(rulebase: RuleBase):
     """analyze(path) -> Report, through the same code path as `llm-doctor analyze`."""
 
     def run(path: str | Path, engine: str | None = None) -> Report:
@@ -70,7 +70,7 @@ def tool_on_path() -> bool:
     return shutil.which("llm-doctor") is not None
 
 
-def worked_around(report: Report | dict) -> set[str]:  # type: ignore[type-arg]
+def worked_around(report: Report | dict) -> set[str]:
     """Ids of the findings that say the engine crashed here and triage made the run with a working
     setting (an AMX Xeon: LD951). On such a machine they come with every embedded run; tests that
     judge a run's other findings leave them out. Empty where the engine did not crash."""

@@ -26,7 +26,7 @@ def test_unknown_carries_a_reason_and_never_replaces_a_known_value() -> None:
     facts = Facts()
     facts.unknown("host.gpu.count", "NVML library not found", Source("probe", "probe.gpu"))
     assert not facts.has("host.gpu.count")
-    assert facts.get("host.gpu.count").unknown == "NVML library not found"  # type: ignore[union-attr]
+    assert facts.get("host.gpu.count").unknown == "NVML library not found"
     facts.set("host.gpu.count", 1, SRC)
     facts.unknown("host.gpu.count", "later failure", SRC)
     assert facts.value("host.gpu.count") == 1
@@ -36,7 +36,7 @@ def test_non_finite_numbers_become_unknown() -> None:
     facts = Facts()
     facts.set("run.prefill_tps", math.inf, SRC)
     assert not facts.has("run.prefill_tps")
-    assert "finite" in (facts.get("run.prefill_tps").unknown or "")  # type: ignore[union-attr]
+    assert "finite" in (facts.get("run.prefill_tps").unknown or "")
 
 
 def test_json_round_trip_keeps_values_units_sources_events() -> None:
@@ -49,9 +49,9 @@ def test_json_round_trip_keeps_values_units_sources_events() -> None:
     data = json.loads(json.dumps(facts.to_json()))
     back = Facts.from_json(data)
     assert back.value("config.n_ctx") == 2048
-    assert back.get("config.n_ctx").source.line == 12  # type: ignore[union-attr]
+    assert back.get("config.n_ctx").source.line == 12
     assert back.value("engine.backends") == ["CPU", "CUDA"]
-    assert back.get("host.ram.total").unknown == "cannot read /proc/meminfo"  # type: ignore[union-attr]
+    assert back.get("host.ram.total").unknown == "cannot read /proc/meminfo"
     [event] = back.events("oom")
     assert (event.phase, event.line, event.data["bytes"]) == ("weights", 40, 10)
     assert back.events_observed and back.inputs == ["run.log"]
@@ -80,10 +80,10 @@ def test_the_unit_comes_from_the_catalogue_also_for_indexed_names() -> None:
     facts.set("host.gpu[3].vram_total", 1 << 30, SRC)
     facts.unknown("host.gpu[0].util_gpu", "NVML not found", SRC)
     facts.set_default("config.n_batch", 2048, SRC)
-    assert facts.get("model.n_layer").unit == "layers"  # type: ignore[union-attr]
-    assert facts.get("host.gpu[3].vram_total").unit == "bytes"  # type: ignore[union-attr]
-    assert facts.get("host.gpu[0].util_gpu").unit == "%"  # type: ignore[union-attr]
-    assert facts.get("config.n_batch").unit == "tokens"  # type: ignore[union-attr]
+    assert facts.get("model.n_layer").unit == "layers"
+    assert facts.get("host.gpu[3].vram_total").unit == "bytes"
+    assert facts.get("host.gpu[0].util_gpu").unit == "%"
+    assert facts.get("config.n_batch").unit == "tokens"
 
 
 def test_strict_names_refuse_an_unknown_fact_and_a_unit_that_is_not_the_catalogues() -> None:
@@ -107,8 +107,8 @@ def test_a_users_run_keeps_an_unknown_fact_unitless_and_the_catalogue_unit_wins(
     facts.set("server.vllm.some_new_field", 5, SRC)
     facts.set("host.ram.total", 16 << 30, SRC, "MiB")
     assert facts.value("server.vllm.some_new_field") == 5
-    assert facts.get("server.vllm.some_new_field").unit is None  # type: ignore[union-attr]
-    assert facts.get("host.ram.total").unit == "bytes"  # type: ignore[union-attr]
+    assert facts.get("server.vllm.some_new_field").unit is None
+    assert facts.get("host.ram.total").unit == "bytes"
 
 
 def test_facts_read_back_from_json_take_the_catalogue_unit() -> None:
@@ -116,5 +116,5 @@ def test_facts_read_back_from_json_take_the_catalogue_unit() -> None:
     back = Facts.from_json({"facts": {"model.n_layer": {"value": 32, "source": {"kind": "log", "name": "x"}},
                                       "x.unlisted": {"value": 1, "unit": "widgets",
                                                      "source": {"kind": "log", "name": "x"}}}})
-    assert back.get("model.n_layer").unit == "layers"  # type: ignore[union-attr]
-    assert back.get("x.unlisted").unit == "widgets"  # type: ignore[union-attr]
+    assert back.get("model.n_layer").unit == "layers"
+    assert back.get("x.unlisted").unit == "widgets"

@@ -47,7 +47,7 @@ def _realistic(case_facts: dict[str, object], events: list[dict[str, object]]) -
     facts = derive(Facts.from_values({**REALISTIC, **case_facts}, events, events_observed=True))
     src = Source("test", "case")
     for name, value in case_facts.items():
-        facts.set(name, value, src)  # type: ignore[arg-type]
+        facts.set(name, value, src)
     return facts
 
 

@@ -25,12 +25,12 @@ DOUBLED = re.compile(r"(?<![\w/])(" + "|".join(re.escape(u) for u in UNITS) + r"
 RULEBASE = load_rulebase([], env={})
 
 
-def texts_of(rule) -> list[str]:  # type: ignore[no-untyped-def]
+def texts_of(rule) -> list[str]:
     return [rule.message, *rule.message_by_mode.values(), rule.explain, rule.fix_text, *rule.fix_engines.values()]
 
 
 @pytest.mark.parametrize("rule", RULEBASE.rules, ids=lambda r: r.id)
-def test_rendered_with_its_own_facts_no_raw_placeholder_and_no_doubled_unit(rule) -> None:  # type: ignore[no-untyped-def]
+def test_rendered_with_its_own_facts_no_raw_placeholder_and_no_doubled_unit(rule) -> None:
     cases = [c for c in rule.tests if c.expect == "fired"] or rule.tests[:1]
     for case in cases:
         facts = facts_for_case(case)
@@ -42,12 +42,12 @@ def test_rendered_with_its_own_facts_no_raw_placeholder_and_no_doubled_unit(rule
 
 
 @pytest.mark.parametrize("rule", RULEBASE.rules, ids=lambda r: r.id)
-def test_explained_without_facts_every_placeholder_reads_as_a_name(rule) -> None:  # type: ignore[no-untyped-def]
+def test_explained_without_facts_every_placeholder_reads_as_a_name(rule) -> None:
     text = "\n".join(explain_rule(rule))
     assert not RAW.search(text), text
     for template in texts_of(rule):
         if "{" in template and RAW.search(template):
-            short = RAW.search(template).group(0)[1:-1].split("|")[0].rsplit(".", 1)[-1]  # type: ignore[union-attr]
+            short = RAW.search(template).group(0)[1:-1].split("|")[0].rsplit(".", 1)[-1]
             assert f"<{short}>" in text
 
 

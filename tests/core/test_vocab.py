@@ -32,4 +32,4 @@ def test_report_json_with_values_outside_the_vocabularies_reads_back_as_defaults
     assert (report.assessment.severity, report.assessment.confidence) == ("warning", "low")
     assert report.mode == "watch"  # not a mode: judged as its command says
     finding["fix"] = {"text": "x", "verified": {"outcome": "resolved", "line": "l"}}
-    assert report_from_json(data).findings[0].fix.verified.outcome == "resolved"  # type: ignore[union-attr]
+    assert report_from_json(data).findings[0].fix.verified.outcome == "resolved"

@@ -123,10 +123,10 @@ def test_outside_text_is_made_inert() -> None:
     finding.evidence.insert(0, Evidence("log", "boom \x1b]0;pwned\x07\x1b[31mred\x1b[0m \u202eevil", 7))
     finding.message = "\x1b[1Amoved"
     view = finding_view(finding)
-    texts = [view.message, view.fix.copy_text, view.evidence[0].text]  # type: ignore[union-attr]
+    texts = [view.message, view.fix.copy_text, view.evidence[0].text]
     for text in texts:
         assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
-    assert view.fix.copy_text == "--ctx-size 4096"  # type: ignore[union-attr]
+    assert view.fix.copy_text == "--ctx-size 4096"
     assert view.evidence[0].text == "boom red evil"
 
 
