@@ -58,7 +58,7 @@ def unit_of(name: str, given: str | None = None) -> str | None:
     if not known:
         if STRICT:
             raise FactNameError(f"fact {name!r} is not in the fact catalogue (doctor/catalog)")
-        return given
+        return None  # units come from the catalogue only
     if given is not None and given != unit and STRICT:
         raise FactNameError(f"fact {name!r}: unit {given!r} passed, the catalogue says {unit!r}")
     return unit

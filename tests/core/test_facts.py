@@ -104,7 +104,7 @@ def test_a_users_run_keeps_an_unknown_fact_unitless_and_the_catalogue_unit_wins(
     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(facts_module, "STRICT", False)
     facts = Facts()
-    facts.set("server.vllm.some_new_field", 5, SRC)
+    facts.set("server.vllm.some_new_field", 5, SRC, "widgets")
     facts.set("host.ram.total", 16 << 30, SRC, "MiB")
     assert facts.value("server.vllm.some_new_field") == 5
     assert facts.get("server.vllm.some_new_field").unit is None
