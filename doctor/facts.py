@@ -256,7 +256,11 @@ class Facts:
     # -- facts -------------------------------------------------------------------------------
     def set(self, name: str, value: Value, source: Source, unit: str | None = None) -> None:
         """Set a fact; its unit is the catalogue's (`unit`, when given, is only checked)."""
-        unit = unit_of(name, unit)
+        found = _UNITS.get(name)  # inline, the common case: a catalogued name seen before (parsers set per line)
+        if found is not None and found[0] and (unit is None or unit == found[1]):
+            unit = found[1]
+        else:
+            unit = unit_of(name, unit)
         problem = _out_of_range(value)
         if problem:
             self._unknown(name, problem, source, unit)
