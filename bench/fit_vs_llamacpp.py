@@ -244,13 +244,13 @@ def projection(binary: Path, setting: Setting, path: Path) -> Projection:
     return Projection(*host, seconds=took)
 
 
-def doctor_facts(setting: Setting, model_facts: object, ram: int | None):  # type: ignore[no-untyped-def]
+def doctor_facts(setting: Setting, model_facts: object, ram: int | None):
     """The facts `scan --ctx-size N --parallel S --type-k T --type-v T [--ram B]` judges."""
     from doctor.estimate import derive
     from doctor.facts import Facts, Source
 
     facts = Facts()
-    facts.merge(model_facts)  # type: ignore[arg-type]
+    facts.merge(model_facts)
     src = Source("config", "bench")
     values = {"config.engine": "llama-cpp-python", "config.n_ctx_requested": setting.n_ctx,
               "config.n_ctx": (setting.n_ctx + 255) // 256 * 256, "config.n_parallel": setting.n_seq,

@@ -317,7 +317,7 @@ def atheris_main(target: str) -> None:
         if len(data) < 24:
             return
         try:
-            header = _Walker(data, len(data), "fuzz").walk()  # type: ignore[arg-type]
+            header = _Walker(data, len(data), "fuzz").walk()
         except GgufCorrupt as exc:
             check_one_line(str(exc))
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 from doctor import __version__, engines
 from doctor.errors import DoctorError
@@ -20,7 +21,7 @@ MODULE_OF = {"analyze": "analyze", "scan": "scan", "watch": "watch", "rules": "r
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         self.exit(2, f"llm-doctor: error: {message} (see --help)\n")
 
 

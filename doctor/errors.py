@@ -45,3 +45,8 @@ class InternalError(DoctorError):
     """A bug in llm-doctor itself."""
 
     exit_code = 3
+
+
+class FactNameError(InternalError):
+    """A fact name the fact catalogue does not know, or a unit that is not the catalogue's. Raised only
+    under the strict switch (doctor.facts.STRICT: the test suite); a user's run keeps such a fact."""

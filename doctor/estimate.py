@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from doctor import engines, estimate_arch, estimate_mmproj, estimate_repack
 from doctor.facts import Facts, Source
@@ -555,7 +556,7 @@ def _derive_kv(facts: Facts) -> None:
     formula = (f"{shape.n_layer} layers x {max(shape.n_head_kv)} KV heads x ({shape.head_dim_k} x {type_k}"
                f" + {shape.head_dim_v} x {type_v})")
     per_token = kv_bytes_per_token(shape, type_k, type_v)
-    facts.set("derived.kv_bytes_per_token", round(per_token), _src("kv", formula), "bytes")
+    facts.set("derived.kv_bytes_per_token", round(per_token), _src("kv", formula))
     f16_per_token = kv_bytes_per_token(shape, "f16", "f16")
     if f16_per_token:
         facts.set("derived.kv_type_factor", round(per_token / f16_per_token, 4), _src("kv", "bytes per token vs f16"))
@@ -563,7 +564,7 @@ def _derive_kv(facts: Facts) -> None:
     state = estimate_arch.state_bytes(facts, n_seq_state)  # [arch hook] recurrent state (Mamba, LFM2)
     if state is not None:
         facts.set("derived.state_bytes", state, _src("kv", f"recurrent state, f32, x {max(1, n_seq_state)} sequence(s)"
-                                                     " (doctor/estimate_arch.py)"), "bytes")
+                                                     " (doctor/estimate_arch.py)"))
     n_ctx = asked_ctx(facts)
     if n_ctx is None:
         return
@@ -583,15 +584,15 @@ def _derive_kv(facts: Facts) -> None:
     if shape.swa and not swa_full:
         how += (f"; {sum(shape.swa)} sliding-window layers x "
                 f"{swa_cells(cells, shape.n_swa, n_seq, unified, n_ubatch)} cells")
-    facts.set("derived.kv_cells", cells * streams, _src("kv", how), "tokens")
-    opts = {"swa_full": swa_full, "n_ubatch": n_ubatch, "n_batch": cp.n_batch}
+    facts.set("derived.kv_cells", cells * streams, _src("kv", how))
+    opts: dict[str, Any] = {"swa_full": swa_full, "n_ubatch": n_ubatch, "n_batch": cp.n_batch}
     try:
         facts.set("derived.kv_bytes", kv_bytes(shape, n_ctx, type_k, type_v, n_seq, unified, **opts),
-                  _src("kv", how), "bytes")
+                  _src("kv", how))
         facts.set("derived.kv_bytes_f16", kv_bytes(shape, n_ctx, "f16", "f16", n_seq, unified, **opts),
-                  _src("kv", how.replace(type_k, "f16")), "bytes")
+                  _src("kv", how.replace(type_k, "f16")))
         facts.set("derived.kv_bytes_q8_0", kv_bytes(shape, n_ctx, "q8_0", "q8_0", n_seq, unified, **opts),
-                  _src("kv", "same cells at q8_0"), "bytes")
+                  _src("kv", "same cells at q8_0"))
     except ValueError as exc:
         facts.unknown("derived.kv_bytes", str(exc), _src("kv", how))
 
@@ -635,19 +636,19 @@ def _derive_context(facts: Facts) -> None:
     if not isinstance(n_seq_ctx, int) and isinstance(n_ctx, int):
         unified = bool(facts.value("config.kv_unified", False))
         n_seq_ctx = n_ctx if unified or n_par == 1 else n_ctx // n_par
-        facts.set("derived.n_ctx_seq", n_seq_ctx, _src("context", f"n_ctx {n_ctx} / {n_par} slot(s)"), "tokens")
+        facts.set("derived.n_ctx_seq", n_seq_ctx, _src("context", f"n_ctx {n_ctx} / {n_par} slot(s)"))
     elif isinstance(n_seq_ctx, int):
-        facts.set("derived.n_ctx_seq", n_seq_ctx, _src("context", "engine's per-sequence context"), "tokens")
+        facts.set("derived.n_ctx_seq", n_seq_ctx, _src("context", "engine's per-sequence context"))
     planned_prompt, planned_reply = facts.value("config.prompt_tokens"), facts.value("config.max_new_tokens")
     if isinstance(planned_prompt, int) and isinstance(planned_reply, int):
         facts.set("derived.plan_tokens_needed", planned_prompt + planned_reply,
-                  _src("context", f"planned prompt {planned_prompt} + reply {planned_reply}"), "tokens")
+                  _src("context", f"planned prompt {planned_prompt} + reply {planned_reply}"))
     need, how = _needed_tokens(facts)
     if need is None:
         need, how = _needed_from_events(facts, n_seq_ctx)
     if need is None:
         return
-    facts.set("derived.tokens_needed", need, _src("context", how), "tokens")
+    facts.set("derived.tokens_needed", need, _src("context", how))
     train = facts.value("model.n_ctx_train")
     recommended = pad(need + max(64, need // 10))  # room for the reply's end and the chat template
     how_rec = f"{need} tokens needed + 10% headroom, rounded up to 256"
@@ -663,23 +664,22 @@ def _derive_context(facts: Facts) -> None:
     if isinstance(train, int) and train > 0:
         recommended = min(recommended, train)
     facts.set("derived.ctx_recommended", recommended,
-              _src("context", how_rec + (f", capped at n_ctx_train {train}" if isinstance(train, int) else "")),
-              "tokens")
+              _src("context", how_rec + (f", capped at n_ctx_train {train}" if isinstance(train, int) else "")))
     facts.set("derived.ctx_slot_recommended", recommended * n_par,
-              _src("context", f"{recommended} per slot x {n_par} slot(s)"), "tokens")
+              _src("context", f"{recommended} per slot x {n_par} slot(s)"))
     if isinstance(n_seq_ctx, int) and n_seq_ctx > 0:
         facts.set("derived.tokens_over", max(0, need - n_seq_ctx),
-                  _src("context", f"{need} needed - {n_seq_ctx} per sequence"), "tokens")
+                  _src("context", f"{need} needed - {n_seq_ctx} per sequence"))
         facts.set("derived.ctx_headroom", round(n_seq_ctx / max(need, 1), 3), _src("context", f"{n_seq_ctx} / {need}"))
         kv_tok = facts.value("derived.kv_bytes_per_token")
         if isinstance(kv_tok, int) and isinstance(n_ctx, int):
             need_cells = pad(need) * n_par
             facts.set("derived.kv_bytes_at_need", kv_tok * need_cells,
-                      _src("context", f"{kv_tok} B/token x {need_cells} cells"), "bytes")
+                      _src("context", f"{kv_tok} B/token x {need_cells} cells"))
     prompt = facts.value("config.prompt_tokens", facts.value("run.prompt_tokens"))
     if isinstance(prompt, int) and isinstance(n_seq_ctx, int):
         facts.set("derived.safe_max_new_tokens", max(0, n_seq_ctx - prompt),
-                  _src("context", f"{n_seq_ctx} per sequence - {prompt} prompt tokens"), "tokens")
+                  _src("context", f"{n_seq_ctx} per sequence - {prompt} prompt tokens"))
 
 
 def _derive_threads(facts: Facts) -> None:
@@ -693,7 +693,7 @@ def _derive_threads(facts: Facts) -> None:
         # a limit read from a log or a pasted command keeps its line as the evidence
         src = (usable_fact.source if usable_fact is not None and usable_fact.source.kind == "log"
                else _src("threads", "physical cores within the CPU quota and affinity"))
-        facts.set("derived.threads_recommended", max(1, int(usable)), src, "threads")
+        facts.set("derived.threads_recommended", max(1, int(usable)), src)
         if isinstance(threads, int) and threads > 0:
             facts.set("derived.threads_over", round(threads / usable, 3),
                       _src("threads", f"{threads} threads / {usable:g} usable cores"))
@@ -711,11 +711,11 @@ def _derive_load(facts: Facts) -> None:
     size = facts.value("model.file_bytes")
     if isinstance(load_ms, int | float) and isinstance(size, int) and load_ms > 0:
         facts.set("run.load_mb_s", round(size / 1e6 / (load_ms / 1000), 1),
-                  _src("load", f"{size} bytes in {load_ms:.0f} ms"), "MB/s")
+                  _src("load", f"{size} bytes in {load_ms:.0f} ms"))
     read = facts.value("model.storage.read_mb_s")
     if isinstance(read, int | float) and read > 0 and isinstance(size, int):
         facts.set("derived.load_expected_ms", round(size / 1e6 / read * 1000, 1),
-                  _src("load", f"{size} bytes at {read:.0f} MB/s"), "ms")
+                  _src("load", f"{size} bytes at {read:.0f} MB/s"))
 
 
 def _derive_offload(facts: Facts) -> None:
@@ -732,20 +732,20 @@ def _derive_run_summaries(facts: Facts) -> None:
         steady = [float(s) for s in (steps[1:] if len(steps) > 4 else steps)]
         p50 = percentile(steady, 50)
         src = _src("decode", f"{len(steady)} steady decode steps")
-        facts.set_default("run.decode_ms_p50", round(p50, 3), src, "ms")
-        facts.set_default("run.decode_ms_p99", round(percentile(steady, 99), 3), src, "ms")
-        facts.set_default("run.decode_ms_max", round(max(steady), 3), src, "ms")
-        facts.set_default("run.decode_ms_mean", round(sum(steady) / len(steady), 3), src, "ms")
-        facts.set_default("run.decode_ms_total", round(sum(float(s) for s in steps), 3), src, "ms")
-        facts.set_default("run.decode_tokens", len(steps), src, "tokens")
+        facts.set_default("run.decode_ms_p50", round(p50, 3), src)
+        facts.set_default("run.decode_ms_p99", round(percentile(steady, 99), 3), src)
+        facts.set_default("run.decode_ms_max", round(max(steady), 3), src)
+        facts.set_default("run.decode_ms_mean", round(sum(steady) / len(steady), 3), src)
+        facts.set_default("run.decode_ms_total", round(sum(float(s) for s in steps), 3), src)
+        facts.set_default("run.decode_tokens", len(steps), src)
         if p50 > 0:
             facts.set_default("run.decode_spike_ratio", round(percentile(steady, 99) / p50, 3), src)
-            facts.set_default("run.decode_spikes", sum(1 for s in steady if s > 3 * p50), src, "steps")
+            facts.set_default("run.decode_spikes", sum(1 for s in steady if s > 3 * p50), src)
     total = facts.value("run.decode_ms_total")
     n = facts.value("run.decode_tokens")
     if isinstance(total, int | float) and isinstance(n, int) and total > 0 and n > 0:
         facts.set_default("run.decode_tps", round(n / (total / 1000), 2),
-                          _src("decode", f"{n} tokens in {total:.0f} ms"), "tokens/s")
+                          _src("decode", f"{n} tokens in {total:.0f} ms"))
     prefill = facts.value("run.prefill_ms")
     if isinstance(prefill, int | float) and isinstance(total, int | float) and prefill + total > 0:
         facts.set_default("run.prefill_share", round(prefill / (prefill + total), 4),
@@ -883,24 +883,24 @@ def _derive_budget(facts: Facts) -> None:
     settings = (f"n_ctx {plan.n_ctx}, n_gpu_layers {plan.n_gpu_layers}, {plan.type_k}/{plan.type_v}, "
                 f"n_ubatch {plan.n_ubatch}, flash attention {'on' if plan.flash_attn else 'off'}")
     src = _src("budget", settings)
-    facts.set("derived.total_layers", n_total, _src("budget", "n_layer repeating layers + the output layer"), "layers")
-    facts.set("derived.weights_bytes", plan.layout.total, _src("budget", "sum of per-tensor sizes"), "bytes")
-    facts.set("derived.gpu_layers", b.gpu_layers, src, "layers")
+    facts.set("derived.total_layers", n_total, _src("budget", "n_layer repeating layers + the output layer"))
+    facts.set("derived.weights_bytes", plan.layout.total, _src("budget", "sum of per-tensor sizes"))
+    facts.set("derived.gpu_layers", b.gpu_layers, src)
     facts.set("derived.weights_gpu_bytes", b.weights_gpu,
-              _src("budget", f"layers {n_total - b.gpu_layers}..{n_total - 1} of 0..{n_total - 1} on the GPU"), "bytes")
+              _src("budget", f"layers {n_total - b.gpu_layers}..{n_total - 1} of 0..{n_total - 1} on the GPU"))
     facts.set("derived.weights_host_bytes", b.weights_host,
-              _src("budget", "token embedding (always on the CPU) + layers not offloaded"), "bytes")
+              _src("budget", "token embedding (always on the CPU) + layers not offloaded"))
     place = place_weights(plan.layout, plan.n_gpu_layers, plan.gpu)  # [repack hook] doctor/estimate_repack.py
     estimate_repack.set_facts(facts, plan.repack, place.first_gpu_layer, place.output_on_gpu)
     if plan.kv is not None:
-        facts.set("derived.kv_gpu_bytes", b.kv_gpu, src, "bytes")
-        facts.set("derived.kv_host_bytes", b.kv_host, src, "bytes")
+        facts.set("derived.kv_gpu_bytes", b.kv_gpu, src)
+        facts.set("derived.kv_host_bytes", b.kv_host, src)
     if plan.compute is not None:
         cp = context_params(plan.n_ctx, plan.n_seq, plan.unified, plan.n_batch, plan.n_ubatch)
         how = _src("budget", f"worst-case ubatch of {cp.n_tokens_reserve} tokens; {settings}")
-        facts.set("derived.compute_bytes", b.compute_gpu + b.compute_host, how, "bytes")
-        facts.set("derived.compute_gpu_bytes", b.compute_gpu, how, "bytes")
-        facts.set("derived.compute_host_bytes", b.compute_host, how, "bytes")
+        facts.set("derived.compute_bytes", b.compute_gpu + b.compute_host, how)
+        facts.set("derived.compute_gpu_bytes", b.compute_gpu, how)
+        facts.set("derived.compute_host_bytes", b.compute_host, how)
     complete = plan.kv is not None and plan.compute is not None
     if not complete:
         reason = ("KV cache not modelled for this model" if plan.kv is None
@@ -909,15 +909,14 @@ def _derive_budget(facts: Facts) -> None:
             facts.unknown(name, reason, src)
     proj = " + the vision projector" if plan.mmproj else ""
     facts.set("derived.gpu_need_bytes", b.gpu, _src("budget", f"weights + KV + compute{proj if b.mmproj_gpu else ''}"
-                                                              " on the GPU"), "bytes")
+                                                              " on the GPU"))
     facts.set("derived.host_need_bytes", b.host,
               _src("budget", f"weights + KV + compute + output buffer{proj if b.mmproj_host else ''}"
-                             " + the CPU backend's work buffer in host memory"),
-              "bytes")
+                             " + the CPU backend's work buffer in host memory"))
     if plan.compute is not None:
         facts.set("derived.cpu_work_bytes", b.work_host,
                   _src("budget", "the CPU backend's scratch for the largest product at a full context "
-                                 "(ggml_graph_plan work size; llama.cpp does not print it)"), "bytes")
+                                 "(ggml_graph_plan work size; llama.cpp does not print it)"))
 
     vram_free = _vram_free(facts)
     vram_budget = None
@@ -925,22 +924,22 @@ def _derive_budget(facts: Facts) -> None:
         count = _int_fact(facts, "host.gpu.count", 1)
         overhead = GPU_RUNTIME_OVERHEAD * count
         vram_budget = max(0, vram_free - overhead)
-        facts.set("derived.gpu_overhead_bytes", overhead, _src("budget", f"{count} x {GPU_OVERHEAD_HOW}"), "bytes")
+        facts.set("derived.gpu_overhead_bytes", overhead, _src("budget", f"{count} x {GPU_OVERHEAD_HOW}"))
         facts.set("derived.vram_budget", vram_budget,
                   _src("budget", f"free VRAM {vram_free / MIB:.0f} MiB - {count} x {GPU_RUNTIME_OVERHEAD / MIB:.0f} MiB"
-                                 " CUDA context"), "bytes")
+                                 " CUDA context"))
     available = facts.value("host.ram.available")
     ram_budget = None
     if isinstance(available, int):
         ram_budget = max(0, available - HOST_RUNTIME_OVERHEAD)
-        facts.set("derived.host_overhead_bytes", HOST_RUNTIME_OVERHEAD, _src("budget", HOST_OVERHEAD_HOW), "bytes")
+        facts.set("derived.host_overhead_bytes", HOST_RUNTIME_OVERHEAD, _src("budget", HOST_OVERHEAD_HOW))
         facts.set("derived.ram_budget", ram_budget,
                   _src("budget", f"available RAM {available / MIB:.0f} MiB - {HOST_RUNTIME_OVERHEAD / MIB:.1f} MiB "
-                                 "the engine's process needs beyond its buffers (measured)"), "bytes")
+                                 "the engine's process needs beyond its buffers (measured)"))
     if complete:
         facts.set("derived.host_peak_bytes", b.host + HOST_RUNTIME_OVERHEAD  # [repack hook] + the replaced
                   + _int_fact(facts, "derived.weights_repack_replaced_bytes", 0),  # file pages, resident after load
-                  _src("budget", "weights + KV + compute in host memory + the process's own overhead"), "bytes")
+                  _src("budget", "weights + KV + compute in host memory + the process's own overhead"))
 
     phase, device = "none", "none"
     if vram_budget is not None and plan.gpu and b.gpu_layers > 0:
@@ -949,9 +948,9 @@ def _derive_budget(facts: Facts) -> None:
         facts.set("derived.kv_fits_vram", b.weights_gpu + b.kv_gpu <= vram_budget, src)
         if complete:
             facts.set("derived.fits_vram", fits, src)
-            facts.set("derived.gpu_short_bytes", max(0, b.gpu - vram_budget), src, "bytes")
+            facts.set("derived.gpu_short_bytes", max(0, b.gpu - vram_budget), src)
             facts.set("derived.gpu_room_bytes", max(0, vram_budget - b.gpu),
-                      _src("budget", "free VRAM left after the CUDA context and the plan's buffers"), "bytes")
+                      _src("budget", "free VRAM left after the CUDA context and the plan's buffers"))
         if not fits:
             device = "gpu"
             phase = ("weights" if b.weights_gpu > vram_budget else
@@ -959,9 +958,9 @@ def _derive_budget(facts: Facts) -> None:
     if ram_budget is not None and complete:
         fits_ram = b.host <= ram_budget
         facts.set("derived.fits_ram", fits_ram, src)
-        facts.set("derived.host_short_bytes", max(0, b.host - ram_budget), src, "bytes")
+        facts.set("derived.host_short_bytes", max(0, b.host - ram_budget), src)
         facts.set("derived.host_room_bytes", max(0, ram_budget - b.host),
-                  _src("budget", "available RAM left after the process and the plan's buffers"), "bytes")
+                  _src("budget", "available RAM left after the process and the plan's buffers"))
         if not fits_ram and device == "none":
             device = "host"
             phase = ("weights" if b.weights_host > ram_budget else
@@ -972,34 +971,33 @@ def _derive_budget(facts: Facts) -> None:
         if device != "none":
             need, room = (b.gpu, vram_budget) if device == "gpu" else (b.host, ram_budget)
             facts.set("derived.oom_need_bytes", need,
-                      _src("budget", f"weights + KV + compute on the {device}"), "bytes")
+                      _src("budget", f"weights + KV + compute on the {device}"))
             facts.set("derived.oom_budget_bytes", room,
-                      _src("budget", f"free {device} memory minus the margin"), "bytes")
+                      _src("budget", f"free {device} memory minus the margin"))
 
     if complete:  # [split hook] the sum that fails, term by term (doctor/estimate_split.py)
         _explain_split(facts, plan, b, vram_budget, ram_budget)
     if vram_budget is not None and complete:
         best = max_gpu_layers(plan, vram_budget)
         fit_how = f"largest n_gpu_layers whose weights + KV + compute fit in {vram_budget / MIB:.0f} MiB"
-        facts.set("derived.max_gpu_layers", best, _src("budget", fit_how), "layers")
+        facts.set("derived.max_gpu_layers", best, _src("budget", fit_how))
         facts.set("derived.gpu_layers_fit_recommended", -1 if best >= n_total else best,
-                  _src("budget", "all layers (-1)" if best >= n_total else f"{best} of {n_total} layers fit"),
-                  "layers")
+                  _src("budget", "all layers (-1)" if best >= n_total else f"{best} of {n_total} layers fit"))
     if complete and (vram_budget is not None or ram_budget is not None):
         train = facts.value("model.n_ctx_train")
         limit = train if isinstance(train, int) and train > 0 else max(plan.n_ctx, 131072)
         limit = max(limit, plan.n_ctx)
         best_ctx = max_ctx_fit(plan, vram_budget if plan.gpu and b.gpu_layers else None, ram_budget, limit)
         if best_ctx is None:
-            facts.set("derived.max_ctx_fit", 0, _src("budget", "not even 256 tokens fit next to the weights"), "tokens")
+            facts.set("derived.max_ctx_fit", 0, _src("budget", "not even 256 tokens fit next to the weights"))
         else:
             facts.set("derived.max_ctx_fit", best_ctx,
                       _src("budget", f"largest multiple of 256 up to {limit} that fits with n_gpu_layers "
-                                     f"{plan.n_gpu_layers}"), "tokens")
+                                     f"{plan.n_gpu_layers}"))
             need = facts.value("derived.ctx_recommended")
             rec = min(need, best_ctx) if isinstance(need, int) else best_ctx
             facts.set("derived.ctx_fit_recommended", rec,
-                      _src("budget", "the context needed, or the largest that fits if smaller"), "tokens")
+                      _src("budget", "the context needed, or the largest that fits if smaller"))
 
 
 def _explain_split(facts: Facts, plan: Plan, b: Budget, vram_budget: int | None, ram_budget: int | None) -> None:
@@ -1025,10 +1023,10 @@ def _derive_ctx_reduced(facts: Facts) -> None:
         return
     fit = facts.value("derived.max_ctx_fit")
     if isinstance(fit, int) and 0 < fit < n_ctx:
-        facts.set("derived.ctx_reduced", fit, _src("context", "the largest context that fits in free memory"), "tokens")
+        facts.set("derived.ctx_reduced", fit, _src("context", "the largest context that fits in free memory"))
     else:
         facts.set("derived.ctx_reduced", pad(n_ctx // 2),
-                  _src("context", f"half of n_ctx {n_ctx} (free memory unknown: try, then adjust)"), "tokens")
+                  _src("context", f"half of n_ctx {n_ctx} (free memory unknown: try, then adjust)"))
 
 
 def _derive_decode_floor(facts: Facts) -> None:
@@ -1058,15 +1056,15 @@ def _derive_decode_floor(facts: Facts) -> None:
     kv_gpu = int(kv_read * share_gpu) if plan.offload_kqv else 0
     gpu_bytes, host_bytes = gpu_weights + kv_gpu, host_weights + kv_read - kv_gpu
     how = f"weights read per token + KV of {ctx_tokens} tokens"
-    facts.set("derived.decode_bytes_per_token", gpu_bytes + host_bytes, _src("decode", how), "bytes")
-    facts.set("derived.decode_gpu_bytes_per_token", gpu_bytes, _src("decode", how), "bytes")
-    facts.set("derived.decode_host_bytes_per_token", host_bytes, _src("decode", how), "bytes")
+    facts.set("derived.decode_bytes_per_token", gpu_bytes + host_bytes, _src("decode", how))
+    facts.set("derived.decode_gpu_bytes_per_token", gpu_bytes, _src("decode", how))
+    facts.set("derived.decode_host_bytes_per_token", host_bytes, _src("decode", how))
     gpu_bw = facts.value("host.gpu[0].bandwidth_measured_gbs", facts.value("host.gpu[0].bandwidth_spec_gbs"))
     host_bw = facts.value("host.ram.bandwidth_measured_gbs")
     if isinstance(gpu_bw, int | float) and gpu_bw > 0:
-        facts.set("derived.gpu_bandwidth_gbs", float(gpu_bw), _src("decode", "measured device copy, else spec"), "GB/s")
+        facts.set("derived.gpu_bandwidth_gbs", float(gpu_bw), _src("decode", "measured device copy, else spec"))
     if isinstance(host_bw, int | float) and host_bw > 0:
-        facts.set("derived.host_bandwidth_gbs", float(host_bw), _src("decode", "measured host copy"), "GB/s")
+        facts.set("derived.host_bandwidth_gbs", float(host_bw), _src("decode", "measured host copy"))
     floor = 0.0
     parts = []
     for n_bytes, bw, where in ((gpu_bytes, gpu_bw, "GPU"), (host_bytes, host_bw, "RAM")):
@@ -1078,13 +1076,13 @@ def _derive_decode_floor(facts: Facts) -> None:
             return
         floor += n_bytes / (bw * 1e9) * 1000
         parts.append(f"{n_bytes / MIB:.0f} MiB at {bw:.0f} GB/s ({where})")
-    facts.set("derived.decode_floor_ms", round(floor, 3), _src("decode", " + ".join(parts)), "ms")
+    facts.set("derived.decode_floor_ms", round(floor, 3), _src("decode", " + ".join(parts)))
     if plan.gpu and isinstance(gpu_bw, int | float) and gpu_bw > 0 and place.first_gpu_layer > 0:
         full = place_weights(plan.layout, -1, True)
         full_bytes = full.gpu_bytes + kv_read
         full_ms = full_bytes / (gpu_bw * 1e9) * 1000 * (1 - unused_share)
         facts.set("derived.decode_floor_full_gpu_ms", round(full_ms, 3), _src(
-            "decode", f"{full_bytes / MIB:.0f} MiB at {gpu_bw:.0f} GB/s if every layer were on the GPU"), "ms")
+            "decode", f"{full_bytes / MIB:.0f} MiB at {gpu_bw:.0f} GB/s if every layer were on the GPU"))
         if full_ms > 0:
             facts.set("derived.offload_slowdown", round(floor / full_ms, 2),
                       _src("decode", f"{floor:.1f} ms / {full_ms:.1f} ms per token"))

@@ -59,7 +59,7 @@ def explain(facts: Facts, gpu: DeviceSum | None, host: DeviceSum | None) -> None
     """Write the split facts for the device that fails first (GPU before host)."""
     src = Source("estimate", "estimate.split", text="weights + KV + compute per device vs its budget")
     if gpu is not None:
-        facts.set("derived.output_gpu_bytes", gpu.output, src, "bytes")
+        facts.set("derived.output_gpu_bytes", gpu.output, src)
     chosen = next((d for d in (gpu, host) if d is not None and d.constraint != "none"), None)
     if chosen is None:
         chosen = gpu or host
@@ -68,4 +68,4 @@ def explain(facts: Facts, gpu: DeviceSum | None, host: DeviceSum | None) -> None
     facts.set("derived.split_sum", chosen.text(), src)
     facts.set("derived.split_device", chosen.device.lower(), src)
     facts.set("derived.split_constraint", chosen.constraint, src)
-    facts.set("derived.split_short_bytes", max(0, chosen.total - chosen.room), src, "bytes")
+    facts.set("derived.split_short_bytes", max(0, chosen.total - chosen.room), src)

@@ -126,10 +126,10 @@ def derive_vs_engine(facts: Facts, cpu_compute: Callable[[Facts], int | None] | 
         facts.set("derived.alloc_compare", "; ".join(t.text() for t in terms), src)
         worst = _worst(terms)
         facts.set("derived.alloc_off_term", worst.name if worst else "none", src)
-        facts.set("derived.alloc_off_bytes", worst.diff if worst else 0, src, "bytes")
+        facts.set("derived.alloc_off_bytes", worst.diff if worst else 0, src)
         if worst:
-            facts.set("derived.alloc_off_estimate_bytes", worst.estimate, src, "bytes")
-            facts.set("derived.alloc_off_engine_bytes", worst.engine, src, "bytes")
+            facts.set("derived.alloc_off_estimate_bytes", worst.estimate, src)
+            facts.set("derived.alloc_off_engine_bytes", worst.engine, src)
     _planner(facts, engine)
 
 
@@ -157,4 +157,4 @@ def _planner(facts: Facts, engine: dict[str, int]) -> None:
     facts.set("derived.planner_compare", "; ".join(t.text() for t in terms), src)
     worst = _worst(terms)
     facts.set("derived.planner_off_term", worst.name if worst else "none", src)
-    facts.set("derived.planner_off_bytes", worst.diff if worst else 0, src, "bytes")
+    facts.set("derived.planner_off_bytes", worst.diff if worst else 0, src)

@@ -1,6 +1,6 @@
 """Evaluate the rule base over a Facts snapshot and build the Report.
 
-Outcomes: fired, ok, unknown (with the facts that were missing). A fired root cause inhibits the
+Outcomes (doctor/vocab.py): fired, ok, unknown (with the facts that were missing). A fired root cause inhibits the
 symptoms it lists, which stay in `checks` (marked inhibited) but leave `findings`. The assessment
 names the likely root cause: the worst visible finding, then the most confident, then the one that
 explains (inhibits) the most.
@@ -30,6 +30,7 @@ from doctor.report import (
 )
 from doctor.rulebase import Rule, RuleBase
 from doctor.templates import format_value, render, render_complete
+from doctor.vocab import Confidence, Mode, RuleOutcome
 
 MAX_EVENT_EVIDENCE = 8
 MAX_FACT_EVIDENCE = 10
@@ -37,14 +38,14 @@ MAX_FACT_EVIDENCE = 10
 
 @dataclass(slots=True)
 class RuleResult:
-    outcome: str  # fired | ok | unknown | skipped
-    confidence: str | None = None
+    outcome: RuleOutcome
+    confidence: Confidence | None = None
     missing: list[str] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 
 
-def evaluate_rule(rule: Rule, facts: Facts, mode: str | None = None) -> RuleResult:
+def evaluate_rule(rule: Rule, facts: Facts, mode: Mode | None = None) -> RuleResult:
     if mode is not None and mode not in rule.modes:
         return RuleResult("skipped")
     out: Outcome = rule.when.evaluate(facts)
@@ -56,7 +57,7 @@ def evaluate_rule(rule: Rule, facts: Facts, mode: str | None = None) -> RuleResu
             # not a check that passed, and must not count as one
             return RuleResult("unknown", missing=sorted(rule.when.fact_names()) or ["events"])
         return RuleResult("ok")
-    confidence = rule.confidence_default
+    confidence: Confidence = rule.confidence_default
     evidence_facts, evidence_events = list(out.facts), list(out.events)
     for level, predicate in rule.confidence_levels:
         sub = predicate.evaluate(facts)
@@ -112,14 +113,14 @@ class SessionMemo:
         self.judged[facts] = (key, findings)
 
 
-def diagnose(facts: Facts, rulebase: RuleBase, *, command: str, mode: str, engine: str | None = None,
+def diagnose(facts: Facts, rulebase: RuleBase, *, command: str, mode: Mode, engine: str | None = None,
              errors: list[str] | None = None, memo: SessionMemo | None = None) -> Report:
     """The whole brain: derived facts, then rules, then the report."""
     derive(facts)
     return build_report(rulebase, facts, command=command, mode=mode, engine=engine, errors=errors, memo=memo)
 
 
-def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: str, engine: str | None = None,
+def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: Mode, engine: str | None = None,
                  errors: list[str] | None = None, memo: SessionMemo | None = None) -> Report:
     chosen_engine = resolve_engine(facts, engine)
     report = Report(command=command, engine=chosen_engine, facts=facts, errors=list(errors or []),
@@ -137,8 +138,11 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: str, e
                                lambda rid: _rank(results[rid][0], results[rid][1]))
 
     for rid, (rule, result) in results.items():
+        outcome = result.outcome
+        if outcome == "skipped":  # never kept above
+            continue
         report.checks.append(Check(rule.id, rule.slug, rule.cls, rule.area, rule.severity, rule.title,
-                                   result.outcome, result.missing, inhibited_by.get(rid)))
+                                   outcome, result.missing, inhibited_by.get(rid)))
         if result.outcome == "fired" and rid not in inhibited_by:
             finding = _finding(rule, result, facts, chosen_engine, mode)
             finding.inhibits = sorted(t for t, by in inhibited_by.items() if by == rid)
@@ -181,7 +185,7 @@ def root_causes(fired: dict[str, Rule], rank: Callable[[str], tuple[int, ...]]) 
     return {rid: root(rid) for rid in parents}
 
 
-def _judge_sessions(report: Report, rulebase: RuleBase, facts: Facts, *, command: str, mode: str,
+def _judge_sessions(report: Report, rulebase: RuleBase, facts: Facts, *, command: str, mode: Mode,
                     engine: str | None, memo: SessionMemo | None) -> None:
     """Several engine sessions in one input: each earlier one is judged on its own facts (never mixed
     with the latest's), and every finding says which session it belongs to."""
@@ -215,7 +219,7 @@ def _rank(rule: Rule, result: RuleResult) -> tuple[int, int, int]:
     return (SEVERITY_RANK[rule.severity], CONFIDENCE_RANK.get(result.confidence or "low", 1), len(rule.inhibits))
 
 
-def _finding(rule: Rule, result: RuleResult, facts: Facts, engine: str | None, mode: str | None = None) -> Finding:
+def _finding(rule: Rule, result: RuleResult, facts: Facts, engine: str | None, mode: Mode | None = None) -> Finding:
     first_event = min(result.events, key=lambda e: e.line or 0) if result.events else None
     message = render(rule.message_for(mode), facts, first_event)
     explain = render(rule.explain, facts, first_event) if rule.explain else ""

@@ -5,15 +5,24 @@ source it came from (a log line, a probe, a trace, an estimate) so each finding 
 A fact that could not be read is *unknown* and carries the reason; it is never a silent default.
 Events (OOM, context shift, truncation, load failure, ...) are facts too, with line numbers.
 
+A fact's unit comes from the fact catalogue (doctor/catalog), never from the caller: `set` looks the
+name up. A name the catalogue does not know is kept without a unit in a user's run; under the strict
+switch (`STRICT`, on in the test suite, or LLM_DOCTOR_STRICT_FACTS=1 for child processes) it is a
+`FactNameError`, and so is a unit passed by a caller that disagrees with the catalogue.
+
 Pure: no machine access, no clock.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from doctor import catalog
+from doctor.errors import FactNameError
 
 Scalar = int | float | str | bool
 Value = Scalar | list[Any] | None
@@ -21,6 +30,38 @@ Value = Scalar | list[Any] | None
 # How many events of one kind are kept with their text; the count goes on past this.
 EVENTS_KEPT_PER_KIND = 50
 TEXT_LIMIT = 400
+
+# Unknown fact names and units that disagree with the catalogue are errors (tests, child processes of
+# tests); off in a user's run, where such a fact is kept rather than crashing the run.
+STRICT_ENV = "LLM_DOCTOR_STRICT_FACTS"
+STRICT = os.environ.get(STRICT_ENV) == "1"
+
+_UNITS: dict[str, tuple[bool, str | None]] = {}  # name -> (catalogued, unit); names repeat a lot
+
+
+def catalog_unit(name: str) -> tuple[bool, str | None]:
+    """(whether the catalogue knows `name`, its unit). Indexed names resolve to their `[]` spec."""
+    found = _UNITS.get(name)
+    if found is None:
+        spec = catalog.spec(name)
+        found = (spec is not None, spec.unit if spec is not None else None)
+        if len(_UNITS) < 100_000:  # names come from inputs too (indexed GPUs, sessions): stay bounded
+            _UNITS[name] = found
+    return found
+
+
+def unit_of(name: str, given: str | None = None) -> str | None:
+    """The unit a fact named `name` carries: the catalogue's. `given` is what a caller passed (the
+    log parsers still do); under STRICT a name the catalogue lacks, or a `given` unit that is not
+    the catalogue's, raises FactNameError."""
+    known, unit = catalog_unit(name)
+    if not known:
+        if STRICT:
+            raise FactNameError(f"fact {name!r} is not in the fact catalogue (doctor/catalog)")
+        return None  # units come from the catalogue only
+    if given is not None and given != unit and STRICT:
+        raise FactNameError(f"fact {name!r}: unit {given!r} passed, the catalogue says {unit!r}")
+    return unit
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +126,14 @@ class Fact:
 
     @classmethod
     def from_json(cls, name: str, data: dict[str, Any]) -> Fact:
+        """A fact read back from a saved scan or recording: a catalogued name takes the catalogue's
+        unit (files written before units came from the catalogue); another keeps the stored one."""
         src = data.get("source")
+        known, unit = catalog_unit(name)
         return cls(
             name=name,
             value=data.get("value"),
-            unit=_opt_str(data.get("unit")),
+            unit=unit if known else _opt_str(data.get("unit")),
             source=Source.from_json(src) if isinstance(src, dict) else Source("unknown", "unknown"),
             unknown=_opt_str(data.get("unknown")),
         )
@@ -211,9 +255,15 @@ class Facts:
 
     # -- facts -------------------------------------------------------------------------------
     def set(self, name: str, value: Value, source: Source, unit: str | None = None) -> None:
+        """Set a fact; its unit is the catalogue's (`unit`, when given, is only checked)."""
+        found = _UNITS.get(name)  # inline, the common case: a catalogued name seen before (parsers set per line)
+        if found is not None and found[0] and (unit is None or unit == found[1]):
+            unit = found[1]
+        else:
+            unit = unit_of(name, unit)
         problem = _out_of_range(value)
         if problem:
-            self.unknown(name, problem, source, unit)
+            self._unknown(name, problem, source, unit)
             return
         self._facts[name] = Fact(name, value, unit, source)
 
@@ -222,8 +272,14 @@ class Facts:
         current = self._facts.get(name)
         if current is None or not current.known:
             self.set(name, value, source, unit)
+        else:
+            unit_of(name, unit)  # the check holds whether or not the value lands
 
     def unknown(self, name: str, reason: str, source: Source, unit: str | None = None) -> None:
+        """Mark a fact unknown with the reason (never replacing a known value)."""
+        self._unknown(name, reason, source, unit_of(name, unit))
+
+    def _unknown(self, name: str, reason: str, source: Source, unit: str | None) -> None:
         current = self._facts.get(name)
         if current is not None and current.known:
             return  # a known value is never replaced by an unknown one
@@ -233,9 +289,9 @@ class Facts:
         if fact.known and not _out_of_range(fact.value):
             self._facts[fact.name] = fact
         elif fact.known:
-            self.unknown(fact.name, _out_of_range(fact.value) or "unknown", fact.source, fact.unit)
+            self._unknown(fact.name, _out_of_range(fact.value) or "unknown", fact.source, fact.unit)
         else:
-            self.unknown(fact.name, fact.unknown or "unknown", fact.source, fact.unit)
+            self._unknown(fact.name, fact.unknown or "unknown", fact.source, fact.unit)
 
     def get(self, name: str) -> Fact | None:
         return self._facts.get(name)

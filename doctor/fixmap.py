@@ -21,6 +21,7 @@ from typing import Any
 from doctor import engines
 from doctor.facts import Facts
 from doctor.report import Finding, Report
+from doctor.vocab import VerifyOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +196,7 @@ SLOWER = 1.2  # decode ms/token this much higher counts as slower
 
 
 def outcome(finding: Finding, before: Report, after: Report, after_figures: dict[str, Any],
-            before_figures: dict[str, Any] | None = None) -> tuple[str, str]:
+            before_figures: dict[str, Any] | None = None) -> tuple[VerifyOutcome, str]:
     """(outcome, reason): made worse when the re-run crashed, failed, raised a new finding at warning
     or above, or (a speed fix) decoded slower; not resolved when the finding (or one of its class)
     fires again; resolved otherwise. `before_figures`: a baseline re-run's, when one was made (speed

@@ -19,12 +19,13 @@ from doctor.facts import Facts
 from doctor.live import FindingEvent
 from doctor.report import Finding, Report
 from doctor.rulebase import RuleBase
+from doctor.vocab import Mode
 
 UPDATE_EVERY_MS = 2000.0
 
 
 class LiveJudge:
-    def __init__(self, rulebase: RuleBase, *, command: str = "watch", mode: str = "watch",
+    def __init__(self, rulebase: RuleBase, *, command: str = "watch", mode: Mode = "watch",
                  engine: str | None = None) -> None:
         self.rulebase = rulebase
         self.command = command

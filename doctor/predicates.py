@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from doctor.facts import Event, Fact, Facts
 
@@ -124,9 +124,10 @@ class Compare(Predicate):
             if ref is None or not ref.known:
                 return Outcome(None, {other.name})
             scaled = other.times != 1.0 or other.plus != 0.0
-            if (scaled or self.op in ORDER_OPS) and not _is_number(ref.value):
+            value = ref.value
+            if (scaled or self.op in ORDER_OPS) and not _is_number(value):
                 return Outcome(None, {f"{other.name} (not a number)"})
-            other = ref.value * other.times + other.plus if scaled else ref.value
+            other = value * other.times + other.plus if scaled and _is_number(value) else value
             evidence.append(ref)
         result = _compare(fact.value, self.op, other)
         if result is None:
@@ -161,7 +162,7 @@ class Events(Predicate):
         return Outcome(False)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from doctor.catalog import is_label
-from doctor.facts import Event, Fact, Facts, Session
+from doctor.facts import Event, Fact, Facts, Session, Value
 from doctor.report import Evidence, Report, SessionFindings
 from doctor.templates import format_value
 
@@ -132,6 +132,7 @@ class Redactor:
         for fact in facts:
             src = fact.source
             src = type(src)(src.kind, src.name, src.line, self.text(src.text) if src.text else src.text)
+            value: Value
             if fact.name in TEXT_FACTS and isinstance(fact.value, str):
                 value = self.generated(fact.value)
             elif is_label(fact.name):

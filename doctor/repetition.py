@@ -50,6 +50,7 @@ def find_loop(text: str, min_repeats: int = 3, min_tokens: int = 12) -> Repetiti
         return None
     tail = _periodic_tail(toks, min_repeats)
     ngram = _repeated_ngram(toks, min_repeats)
+    pick: Repetition | None
     if tail is not None and ngram is not None:
         # a loop that runs to the end is reported by its period; an n-gram only when it covers clearly more
         pick = ngram if ngram.share > tail.share + 0.1 else tail

@@ -8,14 +8,28 @@ loses a field rather than failing), which is how the watch screen shows what `wa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from doctor import __version__
 from doctor.facts import MAX_SESSIONS, Facts, Session
+from doctor.vocab import CONFIDENCE_RANK as CONFIDENCE_RANK  # re-exported: views rank findings with them
+from doctor.vocab import SEVERITY_RANK as SEVERITY_RANK
+from doctor.vocab import (
+    CheckOutcome,
+    Confidence,
+    FailOn,
+    Mode,
+    Severity,
+    Verdict,
+    VerifyOutcome,
+    is_check_outcome,
+    is_confidence,
+    is_mode,
+    is_severity,
+    is_verify_outcome,
+)
 
 SCHEMA_VERSION = "1"
-SEVERITY_RANK = {"error": 3, "warning": 2, "info": 1}
-CONFIDENCE_RANK = {"high": 3, "medium": 2, "low": 1}
 
 
 @dataclass(slots=True)
@@ -54,7 +68,7 @@ class Evidence:
 class Verified:
     """A fix tried on this machine (`--verify`): the same short job re-run with the fix applied."""
 
-    outcome: str  # resolved | not resolved | made worse | not tried
+    outcome: VerifyOutcome
     line: str  # the short before -> after line the views show beside the fix
     applied: dict[str, Any] = field(default_factory=dict)  # embedded engine's settings changed
     flags: dict[str, str] = field(default_factory=dict)  # the same change in each engine's flags
@@ -77,14 +91,15 @@ class Verified:
 
     @classmethod
     def from_json(cls, data: Any) -> Verified | None:
-        if not isinstance(data, dict) or not _s(data, "outcome"):
+        outcome = data.get("outcome") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not is_verify_outcome(outcome):
             return None
 
         def d(key: str) -> dict[str, Any]:
             value = data.get(key)
             return dict(value) if isinstance(value, dict) else {}
 
-        return cls(outcome=_s(data, "outcome"), line=_s(data, "line"), applied=d("applied"),
+        return cls(outcome=outcome, line=_s(data, "line"), applied=d("applied"),
                    flags={str(k): str(v) for k, v in d("flags").items()}, before=d("before"), after=d("after"),
                    fired_after=_str_list(data.get("fired_after")), reason=_s(data, "reason"))
 
@@ -196,8 +211,8 @@ class Finding:
     slug: str
     cls: str
     area: str
-    severity: str
-    confidence: str
+    severity: Severity
+    confidence: Confidence
     title: str
     message: str
     explain: str
@@ -218,7 +233,7 @@ class Finding:
         return self.id if self.session is None or self.session <= 1 else f"{self.session}:{self.id}"
 
     def to_json(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "id": self.id, "slug": self.slug, "class": self.cls, "area": self.area,
             "severity": self.severity, "confidence": self.confidence, "title": self.title,
             "message": self.message, "explain": self.explain,
@@ -231,12 +246,10 @@ class Finding:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Finding:
-        severity = _s(data, "severity", "info")
         evidence = data.get("evidence")
         return cls(
             id=_s(data, "id", "?"), slug=_s(data, "slug"), cls=_s(data, "class"), area=_s(data, "area", "Other"),
-            severity=severity if severity in ("error", "warning", "info") else "info",
-            confidence=_s(data, "confidence", "low") if _s(data, "confidence") in ("high", "medium", "low") else "low",
+            severity=_severity(data, "info"), confidence=_confidence(data),
             title=_s(data, "title"), message=_s(data, "message"), explain=_s(data, "explain"),
             evidence=[Evidence.from_json(e) for e in evidence if isinstance(e, dict)]
             if isinstance(evidence, list) else [],
@@ -282,9 +295,9 @@ class Check:
     slug: str
     cls: str
     area: str
-    severity: str
+    severity: Severity
     title: str
-    outcome: str  # fired | ok | unknown
+    outcome: CheckOutcome
     missing: list[str] = field(default_factory=list)
     inhibited_by: str | None = None
 
@@ -300,8 +313,8 @@ class Check:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Check:
         return cls(id=_s(data, "id", "?"), slug=_s(data, "slug"), cls=_s(data, "class"),
-                   area=_s(data, "area", "Other"), severity=_s(data, "severity", "info"),
-                   title=_s(data, "title"), outcome=_s(data, "outcome", "unknown"),
+                   area=_s(data, "area", "Other"), severity=_severity(data, "info"),
+                   title=_s(data, "title"), outcome=_outcome(data),
                    missing=_str_list(data.get("missing")), inhibited_by=_opt_s(data, "inhibited_by"))
 
 
@@ -309,8 +322,8 @@ class Check:
 class Assessment:
     id: str
     cls: str
-    severity: str
-    confidence: str
+    severity: Severity
+    confidence: Confidence
     title: str
     message: str
 
@@ -322,8 +335,8 @@ class Assessment:
     def from_json(cls, data: Any) -> Assessment | None:
         if not isinstance(data, dict):
             return None
-        return cls(id=_s(data, "id"), cls=_s(data, "class"), severity=_s(data, "severity", "warning"),
-                   confidence=_s(data, "confidence", "low"), title=_s(data, "title"), message=_s(data, "message"))
+        return cls(id=_s(data, "id"), cls=_s(data, "class"), severity=_severity(data, "warning"),
+                   confidence=_confidence(data), title=_s(data, "title"), message=_s(data, "message"))
 
 
 @dataclass(slots=True)
@@ -336,10 +349,12 @@ class Report:
     assessment: Assessment | None = None
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    mode: str = ""  # how the rules judged: scan | watch | analyze (analyze of a saved scan judges as scan)
+    # how the rules judged (analyze of a saved scan judges as scan); "" = as the command says
+    mode: Mode | Literal[""] = ""
 
     def __post_init__(self) -> None:
-        self.mode = self.mode or self.command
+        if not self.mode and is_mode(self.command):
+            self.mode = self.command
     # every engine session when the input held several, oldest first; the last is the one the
     # findings above are about, earlier ones keep theirs
     sessions: list[SessionFindings] = field(default_factory=list)
@@ -352,12 +367,12 @@ class Report:
         return [f for s in self.earlier for f in s.findings] + self.findings
     verification: Verification | None = None  # --verify
 
-    def worst(self) -> str | None:
+    def worst(self) -> Severity | None:
         if not self.findings:
             return None
         return max(self.findings, key=lambda f: SEVERITY_RANK[f.severity]).severity
 
-    def fails(self, threshold: str) -> bool:
+    def fails(self, threshold: FailOn) -> bool:
         """True when a finding is at or above `threshold` (error | warning | info | none)."""
         if threshold == "none":
             return False
@@ -369,7 +384,7 @@ class Report:
         text, an empty input, a metrics URL that gave no metrics, a command that printed nothing known)."""
         return self.facts.value("run.recognised") is not False
 
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         """problems | no_problems | nothing_recognised: the one answer every view gives. Notes (info
         findings) are not problems; nothing recognised is never "no problems"."""
         if any(f.severity in ("error", "warning") for f in self.findings):
@@ -450,10 +465,30 @@ class Report:
             assessment=Assessment.from_json(data.get("assessment")),
             errors=_str_list(data.get("errors")),
             notes=_str_list(data.get("notes")),
-            mode=_s(data, "mode", ""),
+            mode=_mode(data) or "",
             sessions=SessionFindings.list_from_json(data.get("sessions"), latest),
             verification=Verification.from_json(data.get("verification")),
         )
+
+
+def _severity(data: dict[str, Any], default: Severity) -> Severity:
+    value = data.get("severity")
+    return value if is_severity(value) else default
+
+
+def _confidence(data: dict[str, Any]) -> Confidence:
+    value = data.get("confidence")
+    return value if is_confidence(value) else "low"
+
+
+def _outcome(data: dict[str, Any]) -> CheckOutcome:
+    value = data.get("outcome")
+    return value if is_check_outcome(value) else "unknown"
+
+
+def _mode(data: dict[str, Any]) -> Mode | None:
+    value = data.get("mode")
+    return value if is_mode(value) else None
 
 
 def _s(data: dict[str, Any], key: str, default: str = "") -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,24 @@ from doctor.predicates import (
 )
 from doctor.rulecache import LineDict, LineList, load_tree
 from doctor.templates import FILTERS, placeholders
+from doctor.vocab import (
+    CONFIDENCES,
+    MODES,
+    SEVERITIES,
+    STATUSES,
+    Confidence,
+    Mode,
+    RuleOutcome,
+    RuleStatus,
+    Severity,
+    is_confidence,
+    is_mode,
+    is_rule_outcome,
+    is_severity,
+    is_status,
+)
 
 ENV_RULES = "LLM_DOCTOR_RULES"
-SEVERITIES = ("error", "warning", "info")
-CONFIDENCES = ("high", "medium", "low")
-MODES = ("scan", "watch", "analyze")
-STATUSES = ("stable", "experimental", "deprecated")
 
 # Diagnosis classes (DESIGN.md): stable names carried in the JSON. Value: the area they show under.
 CLASSES: dict[str, str] = {
@@ -85,10 +98,10 @@ class RuleCase:
     facts: dict[str, Any]
     events: list[dict[str, Any]]
     events_observed: bool
-    expect: str
-    confidence: str | None
+    expect: RuleOutcome
+    confidence: Confidence | None
     missing: list[str] | None
-    mode: str | None
+    mode: Mode | None
     line: int | None
 
 
@@ -97,11 +110,11 @@ class Rule:
     id: str
     slug: str
     cls: str
-    severity: str
+    severity: Severity
     title: str
     when: Predicate
-    confidence_levels: list[tuple[str, Predicate]]  # (level, predicate), tried in order
-    confidence_default: str
+    confidence_levels: list[tuple[Confidence, Predicate]]  # (level, predicate), tried in order
+    confidence_default: Confidence
     message: str
     explain: str
     fix_text: str
@@ -109,14 +122,14 @@ class Rule:
     inhibits: list[str]
     references: list[str]
     tests: list[RuleCase]
-    modes: tuple[str, ...]
-    status: str
+    modes: tuple[Mode, ...]
+    status: RuleStatus
     path: str
     line: int | None
     builtin: bool
     message_by_mode: dict[str, str] = field(default_factory=dict)  # wording for one mode (scan: nothing ran)
 
-    def message_for(self, mode: str | None) -> str:
+    def message_for(self, mode: Mode | None) -> str:
         return self.message_by_mode.get(mode or "", self.message)
     engines: tuple[str, ...] = ()  # whose logs it reads; () = any engine's
 
@@ -179,7 +192,7 @@ def _loader_class() -> Any:
     # libyaml's parser when PyYAML has it (ten times faster); safe either way
     base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    class _RuleLoader(base):  # type: ignore[misc,valid-type]
+    class _RuleLoader(base):
         def compose_node(self, parent: Any, index: Any) -> Any:  # the pure-Python composer only
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
@@ -246,7 +259,7 @@ def builtin_rules_dir() -> Path:
     raise RuleError(str(packaged), None, None, "built-in rules not found (broken install?)")
 
 
-def rule_dirs(extra: list[str] | None = None, env: dict[str, str] | None = None) -> list[tuple[Path, bool]]:
+def rule_dirs(extra: list[str] | None = None, env: Mapping[str, str] | None = None) -> list[tuple[Path, bool]]:
     env = os.environ if env is None else env
     dirs: list[tuple[Path, bool]] = [(builtin_rules_dir(), True)]
     dirs += [(directory, False) for directory in engines.rule_dirs()]  # rules that come with an engine
@@ -403,7 +416,7 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
     if cls not in CLASSES:
         raise ctx.fail("class", f"unknown diagnosis class '{cls}' (known: {', '.join(CLASSES)})")
     severity = _req_str(ctx, node, "severity")
-    if severity not in SEVERITIES:
+    if not is_severity(severity):
         raise ctx.fail("severity", f"severity must be one of {', '.join(SEVERITIES)}")
     title = _req_str(ctx, node, "title")
     if "when" not in node:
@@ -418,17 +431,18 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
         if not ID_RE.match(target):
             raise ctx.fail("inhibits", f"'{target}' is not a rule id")
     references = _str_list(ctx, node, "references")
-    modes = tuple(_str_list(ctx, node, "modes") or MODES)
-    for mode in modes:
-        if mode not in MODES:
+    modes: list[Mode] = []
+    for mode in _str_list(ctx, node, "modes") or MODES:
+        if not is_mode(mode):
             raise ctx.fail("modes", f"unknown mode '{mode}' (known: {', '.join(MODES)})")
+        modes.append(mode)
     engine_names = tuple(_str_list(ctx, node, "engines"))
     known = engines.names()
     for engine in engine_names:
         if engine not in known:
             raise ctx.fail("engines", f"unknown engine '{engine}' (known: {', '.join(known)})")
     status = _opt_str(ctx, node, "status") or "stable"
-    if status not in STATUSES:
+    if not is_status(status):
         raise ctx.fail("status", f"status must be one of {', '.join(STATUSES)}")
     for name, template in [("message", message), *[(f"message.{m}", t) for m, t in message_by_mode.items()],
                            ("explain", explain), ("fix", fix_text),
@@ -439,7 +453,7 @@ def _parse_rule(node: dict[str, Any], where: str, builtin: bool) -> Rule:
         id=rule_id, slug=slug, cls=cls, severity=severity, title=title, when=when,
         confidence_levels=levels, confidence_default=default, message=message, explain=explain,
         fix_text=fix_text, fix_engines=fix_engines, inhibits=inhibits, references=references,
-        tests=tests, modes=modes, status=status, path=where, line=_line_of(node), builtin=builtin,
+        tests=tests, modes=tuple(modes), status=status, path=where, line=_line_of(node), builtin=builtin,
         message_by_mode=message_by_mode,
         engines=engine_names,
     )
@@ -603,9 +617,9 @@ def _parse_events(ctx: _Ctx, node: dict[str, Any], path: str) -> Events:
     return Events(kind, phases, min_count, dict(data))
 
 
-def _parse_confidence(ctx: _Ctx, node: Any) -> tuple[list[tuple[str, Predicate]], str]:
+def _parse_confidence(ctx: _Ctx, node: Any) -> tuple[list[tuple[Confidence, Predicate]], Confidence]:
     if isinstance(node, str):
-        if node not in CONFIDENCES:
+        if not is_confidence(node):
             raise ctx.fail("confidence", f"confidence must be one of {', '.join(CONFIDENCES)}")
         return [], node
     if not isinstance(node, dict):
@@ -614,7 +628,7 @@ def _parse_confidence(ctx: _Ctx, node: Any) -> tuple[list[tuple[str, Predicate]]
     if bad:
         raise ctx.fail("confidence", f"unknown keys in confidence: {sorted(bad)}", node)
     default = node.get("default", "low")
-    if default not in CONFIDENCES:
+    if not is_confidence(default):
         raise ctx.fail("confidence.default", f"default must be one of {', '.join(CONFIDENCES)}", node)
     levels = [(level, _parse_predicate(ctx, node[level], f"confidence.{level}", 1))
               for level in CONFIDENCES if level in node]
@@ -684,16 +698,16 @@ def _parse_cases(ctx: _Ctx, node: Any) -> list[RuleCase]:
             if not isinstance(event["kind"], str) or event["kind"] not in catalog.EVENT_KINDS:
                 raise ctx.fail(f"{label}.events", f"unknown event kind '{event['kind']}'", case)
         expect = case.get("expect")
-        if expect not in ("fired", "ok", "unknown", "skipped"):
+        if not is_rule_outcome(expect):
             raise ctx.fail(f"{label}.expect", "'expect' is fired, ok, unknown or skipped", case)
         conf = case.get("confidence")
-        if conf is not None and conf not in CONFIDENCES:
+        if conf is not None and not is_confidence(conf):
             raise ctx.fail(f"{label}.confidence", f"confidence must be one of {', '.join(CONFIDENCES)}", case)
         missing = case.get("missing")
         if missing is not None and (not isinstance(missing, list) or not all(isinstance(m, str) for m in missing)):
             raise ctx.fail(f"{label}.missing", "'missing' is a list of fact names", case)
         mode = case.get("mode")
-        if mode is not None and mode not in MODES:
+        if mode is not None and not is_mode(mode):
             raise ctx.fail(f"{label}.mode", f"mode must be one of {', '.join(MODES)}", case)
         observed = case.get("events_observed", True)
         if not isinstance(observed, bool):

@@ -33,14 +33,14 @@ LINE = "\u0000line"  # a stored mapping's [line, [line of each key, in key order
 ITEMS = "\u0000items"  # a stored list: {ITEMS: [...], LINE: line}
 
 
-class LineDict(dict):  # type: ignore[type-arg]
+class LineDict(dict[Any, Any]):
     """A YAML mapping with the line it starts on and the line of each key (1-based)."""
 
     line: int = 0
     key_lines: dict[str, int]
 
 
-class LineList(list):  # type: ignore[type-arg]
+class LineList(list[Any]):
     """A YAML list with the line it starts on (1-based)."""
 
     line: int = 0

@@ -41,7 +41,8 @@ def run_case(rule: Rule, case: RuleCase) -> CaseResult:
     expected = case.expect
     actual = result.outcome
     ok = actual == expected
-    exp_parts, act_parts = [expected], [actual]
+    exp_parts: list[str] = [expected]
+    act_parts: list[str] = [actual]
     if case.confidence is not None and expected == "fired":
         exp_parts.append(f"confidence {case.confidence}")
         act_parts.append(f"confidence {result.confidence}")

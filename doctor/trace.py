@@ -55,50 +55,50 @@ MAX_RECORD_LINE = 8 << 20  # a recording line longer than this is damaged
 STEPS_KEPT = 100_000  # decode steps kept in run.decode_ms (a day of decoding at 1 step/s)
 LOG_BATCH = 1 << 20  # log bytes held before they are parsed even without a snapshot
 
-# settings key → (fact, unit); "requested" and "engine" stages use the same keys
-SETTING_FACTS: dict[str, tuple[str, str | None]] = {
-    "engine": ("config.engine", None),
-    "n_ctx": ("config.n_ctx", "tokens"),
-    "n_ctx_requested": ("config.n_ctx_requested", "tokens"),
-    "n_ctx_seq": ("config.n_ctx_seq", "tokens"),
-    "n_parallel": ("config.n_parallel", "sequences"),
-    "n_gpu_layers": ("config.n_gpu_layers", "layers"),
-    "n_threads": ("config.n_threads", "threads"),
-    "n_threads_batch": ("config.n_threads_batch", "threads"),
-    "n_batch": ("config.n_batch", "tokens"),
-    "n_ubatch": ("config.n_ubatch", "tokens"),
-    "use_mmap": ("config.use_mmap", None),
-    "use_extra_bufts": ("config.use_extra_bufts", None),
-    "flash_attn": ("config.flash_attn", None),
-    "type_k": ("config.type_k", None),
-    "type_v": ("config.type_v", None),
-    "max_tokens": ("config.max_new_tokens", "tokens"),
-    "prompt_tokens": ("config.prompt_tokens", "tokens"),
-    "temperature": ("sampling.temperature", None),
-    "top_p": ("sampling.top_p", None),
-    "top_k": ("sampling.top_k", None),
-    "min_p": ("sampling.min_p", None),
-    "repeat_penalty": ("sampling.repeat_penalty", None),
-    "repeat_last_n": ("sampling.repeat_last_n", "tokens"),
-    "seed": ("sampling.seed", None),
-    "model_path": ("model.path", None),
-    "model_bytes": ("model.weights_bytes", "bytes"),
-    "n_params": ("model.n_params", "params"),
-    "n_layer": ("model.n_layer", "layers"),
-    "n_ctx_train": ("model.n_ctx_train", "tokens"),
-    "engine_name": ("engine.name", None),
-    "engine_version": ("engine.version", None),
-    "gpu_offload_supported": ("engine.gpu_offload_supported", None),
-    "mmap_supported": ("engine.mmap_supported", None),
-    "max_tokens_effective": ("run.max_tokens_effective", "tokens"),
+# settings key → fact (its unit is the catalogue's); "requested" and "engine" stages use the same keys
+SETTING_FACTS: dict[str, str] = {
+    "engine": "config.engine",
+    "n_ctx": "config.n_ctx",
+    "n_ctx_requested": "config.n_ctx_requested",
+    "n_ctx_seq": "config.n_ctx_seq",
+    "n_parallel": "config.n_parallel",
+    "n_gpu_layers": "config.n_gpu_layers",
+    "n_threads": "config.n_threads",
+    "n_threads_batch": "config.n_threads_batch",
+    "n_batch": "config.n_batch",
+    "n_ubatch": "config.n_ubatch",
+    "use_mmap": "config.use_mmap",
+    "use_extra_bufts": "config.use_extra_bufts",
+    "flash_attn": "config.flash_attn",
+    "type_k": "config.type_k",
+    "type_v": "config.type_v",
+    "max_tokens": "config.max_new_tokens",
+    "prompt_tokens": "config.prompt_tokens",
+    "temperature": "sampling.temperature",
+    "top_p": "sampling.top_p",
+    "top_k": "sampling.top_k",
+    "min_p": "sampling.min_p",
+    "repeat_penalty": "sampling.repeat_penalty",
+    "repeat_last_n": "sampling.repeat_last_n",
+    "seed": "sampling.seed",
+    "model_path": "model.path",
+    "model_bytes": "model.weights_bytes",
+    "n_params": "model.n_params",
+    "n_layer": "model.n_layer",
+    "n_ctx_train": "model.n_ctx_train",
+    "engine_name": "engine.name",
+    "engine_version": "engine.version",
+    "gpu_offload_supported": "engine.gpu_offload_supported",
+    "mmap_supported": "engine.mmap_supported",
+    "max_tokens_effective": "run.max_tokens_effective",
 }
 PHASE_FACTS = {"load": "run.load_ms", "warmup": "run.warmup_ms", "prefill": "run.prefill_ms"}
-TRIAGE_FACTS: dict[str, tuple[str, str | None]] = {
-    "status": ("run.triage_status", None), "change": ("run.triage_change", None),
-    "setting": ("run.triage_setting", None), "summary": ("run.triage_summary", None),
-    "tried": ("run.triage_tried", None), "crash": ("run.triage_crash", None),
-    "crash_phase": ("run.triage_crash_phase", None), "runs": ("run.triage_runs", "runs"),
-    "seconds": ("run.triage_seconds", "s"), "budget_s": ("run.triage_budget_s", "s"),
+TRIAGE_FACTS: dict[str, str] = {
+    "status": "run.triage_status", "change": "run.triage_change",
+    "setting": "run.triage_setting", "summary": "run.triage_summary",
+    "tried": "run.triage_tried", "crash": "run.triage_crash",
+    "crash_phase": "run.triage_crash_phase", "runs": "run.triage_runs",
+    "seconds": "run.triage_seconds", "budget_s": "run.triage_budget_s",
 }
 KEPT_MAX = 256  # events kept to replay after a triage restart (host facts, triage steps)
 # facts an engine's log gives only once loading is over: its load time, the compute buffers (the last
@@ -237,18 +237,17 @@ class TraceBuilder:
         else:
             self._seen("the engine's own settings")
         for key, value in event.settings.items():
-            target = SETTING_FACTS.get(key)
-            if target is None or value is None or isinstance(value, dict | list):
+            name = SETTING_FACTS.get(key)
+            if name is None or value is None or isinstance(value, dict | list):
                 continue
-            name, unit = target
             if stage == "requested" and name.startswith("config.n_ctx") and key == "n_ctx":
                 name = "config.n_ctx_requested"
             how = "as asked" if stage == "requested" else "as the engine reports"
             src = self._src(f"settings.{stage}", f"{key} = {value} ({how})")
             if stage == "requested":
-                self.facts.set_default(name, value, src, unit)
+                self.facts.set_default(name, value, src)
             else:
-                self.facts.set(name, value, src, unit)
+                self.facts.set(name, value, src)
         n_ctx = event.settings.get("n_ctx")
         if stage != "requested" and isinstance(n_ctx, int):
             self.n_ctx = n_ctx
@@ -276,14 +275,14 @@ class TraceBuilder:
         self.load_done = self.load_done or f"the {event.phase} phase ended"
         src = self._src(f"phase.{event.phase}", f"{event.phase} took {event.ms:.1f} ms"
                         + (f" for {event.tokens} tokens" if event.tokens else ""))
-        self.facts.set(name, round(event.ms, 3), src, "ms")
+        self.facts.set(name, round(event.ms, 3), src)
         if event.phase == "prefill":
             if event.tokens is not None:
                 self.prompt_tokens = event.tokens
-                self.facts.set("run.prompt_tokens", event.tokens, src, "tokens")
-                self.facts.set("run.prompt_tokens_max", event.tokens, src, "tokens")
+                self.facts.set("run.prompt_tokens", event.tokens, src)
+                self.facts.set("run.prompt_tokens_max", event.tokens, src)
                 if event.ms > 0:
-                    self.facts.set("run.prefill_tps", round(event.tokens / (event.ms / 1000), 2), src, "tokens/s")
+                    self.facts.set("run.prefill_tps", round(event.tokens / (event.ms / 1000), 2), src)
             self.generated += 1
             self._append_output(event.token)
             if event.kv_used is not None:
@@ -336,20 +335,20 @@ class TraceBuilder:
                                    phase=event.phase, data=data))
         if event.event == "triage" and data.get("final") is True:
             src = self._src("triage", event.text)
-            for key, (name, unit) in TRIAGE_FACTS.items():
+            for key, name in TRIAGE_FACTS.items():
                 value = data.get(key)
                 if value is not None and value != "":
-                    self.facts.set(name, value, src, unit)
+                    self.facts.set(name, value, src)
 
     def _perf(self, event: PerfEvent) -> None:
         self._seen("llama.cpp's own counters")
         src = self._src("perf", "llama_perf_context: llama.cpp's own counters")
-        for name, value, unit in (("run.engine_prefill_ms", event.prefill_ms, "ms"),
-                                  ("run.engine_prompt_tokens", event.prompt_tokens, "tokens"),
-                                  ("run.engine_decode_ms", event.decode_ms, "ms"),
-                                  ("run.engine_decode_tokens", event.decode_tokens, "tokens")):
+        for name, value in (("run.engine_prefill_ms", event.prefill_ms),
+                            ("run.engine_prompt_tokens", event.prompt_tokens),
+                            ("run.engine_decode_ms", event.decode_ms),
+                            ("run.engine_decode_tokens", event.decode_tokens)):
             if value is not None:
-                self.facts.set(name, value, src, unit)
+                self.facts.set(name, value, src)
 
     def _end(self, event: EndEvent) -> None:
         self.ended = event
@@ -364,7 +363,7 @@ class TraceBuilder:
             # log or a metrics URL has no process of ours to judge
             self.facts.set("run.crashed", event.reason == "crashed", src)
             self.facts.set("run.end_reason", event.reason, src)
-        self.facts.set("run.total_ms", round(event.t_ms, 1), src, "ms")
+        self.facts.set("run.total_ms", round(event.t_ms, 1), src)
         last = next((line for line in reversed(event.error_lines) if isinstance(line, str) and line.strip()), None)
         if last is not None:
             self.facts.set("run.last_line", last.strip()[:300], self._src("end", "the last line it printed"))
@@ -433,36 +432,36 @@ class TraceBuilder:
         if self.decode_ms:
             steps = list(self.decode_ms)
             facts.set("run.decode_ms", steps,
-                      self._src("steps", f"{len(steps)} decode steps timed (eval + sample)"), "ms")
+                      self._src("steps", f"{len(steps)} decode steps timed (eval + sample)"))
         if self.generated:
             src = self._src("steps", f"{self.generated} tokens generated")
-            facts.set("run.generated_tokens", self.generated, src, "tokens")
+            facts.set("run.generated_tokens", self.generated, src)
             if self.prompt_tokens is not None:
                 used = self.prompt_tokens + self.generated
-                facts.set("run.tokens_used", used, src, "tokens")
+                facts.set("run.tokens_used", used, src)
                 current = facts.value("run.tokens_used_max")
                 if not isinstance(current, int) or used > current:
-                    facts.set("run.tokens_used_max", used, src, "tokens")
+                    facts.set("run.tokens_used_max", used, src)
         if self.kv_used is not None:
             src = self.kv_source or self._src("kv", "llama_memory_seq_pos_max(seq 0) + 1 after the last step")
-            facts.set("run.kv_used", self.kv_used, src, "tokens")
+            facts.set("run.kv_used", self.kv_used, src)
             if self.n_ctx:
                 facts.set("run.kv_fill", round(self.kv_used / self.n_ctx, 4),
                           self._src("kv", f"{self.kv_used} of {self.n_ctx} cells"))
         if self.output:
             facts.set("run.output_text", self.output_text, self._src("output", "generated text (last 8 KiB)"))
         if self.rss_max is not None:
-            facts.set("run.rss_max", self.rss_max, self._src("sampler", "peak resident memory of the engine"), "bytes")
+            facts.set("run.rss_max", self.rss_max, self._src("sampler", "peak resident memory of the engine"))
         if self.vram_max is not None:
             facts.set("run.vram_max", self.vram_max,
-                      self._src("sampler", "peak GPU memory of the engine (NVML)"), "bytes")
+                      self._src("sampler", "peak GPU memory of the engine (NVML)"))
         if self.others_load_max is not None:
             facts.set("run.cpu_load_max", round(self.others_load_max, 3),
                       self._src("sampler", "runnable threads of other processes per usable core, "
                                 f"highest of {self.samples} samples"))
         if self.swap_in_max is not None:
             facts.set("run.swap_in_bytes", self.swap_in_max,
-                      self._src("sampler", "bytes swapped in during the run"), "bytes")
+                      self._src("sampler", "bytes swapped in during the run"))
             facts.set("run.swap_in_use", self.swap_in_max > 0,
                       self._src("sampler", f"{self.swap_in_max} bytes swapped in during the run"))
 
@@ -520,7 +519,7 @@ def facts_from_recording(stream: BinaryIO, name: str = "recording") -> Facts:
 
     if damaged:
         facts.set("run.recording_damaged_lines", damaged,
-                  src(f"{damaged} damaged line(s) skipped (a crash mid-write?)"), "lines")
+                  src(f"{damaged} damaged line(s) skipped (a crash mid-write?)"))
     if builder.ended is None:
         facts.set("run.recording_complete", False,
                   src("the recording has no end event: the run (or watch) stopped early"))

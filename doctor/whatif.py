@@ -80,14 +80,14 @@ def apply_budgets(facts: Facts, budgets: Budgets) -> Facts:
     out.inputs = [*facts.inputs, f"what-if budget ({budgets.describe()})"]
     if budgets.ram is not None:
         src = Source("config", "--ram", text="stated budget (what-if), not measured")
-        out.set("host.ram.total", budgets.ram, src, "bytes")
-        out.set("host.ram.available", budgets.ram, src, "bytes")
+        out.set("host.ram.total", budgets.ram, src)
+        out.set("host.ram.available", budgets.ram, src)
     if budgets.vram is not None:
         src = Source("config", "--vram", text="stated budget (what-if), not measured")
-        out.set("host.gpu.count", len(budgets.vram), src, "GPUs")
+        out.set("host.gpu.count", len(budgets.vram), src)
         out.set("engine.gpu_offload_supported", True, Source("config", "--vram", text="planning for a GPU machine"))
         for i, size in enumerate(budgets.vram):
             out.set(f"host.gpu[{i}].name", f"GPU {i} (--vram)", src)
-            out.set(f"host.gpu[{i}].vram_total", size, src, "bytes")
-            out.set(f"host.gpu[{i}].vram_free", size, src, "bytes")
+            out.set(f"host.gpu[{i}].vram_total", size, src)
+            out.set(f"host.gpu[{i}].vram_free", size, src)
     return out

@@ -494,7 +494,7 @@ def _model_params(llama_cpp: Any, use_extra_bufts: bool) -> Iterator[bool]:
     # the ctypes module Llama.__init__ calls (llama_cpp/llama.py: `import llama_cpp.llama_cpp as llama_cpp`)
     lib = getattr(sys.modules.get("llama_cpp.llama"), "llama_cpp", None) or getattr(llama_cpp, "llama_cpp", None)
     original = getattr(lib, "llama_model_default_params", None)
-    if "use_extra_bufts" not in fields_ or original is None:
+    if "use_extra_bufts" not in fields_ or lib is None or original is None:
         yield False
         return
 

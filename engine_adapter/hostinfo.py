@@ -63,20 +63,20 @@ def _psutil_facts(facts: Facts) -> None:
         affinity = None
     quota = cgroup_quota()
     if logical:
-        facts.set_default("host.cpu.logical_cores", logical, _src("psutil.cpu_count()"), "cores")
+        facts.set_default("host.cpu.logical_cores", logical, _src("psutil.cpu_count()"))
     if physical:
-        facts.set_default("host.cpu.physical_cores", physical, _src("psutil.cpu_count(logical=False)"), "cores")
+        facts.set_default("host.cpu.physical_cores", physical, _src("psutil.cpu_count(logical=False)"))
     else:
         facts.unknown("host.cpu.physical_cores", "psutil could not count physical cores", _src("psutil"))
     if affinity:
-        facts.set_default("host.cpu.affinity_cores", affinity, _src("os.sched_getaffinity(0)"), "cores")
+        facts.set_default("host.cpu.affinity_cores", affinity, _src("os.sched_getaffinity(0)"))
     if quota:
-        facts.set_default("host.cpu.quota_cores", round(quota, 2), _src("cgroup cpu.max / cfs_quota_us"), "cores")
+        facts.set_default("host.cpu.quota_cores", round(quota, 2), _src("cgroup cpu.max / cfs_quota_us"))
     candidates = [float(v) for v in (physical, affinity, quota) if v]
     if candidates:
         usable = min(candidates)
         facts.set_default("host.cpu.usable_cores", int(usable) if usable == int(usable) else round(usable, 2),
-                          _src(f"min(physical {physical}, affinity {affinity}, quota {quota})"), "cores")
+                          _src(f"min(physical {physical}, affinity {affinity}, quota {quota})"))
     load = _safe(lambda: os.getloadavg()[0])
     if load is not None:
         facts.set("host.cpu.load_1m", round(load, 2), _src("os.getloadavg()"))
@@ -85,12 +85,12 @@ def _psutil_facts(facts: Facts) -> None:
             facts.set("host.cpu.load_per_core", round(load / usable_v, 3), _src(f"load {load:.2f} / {usable_v} cores"))
     mem = _safe(psutil.virtual_memory)
     if mem is not None:
-        facts.set_default("host.ram.total", int(mem.total), _src("psutil.virtual_memory()"), "bytes")
-        facts.set("host.ram.available", int(mem.available), _src("psutil.virtual_memory()"), "bytes")
+        facts.set_default("host.ram.total", int(mem.total), _src("psutil.virtual_memory()"))
+        facts.set("host.ram.available", int(mem.available), _src("psutil.virtual_memory()"))
     swap = _safe(psutil.swap_memory)
     if swap is not None:
-        facts.set_default("host.ram.swap_total", int(swap.total), _src("psutil.swap_memory()"), "bytes")
-        facts.set("host.ram.swap_used", int(swap.used), _src("psutil.swap_memory()"), "bytes")
+        facts.set_default("host.ram.swap_total", int(swap.total), _src("psutil.swap_memory()"))
+        facts.set("host.ram.swap_used", int(swap.used), _src("psutil.swap_memory()"))
 
 
 def _model_file(facts: Facts, model_path: str) -> None:
@@ -99,7 +99,7 @@ def _model_file(facts: Facts, model_path: str) -> None:
     except OSError as exc:
         facts.unknown("model.file_bytes", f"cannot stat {model_path}: {exc.strerror or exc}", _src("os.stat"))
         return
-    facts.set("model.file_bytes", size, _src(f"os.stat({os.path.basename(model_path)})"), "bytes")
+    facts.set("model.file_bytes", size, _src(f"os.stat({os.path.basename(model_path)})"))
     facts.set_default("model.path", model_path, _src("the model watch runs"))
 
 

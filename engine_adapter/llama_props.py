@@ -40,10 +40,10 @@ def read_props(url: str, fetch: Callable[[str, float], bytes] | None = None) -> 
     n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
     if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0:
         facts.set("config.n_parallel", slots, Source("probe", "llama-server.props",
-                                                     text=f"{url}: total_slots = {slots}"), "sequences")
+                                                     text=f"{url}: total_slots = {slots}"))
     if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
         facts.set("config.n_ctx_seq", n_ctx, Source("probe", "llama-server.props",
-                  text=f"{url}: default_generation_settings.n_ctx = {n_ctx}"), "tokens")
+                  text=f"{url}: default_generation_settings.n_ctx = {n_ctx}"))
     return facts, None
 
 

@@ -269,30 +269,29 @@ def to_facts(state: MetricsState, url: str) -> Facts:
     last = state.last.values if state.last is not None else {}
     usage = state.kv_usage_max
     if usage is not None:
-        facts.set("server.kv_usage_max", round(usage, 2), src("KV cache usage (gauge, largest)"), "%")
+        facts.set("server.kv_usage_max", round(usage, 2), src("KV cache usage (gauge, largest)"))
     preempt = _name_of(last, PREEMPTIONS)
     if preempt is not None:
         base, grown = state.counter(preempt)
         total = last[preempt]
-        facts.set("server.preemptions_total", int(total), src(f"{preempt} (counter, since the server started)"),
-                  "count")
+        facts.set("server.preemptions_total", int(total), src(f"{preempt} (counter, since the server started)"))
         if state.scrapes > 1 and grown is not None:
             text = (f"{preempt} {base:.0f} -> {total:.0f}: {grown:.0f} in the window"
                     if not state.resets else f"{preempt}: {grown:.0f} in the window (the counter was reset)")
-            facts.set("server.preemptions", int(grown), src(text), "count")
+            facts.set("server.preemptions", int(grown), src(text))
             if window > 0:
-                facts.set("server.preemptions_per_min", round(grown / window * 60.0, 2), src(text), "per minute")
+                facts.set("server.preemptions_per_min", round(grown / window * 60.0, 2), src(text))
     waiting = _name_of(last, WAITING)
     if waiting is not None:
-        facts.set("server.waiting_max", int(state.gauge_max[waiting]), src(f"{waiting} (gauge, largest)"), "requests")
-        facts.set("server.waiting_last", int(last[waiting]), src(f"{waiting} (gauge, last scrape)"), "requests")
+        facts.set("server.waiting_max", int(state.gauge_max[waiting]), src(f"{waiting} (gauge, largest)"))
+        facts.set("server.waiting_last", int(last[waiting]), src(f"{waiting} (gauge, last scrape)"))
     running = _name_of(last, RUNNING)
     if running is not None:
         peak = int(state.gauge_max[running])
-        facts.set("server.running_max", peak, src(f"{running} (gauge, largest)"), "requests")
+        facts.set("server.running_max", peak, src(f"{running} (gauge, largest)"))
         if state.engine == "vllm" and peak > 0:
             facts.set("server.max_num_seqs_suggested", max(1, peak // 2),
-                      src(f"half the {running} peak of {peak}"), "sequences")
+                      src(f"half the {running} peak of {peak}"))
     itl = next((n for n in ITL if f"{n}_sum" in last), None)
     for name, prefix in ((TTFT, "run.ttft_ms"), (itl, "run.itl_ms"), (QUEUE, "server.queue_ms"),
                          (PREFILL, "run.prefill_request_ms")):
@@ -302,14 +301,14 @@ def to_facts(state: MetricsState, url: str) -> Facts:
         if lat is None:
             continue
         text = f"{name} (histogram; {lat.count:.0f} requests {lat.scope})"
-        facts.set(f"{prefix}_mean", round(lat.mean_s * 1000.0, 1), src(text), "ms")
+        facts.set(f"{prefix}_mean", round(lat.mean_s * 1000.0, 1), src(text))
         if prefix != "run.prefill_request_ms":
             if lat.p50_s is not None:
-                facts.set(f"{prefix}_p50", round(lat.p50_s * 1000.0, 1), src(text), "ms")
+                facts.set(f"{prefix}_p50", round(lat.p50_s * 1000.0, 1), src(text))
             if lat.p95_s is not None:
-                facts.set(f"{prefix}_p95", round(lat.p95_s * 1000.0, 1), src(text), "ms")
+                facts.set(f"{prefix}_p95", round(lat.p95_s * 1000.0, 1), src(text))
         if prefix == "run.ttft_ms":
-            facts.set("run.ttft_requests", int(lat.count), src(text), "requests")
+            facts.set("run.ttft_requests", int(lat.count), src(text))
     for secs, count, fact, what in ((LCPP_GEN_S, LCPP_GEN_N, "run.itl_ms_mean", "generation"),
                                     (LCPP_PROMPT_S, LCPP_PROMPT_N, "run.prefill_ms_per_token", "prompt processing")):
         if secs not in last or count not in last or facts.has(fact):
@@ -320,21 +319,19 @@ def to_facts(state: MetricsState, url: str) -> Facts:
             d_s, d_n, scope = last[secs], last[count], "since the server started"
         if d_n > 0:
             facts.set(fact, round(d_s / d_n * 1000.0, 2),
-                      src(f"{secs} / {count} (counters: {what} time per token, {d_n:.0f} tokens {scope})"), "ms")
+                      src(f"{secs} / {count} (counters: {what} time per token, {d_n:.0f} tokens {scope})"))
     gen = _name_of(last, GEN_TOKENS)
     if gen is not None and state.scrapes > 1 and window > 0:
         facts.set("server.gen_tps", round(state.increase.get(gen, 0.0) / window, 2),
-                  src(f"{gen} (counter, increase / window)"), "tokens/s")
+                  src(f"{gen} (counter, increase / window)"))
     if state.scrapes > 1:
-        facts.set("server.metrics_window_s", round(window, 1), src("first to last scrape"), "s")
+        facts.set("server.metrics_window_s", round(window, 1), src("first to last scrape"))
     if len(state.gen_rates) > 1:
-        facts.set("run.decode_tps_min", round(min(state.gen_rates), 2), src(f"{GEN_RATE} (gauge, smallest)"),
-                  "tokens/s")
-        facts.set("run.decode_tps_max", round(max(state.gen_rates), 2), src(f"{GEN_RATE} (gauge, largest)"),
-                  "tokens/s")
+        facts.set("run.decode_tps_min", round(min(state.gen_rates), 2), src(f"{GEN_RATE} (gauge, smallest)"))
+        facts.set("run.decode_tps_max", round(max(state.gen_rates), 2), src(f"{GEN_RATE} (gauge, largest)"))
     tokens_max = _name_of(last, TOKENS_MAX)
     if tokens_max is not None and last[tokens_max]:
-        facts.set("run.tokens_used_max", int(last[tokens_max]), src(TOKENS_MAX[0]), "tokens")
+        facts.set("run.tokens_used_max", int(last[tokens_max]), src(TOKENS_MAX[0]))
     if state.engine:
         facts.set("engine.name", state.engine, src("metric name prefix"))
     return facts

@@ -53,11 +53,11 @@ _SELECTOR_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*,?)?$")
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """One fleet-wide PromQL query: which fact it feeds and how the value is scaled."""
+    """One fleet-wide PromQL query: which fact it feeds (its unit is the catalogue's) and how the value is
+    scaled."""
 
     fact: str
     promql: str  # with {sel} for the label matchers and {d} for the window
-    unit: str | None
     kind: str = "float"  # float | int
     scale: float = 1.0
 
@@ -66,54 +66,44 @@ class Query:
 QUERIES: dict[str, list[Query]] = {
     "llama.cpp": [
         Query("server.waiting_max", "max by (instance) (max_over_time(llamacpp:requests_deferred{{{sel}}}[{d}]))",
-              "requests", "int"),
+              "int"),
         Query("server.running_max",
-              "max by (instance) (max_over_time(llamacpp:requests_processing{{{sel}}}[{d}]))", "requests", "int"),
+              "max by (instance) (max_over_time(llamacpp:requests_processing{{{sel}}}[{d}]))", "int"),
         Query("server.busy_slots_per_decode",
-              "max by (instance) (last_over_time(llamacpp:n_busy_slots_per_decode{{{sel}}}[{d}]))", "slots"),
-        Query("run.tokens_used_max", "max by (instance) (max_over_time(llamacpp:n_tokens_max{{{sel}}}[{d}]))",
-              "tokens", "int"),
+              "max by (instance) (last_over_time(llamacpp:n_busy_slots_per_decode{{{sel}}}[{d}]))"),
+        Query("run.tokens_used_max", "max by (instance) (max_over_time(llamacpp:n_tokens_max{{{sel}}}[{d}]))", "int"),
         Query("server.kv_usage_max",
-              "max by (instance) (max_over_time(llamacpp:kv_cache_usage_ratio{{{sel}}}[{d}]))", "%", scale=100.0),
+              "max by (instance) (max_over_time(llamacpp:kv_cache_usage_ratio{{{sel}}}[{d}]))", scale=100.0),
         # generation speed reported while tokens were generated (0 when idle is left out)
         Query("run.decode_tps_min",
-              "min by (instance) (min_over_time((llamacpp:predicted_tokens_seconds{{{sel}}} > 0)[{d}:]))",
-              "tokens/s"),
+              "min by (instance) (min_over_time((llamacpp:predicted_tokens_seconds{{{sel}}} > 0)[{d}:]))"),
         Query("run.decode_tps_max",
-              "max by (instance) (max_over_time((llamacpp:predicted_tokens_seconds{{{sel}}} > 0)[{d}:]))",
-              "tokens/s"),
+              "max by (instance) (max_over_time((llamacpp:predicted_tokens_seconds{{{sel}}} > 0)[{d}:]))"),
         # rates over the window
-        Query("server.gen_tps_rate", "sum by (instance) (rate(llamacpp:tokens_predicted_total{{{sel}}}[{d}]))",
-              "tokens/s"),
-        Query("server.prompt_tps_rate", "sum by (instance) (rate(llamacpp:prompt_tokens_total{{{sel}}}[{d}]))",
-              "tokens/s"),
+        Query("server.gen_tps_rate", "sum by (instance) (rate(llamacpp:tokens_predicted_total{{{sel}}}[{d}]))"),
+        Query("server.prompt_tps_rate", "sum by (instance) (rate(llamacpp:prompt_tokens_total{{{sel}}}[{d}]))"),
         Query("server.decode_tps_per_request",
               "sum by (instance) (rate(llamacpp:tokens_predicted_total{{{sel}}}[{d}])) / "
-              "sum by (instance) (rate(llamacpp:tokens_predicted_seconds_total{{{sel}}}[{d}]))", "tokens/s"),
+              "sum by (instance) (rate(llamacpp:tokens_predicted_seconds_total{{{sel}}}[{d}]))"),
     ],
     "vllm": [
         Query("server.waiting_max", "max by (instance) (max_over_time(vllm:num_requests_waiting{{{sel}}}[{d}]))",
-              "requests", "int"),
+              "int"),
         Query("server.running_max", "max by (instance) (max_over_time(vllm:num_requests_running{{{sel}}}[{d}]))",
-              "requests", "int"),
+              "int"),
         Query("server.kv_usage_max",
               "max by (instance) (max_over_time({{__name__=~\"vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc\","
-              "{sel}}}[{d}]))", "%", scale=100.0),
-        Query("server.preemptions", "sum by (instance) (increase(vllm:num_preemptions_total{{{sel}}}[{d}]))",
-              "count", "int"),
+              "{sel}}}[{d}]))", scale=100.0),
+        Query("server.preemptions", "sum by (instance) (increase(vllm:num_preemptions_total{{{sel}}}[{d}]))", "int"),
         Query("run.ttft_ms_mean",
               "sum by (instance) (rate(vllm:time_to_first_token_seconds_sum{{{sel}}}[{d}])) / "
-              "sum by (instance) (rate(vllm:time_to_first_token_seconds_count{{{sel}}}[{d}]))", "ms", scale=1000.0),
-        Query("server.gen_tps_rate", "sum by (instance) (rate(vllm:generation_tokens_total{{{sel}}}[{d}]))",
-              "tokens/s"),
-        Query("server.prompt_tps_rate", "sum by (instance) (rate(vllm:prompt_tokens_total{{{sel}}}[{d}]))",
-              "tokens/s"),
+              "sum by (instance) (rate(vllm:time_to_first_token_seconds_count{{{sel}}}[{d}]))", scale=1000.0),
+        Query("server.gen_tps_rate", "sum by (instance) (rate(vllm:generation_tokens_total{{{sel}}}[{d}]))"),
+        Query("server.prompt_tps_rate", "sum by (instance) (rate(vllm:prompt_tokens_total{{{sel}}}[{d}]))"),
     ],
     "tgi": [
-        Query("server.waiting_max", "max by (instance) (max_over_time(tgi_queue_size{{{sel}}}[{d}]))",
-              "requests", "int"),
-        Query("server.running_max", "max by (instance) (max_over_time(tgi_batch_current_size{{{sel}}}[{d}]))",
-              "requests", "int"),
+        Query("server.waiting_max", "max by (instance) (max_over_time(tgi_queue_size{{{sel}}}[{d}]))", "int"),
+        Query("server.running_max", "max by (instance) (max_over_time(tgi_batch_current_size{{{sel}}}[{d}]))", "int"),
     ],
 }
 
@@ -273,7 +263,7 @@ def collect(client: PrometheusClient, *, duration_s: float, selector: str = "", 
                 scaled = value * q.scale
                 fact_value: int | float = round(scaled) if q.kind == "int" else round(scaled, 2)
                 inst.facts.set(q.fact, fact_value, Source("probe", "prometheus",
-                                                          text=f"{promql} = {_fmt(value)}"), q.unit)
+                                                          text=f"{promql} = {_fmt(value)}"))
                 if q.fact == "server.preemptions" and fact_value > 0:
                     inst.facts.add_event(Event(kind="preempted", line=None, text=f"{promql} = {_fmt(value)}",
                                                source="prometheus",
@@ -297,11 +287,11 @@ def collect(client: PrometheusClient, *, duration_s: float, selector: str = "", 
 def _add_health(client: PrometheusClient, instances: dict[str, Instance], selector: str, at: float) -> None:
     """Targets API: health, last error, scrape age. Engine targets only (matched by instance)."""
     by_instance: dict[str, dict[str, Any]] = {}
-    for target in client.targets():
-        labels = target.get("labels") or {}
+    for found in client.targets():
+        labels = found.get("labels") or {}
         name = labels.get("instance") if isinstance(labels, dict) else None
         if isinstance(name, str):
-            by_instance[name] = target
+            by_instance[name] = found
     # `up` for instances that never answered with engine metrics but match the selector
     up_promql = f"up{{{selector}}}"
     for labels, value in client.query(up_promql, at):
@@ -330,7 +320,7 @@ def _add_health(client: PrometheusClient, instances: dict[str, Instance], select
         inst.facts.set("server.target_up", up, Source("probe", "prometheus", text=f"{src_text}: {why}"))
         if inst.scrape_age_s is not None:
             inst.facts.set("server.scrape_age_s", inst.scrape_age_s, Source("probe", "prometheus",
-                           text=f"{src_text}: lastScrape {target.get('lastScrape')}"), "s")
+                           text=f"{src_text}: lastScrape {target.get('lastScrape')}"))
             if interval:
                 stale = inst.scrape_age_s > max(STALE_INTERVALS * interval, STALE_MIN_S)
                 inst.facts.set("server.scrape_stale", stale, Source("probe", "prometheus", text=(

@@ -112,7 +112,7 @@ class ResourceSampler:
                  nvml: NvmlHandle | None = None, cores: float | None = None, own_pid: int | None = None,
                  tree: bool = True) -> None:
         if psutil_module is None:
-            import psutil as psutil_module  # type: ignore[no-redef]
+            import psutil as psutil_module
         self.psutil = psutil_module
         self.proc_root = proc_root
         self.nvml = nvml if nvml is not None else NvmlHandle.open()

@@ -131,7 +131,7 @@ class _Wrapped:
                           and now - self.stopping_since > STOP_STEPS[self.stop_step - 1][1]):
                         sig = STOP_STEPS[self.stop_step][0]
                         if self.on_note is not None:
-                            self.on_note(f"{self.proc.args[0]} has not stopped; sending {signal.Signals(sig).name}")
+                            self.on_note(f"{_program(self.proc)} has not stopped; sending {signal.Signals(sig).name}")
                         self._signal(sig)
                         self.stopping_since = now
                         self.stop_step += 1
@@ -183,3 +183,8 @@ class _Wrapped:
         end = EndEvent(reason=reason, exit_status=status, error_lines=tail if reason in ("crashed", "exited") else [])
         return self.session.finish(end, errors)
 
+
+def _program(proc: subprocess.Popen[bytes]) -> str:
+    """The program a child runs (its argv[0]), for notes."""
+    args = proc.args
+    return str(args[0]) if isinstance(args, list | tuple) and args else str(args)

@@ -79,16 +79,17 @@ class Reporter:
     def source(self, text: str | None = None) -> Source:
         return Source("probe", self.name, text=strip_controls(text[:300]) if text else None)
 
-    def set(self, name: str, value: Value, unit: str | None = None, text: str | None = None) -> None:
+    def set(self, name: str, value: Value, *, text: str | None = None) -> None:
+        """Set a fact (its unit is the catalogue's); `text` says what was read, for the evidence."""
         if value is None:
-            self.unknown(name, text or "not reported", unit)
+            self.unknown(name, text or "not reported")
             return
         if isinstance(value, str):  # names read from files and drivers (a GGUF's general.name) are outside text
             value = strip_controls(value)
-        self.facts.set(name, value, self.source(text), unit)
+        self.facts.set(name, value, self.source(text))
 
-    def unknown(self, name: str, reason: str, unit: str | None = None) -> None:
-        self.facts.unknown(name, reason, self.source(reason), unit)
+    def unknown(self, name: str, reason: str) -> None:
+        self.facts.unknown(name, reason, self.source(reason))
 
     def read(self, names: str | tuple[str, ...], fn: Callable[[], T], what: str = "") -> T | None:
         """Run one read; on any failure mark `names` unknown with the reason and return None."""

@@ -65,14 +65,14 @@ def cpu_quota(roots: Roots) -> Limit:
         elif "cpu" in controllers:
             for base in _v1_bases(roots, "cpu"):
                 for d in [*_walk(base, path)]:
-                    quota = try_text(os.path.join(d, "cpu.cfs_quota_us"))
-                    period = try_text(os.path.join(d, "cpu.cfs_period_us"))
-                    if quota is None or period is None:
+                    quota_us = try_text(os.path.join(d, "cpu.cfs_quota_us"))
+                    period_us = try_text(os.path.join(d, "cpu.cfs_period_us"))
+                    if quota_us is None or period_us is None:
                         continue
-                    if int(quota) > 0 and int(period) > 0:
-                        cores = int(quota) / int(period)
+                    if int(quota_us) > 0 and int(period_us) > 0:
+                        cores = int(quota_us) / int(period_us)
                         if best.value is None or cores < best.value:
-                            best = Limit(cores, f"{d}/cpu.cfs_quota_us {quota} / cpu.cfs_period_us {period}")
+                            best = Limit(cores, f"{d}/cpu.cfs_quota_us {quota_us} / cpu.cfs_period_us {period_us}")
     return best
 
 

@@ -34,7 +34,8 @@ def _psutil(roots: Roots) -> Any:
 
 def cpuinfo(roots: Roots) -> tuple[str | None, set[str]]:
     """(model name, flags) from /proc/cpuinfo (x86 `flags`, arm64 `Features`)."""
-    model, flags = None, set()
+    model: str | None = None
+    flags: set[str] = set()
     for line in read_text(roots.procfs("cpuinfo"), 4 << 20).splitlines():
         key, _, value = line.partition(":")
         key = key.strip().lower()
@@ -86,10 +87,10 @@ def collect_cpu(roots: Roots) -> Facts:
     if ps is not None:
         logical = rep.read("host.cpu.logical_cores", lambda: ps.cpu_count(logical=True), "psutil")
         if logical is not None:
-            rep.set("host.cpu.logical_cores", logical, "cores", "psutil.cpu_count()")
+            rep.set("host.cpu.logical_cores", logical, text="psutil.cpu_count()")
         phys = rep.read("host.cpu.physical_cores", lambda: ps.cpu_count(logical=False), "psutil")
         if phys is not None:
-            rep.set("host.cpu.physical_cores", phys, "cores", "psutil.cpu_count(logical=False)")
+            rep.set("host.cpu.physical_cores", phys, text="psutil.cpu_count(logical=False)")
         elif not rep.facts.get("host.cpu.physical_cores"):
             rep.unknown("host.cpu.physical_cores", "psutil could not count physical cores")
         load = rep.read("host.cpu.load_1m", lambda: ps.getloadavg()[0], "load average")
@@ -106,10 +107,10 @@ def collect_cpu(roots: Roots) -> Facts:
             rep.set("host.cpu.avx512", "avx512f" in flags, text="/proc/cpuinfo flags")
     aff = rep.read("host.cpu.affinity_cores", lambda: affinity(roots), "/proc/self/status")
     if aff:
-        rep.set("host.cpu.affinity_cores", aff, "cores", "Cpus_allowed_list")
+        rep.set("host.cpu.affinity_cores", aff, text="Cpus_allowed_list")
     quota = rep.read("host.cpu.quota_cores", lambda: cpu_quota(roots), "cgroup cpu quota")
     if quota is not None and quota.value is not None:
-        rep.set("host.cpu.quota_cores", round(quota.value, 2), "cores", quota.where)
+        rep.set("host.cpu.quota_cores", round(quota.value, 2), text=quota.where)
     governor = try_text(roots.sys("devices", "system", "cpu", "cpu0", "cpufreq", "scaling_governor"))
     if governor:
         rep.set("host.cpu.governor", governor, text="cpu0 scaling_governor")
@@ -121,7 +122,7 @@ def collect_cpu(roots: Roots) -> Facts:
                         (("physical", "physical_cores"), ("affinity", "affinity_cores"), ("quota", "quota_cores"))
                         if rep.facts.has("host.cpu." + k))
         rep.set("host.cpu.usable_cores", round(usable, 2) if not float(usable).is_integer() else int(usable),
-                "cores", f"min({why})")
+                text=f"min({why})")
         load = rep.facts.value("host.cpu.load_1m")
         if isinstance(load, float):
             rep.set("host.cpu.load_per_core", round(load / max(usable, 1), 2), text=f"load {load} / {usable} cores")

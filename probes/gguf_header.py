@@ -240,8 +240,8 @@ class _Walker:
             value_type = self.u32(f"type of {key!r}")
             self.value(header, key, value_type, 0)
         alignment = header.scalars.get("general.alignment", DEFAULT_ALIGNMENT)
-        valid = isinstance(alignment, int) and not isinstance(alignment, bool) and alignment > 0
-        if not valid or alignment & (alignment - 1):
+        if (not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0
+                or alignment & (alignment - 1)):
             raise GgufCorrupt(f"general.alignment {alignment!r} is not a power of two")
         header.alignment = alignment
         raw = [self.tensor_info(i) for i in range(n_tensors)]

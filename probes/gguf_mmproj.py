@@ -44,8 +44,8 @@ def collect_mmproj(path: str) -> Facts:
         raise NotAProjector(f"general.architecture is {arch!r}, not 'clip' (an mmproj file)")
     rep = Reporter("gguf")
     rep.set("mmproj.path", path)
-    rep.set("mmproj.weights_bytes", sum(t.n_bytes for t in head.tensors), "bytes",
-            f"sum of {len(head.tensors)} tensor sizes (clip.cpp's `model size`)")
+    rep.set("mmproj.weights_bytes", sum(t.n_bytes for t in head.tensors),
+            text=f"sum of {len(head.tensors)} tensor sizes (clip.cpp's `model size`)")
     has_vision = md.get("clip.has_vision_encoder") is True or any(t.name.startswith("v.") for t in head.tensors)
     rep.set("mmproj.has_vision", has_vision, text="clip.has_vision_encoder")
     projector = md.get("clip.vision.projector_type", md.get("clip.projector_type"))

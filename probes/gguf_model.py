@@ -328,10 +328,10 @@ def model_facts(model: ModelFile, rep: Reporter) -> None:
     md = model.metadata
     arch = str(md.get("general.architecture", "")) or None
     rep.set("model.path", model.path)
-    rep.set("model.file_bytes", model.file_bytes, "bytes", f"{len(model.shards)} file(s)")
-    rep.set("model.split_count", len(model.shards), "files")
-    rep.set("model.weights_bytes", model.tensor_bytes, "bytes", "sum of per-tensor sizes")
-    rep.set("model.n_params", model.n_params, "params")
+    rep.set("model.file_bytes", model.file_bytes, text=f"{len(model.shards)} file(s)")
+    rep.set("model.split_count", len(model.shards))
+    rep.set("model.weights_bytes", model.tensor_bytes, text="sum of per-tensor sizes")
+    rep.set("model.n_params", model.n_params)
     rep.set("model.arch", arch, text="general.architecture")
     if isinstance(md.get("general.name"), str):
         rep.set("model.name", md["general.name"])
@@ -353,7 +353,7 @@ def model_facts(model: ModelFile, rep: Reporter) -> None:
     if n_layer > MAX_LAYERS:  # a damaged or hostile header: per-layer lists would not fit in memory
         rep.unknown("model.n_layer", f"{arch}.block_count is {n_layer}; llama.cpp loads 1 to {MAX_LAYERS} layers")
         return
-    rep.set("model.n_layer", n_layer, "layers", f"{arch}.block_count")
+    rep.set("model.n_layer", n_layer, text=f"{arch}.block_count")
     n_embd = _int(key("embedding_length"))
     rep.set("model.n_embd", n_embd, text=f"{arch}.embedding_length")
     heads = _per_layer(key("attention.head_count"), n_layer)
@@ -375,34 +375,34 @@ def model_facts(model: ModelFile, rep: Reporter) -> None:
         hd_v = hd_k
     rep.set("model.head_dim_k", hd_k, text=f"{arch}.attention.key_length or n_embd / n_head")
     rep.set("model.head_dim_v", hd_v, text=f"{arch}.attention.value_length or key length")
-    rep.set("model.n_ctx_train", _int(key("context_length")), "tokens", f"{arch}.context_length")
+    rep.set("model.n_ctx_train", _int(key("context_length")), text=f"{arch}.context_length")
     n_vocab = _int(key("vocab_size")) or _int(md.get("tokenizer.ggml.tokens#count"))
-    rep.set("model.n_vocab", n_vocab, "tokens", "vocab_size or the tokenizer's token list")
+    rep.set("model.n_vocab", n_vocab, text="vocab_size or the tokenizer's token list")
     n_swa = _int(key("attention.sliding_window")) or 0
-    rep.set("model.n_swa", n_swa, "tokens", f"{arch}.attention.sliding_window")
+    rep.set("model.n_swa", n_swa, text=f"{arch}.attention.sliding_window")
     if n_swa > 0:
         mask = _swa_mask(key("attention.sliding_window_pattern"), arch, n_layer)
         if mask is None:
             rep.unknown("model.swa_per_layer", f"{arch}: which layers use the sliding window is not in the file")
         else:
             rep.set("model.swa_per_layer", [int(b) for b in mask], text="sliding_window_pattern")
-            rep.set("model.swa_layers", sum(mask), "layers")
+            rep.set("model.swa_layers", sum(mask))
     else:
-        rep.set("model.swa_layers", 0, "layers")
+        rep.set("model.swa_layers", 0)
     rep.set("model.n_expert", _int(key("expert_count")) or 0, text=f"{arch}.expert_count")
     rep.set("model.n_expert_used", _int(key("expert_used_count")) or 0, text=f"{arch}.expert_used_count")
     from probes.gguf_arch import arch_facts  # [arch hook] MLA, recurrent state, expert widths (issue 16)
 
     arch_facts(md, arch, rep)
     if model.expert_bytes:
-        rep.set("model.expert_bytes", model.expert_bytes, "bytes", "ffn_*_exps tensors")
+        rep.set("model.expert_bytes", model.expert_bytes, text="ffn_*_exps tensors")
     if len(model.layer_bytes) == n_layer:
-        rep.set("model.layer_bytes", model.layer_bytes, "bytes", "blk.N.* tensors per layer")
+        rep.set("model.layer_bytes", model.layer_bytes, text="blk.N.* tensors per layer")
     else:
         rep.unknown("model.layer_bytes", f"tensors name {len(model.layer_bytes)} layers, metadata says {n_layer}")
-    rep.set("model.input_bytes", model.input_bytes, "bytes", "token embedding and other non-layer tensors")
-    rep.set("model.output_bytes", model.output_bytes, "bytes", "output and output_norm tensors")
-    rep.set("model.nonrepeating_bytes", model.input_bytes + model.output_bytes, "bytes")
+    rep.set("model.input_bytes", model.input_bytes, text="token embedding and other non-layer tensors")
+    rep.set("model.output_bytes", model.output_bytes, text="output and output_norm tensors")
+    rep.set("model.nonrepeating_bytes", model.input_bytes + model.output_bytes)
     if model.matmul:
         rep.set("model.matmul_weights", model.matmul,
                 text="matrix weights: [layer, op, type, ne, bytes, count] (llama.cpp may repack them)")
@@ -435,7 +435,7 @@ def collect_model(path: str) -> Facts:
         rep.set("model.corrupt", True, text=str(exc))
         rep.set("model.corrupt_reason", str(exc))
         with contextlib.suppress(OSError):
-            rep.set("model.file_bytes", os.path.getsize(path), "bytes")
+            rep.set("model.file_bytes", os.path.getsize(path))
         return rep.facts
     rep.set("model.corrupt", False, text="header, sizes and tensor bounds check out")
     model_facts(model, rep)

@@ -51,7 +51,7 @@ def collect_gpus(roots: Roots) -> Facts:
             started = True
         except Exception as exc:  # NVMLError subclasses: LibraryNotFound, DriverNotLoaded, NoPermission ...
             reason = _error_text(exc)
-    if started:
+    if started and nv is not None:
         try:
             _from_nvml(rep, nv, roots)
         finally:
@@ -69,7 +69,7 @@ def _from_nvml(rep: Reporter, nv: Any, roots: Roots) -> None:
     count = rep.read("host.gpu.count", nv.nvmlDeviceGetCount, "device count")
     if count is None:
         return
-    rep.set("host.gpu.count", int(count), "GPUs", "nvmlDeviceGetCount")
+    rep.set("host.gpu.count", int(count), text="nvmlDeviceGetCount")
     rep.set("host.gpu.vendor", "nvidia" if count else "none", text="NVML")
     for i in range(int(count)):
         _nvml_device(rep, nv, roots, i)
@@ -97,13 +97,13 @@ def _nvml_device(rep: Reporter, nv: Any, roots: Roots, i: int) -> None:
     mem = _memory_info(rep, nv, handle, p)
     if mem is not None:
         total, free, used, how = mem
-        rep.set(f"{p}.vram_total", total, "bytes", how)
-        rep.set(f"{p}.vram_free", free, "bytes", how)
-        rep.set(f"{p}.vram_used", used, "bytes", how)
+        rep.set(f"{p}.vram_total", total, text=how)
+        rep.set(f"{p}.vram_free", free, text=how)
+        rep.set(f"{p}.vram_used", used, text=how)
     util = ask((f"{p}.util_gpu", f"{p}.util_mem"), "nvmlDeviceGetUtilizationRates")
     if util is not None:
-        rep.set(f"{p}.util_gpu", float(util.gpu), "%", "nvmlDeviceGetUtilizationRates")
-        rep.set(f"{p}.util_mem", float(util.memory), "%", "nvmlDeviceGetUtilizationRates")
+        rep.set(f"{p}.util_gpu", float(util.gpu), text="nvmlDeviceGetUtilizationRates")
+        rep.set(f"{p}.util_mem", float(util.memory), text="nvmlDeviceGetUtilizationRates")
     pstate = ask(f"{p}.pstate", "nvmlDeviceGetPerformanceState")
     if pstate is not None:
         rep.set(f"{p}.pstate", int(pstate), text=f"P{int(pstate)}")
@@ -116,12 +116,12 @@ def _nvml_device(rep: Reporter, nv: Any, roots: Roots, i: int) -> None:
     bits = ask(f"{p}.mem_bus_bits", "nvmlDeviceGetMemoryBusWidth")
     clock = ask(f"{p}.mem_clock_mhz", "nvmlDeviceGetMaxClockInfo", getattr(nv, "NVML_CLOCK_MEM", 2))
     if bits is not None:
-        rep.set(f"{p}.mem_bus_bits", int(bits), "bits", "nvmlDeviceGetMemoryBusWidth")
+        rep.set(f"{p}.mem_bus_bits", int(bits), text="nvmlDeviceGetMemoryBusWidth")
     if clock is not None:
-        rep.set(f"{p}.mem_clock_mhz", int(clock), "MHz", "nvmlDeviceGetMaxClockInfo(NVML_CLOCK_MEM)")
+        rep.set(f"{p}.mem_clock_mhz", int(clock), text="nvmlDeviceGetMaxClockInfo(NVML_CLOCK_MEM)")
     if bits and clock:
         spec = round(int(clock) * 2 * int(bits) / 8 / 1000, 1)
-        rep.set(f"{p}.bandwidth_spec_gbs", spec, "GB/s", f"{int(clock)} MHz x 2 x {int(bits)} bits / 8")
+        rep.set(f"{p}.bandwidth_spec_gbs", spec, text=f"{int(clock)} MHz x 2 x {int(bits)} bits / 8")
     else:
         rep.unknown(f"{p}.bandwidth_spec_gbs", "memory bus width or max memory clock not reported")
     link = read_link(roots, bdf) if bdf else None
@@ -171,10 +171,10 @@ def _nvml_pcie(rep: Reporter, ask: Any, p: str, link: Link | None) -> None:
     }
     for key, value in values.items():
         if value is not None:
-            rep.set(f"{q}.{key}", int(value), "lanes" if key.startswith("width") else None, f"NVML {key}")
+            rep.set(f"{q}.{key}", int(value), text=f"NVML {key}")
     width_gpu = link.width_device_max if link is not None else None
     if width_gpu is not None:
-        rep.set(f"{q}.width_gpu_max", width_gpu, "lanes", f"sysfs {link.bdf} max_link_width" if link else None)
+        rep.set(f"{q}.width_gpu_max", width_gpu, text=f"sysfs {link.bdf} max_link_width" if link else None)
     elif values["width_max"] is not None:
         rep.unknown(f"{q}.width_gpu_max", "sysfs link attributes not readable")
     gen_max, gen_gpu, width_max = values["gen_max"], values["gen_gpu_max"], values["width_max"]
@@ -186,10 +186,10 @@ def _nvml_pcie(rep: Reporter, ask: Any, p: str, link: Link | None) -> None:
                      + (f" x{width_gpu}" if width_gpu else ""))
     spec = link_gbs(int(gen_max) if gen_max is not None else None, int(width_max) if width_max is not None else None)
     if spec is not None:
-        rep.set(f"{q}.spec_gbs", spec, "GB/s", f"Gen{gen_max} x{width_max}, one direction")
+        rep.set(f"{q}.spec_gbs", spec, text=f"Gen{gen_max} x{width_max}, one direction")
     replay = ask(f"{q}.replay_errors", "nvmlDeviceGetPcieReplayCounter")
     if replay is not None:
-        rep.set(f"{q}.replay_errors", int(replay), "count", "nvmlDeviceGetPcieReplayCounter")
+        rep.set(f"{q}.replay_errors", int(replay), text="nvmlDeviceGetPcieReplayCounter")
 
 
 COMPUTE_VENDORS = ("nvidia", "amd", "intel", "moore threads")  # not a server BMC's VGA (ASPEED, Matrox)
@@ -197,8 +197,8 @@ COMPUTE_VENDORS = ("nvidia", "amd", "intel", "moore threads")  # not a server BM
 
 def _from_sysfs(rep: Reporter, roots: Roots, pci: list[PciGpu], reason: str) -> None:
     discrete = [g for g in pci if not g.integrated and g.vendor in COMPUTE_VENDORS]
-    rep.set("host.gpu.count", len(discrete), "GPUs",
-            f"PCI display controllers in sysfs ({', '.join(g.bdf + ' ' + g.vendor for g in pci) or 'none'})")
+    rep.set("host.gpu.count", len(discrete),
+            text=f"PCI display controllers in sysfs ({', '.join(g.bdf + ' ' + g.vendor for g in pci) or 'none'})")
     rep.set("host.gpu.vendor", discrete[0].vendor if discrete else "none", text="PCI vendor id")
     rep.unknown("host.gpu.driver", reason)
     for i, gpu in enumerate(discrete):
@@ -215,14 +215,14 @@ def _from_sysfs(rep: Reporter, roots: Roots, pci: list[PciGpu], reason: str) -> 
                            ("gen_max", link.gen_max), ("width_max", link.width_max),
                            ("gen_gpu_max", link.gen_device_max), ("width_gpu_max", link.width_device_max)):
             if value is not None:
-                rep.set(f"{q}.{key}", value, "lanes" if key.startswith("width") else None, f"sysfs {gpu.bdf}")
+                rep.set(f"{q}.{key}", value, text=f"sysfs {gpu.bdf}")
         if link.slot_limited is not None:
             rep.set(f"{q}.slot_limited", link.slot_limited,
                     text=f"bridge Gen{link.gen_slot_max} x{link.width_slot_max} vs card Gen{link.gen_device_max}"
                          f" x{link.width_device_max}")
         spec = link_gbs(link.gen_max, link.width_max)
         if spec is not None:
-            rep.set(f"{q}.spec_gbs", spec, "GB/s", f"Gen{link.gen_max} x{link.width_max}, one direction")
+            rep.set(f"{q}.spec_gbs", spec, text=f"Gen{link.gen_max} x{link.width_max}, one direction")
 
 
 def _collect(ctx: ProbeContext) -> Facts:

@@ -117,8 +117,8 @@ def bench_facts(answer: dict[str, Any], rep: Reporter, origin: str = "torch") ->
         return
     host = answer.get("host_gbs")
     if isinstance(host, int | float) and host > 0:
-        rep.set("host.ram.bandwidth_measured_gbs", round(float(host), 1), "GB/s",
-                f"{origin}: CPU tensor copy, 2 x 256 MiB moved per copy")
+        rep.set("host.ram.bandwidth_measured_gbs", round(float(host), 1),
+                text=f"{origin}: CPU tensor copy, 2 x 256 MiB moved per copy")
     for gpu in answer.get("gpus", []):
         p = f"host.gpu[{int(gpu['index'])}]"
         if "error" in gpu:
@@ -129,7 +129,7 @@ def bench_facts(answer: dict[str, Any], rep: Reporter, origin: str = "torch") ->
         for name, key, how in values:
             value = gpu.get(key)
             if isinstance(value, int | float) and value > 0:
-                rep.set(f"{p}.{name}", round(float(value), 1), "GB/s", f"{origin}: {how}")
+                rep.set(f"{p}.{name}", round(float(value), 1), text=f"{origin}: {how}")
         if isinstance(gpu.get("gen_under_load"), int):
             rep.set(f"{p}.pcie.gen_under_load", int(gpu["gen_under_load"]),
                     text=f"NVML during the pinned copy (x{gpu.get('width_under_load', '?')})")

@@ -32,24 +32,24 @@ def collect_memory(roots: Roots) -> Facts:
             total, available = int(vm.total), int(vm.available)
         swap = rep.read(("host.ram.swap_total", "host.ram.swap_used"), ps.swap_memory, "psutil.swap_memory")
         if swap is not None:
-            rep.set("host.ram.swap_total", int(swap.total), "bytes", "psutil.swap_memory")
-            rep.set("host.ram.swap_used", int(swap.used), "bytes", "psutil.swap_memory")
+            rep.set("host.ram.swap_total", int(swap.total), text="psutil.swap_memory")
+            rep.set("host.ram.swap_used", int(swap.used), text="psutil.swap_memory")
     limits = rep.read("host.ram.cgroup_limit", lambda: memory_limit(roots), "cgroup memory limit")
     how_total, how_avail = "psutil.virtual_memory (MemTotal)", "psutil.virtual_memory (MemAvailable)"
     if limits is not None:
         limit, usage = limits
         if limit.value is not None:
             cap = int(limit.value)
-            rep.set("host.ram.cgroup_limit", cap, "bytes", limit.where)
+            rep.set("host.ram.cgroup_limit", cap, text=limit.where)
             if total is None or cap < total:
                 total, how_total = cap, f"cgroup limit ({limit.where})"
             room = cap - usage if usage is not None else cap
             if available is None or room < available:
                 available, how_avail = max(0, room), f"cgroup limit - usage ({limit.where})"
     if total is not None:
-        rep.set("host.ram.total", total, "bytes", how_total)
+        rep.set("host.ram.total", total, text=how_total)
     if available is not None:
-        rep.set("host.ram.available", available, "bytes", how_avail)
+        rep.set("host.ram.available", available, text=how_avail)
     return rep.facts
 
 

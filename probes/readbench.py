@@ -83,7 +83,7 @@ def _mincore(libc: ctypes.CDLL, fd: int, size: int) -> int:
 
 def mapped_by(roots: Roots, path: str) -> list[int]:
     """PIDs (other than ours) that have the file mapped."""
-    pids = []
+    pids: list[int] = []
     me = os.getpid()
     try:
         entries = os.listdir(roots.proc)
@@ -164,7 +164,7 @@ def measure_read(path: str, roots: Roots, seconds: float = 8.0) -> Facts:
         rep.unknown("model.storage.read_mb_s", "nothing could be read")
         return rep.facts
     mb_s = round(n / 1e6 / took, 1)
-    rep.set("model.storage.read_mb_s", mb_s, "MB/s", f"{method}: {n / 2**20:.0f} MiB in {took:.2f} s")
+    rep.set("model.storage.read_mb_s", mb_s, text=f"{method}: {n / 2**20:.0f} MiB in {took:.2f} s")
     _model, flags = cpuinfo(roots)
     vm, _container = virtualization(roots, flags)
     upper = vm != "none"
@@ -181,8 +181,8 @@ def _collect(ctx: ProbeContext) -> Facts:
     if not ctx.roots.live:
         recorded = ctx.roots.bench if isinstance(ctx.roots.bench, dict) else {}
         if "read_mb_s" in recorded:
-            rep.set("model.storage.read_mb_s", float(recorded["read_mb_s"]), "MB/s",
-                    f"recorded on {ctx.roots.recorded}")
+            rep.set("model.storage.read_mb_s", float(recorded["read_mb_s"]),
+                    text=f"recorded on {ctx.roots.recorded}")
             rep.set("model.storage.read_upper_bound", bool(recorded.get("read_upper_bound", False)))
         else:
             rep.unknown("model.storage.read_mb_s", f"not recorded for {ctx.roots.recorded}")

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+# Strict fact names: a fact the catalogue does not know, or a unit that is not the catalogue's, is an
+# error in the suite (doctor.facts.STRICT), in this process and in the engines and commands it starts.
+os.environ["LLM_DOCTOR_STRICT_FACTS"] = "1"
+
+import doctor.facts
 from doctor.evaluate import diagnose
 from doctor.inputs import read_input
 from doctor.report import Report
 from doctor.rulebase import RuleBase, load_rulebase
+
+doctor.facts.STRICT = True  # in case doctor.facts was imported before this file (a plugin)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -47,7 +55,7 @@ def rulebase() -> RuleBase:
 
 
 @pytest.fixture(scope="session")
-def analyze(rulebase: RuleBase):  # type: ignore[no-untyped-def]
+def analyze(rulebase: RuleBase):
     """analyze(path) -> Report, through the same code path as `llm-doctor analyze`."""
 
     def run(path: str | Path, engine: str | None = None) -> Report:
@@ -62,7 +70,7 @@ def tool_on_path() -> bool:
     return shutil.which("llm-doctor") is not None
 
 
-def worked_around(report: Report | dict) -> set[str]:  # type: ignore[type-arg]
+def worked_around(report: Report | dict) -> set[str]:
     """Ids of the findings that say the engine crashed here and triage made the run with a working
     setting (an AMX Xeon: LD951). On such a machine they come with every embedded run; tests that
     judge a run's other findings leave them out. Empty where the engine did not crash."""

@@ -14,11 +14,12 @@ from doctor.evaluate import diagnose
 from doctor.inputs import load_input
 from doctor.report import Report
 from doctor.rulebase import RuleBase, load_rulebase
+from doctor.vocab import Mode
 
 HELP = "diagnose a saved or pasted log, a saved scan, or a watch recording"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help=HELP, description=HELP + ". Use - to read standard input (paste a log).")
     p.add_argument("file", nargs="?", help="log file, scan --save file, watch --record file, or - for stdin")
     add_options(p, "analyze")
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--verify-budget must be positive (got {args.verify_budget:g})")
     loaded = load_input(args.file)
     # a saved scan is judged as the scan was (scan checks, no serving-log checks) and shown with its header
-    mode = "scan" if loaded.saved_by == "scan" else "analyze"
+    mode: Mode = "scan" if loaded.saved_by == "scan" else "analyze"
     report = diagnose(loaded.facts, rulebase, command="analyze", mode=mode, engine=args.engine)
     if args.verify:
         from doctor.commands.verify_log import verify_log

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 HELP = "diagnose every llama-server / vLLM / TGI instance a Prometheus scrapes"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fleet", help=HELP, description=HELP + ". One row per instance, worst first, "
                        "with findings, evidence (the PromQL and its values) and fixes.")
     p.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus base URL, e.g. http://prom:9090")

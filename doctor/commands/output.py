@@ -8,6 +8,7 @@ import os
 import sys
 
 from doctor.report import Report
+from doctor.vocab import FailOn
 
 
 def add_output_options(parser: argparse.ArgumentParser, command: str = "analyze") -> None:
@@ -60,7 +61,7 @@ def emit(report: Report, args: argparse.Namespace) -> int:
 EXIT_NOTHING_RECOGNISED = 4
 
 
-def exit_code(report: Report, fail_on: str) -> int:
+def exit_code(report: Report, fail_on: FailOn) -> int:
     if report.fails(fail_on):
         return 1
     return EXIT_NOTHING_RECOGNISED if report.verdict() == "nothing_recognised" else 0

@@ -17,7 +17,7 @@ from doctor.templates import describe, placeholders
 RULES_HELP = "an extra rule folder (repeatable; also LLM_DOCTOR_RULES)"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rules", help="list the rules, or run their own test cases")
     rsub = p.add_subparsers(dest="rules_command", metavar="{list,test}")
     pl = rsub.add_parser("list", help="every rule: id, class, severity, title")

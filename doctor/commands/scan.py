@@ -46,7 +46,7 @@ TRACE_ONLY = ("run.recognised", "run.loaded")
 
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scan", help=HELP, description=HELP + ". Without options: this machine, the embedded "
                        "SmolLM2-135M and a short real trace. Options share their names with watch and with "
                        "llama.cpp (-m, -c, -ngl, -t, -np, -b, -ub, -ctk, -ctv, -fa, -n).")
@@ -70,11 +70,8 @@ class Plan:
 
     def facts(self) -> Facts:
         facts = Facts()
-        units = {"config.n_ctx": "tokens", "config.n_ctx_requested": "tokens", "config.n_gpu_layers": "layers",
-                 "config.n_threads": "threads", "config.n_parallel": "sequences", "config.n_batch": "tokens",
-                 "config.n_ubatch": "tokens", "config.prompt_tokens": "tokens", "config.max_new_tokens": "tokens"}
         for name, value in self.values.items():
-            facts.set(name, value, Source("config", "scan plan", text=self.why[name]), units.get(name))
+            facts.set(name, value, Source("config", "scan plan", text=self.why[name]))
         return facts
 
 

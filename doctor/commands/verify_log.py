@@ -47,9 +47,9 @@ def log_settings(facts: Any) -> dict[str, Any]:
         out["n_ctx"] = _int(facts, "config.n_ctx")
     for field_, name in (("temperature", "sampling.temperature"), ("repeat_penalty", "sampling.repeat_penalty"),
                          ("top_p", "sampling.top_p"), ("min_p", "sampling.min_p")):
-        value = _num(facts, name)
-        if value is not None:
-            out[field_] = value
+        number = _num(facts, name)
+        if number is not None:
+            out[field_] = number
     for field_, name in (("type_k", "config.type_k"), ("type_v", "config.type_v")):
         value = facts.value(name)
         if isinstance(value, str) and value:

@@ -51,7 +51,7 @@ ENGINE_OPTIONS = {
     "no_repack": "use_extra_bufts",
 }
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "watch", help=HELP, description=HELP + ". Without --log or a command it runs the embedded "
         "llama-cpp-python engine on the default model (SmolLM2-135M) and a default prompt. Options share "

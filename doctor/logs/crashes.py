@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from doctor.facts import Event, Facts
+from doctor.facts import Event, Facts, Scalar
 from doctor.logs.base import LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
@@ -632,7 +632,7 @@ class CrashParser(LogParser):
         fx = c.fixes
         detail = f" ({f.detail})" if f.detail else ""
         summary = f"{c.title}{detail}. {c.meaning}"
-        data = {"cause": c.id, "confidence": f.confidence, "title": c.title, "detail": f.detail,
+        data: dict[str, Scalar] = {"cause": c.id, "confidence": f.confidence, "title": c.title, "detail": f.detail,
                 "summary": summary[:900], "fix": fx.text, "fix_llama_cpp": fx.llama_cpp, "fix_lcp": fx.lcp,
                 "fix_ollama": fx.ollama, "fix_vllm": fx.vllm or fx.text}
         facts.add_event(Event(kind="crash_cause", line=f.line.number, text=f.line.raw[:400], source=self.name,

@@ -95,8 +95,9 @@ class EndSniffer:
         if self.ends is not None:
             return b""
         data, self._head = bytes(self._head), bytearray()
-        self.ends = sniff(data, True)
-        return to_lf(data, self.ends)
+        ends = sniff(data, True) or "lf"  # complete: always decided
+        self.ends = ends
+        return to_lf(data, ends)
 
 
 class LineSplitter:

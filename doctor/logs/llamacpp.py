@@ -878,7 +878,7 @@ class LlamaCppParser(LogParser):
                 return True
         m = TOO_BIG_MSGS.search(t)
         if m:
-            data = {"n_ctx": int(m.group(1))} if m.group(1) else {}
+            data: dict[str, Any] = {"n_ctx": int(m.group(1))} if m.group(1) else {}
             self.event("prompt_too_long", line, **data)
             return True
         m = TRUNCATED.search(t)
@@ -909,7 +909,7 @@ class LlamaCppParser(LogParser):
         m = CTX_SHIFT.search(t)
         if m:
             _remember_task(s.shifted_tasks, t)
-            data: dict[str, Any] = {}
+            data = {}
             if m.group(1):
                 data = {"n_keep": int(m.group(1)), "n_left": int(m.group(2)), "n_discard": int(m.group(3))}
             elif m.group(4):
@@ -929,7 +929,8 @@ class LlamaCppParser(LogParser):
         m = DECODE_FAILED.search(t)
         if m:
             ret = m.group(1) or m.group(2)
-            self.event("decode_failed", line, **({"ret": int(ret)} if ret else {}))
+            data = {"ret": int(ret)} if ret else {}
+            self.event("decode_failed", line, **data)
             if m.group(2):
                 self.votes["llama-cpp-python"] += 1
             return True
@@ -942,7 +943,7 @@ class LlamaCppParser(LogParser):
         m = CUDA_MALLOC.search(t)
         if m:
             if "out of memory" in m.group(3):
-                data = {"bytes": int(float(m.group(1)) * MIB), "device": int(m.group(2))}
+                data: dict[str, Any] = {"bytes": int(float(m.group(1)) * MIB), "device": int(m.group(2))}
                 s.pending.append(_PendingOom(line, data, s.stage))
             else:
                 self.event("alloc_failed", line, phase=self._stage_phase(), reason=m.group(3)[:120])
@@ -950,7 +951,7 @@ class LlamaCppParser(LogParser):
         m = ALLOC_RANGE.search(t)
         if m:
             buf = m.group(1)
-            phase = "kv_cache" if s.stage in ("context",) else "weights"
+            phase: str | None = "kv_cache" if s.stage in ("context",) else "weights"
             device = buf if _is_gpu_buffer(buf) else "host"
             s.pending.append(_PendingOom(line, {"bytes": int(m.group(2)), "buffer": buf, "device": device},
                                          s.stage, phase))
@@ -980,7 +981,7 @@ class LlamaCppParser(LogParser):
         m = BACKEND_OOM.search(t)
         if m:
             phase = {"run": "runtime", "ready": "compute"}.get(s.stage)
-            data: dict[str, Any] = {}
+            data = {}
             if m.group(2):
                 data["bytes"] = int(m.group(2))
             s.pending.append(_PendingOom(line, data, s.stage, phase))

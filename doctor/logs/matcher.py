@@ -24,7 +24,7 @@ from typing import Any, Protocol
 try:  # the parser `re` itself uses; private, so any surprise means "no gate", never a wrong answer
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python < 3.11
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+    import sre_parse as _sre_parse
 
 
 class BytesPattern(Protocol):
@@ -40,7 +40,7 @@ def compile_triggers(fragments: list[str]) -> BytesPattern:
     try:
         options = re2.Options()
         options.max_mem = 64 << 20
-        return re2.compile(source, options)  # type: ignore[no-any-return]
+        return re2.compile(source, options)
     except Exception:
         return re.compile(source)
 
@@ -53,7 +53,7 @@ def span_finder(pattern: BytesPattern) -> Callable[[bytes, int, int], tuple[int,
     try:
         import re2
 
-        anchor = re2._Anchor.UNANCHORED  # type: ignore[attr-defined]
+        anchor = re2._Anchor.UNANCHORED
         direct = program.Match  # type: ignore[union-attr]
         probe = direct(anchor, b"", 0, 0)
         if not isinstance(probe, list) or len(probe[0]) != 2:  # the shape we rely on: [(start, end), ...]
@@ -124,7 +124,7 @@ def required_literals(pattern: re.Pattern[str] | str, flags: int = 0) -> tuple[s
     """Substrings such that every match of `pattern` contains at least one of them; None when the
     pattern names none (or uses case-insensitive matching, where a plain `in` would not do)."""
     if isinstance(pattern, re.Pattern):
-        pattern, flags = pattern.pattern, pattern.flags
+        flags, pattern = pattern.flags, pattern.pattern
     if not isinstance(pattern, str) or flags & re.IGNORECASE:
         return None
     try:
@@ -296,7 +296,7 @@ def set_matcher(patterns: list[str]) -> Callable[[bytes], list[int]] | None:
     direct = getattr(matcher, "_set", None)
     try:
         if direct is not None and isinstance(direct.Match(b""), list):  # the shape we rely on
-            return direct.Match  # type: ignore[no-any-return]
+            return direct.Match
     except Exception:
         pass
 

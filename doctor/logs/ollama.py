@@ -375,7 +375,7 @@ class OllamaParser(LogParser):
             # Ollama does not run past the trained context: it caps num_ctx to n_ctx_train and goes on
             n_ctx, train = _int(p.get("num_ctx")), _int(p.get("n_ctx_train"))
             parallel = _int(p.get("num_parallel")) or 1  # v0.9 logged num_ctx for all slots together
-            data: dict[str, Any] = {"what": "num_ctx_capped", "engine": "ollama"}
+            data = {"what": "num_ctx_capped", "engine": "ollama"}
             if n_ctx is not None:
                 data["asked"] = n_ctx // parallel
             if train is not None:
@@ -810,7 +810,7 @@ class OllamaParser(LogParser):
         kv, available = facts.value("server.ollama.memory_required_kv"), facts.value("server.ollama.memory_available")
         kv_dominates = isinstance(kv, int) and isinstance(available, int) and available > 0 and kv * 2 >= available
         for line, kind, served, image in s.runner_ooms:
-            data: dict[str, Any] = {"engine": "ollama", "failure": kind, "phase_from": "engine"}
+            data = {"engine": "ollama", "failure": kind, "phase_from": "engine"}
             if image:
                 data["step"] = "image_encode"
                 phase = "runtime"

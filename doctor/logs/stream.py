@@ -170,7 +170,7 @@ def open_input(stream: BinaryIO) -> BinaryIO:
     """Wrap a byte stream: transparently gunzip, refuse binary input with a clear reason."""
     peek = _peek(stream)
     if peek.startswith(b"\x1f\x8b"):
-        stream = io.BufferedReader(gzip.GzipFile(fileobj=stream), 1 << 20)  # type: ignore[arg-type,assignment]
+        stream = io.BufferedReader(gzip.GzipFile(fileobj=stream), 1 << 20)
         try:
             peek = _peek(stream)
         except (OSError, EOFError) as exc:

@@ -16,6 +16,7 @@ from doctor.render.style import Style
 from doctor.render.text import _finding_lines
 from doctor.report import SCHEMA_VERSION, SEVERITY_RANK, Report
 from doctor.sanitize import inert
+from doctor.vocab import FailOn
 
 
 @dataclass(slots=True)
@@ -61,7 +62,7 @@ class FleetView:
     def ordered(self) -> list[FleetRow]:
         return sorted(self.rows, key=FleetRow.rank)
 
-    def fails(self, threshold: str) -> bool:
+    def fails(self, threshold: FailOn) -> bool:
         return any(row.report.fails(threshold) for row in self.rows)
 
     def to_json(self) -> dict[str, Any]:

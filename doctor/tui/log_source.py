@@ -207,7 +207,7 @@ def _open_file(path: Path) -> BinaryIO:
     head = handle.read(2)
     handle.seek(0)
     if head == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=handle)  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=handle)
     return handle
 
 

@@ -55,7 +55,7 @@ def iter_recording(path: str | Path, damaged: list[int] | None = None) -> Iterat
             yield event
 
 
-def _open(path: str | Path):  # type: ignore[no-untyped-def]
+def _open(path: str | Path):
     try:
         return Path(path).open("r", encoding="utf-8", errors="replace")
     except OSError as exc:

@@ -194,7 +194,7 @@ class ReportScreen(Screen[None]):
         if finding is None:
             self.notify("This check did not fire, so there is no fix to copy.", severity="warning")
             return
-        view = detail_view(self.current)  # type: ignore[arg-type]
+        view = detail_view(self.current)
         assert view.fix is not None
         self.app.copy_to_clipboard(view.fix.copy_text)
         self.notify(f"Copied: {view.fix.copy_text[:120]}\n(via OSC 52; if your terminal blocks it, "

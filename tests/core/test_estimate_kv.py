@@ -30,7 +30,7 @@ def test_estimate_equals_the_kv_line_of_every_recorded_run(log: str) -> None:
     m = SIZE_LINE.search(text)
     assert m is not None
     total_mib, cells, layers, _seqs, streams, tk, k_mib, tv, _v_mib = m.groups()
-    n_ctx = int(re.search(r"llama_context: n_ctx\s*=\s*(\d+)", text).group(1))  # type: ignore[union-attr]
+    n_ctx = int(re.search(r"llama_context: n_ctx\s*=\s*(\d+)", text).group(1))
     assert int(cells) == kv_cells(n_ctx)[0] and int(layers) == SMOL.n_layer
     total = kv_bytes(SMOL, n_ctx, tk, tv, int(streams))
     assert f"{total / 2**20:.2f}" == total_mib
@@ -78,4 +78,4 @@ def test_unmodelled_architecture_says_unknown() -> None:
                                "config.n_ctx": 4096, "config.type_k": "f16", "config.type_v": "f16"})
     derive(facts)
     assert not facts.has("derived.kv_bytes")
-    assert "not modelled" in (facts.get("derived.kv_bytes").unknown or "")  # type: ignore[union-attr]
+    assert "not modelled" in (facts.get("derived.kv_bytes").unknown or "")

@@ -8,12 +8,12 @@ from doctor.evaluate import diagnose
 from doctor.facts import Facts
 
 
-def run(rulebase, values, events=(), engine=None, mode="analyze"):  # type: ignore[no-untyped-def]
+def run(rulebase, values, events=(), engine=None, mode="analyze"):
     facts = Facts.from_values(values, events, events_observed=True)
     return diagnose(facts, rulebase, command="analyze", mode=mode, engine=engine)
 
 
-def test_root_cause_hides_its_symptom_and_is_the_assessment(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_root_cause_hides_its_symptom_and_is_the_assessment(rulebase) -> None:
     report = run(rulebase, {"config.n_ctx": 4096, "config.n_parallel": 4, "config.n_ctx_seq": 1024,
                             "run.prompt_tokens_max": 1500},
                  [{"kind": "truncation", "line": 88, "text": "input truncated"}])
@@ -25,14 +25,14 @@ def test_root_cause_hides_its_symptom_and_is_the_assessment(rulebase) -> None:  
     assert next(f for f in report.findings if f.id == "LD203").inhibits == ["LD201"]
 
 
-def test_unknown_checks_list_what_is_missing(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_checks_list_what_is_missing(rulebase) -> None:
     report = run(rulebase, {})
     threads = next(c for c in report.checks if c.id == "LD512")
     assert threads.outcome == "unknown" and set(threads.missing) == {"config.n_threads"}
     assert report.assessment is None and not report.fails("warning")
 
 
-def test_fix_uses_the_detected_or_chosen_engine(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_fix_uses_the_detected_or_chosen_engine(rulebase) -> None:
     values = {"config.n_ctx": 512, "run.prompt_tokens_max": 900, "engine.name": "llama-cpp-python"}
     finding = next(f for f in run(rulebase, values).findings if f.id == "LD201")
     assert finding.fix.engine == "llama-cpp-python"
@@ -42,7 +42,7 @@ def test_fix_uses_the_detected_or_chosen_engine(rulebase) -> None:  # type: igno
     assert "vllm" in forced.fix.by_engine and "--max-model-len 1024" in forced.fix.by_engine["vllm"]
 
 
-def test_evidence_points_at_log_lines(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_evidence_points_at_log_lines(rulebase) -> None:
     report = run(rulebase, {"config.n_ctx": 256},
                  [{"kind": "prompt_too_long", "line": 2132,
                    "text": "ValueError: Requested tokens (401) exceed context window of 256",
@@ -52,13 +52,13 @@ def test_evidence_points_at_log_lines(rulebase) -> None:  # type: ignore[no-unty
     assert finding.message.startswith("The prompt needed 401 tokens but the context holds 256 per sequence")
 
 
-def test_fail_on_thresholds(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_fail_on_thresholds(rulebase) -> None:
     report = run(rulebase, {"config.type_k": "f32", "config.type_v": "f32"})
     assert report.worst() == "warning"
     assert report.fails("warning") and not report.fails("error") and not report.fails("none")
 
 
-def test_rules_outside_their_mode_are_skipped(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_rules_outside_their_mode_are_skipped(rulebase) -> None:
     report = run(rulebase, {}, mode="scan")
     ids = {c.id for c in report.checks}
     expected = {r.id for r in rulebase.rules if "scan" in r.modes}

@@ -28,7 +28,7 @@ def rules() -> RuleBase:
     return load_rulebase([], env={})
 
 
-def judged(rules: RuleBase, values: dict[str, Any], events: list[dict[str, Any]] = ()) -> Report:  # type: ignore[assignment]
+def judged(rules: RuleBase, values: dict[str, Any], events: list[dict[str, Any]] = ()) -> Report:
     return diagnose(Facts.from_values(values, events), rules, command="watch", mode="watch",
                     engine="llama-cpp-python")
 
@@ -137,10 +137,10 @@ def test_made_worse_tries_the_next_candidate(rules: RuleBase, monkeypatch: pytes
 def test_not_tried_says_why(rules: RuleBase) -> None:
     report = judged(rules, {**FITS, "engine.gpu_offload_supported": False, "engine.backends": "CPU"})
     calls: list[Any] = []
-    Verifier(report, SETTINGS, lambda *a: calls.append(a) or report).verify_fixes()  # type: ignore[func-returns-value]
+    Verifier(report, SETTINGS, lambda *a: calls.append(a) or report).verify_fixes()
     for finding in report.findings:
         assert finding.fix.verified is not None
-        if fixmap.recipe_for(finding) and fixmap.recipe_for(finding).not_tried:  # type: ignore[union-attr]
+        if fixmap.recipe_for(finding) and fixmap.recipe_for(finding).not_tried:
             assert finding.fix.verified.outcome == "not tried" and finding.fix.verified.reason
 
 
@@ -186,7 +186,7 @@ def test_views_show_the_before_after_line_and_the_sweeps(rules: RuleBase) -> Non
                               "run.decode_ms_p50": {1: 30.0, 2: 20.0}.get(changes.get("n_threads"), 25.0)})
 
     verify(report, SETTINGS, run_job)
-    line = next(f for f in report.findings if f.id == "LD201").fix.verified.line  # type: ignore[union-attr]
+    line = next(f for f in report.findings if f.id == "LD201").fix.verified.line
     text = render_text(report, choose_style(False, "utf-8", "never"))
     assert f"verified: resolved · {line}" in text
     assert "n_threads sweep (decode ms/token): best 2, 33% faster than 1" in text
@@ -194,7 +194,7 @@ def test_views_show_the_before_after_line_and_the_sweeps(rules: RuleBase) -> Non
     assert f"**Verified:** resolved — {line}" in markdown and "| 2 (best) | 20.0 |" in markdown
     again = Report.from_json(json.loads(json.dumps(report.to_json())))  # the TUI's copy, from the end event
     ld201 = next(f for f in again.findings if f.id == "LD201")
-    assert finding_view(ld201).fix.verified == ("resolved", line)  # type: ignore[union-attr]
+    assert finding_view(ld201).fix.verified == ("resolved", line)
     assert "best 2, 33% faster than 1" in banner_info(again).detail
 
 

@@ -47,7 +47,7 @@ def _realistic(case_facts: dict[str, object], events: list[dict[str, object]]) -
     facts = derive(Facts.from_values({**REALISTIC, **case_facts}, events, events_observed=True))
     src = Source("test", "case")
     for name, value in case_facts.items():
-        facts.set(name, value, src)  # type: ignore[arg-type]
+        facts.set(name, value, src)
     return facts
 
 
@@ -90,7 +90,7 @@ def test_a_command_with_an_unknown_fact_is_left_out_not_shown_with_a_hole() -> N
 
 def test_unknown_facts_in_a_message_read_as_words() -> None:
     facts = Facts()
-    facts.set("a.b", 3, Source("test", "t"))
+    facts.set("model.ssm_d_conv", 3, Source("test", "t"))
     from doctor.templates import render
 
-    assert render("{a.b} of {c.d} tokens", facts) == "3 of (unknown) tokens"
+    assert render("{model.ssm_d_conv} of {c.d} tokens", facts) == "3 of (unknown) tokens"

@@ -9,7 +9,7 @@ from doctor.predicates import All, Any_, Compare, Events, FactRef, Not, compile_
 
 
 def f(**values: object) -> Facts:
-    return Facts.from_values({k.replace("__", "."): v for k, v in values.items()})  # type: ignore[arg-type]
+    return Facts.from_values({k.replace("__", "."): v for k, v in values.items()})
 
 
 def test_missing_fact_is_unknown_with_its_name() -> None:

@@ -31,7 +31,7 @@ def test_prompts_and_output_are_replaced_by_their_length() -> None:
     facts.set("config.n_ctx", 4096, Source("log", "x", 4, "n_ctx = 4096"))
     out = Redactor(users=["ana"]).facts(facts)
     assert out.value("run.output_text") == "<22 characters of prompt or output removed>"
-    assert out.get("run.output_text").source.text == "~/p"  # type: ignore[union-attr]
+    assert out.get("run.output_text").source.text == "~/p"
     assert out.value("config.n_ctx") == 4096
 
 

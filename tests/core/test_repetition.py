@@ -25,7 +25,7 @@ def test_a_cut_last_copy_and_a_stray_token_do_not_hide_it() -> None:
 
 
 def test_single_word_stutter_and_cjk() -> None:
-    assert find_loop("the " * 20).span == "the"  # type: ignore[union-attr]
+    assert find_loop("the " * 20).span == "the"
     assert find_loop("好的。" * 10) is not None
 
 

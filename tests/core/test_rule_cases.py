@@ -12,6 +12,6 @@ CASES = [(rule, case) for rule in _RB.rules for case in rule.tests]
 
 
 @pytest.mark.parametrize(("rule", "case"), CASES, ids=[f"{r.id}-{c.name}" for r, c in CASES])
-def test_rule_case(rule, case) -> None:  # type: ignore[no-untyped-def]
+def test_rule_case(rule, case) -> None:
     result = run_case(rule, case)
     assert result.passed, result.describe()

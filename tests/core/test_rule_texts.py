@@ -25,12 +25,12 @@ DOUBLED = re.compile(r"(?<![\w/])(" + "|".join(re.escape(u) for u in UNITS) + r"
 RULEBASE = load_rulebase([], env={})
 
 
-def texts_of(rule) -> list[str]:  # type: ignore[no-untyped-def]
+def texts_of(rule) -> list[str]:
     return [rule.message, *rule.message_by_mode.values(), rule.explain, rule.fix_text, *rule.fix_engines.values()]
 
 
 @pytest.mark.parametrize("rule", RULEBASE.rules, ids=lambda r: r.id)
-def test_rendered_with_its_own_facts_no_raw_placeholder_and_no_doubled_unit(rule) -> None:  # type: ignore[no-untyped-def]
+def test_rendered_with_its_own_facts_no_raw_placeholder_and_no_doubled_unit(rule) -> None:
     cases = [c for c in rule.tests if c.expect == "fired"] or rule.tests[:1]
     for case in cases:
         facts = facts_for_case(case)
@@ -42,12 +42,12 @@ def test_rendered_with_its_own_facts_no_raw_placeholder_and_no_doubled_unit(rule
 
 
 @pytest.mark.parametrize("rule", RULEBASE.rules, ids=lambda r: r.id)
-def test_explained_without_facts_every_placeholder_reads_as_a_name(rule) -> None:  # type: ignore[no-untyped-def]
+def test_explained_without_facts_every_placeholder_reads_as_a_name(rule) -> None:
     text = "\n".join(explain_rule(rule))
     assert not RAW.search(text), text
     for template in texts_of(rule):
         if "{" in template and RAW.search(template):
-            short = RAW.search(template).group(0)[1:-1].split("|")[0].rsplit(".", 1)[-1]  # type: ignore[union-attr]
+            short = RAW.search(template).group(0)[1:-1].split("|")[0].rsplit(".", 1)[-1]
             assert f"<{short}>" in text
 
 
@@ -60,9 +60,9 @@ def test_explain_ld201_renders_the_kv_bytes_placeholder(capsys: pytest.CaptureFi
 
 def test_a_unit_the_template_writes_is_not_repeated() -> None:
     facts = Facts()
-    facts.set("run.load_mb_s", 100.0, Source("trace", "t"), "MB/s")
-    facts.set("run.decode_tps_min", 10.2, Source("trace", "t"), "tokens/s")
-    facts.set("run.decode_tps_max", 58.4, Source("trace", "t"), "tokens/s")
+    facts.set("run.load_mb_s", 100.0, Source("trace", "t"))
+    facts.set("run.decode_tps_min", 10.2, Source("trace", "t"))
+    facts.set("run.decode_tps_max", 58.4, Source("trace", "t"))
     assert render("({run.load_mb_s} MB/s)", facts) == "(100 MB/s)"
     assert render("between {run.decode_tps_min} and {run.decode_tps_max} tokens/s.", facts) == \
         "between 10.2 tokens/s and 58.4 tokens/s."

@@ -31,20 +31,20 @@ GOOD = """
 """
 
 
-def test_builtin_rules_load_and_cover_every_class_they_name(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_builtin_rules_load_and_cover_every_class_they_name(rulebase) -> None:
     assert len(rulebase.rules) >= 25
     assert {r.cls for r in rulebase.rules} <= set(CLASSES)
     assert builtin_rules_dir().name in ("rules", "_builtin_rules")
 
 
-def test_every_builtin_rule_has_a_firing_and_a_passing_case(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_every_builtin_rule_has_a_firing_and_a_passing_case(rulebase) -> None:
     for rule in rulebase.rules:
         outcomes = {case.expect for case in rule.tests}
         assert "fired" in outcomes, f"{rule.id} has no positive case"
         assert "ok" in outcomes, f"{rule.id} has no negative case"
 
 
-def test_every_builtin_fix_names_the_engines_flag(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_every_builtin_fix_names_the_engines_flag(rulebase) -> None:
     for rule in rulebase.rules:
         assert rule.fix_text
         assert rule.fix_engines, f"{rule.id} gives no engine-specific fix"
@@ -98,6 +98,20 @@ def test_unknown_class_and_severity() -> None:
     assert "severity must be" in bad(GOOD.replace("severity: warning", "severity: panic")).message
 
 
+def test_closed_vocabularies_are_checked_with_the_same_messages() -> None:
+    assert bad(GOOD.replace("  title: A test rule", "  title: A test rule\n  confidence: sure")).message == \
+        "LD990: confidence must be one of high, medium, low"
+    assert bad(GOOD.replace("  title: A test rule", "  title: A test rule\n  modes: [scan, replay]")).message == \
+        "LD990: unknown mode 'replay' (known: scan, watch, analyze)"
+    assert bad(GOOD.replace("  title: A test rule", "  title: A test rule\n  status: beta")).message == \
+        "LD990: status must be one of stable, experimental, deprecated"
+    assert "'expect' is fired, ok, unknown or skipped" in bad(GOOD.replace("expect: fired", "expect: fires")).message
+    assert "mode must be one of scan, watch, analyze" in bad(GOOD.replace("expect: fired",
+                                                                          "expect: fired\n      mode: live")).message
+    [rule] = parse_rules(GOOD.replace("  title: A test rule", "  title: A test rule\n  modes: [watch]"), "user.yaml")
+    assert rule.modes == ("watch",) and rule.severity == "warning" and rule.tests[0].expect == "fired"
+
+
 def test_long_regex_is_refused() -> None:
     text = GOOD.replace("fact: config.n_ctx\n    lt: 1024", "fact: model.arch\n    matches: '" + "a" * 300 + "'")
     assert "at most" in bad(text).message
@@ -126,7 +140,7 @@ def test_user_folder_adds_rules_and_env_var_works(tmp_path: Path) -> None:
 def test_user_rule_replacing_a_builtin_is_said(tmp_path: Path) -> None:
     folder = _write(tmp_path, GOOD.replace("LD990", "LD201").replace("test-rule", "my-context"))
     rb = load_rulebase([str(folder)], env={})
-    assert rb.by_id("LD201").slug == "my-context"  # type: ignore[union-attr]
+    assert rb.by_id("LD201").slug == "my-context"
     assert any("replaces the built-in rule LD201" in n for n in rb.notes)
 
 

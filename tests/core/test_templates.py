@@ -10,9 +10,9 @@ SRC = Source("test", "t")
 
 def facts() -> Facts:
     fx = Facts()
-    fx.set("config.n_ctx", 4096, SRC, "tokens")
-    fx.set("derived.kv_bytes", 47185920, SRC, "bytes")
-    fx.set("run.load_ms", 412093.66, SRC, "ms")
+    fx.set("config.n_ctx", 4096, SRC)
+    fx.set("derived.kv_bytes", 47185920, SRC)
+    fx.set("run.load_ms", 412093.66, SRC)
     fx.set("run.output_repetition", 0.8, SRC)
     return fx
 

@@ -192,7 +192,7 @@ def input_target(data: bytes) -> str:
     from doctor.logs.stream import rewindable
 
     try:
-        facts = _dispatch(rewindable(io.BytesIO(data)), "fuzz")  # type: ignore[arg-type]
+        facts = _dispatch(rewindable(io.BytesIO(data)), "fuzz")
     except InputError as exc:
         check_one_line(exc.one_line())
         return "refused"
@@ -563,7 +563,7 @@ def gguf_seeds() -> tuple[tuple[str, bytes, int], ...]:
 
         sys.path.insert(0, str(FIXTURES / "gguf"))
         try:
-            from make_gguf import build_gguf, load_spec  # type: ignore[import-not-found]
+            from make_gguf import build_gguf, load_spec
         finally:
             sys.path.pop(0)
         for name in ("llama-3-8b-instruct-q4_k_m", "gemma-2-9b-it-q4_k_m", "mamba-130m-f16"):

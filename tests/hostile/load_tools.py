@@ -66,7 +66,7 @@ def run_measured(args: list[str], *, readers: dict[str, object] | None = None, t
 
     def drain(name: str, handle: Any) -> None:
         reader = readers.get(name)
-        out[name] = reader(handle) if reader is not None else handle.read()  # type: ignore[operator]
+        out[name] = reader(handle) if reader is not None else handle.read()
 
     threads = [threading.Thread(target=drain, args=("stdout", proc.stdout)),
                threading.Thread(target=drain, args=("stderr", proc.stderr))]

@@ -103,7 +103,7 @@ def test_the_real_engine_given_an_impossible_context(tmp_path: Path) -> None:
     assert run.reason == "error" and not run.crashed
     assert any("Failed to create llama_context" in e for e in run.errors)
     assert any("bad_alloc" in line for line in run.error_lines)
-    ids = {f.id for f in run.report.findings}  # type: ignore[union-attr]
+    ids = {f.id for f in run.report.findings}
     assert "LD306" in ids  # the context could not be created
     events, damaged, replay_ids = replayed(record)
     assert damaged == 0 and events[-1].reason == "error"
@@ -141,7 +141,7 @@ def test_the_model_file_changes_under_the_running_engine(tmp_path: Path, fault: 
     else:
         assert run.reason == "finished" and not run.crashed and len(run.steps) > 3
         assert any("was deleted during the run" in e for e in run.errors)
-        assert any("was deleted during the run" in e for e in run.report.errors)  # type: ignore[union-attr]
+        assert any("was deleted during the run" in e for e in run.report.errors)
 
 
 # -- a followed log truncated and rotated ----------------------------------------------------------
@@ -341,7 +341,7 @@ def test_scan_on_a_machine_whose_nvml_fails_everything(tmp_path: Path, model_fil
 def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sys.path.insert(0, str(ROOT / "fixtures" / "gguf"))
     try:
-        from make_gguf import build_gguf, load_spec  # type: ignore[import-not-found]
+        from make_gguf import build_gguf, load_spec
     finally:
         sys.path.pop(0)
     return build_gguf(load_spec("llama-3-8b-instruct-q4_k_m"), tmp_path_factory.mktemp("gguf") / "llama3.gguf")
@@ -456,7 +456,7 @@ def test_disk_full_mid_recording_in_process(tmp_path: Path) -> None:
     assert session.recorder is not None
     kept = record.read_text()  # the header, on disk
     full = FillsUp(40_000)
-    session.recorder.handle.close()  # type: ignore[union-attr]
+    session.recorder.handle.close()
     session.recorder.handle = full
     with time_limit(60):
         end = follow_log(str(big_log(tmp_path)), session, stop=lambda: False, until_idle_s=0.3, poll_s=0.05)

@@ -48,7 +48,7 @@ def fresh(tmp: Path) -> Path:
     return tmp / f"f{next(_paths)}.gguf"
 
 
-def bounded(fn, *args):  # type: ignore[no-untyped-def]
+def bounded(fn, *args):
     """Run fn under a time limit and tracemalloc; return (result, peak bytes)."""
     tracemalloc.start()
     try:

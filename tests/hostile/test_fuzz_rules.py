@@ -220,7 +220,7 @@ def test_loading_and_judging_touch_no_file_process_or_network(monkeypatch: pytes
     compile_regex("warm up")  # the regex engine's import happens before the patches
     calls: list[str] = []
 
-    def refuse(what: str):  # type: ignore[no-untyped-def]
+    def refuse(what: str):
         def fail(*args: object, **kwargs: object) -> None:
             calls.append(what)
             raise AssertionError(f"a rule reached {what}")
@@ -254,7 +254,7 @@ def test_a_user_rule_replacing_a_built_in_is_noted(tmp_path: Path) -> None:
     (tmp_path / "mine.yaml").write_text(SHADOW)
     base = load_rulebase([str(tmp_path)], env={})
     assert any("LD201" in note and "replaces the built-in rule" in note for note in base.notes)
-    assert base.by_id("LD201").builtin is False  # type: ignore[union-attr]
+    assert base.by_id("LD201").builtin is False
     # through the environment variable too
     env_base = load_rulebase([], env={"LLM_DOCTOR_RULES": str(tmp_path)})
     assert any("replaces the built-in rule" in note for note in env_base.notes)

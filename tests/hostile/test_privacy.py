@@ -143,7 +143,7 @@ def test_embedded_run_record_redact(tmp_path: Path) -> None:
     with record.open("rb") as handle:
         _, events, damaged = read_recording(handle)
     assert damaged == 0
-    tokens = [e.token for e in events if e.kind == "step" and e.token.strip()]  # type: ignore[attr-defined]
+    tokens = [e.token for e in events if e.kind == "step" and e.token.strip()]
     assert len(tokens) >= 10 and all(t.strip().startswith("t") and len(t.strip()) == 9 for t in tokens)
     report = json.loads(proc.stdout)
     replayed = json.loads(doctor("analyze", str(record), "--format", "json").stdout)

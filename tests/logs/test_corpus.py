@@ -18,7 +18,7 @@ LOGS = sorted(CORPUS.glob("*.log")) if CORPUS.is_dir() else []
 
 @pytest.mark.skipif(not LOGS, reason=f"no corpus at {CORPUS} (set LLM_DOCTOR_CORPUS to run it)")
 @pytest.mark.parametrize("log", LOGS, ids=[p.stem[:40] for p in LOGS])
-def test_case_named_right(log) -> None:  # type: ignore[no-untyped-def]
+def test_case_named_right(log) -> None:
     result = score_case(log)
     assert result.error is None, result.error
     assert result.right, (f"expected {result.expected} ({result.wanted or 'no warning or error'}), root cause "

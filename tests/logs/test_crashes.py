@@ -28,7 +28,7 @@ def causes(text: str) -> list[Event]:
     return analyze_bytes(text.encode()).events("crash_cause")
 
 
-def report_of(text: str, rulebase):  # type: ignore[no-untyped-def]
+def report_of(text: str, rulebase):
     return diagnose(analyze_bytes(text.encode()), rulebase, command="analyze", mode="analyze")
 
 
@@ -38,7 +38,7 @@ def journal(text: str) -> str:
 
 # -- the AMX / repack kernel crash ------------------------------------------------------------------
 
-def test_the_recorded_amx_crash_is_named_with_no_repack(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_the_recorded_amx_crash_is_named_with_no_repack(rulebase) -> None:
     report = report_of(AMX_LOG.read_text(), rulebase)
     assert report.assessment is not None and report.assessment.id == "LD960"
     finding = next(f for f in report.findings if f.id == "LD960")
@@ -55,13 +55,13 @@ def test_the_recorded_amx_crash_is_named_with_no_repack(rulebase) -> None:  # ty
     assert all(f.id != "LD950" for f in report.findings)  # the generic advice is explained away
 
 
-def test_the_amx_crash_behind_journal_prefixes(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_the_amx_crash_behind_journal_prefixes(rulebase) -> None:
     report = report_of(journal(AMX_LOG.read_text()), rulebase)
     assert report.assessment is not None and report.assessment.id == "LD960"
     assert report.assessment.confidence == "high"
 
 
-def test_the_same_run_without_extra_buffers_has_no_crash(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_the_same_run_without_extra_buffers_has_no_crash(rulebase) -> None:
     text = OK_LOG.read_text()
     assert "AMX_INT8 = 1" in text  # an AMX build: the evidence alone is not a crash
     assert causes(text) == []
@@ -123,7 +123,7 @@ def test_no_amx_cause_without_both_crash_and_evidence(text: str) -> None:
     assert causes(text) == []
 
 
-def test_a_bare_segfault_keeps_the_generic_finding(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_a_bare_segfault_keeps_the_generic_finding(rulebase) -> None:
     report = report_of("llama_model_loader: loaded meta data with 33 key-value pairs and 272 tensors from "
                        "m.gguf (version GGUF V3 (latest))\nSegmentation fault (core dumped)\n", rulebase)
     assert report.assessment is not None and report.assessment.id == "LD950"
@@ -208,7 +208,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("text", "cause", "words"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_each_cause_in_the_engines_words(rulebase, text: str, cause: str, words: str) -> None:  # type: ignore[no-untyped-def]
+def test_each_cause_in_the_engines_words(rulebase, text: str, cause: str, words: str) -> None:
     found = causes(text)
     assert [e.data["cause"] for e in found] == [cause]
     report = report_of(text, rulebase)
@@ -227,7 +227,7 @@ def test_each_cause_in_the_engines_words(rulebase, text: str, cause: str, words:
     assert not [f for f in report.findings if f.id in ("LD950", "LD901", "LD903")]
 
 
-def test_every_cause_has_a_case_and_a_fix_for_each_engine(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_every_cause_has_a_case_and_a_fix_for_each_engine(rulebase) -> None:
     covered = {c[2] for c in CASES} | {"amx_repack"}
     assert covered == {c.id for c in CAUSES}
     explain = next(r for r in rulebase.rules if r.id == "LD960").explain
@@ -249,7 +249,7 @@ def test_out_of_memory_and_unknown_asserts_are_not_table_causes(text: str) -> No
     assert causes(text) == []
 
 
-def test_an_oom_abort_still_leads_with_the_oom_rule(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_an_oom_abort_still_leads_with_the_oom_rule(rulebase) -> None:
     text = ("load_tensors:        CUDA0 model buffer size =  7500.00 MiB\nllama_context: n_ctx = 8192\n"
             "llama_kv_cache:      CUDA0 KV buffer size =  1024.00 MiB\n"
             "sched_reserve:      CUDA0 compute buffer size =   560.00 MiB\n"
@@ -320,7 +320,7 @@ def test_cpu_models_with_amx(name: str, amx: bool) -> None:
     assert bool(causes(text)) is amx
 
 
-def test_an_empty_architecture_name_is_a_file_that_is_not_a_model(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_an_empty_architecture_name_is_a_file_that_is_not_a_model(rulebase) -> None:
     # llama.cpp names '' when the GGUF has no general.architecture key (a cut or foreign file): that is the
     # model-file rules' finding, not "the architecture is newer than this build"
     text = ("llama_model_load: error loading model: error loading model architecture: unknown model architecture: ''\n"

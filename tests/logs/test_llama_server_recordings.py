@@ -14,7 +14,7 @@ LOGS = ROOT / "fixtures" / "logs" / "llama-server"
 PAGES = ROOT / "fixtures" / "traces" / "metrics"
 
 
-def _ids(report) -> list[str]:  # type: ignore[no-untyped-def]
+def _ids(report) -> list[str]:
     return [f.id for f in report.findings]
 
 
@@ -22,7 +22,7 @@ def _line(name: str, number: int) -> str:
     return (LOGS / name).read_text().splitlines()[number - 1]
 
 
-def test_healthy_session_has_no_findings(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_healthy_session_has_no_findings(analyze) -> None:
     report = analyze(LOGS / "real-healthy.log")
     assert _ids(report) == []
     assert report.engine == "llama.cpp"
@@ -31,14 +31,14 @@ def test_healthy_session_has_no_findings(analyze) -> None:  # type: ignore[no-un
     assert 0 < report.facts.value("run.tokens_used_max") < 100
 
 
-def test_four_slots_share_the_context(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_four_slots_share_the_context(analyze) -> None:
     report = analyze(LOGS / "real-parallel-4.log")
     assert report.facts.value("config.n_parallel") == 4
     assert report.facts.value("derived.n_ctx_seq") == 512  # 2048 / 4, as the server printed it
     assert _ids(report) == []  # short requests fit their 512-token slots
 
 
-def test_a_prompt_longer_than_its_slot_is_refused(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_a_prompt_longer_than_its_slot_is_refused(analyze) -> None:
     report = analyze(LOGS / "real-prompt-too-long.log")
     events = report.facts.events("prompt_too_long")
     assert len(events) == 1 and events[0].data == {"n_tokens": 582, "n_ctx": 256}
@@ -48,7 +48,7 @@ def test_a_prompt_longer_than_its_slot_is_refused(analyze) -> None:  # type: ign
     assert events[0].line in root.lines
 
 
-def test_generation_runs_into_the_end_without_context_shift(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_generation_runs_into_the_end_without_context_shift(analyze) -> None:
     report = analyze(LOGS / "real-context-end-no-shift.log")
     assert _ids(report) == ["LD202"]  # not "the prompt does not fit": the prompt was 45 tokens
     finding = report.findings[0]
@@ -59,7 +59,7 @@ def test_generation_runs_into_the_end_without_context_shift(analyze) -> None:  #
     assert report.facts.events("truncation") == []
 
 
-def test_context_shift_discards_old_tokens(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_context_shift_discards_old_tokens(analyze) -> None:
     report = analyze(LOGS / "real-context-shift.log")
     assert _ids(report) == ["LD202"]
     shifts = report.facts.events("context_shift")
@@ -68,7 +68,7 @@ def test_context_shift_discards_old_tokens(analyze) -> None:  # type: ignore[no-
     assert report.facts.events("ctx_full") == [] and report.facts.events("truncation") == []
 
 
-def test_queueing_shows_in_the_metrics_not_in_the_log(analyze, rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_queueing_shows_in_the_metrics_not_in_the_log(analyze, rulebase) -> None:
     assert _ids(analyze(LOGS / "real-queueing.log")) == []  # deferral is logged only at debug level
     state = MetricsState()
     update(state, parse_samples((PAGES / "llama-server-queueing.prom").read_text()))
@@ -80,7 +80,7 @@ def test_queueing_shows_in_the_metrics_not_in_the_log(analyze, rulebase) -> None
     assert report.findings[0].confidence == "high"
 
 
-def test_slots_sharing_one_kv_buffer_fill_it_together(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_slots_sharing_one_kv_buffer_fill_it_together(analyze) -> None:
     report = analyze(LOGS / "real-kv-unified-full.log")
     facts = report.facts
     assert facts.value("config.kv_unified") is True and facts.value("config.n_parallel") == 4

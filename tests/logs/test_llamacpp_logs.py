@@ -41,7 +41,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("path", "rule", "cls", "lines", "fix"), CASES, ids=[c[0].name for c in CASES])
-def test_diagnosis(analyze, path: Path, rule: str, cls: str, lines: list[int], fix: str) -> None:  # type: ignore[no-untyped-def]
+def test_diagnosis(analyze, path: Path, rule: str, cls: str, lines: list[int], fix: str) -> None:
     report = analyze(path)
     assert report.assessment is not None, [f.id for f in report.findings]
     assert (report.assessment.id, report.assessment.cls) == (rule, cls)
@@ -54,25 +54,25 @@ def test_diagnosis(analyze, path: Path, rule: str, cls: str, lines: list[int], f
 
 @pytest.mark.parametrize("path", [LCP / "healthy.log", LCP / "healthy-chat.log", LCP / "mmap-off.log",
                                   LC / "server-json-era-a.log"], ids=lambda p: p.name)
-def test_healthy_logs_have_no_warning_or_error(analyze, path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_healthy_logs_have_no_warning_or_error(analyze, path: Path) -> None:
     report = analyze(path)
     assert not report.fails("warning"), [(f.id, f.message) for f in report.findings]
 
 
-def test_slow_load_is_found_beside_the_threads(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_slow_load_is_found_beside_the_threads(analyze) -> None:
     report = analyze(LC / "slow-load-threads.log")
     slow = next(f for f in report.findings if f.id == "LD101")
     assert "100 MB/s" in slow.message and slow.cls == "io.slow_load"
 
 
-def test_the_engine_is_detected(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_the_engine_is_detected(analyze) -> None:
     assert analyze(LCP / "healthy.log").engine == "llama-cpp-python"
     assert analyze(LC / "server-slots-truncated.log").engine == "llama.cpp"
     report = analyze(LCP / "healthy.log")
     assert report.facts.value("engine.detect_confidence") == "high"
 
 
-def test_facts_from_a_real_llama_cpp_python_run(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_facts_from_a_real_llama_cpp_python_run(analyze) -> None:
     facts = analyze(LCP / "healthy.log").facts
     assert facts.value("model.arch") == "llama" and facts.value("model.n_layer") == 30
     assert facts.value("model.n_head_kv") == 3 and facts.value("model.n_ctx_train") == 8192
@@ -80,10 +80,10 @@ def test_facts_from_a_real_llama_cpp_python_run(analyze) -> None:  # type: ignor
     assert facts.value("config.use_mmap") is True and facts.value("engine.gpu_offload_supported") is False
     assert facts.value("run.prompt_tokens") == 12 and facts.value("run.load_ms") > 0
     assert facts.value("run.weights_host_bytes") == int(92.10 * 2**20)
-    assert facts.get("config.n_ctx").source.line == 1123  # type: ignore[union-attr]
+    assert facts.get("config.n_ctx").source.line == 1123
 
 
-def test_server_era_b_timing_block_without_prefixes(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_server_era_b_timing_block_without_prefixes(analyze) -> None:
     facts = analyze(LC / "server-slots-truncated.log").facts
     assert facts.value("run.requests") == 2
     assert facts.value("run.prompt_tokens_max") == 3174
@@ -91,19 +91,19 @@ def test_server_era_b_timing_block_without_prefixes(analyze) -> None:  # type: i
     assert facts.event_count("truncation") == 2 and facts.event_count("context_shift") == 1
 
 
-def test_common_log_prefix_and_unified_kv(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_common_log_prefix_and_unified_kv(analyze) -> None:
     facts = analyze(LC / "server-context-exceeded.log").facts
     assert facts.value("config.kv_unified") is True and facts.value("config.flash_attn") == "enabled"
     assert facts.value("run.offloaded_layers") == 29 and facts.value("run.gpu_free_at_load") == 11402 * 2**20
 
 
-def test_json_log_mode_and_era_a_timings(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_json_log_mode_and_era_a_timings(analyze) -> None:
     facts = analyze(LC / "server-json-era-a.log").facts
     assert facts.value("run.prompt_tokens") == 12 and facts.value("run.decode_tokens") == 128
     assert facts.value("config.n_ctx_seq") == 2048 and facts.value("config.n_threads") == 12
 
 
-def test_pasted_crlf_quoted_wrapped_log(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_pasted_crlf_quoted_wrapped_log(analyze) -> None:
     facts = analyze(LC / "pasted-issue-crlf.log").facts
     assert facts.value("model.n_layer") == 40 and facts.value("run.offloaded_layers") == 41
     assert facts.value("run.weights_gpu_bytes") == int(8694.21 * 2**20)
@@ -111,14 +111,14 @@ def test_pasted_crlf_quoted_wrapped_log(analyze) -> None:  # type: ignore[no-unt
     assert oom.line == 17 and oom.phase == "kv_cache" and oom.data["phase_from"] == "stage"
 
 
-def test_sampler_params_are_read(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_sampler_params_are_read(analyze) -> None:
     facts = analyze(LC / "cli-repetition.log").facts
     assert facts.value("sampling.temperature") == 0.0 and facts.value("sampling.top_k") == 1
     assert facts.value("sampling.repeat_penalty") == 1.0 and facts.value("sampling.seed") == 42
     assert "golden brown" in facts.value("run.output_text")
 
 
-def test_old_sampling_block_and_legacy_buffers(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_old_sampling_block_and_legacy_buffers(analyze) -> None:
     facts = analyze(LC / "partial-offload-slow.log").facts
     assert facts.value("sampling.repeat_penalty") == 1.1 and facts.value("sampling.temperature") == 0.8
     assert facts.value("run.weights_gpu_bytes") == int(7788.28 * 2**20)

@@ -12,7 +12,7 @@ LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 MIXED = LOGS / "mixed"
 
 
-def test_issue_paste_from_a_wrapping_terminal(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_issue_paste_from_a_wrapping_terminal(analyze) -> None:
     report = analyze(MIXED / "ollama-issue-terminal-wrapped.md")
     assert report.engine == "ollama"
     assert report.assessment is not None and report.assessment.id == "LD252"
@@ -25,7 +25,7 @@ def test_issue_paste_from_a_wrapping_terminal(analyze) -> None:  # type: ignore[
     assert report.facts.value("server.ollama.memory_required_full") == int(6.2 * (1 << 30))
 
 
-def test_vllm_under_an_application_logger(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_vllm_under_an_application_logger(analyze) -> None:
     report = analyze(MIXED / "vllm-under-app-logger.log")
     assert report.engine == "vllm"
     assert report.assessment is not None and report.assessment.id == "LD350"
@@ -34,7 +34,7 @@ def test_vllm_under_an_application_logger(analyze) -> None:  # type: ignore[no-u
     assert 11 in report.findings[0].lines
 
 
-def test_two_engines_in_one_paste(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_two_engines_in_one_paste(analyze) -> None:
     report = analyze(MIXED / "llamacpp-and-vllm-comparison.md")
     detected = report.facts.value("engine.detected")
     assert set(detected) == {"llama.cpp", "vllm"}
@@ -46,7 +46,7 @@ def test_two_engines_in_one_paste(analyze) -> None:  # type: ignore[no-untyped-d
     assert "vllm" in preemption.fix.by_engine
 
 
-def test_a_few_quoted_lines(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_a_few_quoted_lines(analyze) -> None:
     report = analyze(MIXED / "vllm-quoted-lines.md")
     assert report.engine == "vllm"
     assert report.assessment is not None and report.assessment.id == "LD750"
@@ -54,7 +54,7 @@ def test_a_few_quoted_lines(analyze) -> None:  # type: ignore[no-untyped-def]
     assert 5 in report.findings[0].lines
 
 
-def test_docker_json_file_framing(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_docker_json_file_framing(analyze) -> None:
     report = analyze(MIXED / "tgi-docker-json-file.log")
     assert report.engine == "tgi"
     assert report.assessment is not None and report.assessment.id == "LD352"
@@ -62,7 +62,7 @@ def test_docker_json_file_framing(analyze) -> None:  # type: ignore[no-untyped-d
     assert report.facts.value("config.max_batch_prefill_tokens") == 4096
 
 
-def test_each_serving_class_fires_on_a_fixture(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_each_serving_class_fires_on_a_fixture(analyze) -> None:
     """Across the Ollama, vLLM, TGI and mixed fixtures, every class these engines can show is found."""
     fired: dict[str, list[str]] = {}
     for folder in ("ollama", "vllm", "tgi", "mixed"):

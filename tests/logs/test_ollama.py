@@ -33,7 +33,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("name", "rule", "cls", "lines", "fix"), CASES, ids=[c[0] for c in CASES])
-def test_diagnosis(analyze, name: str, rule: str, cls: str, lines: list[int], fix: str) -> None:  # type: ignore[no-untyped-def]
+def test_diagnosis(analyze, name: str, rule: str, cls: str, lines: list[int], fix: str) -> None:
     report = analyze(OLLAMA / name)
     assert report.engine == "ollama"
     assert report.facts.value("engine.detect_confidence") == "high"
@@ -48,13 +48,13 @@ def test_diagnosis(analyze, name: str, rule: str, cls: str, lines: list[int], fi
 
 @pytest.mark.parametrize("name", ["healthy-v0.5.7-journald.log", "healthy-v0.12.11-ollama-engine.log",
                                   "cpu-only-v0.5.7.log", "cli-verbose.log"])
-def test_healthy_logs_have_no_warning_or_error(analyze, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_healthy_logs_have_no_warning_or_error(analyze, name: str) -> None:
     report = analyze(OLLAMA / name)
     assert report.engine == "ollama"
     assert not report.fails("warning"), [(f.id, f.message) for f in report.findings]
 
 
-def test_num_ctx_above_training_is_capped_not_overflowed(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_num_ctx_above_training_is_capped_not_overflowed(analyze) -> None:
     """The warning sounds like a context beyond training; Ollama's numbers say it ran at the trained length."""
     report = analyze(OLLAMA / "context-too-large-v0.9.6.log")
     assert not report.fails("warning"), [(f.id, f.message) for f in report.findings]
@@ -66,7 +66,7 @@ def test_num_ctx_above_training_is_capped_not_overflowed(analyze) -> None:  # ty
     assert {c.id: c.outcome for c in report.checks}["LD205"] != "fired"
 
 
-def test_truncation_names_where_num_ctx_is_set(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_truncation_names_where_num_ctx_is_set(analyze) -> None:
     report = analyze(OLLAMA / "truncation-v0.5.7.log")
     finding = report.findings[0]
     assert "5120 tokens" in finding.message and "2048" in finding.message
@@ -82,7 +82,7 @@ def test_truncation_names_where_num_ctx_is_set(analyze) -> None:  # type: ignore
     assert facts.value("run.prompt_tokens_max") == 5120
 
 
-def test_three_eras_of_the_offload_line(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_three_eras_of_the_offload_line(analyze) -> None:
     era1 = analyze(OLLAMA / "offload-to-gpu-v0.1.38.log").facts  # layers.requested / layers.real
     assert era1.value("server.ollama.layers_offload") == 39
     assert era1.value("server.ollama.layers_model") == 41  # from the runner's "offloaded 39/41 layers"
@@ -97,7 +97,7 @@ def test_three_eras_of_the_offload_line(analyze) -> None:  # type: ignore[no-unt
     assert era3.value("run.offloaded_layers") == 30 and era3.value("run.total_layers") == 49
 
 
-def test_cpu_only_machine_is_not_an_offload_problem(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_cpu_only_machine_is_not_an_offload_problem(analyze) -> None:
     report = analyze(OLLAMA / "cpu-only-v0.5.7.log")
     assert report.facts.value("host.gpu.count") == 0
     assert report.facts.value("server.ollama.layers_offload") == 0
@@ -106,7 +106,7 @@ def test_cpu_only_machine_is_not_an_offload_problem(analyze) -> None:  # type: i
     assert outcomes["LD503"] != "fired"
 
 
-def test_runner_command_and_server_config(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_runner_command_and_server_config(analyze) -> None:
     facts = analyze(OLLAMA / "healthy-v0.5.7-journald.log").facts
     assert facts.value("engine.version") == "0.5.7"
     assert facts.value("config.n_gpu_layers") == 33
@@ -120,7 +120,7 @@ def test_runner_command_and_server_config(analyze) -> None:  # type: ignore[no-u
     assert facts.value("run.requests") == 4 and facts.value("server.http_errors") == 0
 
 
-def test_ollama_engine_memory_lines(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_ollama_engine_memory_lines(analyze) -> None:
     facts = analyze(OLLAMA / "healthy-v0.12.11-ollama-engine.log").facts
     assert facts.value("server.ollama.layers_model") == 49
     assert facts.value("server.ollama.layers_offload") == 49  # GPULayers:49[...] of the load request
@@ -132,7 +132,7 @@ def test_ollama_engine_memory_lines(analyze) -> None:  # type: ignore[no-untyped
     assert not facts.has("config.use_mmap")  # UseMmap is a legacy field the Ollama engine ignores
 
 
-def test_cli_statistics(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_cli_statistics(analyze) -> None:
     facts = analyze(OLLAMA / "cli-verbose.log").facts
     assert facts.value("run.prompt_tokens") == 228
     assert facts.value("run.prefill_ms") == pytest.approx(61.204)
@@ -144,7 +144,7 @@ def test_cli_statistics(analyze) -> None:  # type: ignore[no-untyped-def]
     assert (facts.value("run.decode_tps_min"), facts.value("run.decode_tps_max")) == (49.06, 49.19)
 
 
-def test_runner_death_is_not_counted_twice(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_runner_death_is_not_counted_twice(analyze) -> None:
     """Ollama repeats the runner's last error in its own line; that is the same OOM, not a second one."""
     report = analyze(OLLAMA / "runner-oom-compute-v0.5.13.log")
     ooms = report.facts.events("oom")
@@ -205,7 +205,7 @@ def test_runner_exit_status_in_both_notations() -> None:
     assert facts.value("run.crashed") is True
 
 
-def test_every_produced_fact_is_catalogued(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_every_produced_fact_is_catalogued(analyze) -> None:
     from doctor import catalog
 
     for path in sorted(OLLAMA.glob("*.log")):

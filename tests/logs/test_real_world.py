@@ -58,7 +58,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("name", "rule", "cls", "lines", "fix"), CASES, ids=[c[0] for c in CASES])
-def test_root_cause(analyze, name: str, rule: str, cls: str, lines: list[int], fix: str) -> None:  # type: ignore[no-untyped-def]
+def test_root_cause(analyze, name: str, rule: str, cls: str, lines: list[int], fix: str) -> None:
     report = analyze(LOGS / name)
     assert report.assessment is not None, [f.id for f in report.findings]
     assert (report.assessment.id, report.assessment.cls) == (rule, cls), [(f.id, f.cls) for f in report.findings]
@@ -70,12 +70,12 @@ def test_root_cause(analyze, name: str, rule: str, cls: str, lines: list[int], f
         "an allocation failure or a GPU that did not start explains the abort; it is not a corrupt model or a crash"
 
 
-def _report(rulebase, text: str):  # type: ignore[no-untyped-def]
+def _report(rulebase, text: str):
     facts = analyze_bytes(text.encode(), "paste")
     return diagnose(facts, rulebase, command="analyze", mode="analyze")
 
 
-def test_ollama_oom_numbers(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_ollama_oom_numbers(analyze) -> None:
     """The numbers behind the findings: the layers Ollama chose, the graph against the GPU, the load rate."""
     cublas = analyze(LOGS / "ollama/runner-cublas-oom-v0.5.13.log")
     oom = next(e for e in cublas.facts.events("oom") if e.source == "ollama")
@@ -91,7 +91,7 @@ def test_ollama_oom_numbers(analyze) -> None:  # type: ignore[no-untyped-def]
     assert f"({round(rate)} MB/s)" in next(f for f in slow.findings if f.id == "LD101").message
 
 
-def test_healthy_ollama_is_not_an_oom(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_healthy_ollama_is_not_an_oom(analyze) -> None:
     """The same head without the failure: no runner OOM, no finding at warning or above."""
     report = analyze(LOGS / "ollama/healthy-v0.5.7-journald.log")
     assert not report.facts.events("oom")
@@ -110,13 +110,13 @@ PREFILL = "Not enough memory to handle 4096 prefill tokens. You need to decrease
     f"> {PREFILL}",  # a markdown quote
     f"tgi-1  | 2024-09-18T07:41:33.507221Z ERROR text_generation_launcher: {PREFILL}",  # docker compose
 ])
-def test_tgi_warmup_message_anywhere(rulebase, text: str) -> None:  # type: ignore[no-untyped-def]
+def test_tgi_warmup_message_anywhere(rulebase, text: str) -> None:
     report = _report(rulebase, text + "\n")
     assert report.assessment is not None and report.assessment.id == "LD352", [f.id for f in report.findings]
     assert "--max-batch-prefill-tokens 2048" in (report.findings[0].fix.by_engine["tgi"])
 
 
-def test_vllm_error_above_its_log_is_placed_by_the_steps_below(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_vllm_error_above_its_log_is_placed_by_the_steps_below(rulebase) -> None:
     """A log viewer that lists the newest line first: the OOM stands above the start-up it ended."""
     lines = (LOGS / "vllm/cuda-graphs-oom-v0.3.3.log").read_text().splitlines()
     report = _report(rulebase, "\n".join(reversed(lines)) + "\n")
@@ -127,7 +127,7 @@ def test_vllm_error_above_its_log_is_placed_by_the_steps_below(rulebase) -> None
 
 
 @pytest.mark.parametrize("prefix", ["", "Jan 16 04:28:14 gpu-box ollama[1532]: ", "ollama-1  | "])
-def test_ollama_discovery_999_behind_any_prefix(rulebase, prefix: str) -> None:  # type: ignore[no-untyped-def]
+def test_ollama_discovery_999_behind_any_prefix(rulebase, prefix: str) -> None:
     text = (f'{prefix}time=2024-09-05T09:20:35.622+08:00 level=DEBUG source=gpu.go:521 msg="discovered GPU libraries" '
             'paths="[/usr/lib/ollama/cuda_v12/libcudart.so.12.4.127]"\n'
             f"{prefix}cudaSetDevice err: 999\n"
@@ -138,7 +138,7 @@ def test_ollama_discovery_999_behind_any_prefix(rulebase, prefix: str) -> None: 
     assert report.engine == "ollama"
 
 
-def test_discovery_failure_then_a_gpu_found_is_not_a_finding(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_discovery_failure_then_a_gpu_found_is_not_a_finding(rulebase) -> None:
     """One library failing while another finds the GPU (Ollama tries several) is not offload.none."""
     text = ('time=2024-09-05T09:20:35.624+08:00 level=DEBUG source=gpu.go:533 msg="Unable to load cudart" '
             'library=/tmp/ollama1/runners/cuda_v11/libcudart.so.11.0 error="cudart init failure: 35"\n'
@@ -155,7 +155,7 @@ def test_discovery_failure_then_a_gpu_found_is_not_a_finding(rulebase) -> None: 
     'llm = Llama(model_path="/models/llama-2-7b.Q4_K_M.gguf", n_gpu_layers=-1, n_ctx=4096)',
     "llm = LlamaCpp(model_path=MODEL, n_gpu_layers=40, n_batch=512, verbose=True)",
 ])
-def test_cpu_only_wheel_with_gpu_layers(rulebase, settings: str) -> None:  # type: ignore[no-untyped-def]
+def test_cpu_only_wheel_with_gpu_layers(rulebase, settings: str) -> None:
     log = (LOGS / "llama-cpp-python" / "healthy.log").read_text()  # real output of a CPU build
     report = _report(rulebase, settings + "\n" + log)
     assert report.assessment is not None and report.assessment.id == "LD501", [f.id for f in report.findings]
@@ -164,7 +164,7 @@ def test_cpu_only_wheel_with_gpu_layers(rulebase, settings: str) -> None:  # typ
     assert 'CMAKE_ARGS="-DGGML_CUDA=on"' in finding.fix.by_engine["llama-cpp-python"]
 
 
-def test_cpu_only_wheel_without_gpu_layers_is_clean(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_cpu_only_wheel_without_gpu_layers_is_clean(rulebase) -> None:
     report = _report(rulebase, (LOGS / "llama-cpp-python" / "healthy.log").read_text())
     assert report.facts.value("engine.gpu_offload_supported") is False
     assert not report.fails("warning"), [(f.id, f.message) for f in report.findings]
@@ -215,7 +215,7 @@ PARAGRAPH = "The keeper climbed the stairs every evening to light the lamp. The 
     '"options": {"temperature": 0, "num_ctx": 4096}}\'',
     "outputs = model.generate(**inputs, max_new_tokens=512, do_sample=False)",
 ])
-def test_repeated_paragraph_beside_greedy_settings(rulebase, settings: str) -> None:  # type: ignore[no-untyped-def]
+def test_repeated_paragraph_beside_greedy_settings(rulebase, settings: str) -> None:
     text = f"I run it like this:\n\n    {settings}\n\nand get:\n\n" + "\n".join([PARAGRAPH] * 5) + "\n"
     report = _report(rulebase, text)
     assert report.assessment is not None and report.assessment.cls == "sampling.repetition", \
@@ -224,7 +224,7 @@ def test_repeated_paragraph_beside_greedy_settings(rulebase, settings: str) -> N
     assert report.facts.value("sampling.temperature") == 0
 
 
-def test_greedy_requests_in_a_server_log_are_not_output(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_greedy_requests_in_a_server_log_are_not_output(rulebase) -> None:
     """A vLLM request log with temperature=0.0 and the same access line over and over is not a loop."""
     lines = []
     for i in range(6):
@@ -253,7 +253,7 @@ WRAPPED = [
 
 @pytest.mark.parametrize(("message", "rule"), WRAPPED, ids=["vllm", "tgi", "llama-server", "ollama"])
 @pytest.mark.parametrize("how", ["terminal-80", "words-72"])
-def test_wrapped_messages(rulebase, message: str, rule: str, how: str) -> None:  # type: ignore[no-untyped-def]
+def test_wrapped_messages(rulebase, message: str, rule: str, how: str) -> None:
     import textwrap
 
     if how == "terminal-80":
@@ -266,7 +266,7 @@ def test_wrapped_messages(rulebase, message: str, rule: str, how: str) -> None: 
 
 
 # -- a runner started with more threads than the container's CPU limit --------------------------------------------
-def test_ollama_threads_above_docker_cpus(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_ollama_threads_above_docker_cpus(rulebase) -> None:
     log = (LOGS / "ollama/healthy-v0.5.7-journald.log").read_text().replace("--threads 8", "--threads 16")
     text = "docker run -d --gpus=all --cpus=4 -v ollama:/root/.ollama -p 11434:11434 ollama/ollama\n" + log
     report = _report(rulebase, text)
@@ -276,7 +276,7 @@ def test_ollama_threads_above_docker_cpus(rulebase) -> None:  # type: ignore[no-
     assert "num_thread 4" in finding.fix.by_engine["ollama"]
 
 
-def test_llama_server_threads_above_compose_cpuset(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_llama_server_threads_above_compose_cpuset(rulebase) -> None:
     text = ("    command: llama-server -m /models/qwen2.5-7b-instruct-q4_k_m.gguf -t 16 --port 8080\n"
             "    cpuset: \"0-3\"\n"
             "    entrypoint: docker run --cpuset-cpus=0-3 ghcr.io/ggml-org/llama.cpp:server\n"
@@ -289,7 +289,7 @@ def test_llama_server_threads_above_compose_cpuset(rulebase) -> None:  # type: i
     assert "-t 4" in report.findings[0].fix.by_engine["llama.cpp"]
 
 
-def test_ollama_system_info_names_its_gpu_backend(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_ollama_system_info_names_its_gpu_backend(rulebase) -> None:
     """Ollama quotes the runner's system info (info="CUDA : ARCHS = ... | CPU : ..."): a CUDA build, not CPU-only."""
     head = "\n".join((LOGS / "ollama/healthy-v0.5.7-journald.log").read_text().splitlines()[:20]) + "\n"
     report = _report(rulebase, head)

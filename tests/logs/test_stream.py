@@ -105,5 +105,5 @@ def test_a_line_wrapped_by_the_terminal_is_read_whole_once() -> None:
     a.feed(text.encode())
     facts = a.finish()
     assert facts.value("run.prompt_tokens") == 3174  # the server line, read on its own line
-    assert facts.get("run.prompt_tokens_max").source.line == 4  # type: ignore[union-attr]
+    assert facts.get("run.prompt_tokens_max").source.line == 4
     assert facts.value("run.prefill_ms") == 80.76

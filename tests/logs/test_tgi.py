@@ -25,7 +25,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("name", "rule", "cls", "lines", "fix"), CASES, ids=[c[0] for c in CASES])
-def test_diagnosis(analyze, name: str, rule: str, cls: str, lines: list[int], fix: str) -> None:  # type: ignore[no-untyped-def]
+def test_diagnosis(analyze, name: str, rule: str, cls: str, lines: list[int], fix: str) -> None:
     report = analyze(TGI / name)
     assert report.engine == "tgi"
     assert report.assessment is not None, [f.id for f in report.findings]
@@ -37,7 +37,7 @@ def test_diagnosis(analyze, name: str, rule: str, cls: str, lines: list[int], fi
     assert finding.fix.command is not None and fix in finding.fix.command, finding.fix.command
 
 
-def test_healthy_start_up(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_healthy_start_up(analyze) -> None:
     report = analyze(TGI / "healthy-v2.0.log")
     assert report.engine == "tgi"
     assert not report.fails("warning"), [(f.id, f.message) for f in report.findings]
@@ -53,7 +53,7 @@ def test_healthy_start_up(analyze) -> None:  # type: ignore[no-untyped-def]
     assert {c.id: c.outcome for c in report.checks}["LD350"] == "ok"
 
 
-def test_args_in_both_printings(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_args_in_both_printings(analyze) -> None:
     one_line = analyze(TGI / "prefill-oom-v1.0.log").facts  # v1: Args { ... } on one line
     assert one_line.value("config.max_input_tokens") == 4000
     assert one_line.value("config.max_total_tokens") == 4096
@@ -65,7 +65,7 @@ def test_args_in_both_printings(analyze) -> None:  # type: ignore[no-untyped-def
     assert pretty.value("model.name") == "mistralai/Mixtral-8x7B-Instruct-v0.1"
 
 
-def test_prefill_oom_is_one_failure_with_a_suggestion(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_prefill_oom_is_one_failure_with_a_suggestion(analyze) -> None:
     facts = analyze(TGI / "prefill-oom-v1.0.log").facts
     prefill = [e for e in facts.events("oom") if e.data.get("limit") == "max_batch_prefill_tokens"]
     assert len(prefill) == 1  # the RuntimeError, the router's "Server error" and "Error: Warmup(...)" are one
@@ -75,14 +75,14 @@ def test_prefill_oom_is_one_failure_with_a_suggestion(analyze) -> None:  # type:
     assert torch[0].data["bytes"] == int(1.53 * (1 << 30))  # the PyTorch 2.0 wording
 
 
-def test_shard_failure_is_a_load_failure_explained_by_the_oom(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_shard_failure_is_a_load_failure_explained_by_the_oom(analyze) -> None:
     report = analyze(TGI / "shard-oom-loading-v2.4.log")
     assert [e.data.get("reason") for e in report.facts.events("load_failed")] == ["shard"]
     checks = {c.id: c for c in report.checks}
     assert checks["LD903"].inhibited_by == "LD301"
 
 
-def test_v3_not_enough_memory_in_debug_form(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_v3_not_enough_memory_in_debug_form(analyze) -> None:
     facts = analyze(TGI / "max-total-tokens-over-kv-v3.0.log").facts
     assert [e.data.get("max_total_tokens") for e in facts.events("kv_capacity")] == [32768]
     assert facts.value("server.kv_tokens") == 24320
@@ -103,7 +103,7 @@ def test_validation_causes() -> None:
     assert facts.value("engine.name") == "tgi"
 
 
-def test_a_handled_cuda_graph_oom_is_not_a_finding(analyze, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_handled_cuda_graph_oom_is_not_a_finding(analyze, tmp_path: Path) -> None:
     """flash_causal_lm.warmup catches the OOM of one CUDA-graph size, logs it and goes on."""
     healthy = (TGI / "healthy-v2.0.log").read_text().splitlines()
     at = next(i for i, line in enumerate(healthy) if "Cuda Graphs are enabled" in line) + 1
@@ -132,7 +132,7 @@ def test_json_output_mode() -> None:
     assert [(e.line, e.data.get("reason")) for e in facts.events("load_failed")] == [(2, "shard")]
 
 
-def test_every_produced_fact_is_catalogued(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_every_produced_fact_is_catalogued(analyze) -> None:
     from doctor import catalog
 
     for path in sorted(TGI.glob("*.log")):

@@ -36,7 +36,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("name", "rule", "cls", "lines", "fix"), CASES, ids=[c[0] for c in CASES])
-def test_diagnosis(analyze, name: str, rule: str, cls: str, lines: list[int], fix: str) -> None:  # type: ignore[no-untyped-def]
+def test_diagnosis(analyze, name: str, rule: str, cls: str, lines: list[int], fix: str) -> None:
     report = analyze(VLLM / name)
     assert report.engine == "vllm"
     assert report.assessment is not None, [f.id for f in report.findings]
@@ -49,7 +49,7 @@ def test_diagnosis(analyze, name: str, rule: str, cls: str, lines: list[int], fi
 
 
 @pytest.mark.parametrize("name", ["healthy-v0.6.3.log", "healthy-v0.8.5-v1-tp2.log", "healthy-v0.34.log"])
-def test_healthy_start_ups_have_no_warning_or_error(analyze, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_healthy_start_ups_have_no_warning_or_error(analyze, name: str) -> None:
     report = analyze(VLLM / name)
     assert report.engine == "vllm"
     assert not report.fails("warning"), [(f.id, f.message) for f in report.findings]
@@ -59,7 +59,7 @@ def test_healthy_start_ups_have_no_warning_or_error(analyze, name: str) -> None:
     assert not report.facts.events("oom"), "the 'If you are running out of memory' info line is not an OOM"
 
 
-def test_v0_start_up_facts(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_v0_start_up_facts(analyze) -> None:
     facts = analyze(VLLM / "healthy-v0.6.3.log").facts
     assert facts.value("engine.version") == "0.6.3"
     assert facts.value("config.max_model_len") == 8192
@@ -70,10 +70,10 @@ def test_v0_start_up_facts(analyze) -> None:  # type: ignore[no-untyped-def]
     assert facts.value("server.max_concurrency") == 54.52
     assert facts.value("server.weights_bytes") == int(14.9888 * (1 << 30))
     assert facts.value("server.chunked_prefill") is False
-    assert facts.get("server.kv_tokens").source.line == 16  # type: ignore[union-attr]
+    assert facts.get("server.kv_tokens").source.line == 16
 
 
-def test_v1_comma_grouped_numbers_and_worker_prefixes(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_v1_comma_grouped_numbers_and_worker_prefixes(analyze) -> None:
     facts = analyze(VLLM / "healthy-v0.8.5-v1-tp2.log").facts
     assert facts.value("server.kv_tokens") == 318256
     assert facts.value("config.max_model_len") == 32768
@@ -83,7 +83,7 @@ def test_v1_comma_grouped_numbers_and_worker_prefixes(analyze) -> None:  # type:
     assert facts.value("run.load_ms") == pytest.approx(15121.1, abs=0.2)
 
 
-def test_v034_one_line_capacity_and_preemption_sum(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_v034_one_line_capacity_and_preemption_sum(analyze) -> None:
     report = analyze(VLLM / "preemption-v0.34.log")
     facts = report.facts
     assert facts.value("server.kv_tokens") == 19808
@@ -96,14 +96,14 @@ def test_v034_one_line_capacity_and_preemption_sum(analyze) -> None:  # type: ig
     assert "11 time(s)" in finding.message and "19808 tokens" in finding.message
 
 
-def test_v0_preemption_total_is_the_running_count(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_v0_preemption_total_is_the_running_count(analyze) -> None:
     facts = analyze(VLLM / "preemption-v0.6.3.log").facts
     assert facts.value("server.preemptions") == 101
     modes = {e.data.get("mode") for e in facts.events("preempted")}
     assert modes == {"recompute"}
 
 
-def test_kv_estimate_when_vllm_does_not_print_one(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_kv_estimate_when_vllm_does_not_print_one(analyze) -> None:
     """0.8.5 drops the estimated length from its message; the pool share of the request gives it."""
     facts = analyze(VLLM / "kv-below-max-len-v0.8.5.log").facts
     assert facts.value("server.kv_needed_bytes") == 16 * (1 << 30)
@@ -112,7 +112,7 @@ def test_kv_estimate_when_vllm_does_not_print_one(analyze) -> None:  # type: ign
     assert len(facts.events("kv_capacity")) == 1  # the re-printed exception is the same failure
 
 
-def test_capacity_stated_only_in_numbers(analyze, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_capacity_stated_only_in_numbers(analyze, tmp_path: Path) -> None:
     """Without the ValueError, blocks x 16 below max_model_len still says the pool is too small."""
     lines = (VLLM / "kv-below-max-len-v0.6.3.log").read_text().splitlines()[:10]
     assert "Maximum concurrency" in lines[-1] and not any("ValueError" in line for line in lines)
@@ -123,7 +123,7 @@ def test_capacity_stated_only_in_numbers(analyze, tmp_path: Path) -> None:  # ty
     assert "23520 tokens" in report.findings[0].message
 
 
-def test_which_limit_a_rejected_prompt_hit(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_which_limit_a_rejected_prompt_hit(analyze) -> None:
     facts = analyze(VLLM / "prompt-over-max-len-v0.6.3.log").facts
     limits = {e.data.get("limit") for e in facts.events("prompt_too_long") if e.source == "vllm"}
     assert limits == {"max_model_len"}
@@ -139,7 +139,7 @@ def test_which_limit_a_rejected_prompt_hit(analyze) -> None:  # type: ignore[no-
     assert event.data["limit"] == "max_num_batched_tokens"
 
 
-def test_completion_cause_and_room(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_completion_cause_and_room(analyze) -> None:
     facts = analyze(VLLM / "request-max-tokens-over-v0.8.5.log").facts
     events = [e for e in facts.events("prompt_too_long") if e.source == "vllm"]
     seen = [(e.data["prompt"], e.data["completion"], e.data["room"]) for e in events]
@@ -148,7 +148,7 @@ def test_completion_cause_and_room(analyze) -> None:  # type: ignore[no-untyped-
     assert facts.value("server.request_tokens_max") == 4956
 
 
-def test_oom_steps_from_tracebacks(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_oom_steps_from_tracebacks(analyze) -> None:
     steps = {}
     for name in ("oom-loading-weights-v0.6.3.log", "oom-profile-run-v0.8.5.log", "oom-cuda-graphs-v0.11.log"):
         events = analyze(VLLM / name).facts.events("oom")
@@ -211,7 +211,7 @@ def test_incremental_snapshots_do_not_repeat_ooms() -> None:
     assert first.events("oom")[0].data.get("step") == "cuda_graphs"
 
 
-def test_every_produced_fact_is_catalogued(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_every_produced_fact_is_catalogued(analyze) -> None:
     from doctor import catalog
 
     for path in sorted(VLLM.glob("*.log")):

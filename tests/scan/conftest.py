@@ -34,7 +34,7 @@ def smollm2() -> Path:
 
 
 @pytest.fixture(scope="session")
-def model_files(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def model_files(tmp_path_factory: pytest.TempPathFactory):
     """model_files(spec_name) -> a sparse GGUF built from fixtures/gguf/<spec_name>.json (cached)."""
     folder = tmp_path_factory.mktemp("gguf")
     built: dict[str, Path] = {}

@@ -92,7 +92,7 @@ def test_small_and_odd_contexts_follow_llama_cpps_order() -> None:
     assert budget(p).compute_host == max(logits, 128 * 256 * (32 * 4 + 4) + 128 * 4 * (5 * 4096 + 2 * 1024))
 
 
-def test_gemma2_swa_from_the_gguf(model_files) -> None:  # type: ignore[no-untyped-def]
+def test_gemma2_swa_from_the_gguf(model_files) -> None:
     facts = collect_model(str(model_files("gemma-2-9b-it-q4_k_m")))
     assert facts.value("model.swa_layers") == 21  # llama.cpp's pattern 2: every other layer
     mask = facts.value("model.swa_per_layer")
@@ -147,12 +147,12 @@ def scan_facts(model: Facts, **values: object) -> Facts:
     facts = Facts()
     facts.merge(model)
     for name, value in values.items():
-        facts.set(name.replace("__", "."), value, Source("test", "t"))  # type: ignore[arg-type]
+        facts.set(name.replace("__", "."), value, Source("test", "t"))
     return derive(facts)
 
 
 @pytest.fixture(scope="module")
-def llama3(model_files) -> Facts:  # type: ignore[no-untyped-def]
+def llama3(model_files) -> Facts:
     return collect_model(str(model_files("llama-3-8b-instruct-q4_k_m")))
 
 
@@ -189,7 +189,7 @@ def test_an_oversized_plan_names_the_phase_and_what_fits(llama3: Facts) -> None:
     assert compute.value("derived.compute_gpu_bytes") > 2 * GIB
 
 
-def test_moe_decode_reads_only_the_routed_experts(model_files) -> None:  # type: ignore[no-untyped-def]
+def test_moe_decode_reads_only_the_routed_experts(model_files) -> None:
     model = collect_model(str(model_files("mixtral-8x7b-instruct-q4_k_m")))
     f = scan_facts(model, **{"config.n_ctx": 4096, "config.n_gpu_layers": -1, "config.type_k": "f16",
                              "config.type_v": "f16", "host.gpu.count": 1, "host.gpu[0].vram_free": 80 * GIB,
@@ -198,7 +198,7 @@ def test_moe_decode_reads_only_the_routed_experts(model_files) -> None:  # type:
     assert per_token < 0.4 * f.value("derived.weights_gpu_bytes")  # 2 of 8 experts, not the whole 26 GiB
 
 
-def test_a_mamba_model_gets_its_recurrent_state_not_a_kv_cache(model_files) -> None:  # type: ignore[no-untyped-def]
+def test_a_mamba_model_gets_its_recurrent_state_not_a_kv_cache(model_files) -> None:
     """Mamba-130m: 24 layers x ((d_conv 4 - 1) x d_inner 1536 + d_state 16 x 1536) f32 per sequence."""
     model = collect_model(str(model_files("mamba-130m-f16")))
     f = scan_facts(model, **{"config.n_ctx": 4096, "config.type_k": "f16", "config.type_v": "f16",
@@ -208,13 +208,13 @@ def test_a_mamba_model_gets_its_recurrent_state_not_a_kv_cache(model_files) -> N
     assert f.value("derived.fits_ram") is True
 
 
-def test_a_recurrent_model_says_unknown_rather_than_guess(model_files) -> None:  # type: ignore[no-untyped-def]
+def test_a_recurrent_model_says_unknown_rather_than_guess(model_files) -> None:
     model = collect_model(str(model_files("mamba-130m-f16")))
     model.set("model.arch", "rwkv6", Source("test", "an architecture whose state is not modelled"))
     f = scan_facts(model, **{"config.n_ctx": 4096, "config.type_k": "f16", "config.type_v": "f16",
                              "host.ram.available": 8 * GIB})
     assert not f.has("derived.kv_bytes")
-    assert "not modelled" in (f.get("derived.kv_bytes").unknown or "")  # type: ignore[union-attr]
+    assert "not modelled" in (f.get("derived.kv_bytes").unknown or "")
     assert not f.has("derived.fits_ram") and f.get("derived.fits_ram") is not None
 
 

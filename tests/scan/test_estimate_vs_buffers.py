@@ -81,8 +81,8 @@ def test_kv_equals_llama_cpp_to_the_printed_mib_and_cells(log: str, smol_facts: 
 @pytest.mark.parametrize("log", LOGS)
 def test_weights_within_2_percent_and_compute_within_10(log: str, smol_facts: Facts) -> None:
     facts, _kv, _params, text = estimate_for(log, smol_facts)
-    weights = float(MODEL_LINE.search(text).group(1))  # type: ignore[union-attr]
-    compute = float(COMPUTE_LINE.search(text).group(1))  # type: ignore[union-attr]
+    weights = float(MODEL_LINE.search(text).group(1))
+    compute = float(COMPUTE_LINE.search(text).group(1))
     assert facts.value("derived.weights_gpu_bytes") == 0
     assert abs(facts.value("derived.weights_host_bytes") / MIB - weights) / weights <= 0.02
     assert abs(facts.value("derived.compute_bytes") / MIB - compute) / compute <= 0.10

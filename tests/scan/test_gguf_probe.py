@@ -68,7 +68,7 @@ def test_the_header_walk_agrees_with_gguf_reader_on_the_default_model(smollm2: P
 
 
 @pytest.mark.parametrize("name", SPARSE_MODELS)
-def test_the_header_walk_agrees_with_gguf_reader_on_the_sparse_models(model_files, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_the_header_walk_agrees_with_gguf_reader_on_the_sparse_models(model_files, name: str) -> None:
     _walk_vs_reader(model_files(name))
 
 
@@ -91,7 +91,7 @@ def test_a_type_newer_than_the_table_is_looked_up_in_the_gguf_package(monkeypatc
     assert gh.ggml_type(9999) is None
 
 
-def test_sizes_come_from_tensors_not_the_label(model_files) -> None:  # type: ignore[no-untyped-def]
+def test_sizes_come_from_tensors_not_the_label(model_files) -> None:
     model = read_model(str(model_files("llama-3-8b-instruct-q4_k_m")))
     # Q4_K_M mixes Q4_K and Q6_K: layers that get Q6_K for attn_v / ffn_down are larger
     assert model.layer_bytes[0] > model.layer_bytes[4]  # layer 0 < n/8 uses more bits, layer 4 does not
@@ -134,7 +134,7 @@ def test_corrupt_files_are_refused_with_the_reason(tmp_path: Path, how: str, rea
     assert grown_kib < 200_000  # the lie (2**40 tensors, a 2**60-byte string) allocated nothing absurd
 
 
-def test_a_corrupt_file_fires_the_model_rule(tmp_path: Path, rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_a_corrupt_file_fires_the_model_rule(tmp_path: Path, rulebase) -> None:
     from doctor.evaluate import diagnose
 
     path = build_gguf(load_spec("llama-3-8b-instruct-q4_k_m"), tmp_path / "cut.gguf", corrupt="truncated")

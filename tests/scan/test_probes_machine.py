@@ -29,7 +29,7 @@ from tests.scan.conftest import MACHINES
 GIB = 1 << 30
 
 
-def machine(name: str):  # type: ignore[no-untyped-def]
+def machine(name: str):
     return load_machine(MACHINES / name)
 
 
@@ -38,7 +38,7 @@ def test_container_quota_and_memory_limit() -> None:
     cpu, mem = collect_cpu(roots), collect_memory(roots)
     assert (cpu.value("host.cpu.logical_cores"), cpu.value("host.cpu.physical_cores")) == (64, 32)
     assert cpu.value("host.cpu.quota_cores") == 4.0 and cpu.value("host.cpu.usable_cores") == 4
-    assert "cpu.max: 400000 100000" in (cpu.get("host.cpu.quota_cores").source.text or "")  # type: ignore[union-attr]
+    assert "cpu.max: 400000 100000" in (cpu.get("host.cpu.quota_cores").source.text or "")
     assert cpu.value("host.container") is True
     assert mem.value("host.ram.cgroup_limit") == 16 * GIB
     assert mem.value("host.ram.total") == 16 * GIB  # not the host's 251 GiB
@@ -104,8 +104,8 @@ def test_nvml_errors_become_unknowns_with_the_reason() -> None:
     facts = collect_gpus(Roots(sysfs=m.roots.sysfs, nvml=RecordedNvml(data), live=False))
     assert facts.value("host.gpu[0].vram_total") == 25757220864  # fell back to v1
     assert not facts.has("host.gpu[0].mem_bus_bits")
-    assert "Not Supported" in (facts.get("host.gpu[0].mem_bus_bits").unknown or "")  # type: ignore[union-attr]
-    assert "bus width" in (facts.get("host.gpu[0].bandwidth_spec_gbs").unknown or "")  # type: ignore[union-attr]
+    assert "Not Supported" in (facts.get("host.gpu[0].mem_bus_bits").unknown or "")
+    assert "bus width" in (facts.get("host.gpu[0].bandwidth_spec_gbs").unknown or "")
     assert not facts.has("host.gpu[0].util_gpu") and facts.value("host.gpu[0].name") == "NVIDIA GeForce RTX 4090"
 
 
@@ -117,7 +117,7 @@ def test_nvml_errors_become_unknowns_with_the_reason() -> None:
 def test_without_nvml_the_pci_bus_decides(name: str, count: int, vendor: str) -> None:
     facts = collect_gpus(machine(name).roots)
     assert facts.value("host.gpu.count") == count and facts.value("host.gpu.vendor") == vendor
-    assert "Library Not Found" in (facts.get("host.gpu.driver").unknown or "")  # type: ignore[union-attr]
+    assert "Library Not Found" in (facts.get("host.gpu.driver").unknown or "")
 
 
 def test_sysfs_link_of_a_gpu_nvml_cannot_see(tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_sysfs_link_of_a_gpu_nvml_cannot_see(tmp_path: Path) -> None:
     assert facts.value("host.gpu.count") == 1
     assert facts.value("host.gpu[0].pcie.slot_limited") is True
     assert (facts.value("host.gpu[0].pcie.gen_max"), facts.value("host.gpu[0].pcie.width_max")) == (3, 4)
-    assert "Driver Not Loaded" in (facts.get("host.gpu[0].vram_total").unknown or "")  # type: ignore[union-attr]
+    assert "Driver Not Loaded" in (facts.get("host.gpu[0].vram_total").unknown or "")
 
 
 def test_link_arithmetic() -> None:
@@ -147,7 +147,7 @@ def test_engine_answers() -> None:
     assert facts.value("engine.backends") == ["CPU", "CUDA"]
     assert "AVX512" in facts.value("engine.cpu_features") and "LLAMAFILE" not in facts.value("engine.cpu_features")
     missing = collect_engine({"error": "ModuleNotFoundError: No module named 'llama_cpp'"})
-    assert "not importable" in (missing.get("engine.gpu_offload_supported").unknown or "")  # type: ignore[union-attr]
+    assert "not importable" in (missing.get("engine.gpu_offload_supported").unknown or "")
 
 
 def test_the_installed_engine() -> None:
@@ -189,7 +189,7 @@ def test_recorded_machines_never_run_benchmarks_here() -> None:
     m = machine("laptop-no-gpu")
     facts = registry.collect(ProbeContext(roots=m.roots, model_path="/nonexistent", bench=True),
                              [p for p in registry.PROBES if p.cost == "heavy"])
-    assert "not recorded for laptop-no-gpu" in (facts.get("host.ram.bandwidth_measured_gbs").unknown or "")  # type: ignore[union-attr]
+    assert "not recorded for laptop-no-gpu" in (facts.get("host.ram.bandwidth_measured_gbs").unknown or "")
 
 
 def test_read_speed_checks_the_page_cache_first(tmp_path: Path) -> None:
@@ -200,7 +200,7 @@ def test_read_speed_checks_the_page_cache_first(tmp_path: Path) -> None:
     facts = measure_read(str(path), Roots(), seconds=5)
     assert facts.value("model.storage.read_mb_s") > 0
     assert facts.has("model.storage.cached_fraction") and facts.has("model.storage.read_upper_bound")
-    text = facts.get("model.storage.read_mb_s").source.text or ""  # type: ignore[union-attr]
+    text = facts.get("model.storage.read_mb_s").source.text or ""
     assert "O_DIRECT" in text or "dropping this file's cached pages" in text
 
 

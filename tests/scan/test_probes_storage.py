@@ -29,11 +29,11 @@ def test_mountinfo_escapes_and_longest_prefix() -> None:
             "92 26 8:33 / /srv rw - xfs /dev/sdc1 rw\n")
     mounts = parse_mountinfo(text)
     assert unescape("a\\040b\\011c") == "a b\tc"
-    assert find_mount(mounts, "/srv/my models/llama.gguf").source == "/dev/sdb1"  # type: ignore[union-attr]
-    assert find_mount(mounts, "/srv/my models/cache/x").fstype == "tmpfs"  # type: ignore[union-attr]
-    assert find_mount(mounts, "/srv/other").source == "/dev/sdc1"  # type: ignore[union-attr]
+    assert find_mount(mounts, "/srv/my models/llama.gguf").source == "/dev/sdb1"
+    assert find_mount(mounts, "/srv/my models/cache/x").fstype == "tmpfs"
+    assert find_mount(mounts, "/srv/other").source == "/dev/sdc1"
     assert find_mount(mounts, "/srv/my modelsX").source == "/dev/sdc1"  # a prefix of the name is not the mount
-    assert find_mount(mounts, "/home/x").mountpoint == "/"  # type: ignore[union-attr]
+    assert find_mount(mounts, "/home/x").mountpoint == "/"
 
 
 @pytest.mark.parametrize(("machine", "expected"), [
@@ -58,7 +58,7 @@ def test_a_virtual_disks_rotational_flag_is_not_trusted() -> None:
     assert (MACHINES / "vm-virtio" / "sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/queue/rotational"
             ).read_text().strip() == "1"
     assert not facts.has("model.storage.rotational")
-    assert "says nothing" in (facts.get("model.storage.rotational").unknown or "")  # type: ignore[union-attr]
+    assert "says nothing" in (facts.get("model.storage.rotational").unknown or "")
 
 
 def test_the_container_guess_is_labelled() -> None:
@@ -130,7 +130,7 @@ def test_lvm_on_md_raid_is_as_slow_as_its_hard_disk(tmp_path: Path) -> None:
     assert {d.name: d.kind for d in chain.disks} == {"sda": "ssd", "sdb": "hdd"}
     facts = collect_storage(roots, "/models/llama.gguf")
     assert facts.value("model.storage.kind") == "hdd"
-    assert "sdb=hdd" in (facts.get("model.storage.kind").source.text or "")  # type: ignore[union-attr]
+    assert "sdb=hdd" in (facts.get("model.storage.kind").source.text or "")
 
 
 def test_a_loop_device_is_followed_to_its_backing_file(tmp_path: Path) -> None:

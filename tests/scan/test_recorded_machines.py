@@ -22,14 +22,14 @@ def test_the_machines_the_issue_lists_are_recorded() -> None:
                      "container-quota", "laptop-no-gpu", "vm-virtio"}
 
 
-def run_scan(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:  # type: ignore[type-arg]
+def run_scan(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
     code = main(["scan", "--format", "json", "--no-trace", *args])
     out = capsys.readouterr().out
     return code, json.loads(out)
 
 
 @pytest.mark.parametrize(("name", "index", "scenario"), SCENARIOS, ids=[f"{n}-{i}" for n, i, _ in SCENARIOS])
-def test_scenario(name: str, index: int, scenario: dict, model_files, smollm2: Path,  # type: ignore[no-untyped-def,type-arg]
+def test_scenario(name: str, index: int, scenario: dict, model_files, smollm2: Path,
                   capsys: pytest.CaptureFixture[str]) -> None:
     model = smollm2 if scenario["model"] == "smollm2" else model_files(scenario["model"])
     code, report = run_scan(["--replay-machine", str(MACHINES / name), "--model", str(model), *scenario["args"]],
@@ -46,7 +46,7 @@ def test_scenario(name: str, index: int, scenario: dict, model_files, smollm2: P
     assert code == (1 if errors else 0)
 
 
-def test_oom_prediction_names_the_largest_settings_that_fit(model_files, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_oom_prediction_names_the_largest_settings_that_fit(model_files, capsys) -> None:
     _, report = run_scan(["--replay-machine", str(MACHINES / "nvme-workstation-rtx4090"),
                           "--model", str(model_files("llama-3.1-70b-instruct-q4_k_m"))], capsys)
     finding = next(f for f in report["findings"] if f["id"] == "LD311")
@@ -62,7 +62,7 @@ def test_oom_prediction_names_the_largest_settings_that_fit(model_files, capsys)
     assert sorted(f["id"] for f in again["findings"]) == ["LD506"]
 
 
-def test_the_finding_shows_the_sum_that_does_not_fit(model_files, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_the_finding_shows_the_sum_that_does_not_fit(model_files, capsys) -> None:
     """Issue 16 item 4: weights on the GPU (with the output layer) + KV + compute vs free VRAM, and the
     largest n_gpu_layers and n_ctx that fit, in the finding itself."""
     _, report = run_scan(["--replay-machine", str(MACHINES / "nvme-workstation-rtx4090"),
@@ -79,7 +79,7 @@ def test_the_finding_shows_the_sum_that_does_not_fit(model_files, capsys) -> Non
     assert f"largest context that fits with these layers is {facts['derived.max_ctx_fit']}" in finding["message"]
 
 
-def test_kv_prediction_recommends_a_context_that_fits(model_files, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_kv_prediction_recommends_a_context_that_fits(model_files, capsys) -> None:
     model = model_files("llama-3.1-8b-instruct-q4_k_m")
     args = ["--replay-machine", str(MACHINES / "laptop-no-gpu"), "--model", str(model)]
     _, report = run_scan([*args, "--ctx-size", "32768"], capsys)
@@ -90,7 +90,7 @@ def test_kv_prediction_recommends_a_context_that_fits(model_files, capsys) -> No
     assert "LD312" not in {f["id"] for f in again["findings"]}
 
 
-def test_the_engine_option_chooses_whose_flags_the_fix_uses(model_files, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_the_engine_option_chooses_whose_flags_the_fix_uses(model_files, capsys) -> None:
     _, report = run_scan(["--replay-machine", str(MACHINES / "container-quota"), "--engine", "llama.cpp",
                           "--model", str(model_files("llama-3-8b-instruct-q4_k_m"))], capsys)
     # llama.cpp's own default is one thread per physical core (32 here), still over the 4-CPU quota

@@ -16,13 +16,13 @@ from tests.conftest import worked_around
 from tests.scan.conftest import ROOT, build_gguf, load_spec
 
 
-def scan(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict, str]:  # type: ignore[type-arg]
+def scan(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict, str]:
     code = main(["scan", "--format", "json", *args])
     captured = capsys.readouterr()
     return code, json.loads(captured.out) if captured.out.strip() else {}, captured.err
 
 
-def facts_of(report: dict) -> dict:  # type: ignore[type-arg]
+def facts_of(report: dict) -> dict:
     return {name: fact.get("value") for name, fact in report["facts"]["facts"].items()}
 
 

@@ -14,7 +14,7 @@ from doctor.commands.scan import trace_only
 from doctor.facts import Facts, Source
 
 
-def scan(args: list[str], capsys: pytest.CaptureFixture[str], fmt: str = "json") -> tuple[int, dict, str]:  # type: ignore[type-arg]
+def scan(args: list[str], capsys: pytest.CaptureFixture[str], fmt: str = "json") -> tuple[int, dict, str]:
     code = main(["scan", "--no-trace", "--format", fmt, *args])
     out = capsys.readouterr().out
     return code, (json.loads(out) if fmt == "json" else {"text": out}), out
@@ -85,10 +85,10 @@ def test_the_summary_shows_only_what_was_read(capsys: pytest.CaptureFixture[str]
 
 def test_the_probe_not_the_trace_says_how_big_the_model_file_is() -> None:
     probed, trace = Facts(), Facts()
-    probed.set("model.file_bytes", 98362432, Source("probe", "probe.gguf"), "bytes")
-    trace.set("model.file_bytes", 96576768, Source("log", "llama.cpp", 12), "bytes")  # "file size = 92.10 MiB"
-    trace.set("model.n_ctx_train", 8192, Source("log", "llama.cpp", 13), "tokens")
-    trace.set("run.load_ms", 40.0, Source("trace", "llama-cpp-python"), "ms")
+    probed.set("model.file_bytes", 98362432, Source("probe", "probe.gguf"))
+    trace.set("model.file_bytes", 96576768, Source("log", "llama.cpp", 12))  # "file size = 92.10 MiB"
+    trace.set("model.n_ctx_train", 8192, Source("log", "llama.cpp", 13))
+    trace.set("run.load_ms", 40.0, Source("trace", "llama-cpp-python"))
     kept = trace_only(trace, probed)
     assert not kept.has("model.file_bytes")
     assert kept.value("model.n_ctx_train") == 8192 and kept.value("run.load_ms") == 40.0
@@ -96,7 +96,7 @@ def test_the_probe_not_the_trace_says_how_big_the_model_file_is() -> None:
     assert probed.value("model.file_bytes") == 98362432
 
 
-def test_on_a_gpu_machine_too_the_oversized_context_leads(model_files, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+def test_on_a_gpu_machine_too_the_oversized_context_leads(model_files, capsys: pytest.CaptureFixture[str]) -> None:
     from tests.scan.conftest import MACHINES
 
     machine = ["--replay-machine", str(MACHINES / "nvme-workstation-rtx4090"),

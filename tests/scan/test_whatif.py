@@ -18,7 +18,7 @@ MIB = 1 << 20
 GIB = 1 << 30
 
 
-def scan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+def scan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
     code = main(["scan", "--format", "json", *args])
     report = json.loads(capsys.readouterr().out)
     return code, {name: fact.get("value") for name, fact in report["facts"]["facts"].items()} | {

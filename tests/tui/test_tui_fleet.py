@@ -15,11 +15,11 @@ from tests.tui.conftest import run_async, screen_text, settle
 def _instance(name: str, values: dict[str, object]) -> Instance:
     facts = Facts()
     for key, value in values.items():
-        facts.set(key, value, Source("probe", "prometheus", text=f"{key} query = {value}"))  # type: ignore[arg-type]
+        facts.set(key, value, Source("probe", "prometheus", text=f"{key} query = {value}"))
     return Instance(name, "llama-server", "llama.cpp", facts, health="up")
 
 
-def test_drill_down_from_the_fleet_to_an_instance(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_drill_down_from_the_fleet_to_an_instance(rulebase) -> None:
     fleet = Fleet("http://127.0.0.1:9090", "300s", "", [
         _instance("10.0.0.1:8080", {"server.target_up": True, "server.waiting_max": 0}),
         _instance("10.0.0.2:8080", {"server.target_up": True, "server.waiting_max": 3, "server.running_max": 1,
@@ -36,7 +36,7 @@ def test_drill_down_from_the_fleet_to_an_instance(rulebase) -> None:  # type: ig
             assert "LD752 requests-wait-for-slots" in text
             await pilot.press("enter")
             await settle(pilot, lambda: isinstance(app.screen, ReportScreen))
-            shown: Report = app.screen.report  # type: ignore[attr-defined]
+            shown: Report = app.screen.report
             assert [f.id for f in shown.findings] == ["LD752"]
             await pilot.press("b")
             await settle(pilot, lambda: isinstance(app.screen, FleetScreen))

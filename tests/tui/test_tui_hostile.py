@@ -58,7 +58,7 @@ def _assert_terminal_clean(output: str) -> None:
     assert "\x1b" not in without_csi
 
 
-def test_hostile_log_in_the_report_screen(tmp_path: Path, analyze) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_log_in_the_report_screen(tmp_path: Path, analyze) -> None:
     path = _hostile_log(tmp_path)
     report = analyze(path)
     root = next(f for f in report.findings if f.id == report.assessment.id)
@@ -91,7 +91,7 @@ def test_hostile_log_in_the_report_screen(tmp_path: Path, analyze) -> None:  # t
     run_async(body())
 
 
-def test_hostile_paste(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_paste(rulebase) -> None:
     text = (TUI_FIXTURES / "kv-oom.log").read_text()
     hostile = "\n".join(PAYLOAD + line for line in text.splitlines())
 
@@ -120,7 +120,7 @@ def test_hostile_tokens_and_log_lines_in_watch() -> None:
     finding = {"id": "LD401", "slug": "output-loops", "severity": "warning", "area": "Sampling and output",
                "title": "The output loops" + PAYLOAD, "message": PAYLOAD + "it loops",
                "fix": {"text": PAYLOAD, "engine": "llama.cpp", "command": "--temp 0.7" + OSC52}}
-    events_: list = [SettingsEvent(settings={"model": PAYLOAD + "m.gguf", "engine": PAYLOAD, "n_ctx": 64})]  # type: ignore[type-arg]
+    events_: list = [SettingsEvent(settings={"model": PAYLOAD + "m.gguf", "engine": PAYLOAD, "n_ctx": 64})]
     for i in range(30):
         events_.append(StepEvent(t_ms=i, step=i + 1, ms=5.0, token=PAYLOAD + " tok", kv_used=i + 1, n_ctx=64))
     events_.append(LogEvent(t_ms=31, line=1, text=PAYLOAD))

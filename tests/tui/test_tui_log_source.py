@@ -62,7 +62,7 @@ def test_cr_only_log_is_numbered_by_cr() -> None:
     assert [(line.number, line.text) for line in source.read(2, 5)] == [(2, "two"), (3, "three")]
 
 
-def test_evidence_lines_match_the_analyzer(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_evidence_lines_match_the_analyzer(analyze) -> None:
     for path in (LOGS / "llama.cpp" / "pasted-issue-crlf.log", LOGS / "llama.cpp" / "cuda-oom-kv.log",
                  TUI_FIXTURES / "kv-oom.log"):
         report = analyze(path)

@@ -17,7 +17,7 @@ from doctor.tui.report_screen import ReportScreen
 from .conftest import TUI_FIXTURES, notices, posted, run_async, settle
 
 
-def test_pasted_log_is_diagnosed_like_a_file(rulebase, analyze) -> None:  # type: ignore[no-untyped-def]
+def test_pasted_log_is_diagnosed_like_a_file(rulebase, analyze) -> None:
     path = TUI_FIXTURES / "kv-oom.log"
     expected = analyze(path)
     text = path.read_text()
@@ -52,7 +52,7 @@ def test_pasted_log_is_diagnosed_like_a_file(rulebase, analyze) -> None:  # type
     assert len(done) == 1 and done[0].findings == len(expected.findings)
 
 
-def test_nothing_pasted_says_so(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_nothing_pasted_says_so(rulebase) -> None:
     async def body() -> None:
         app = make_paste_app(paste_diagnosis(rulebase))
         async with app.run_test(size=(80, 24)) as pilot:
@@ -68,7 +68,7 @@ def test_nothing_pasted_says_so(rulebase) -> None:  # type: ignore[no-untyped-de
     run_async(body())
 
 
-def test_binary_paste_is_refused_in_one_line(rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_binary_paste_is_refused_in_one_line(rulebase) -> None:
     async def body() -> None:
         app = make_paste_app(paste_diagnosis(rulebase))
         async with app.run_test(size=(80, 24)) as pilot:
@@ -88,10 +88,10 @@ def test_clean_paste_keeps_lines_and_drops_controls() -> None:
     assert clean_paste(raw) == "ared\nb\nc\nd"
 
 
-def test_run_paste_app_returns_the_report_for_the_exit_code(rulebase, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_run_paste_app_returns_the_report_for_the_exit_code(rulebase, monkeypatch) -> None:
     text = (TUI_FIXTURES / "kv-oom.log").read_text()
 
-    def fake_run(self) -> None:  # type: ignore[no-untyped-def]
+    def fake_run(self) -> None:
         async def drive() -> None:
             async with self.run_test(size=(80, 24)) as pilot:
                 area = self.screen.query_one(PasteArea)

@@ -27,7 +27,7 @@ def _app(report: Report, log: Path | None) -> DoctorApp:
     return DoctorApp(lambda: ReportScreen(report, source))
 
 
-def test_opens_on_the_root_cause_with_its_evidence(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_opens_on_the_root_cause_with_its_evidence(analyze) -> None:
     report = analyze(TUI_FIXTURES / "kv-oom.log")
     root = next(f for f in report.findings if f.id == report.assessment.id)
     messages: list[Message] = []
@@ -53,7 +53,7 @@ def test_opens_on_the_root_cause_with_its_evidence(analyze) -> None:  # type: ig
     assert shown and shown[0].line == root.lines[0]
 
 
-def test_keys_move_between_checks_and_evidence_lines(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_keys_move_between_checks_and_evidence_lines(analyze) -> None:
     report = analyze(CUT_LOG)
     messages: list[Message] = []
 
@@ -92,7 +92,7 @@ def test_keys_move_between_checks_and_evidence_lines(analyze) -> None:  # type: 
         next(f for f in report.findings if len(f.lines) >= 2).lines[i] for i in (0, 1, 0)]
 
 
-def test_log_pane_pages_through_a_window_bigger_than_memory(analyze, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_log_pane_pages_through_a_window_bigger_than_memory(analyze, monkeypatch) -> None:
     from doctor.tui import log_view
 
     monkeypatch.setattr(log_view, "WINDOW", 60)
@@ -124,7 +124,7 @@ def test_log_pane_pages_through_a_window_bigger_than_memory(analyze, monkeypatch
     run_async(body())
 
 
-def test_copy_puts_the_engine_fix_on_the_clipboard(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_copy_puts_the_engine_fix_on_the_clipboard(analyze) -> None:
     report = analyze(TUI_FIXTURES / "kv-oom.log", engine="llama.cpp")
     root = next(f for f in report.findings if f.id == report.assessment.id)
     messages: list[Message] = []
@@ -143,7 +143,7 @@ def test_copy_puts_the_engine_fix_on_the_clipboard(analyze) -> None:  # type: ig
     assert copied and copied[0].text == root.fix.by_engine["llama.cpp"] and copied[0].engine == "llama.cpp"
 
 
-def test_copy_on_a_check_without_finding_copies_nothing(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_copy_on_a_check_without_finding_copies_nothing(analyze) -> None:
     report = analyze(TUI_FIXTURES / "kv-oom.log")
     ok = next(c for c in report.checks if c.outcome == "ok")
 
@@ -162,7 +162,7 @@ def test_copy_on_a_check_without_finding_copies_nothing(analyze) -> None:  # typ
 
 @pytest.mark.parametrize(("key", "suffix", "head"), [("m", ".md", "# llm-doctor analyze report"),
                                                      ("j", ".json", "{")])
-def test_export_writes_the_report_and_says_where(analyze, tmp_path: Path, monkeypatch, key: str, suffix: str,  # type: ignore[no-untyped-def]
+def test_export_writes_the_report_and_says_where(analyze, tmp_path: Path, monkeypatch, key: str, suffix: str,
                                                  head: str) -> None:
     monkeypatch.chdir(tmp_path)
     report = analyze(TUI_FIXTURES / "kv-oom.log")
@@ -189,7 +189,7 @@ def test_export_writes_the_report_and_says_where(analyze, tmp_path: Path, monkey
     assert report.assessment.id in path.read_text()
 
 
-def test_help_lists_the_keys_and_closes(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_help_lists_the_keys_and_closes(analyze) -> None:
     report = analyze(TUI_FIXTURES / "kv-oom.log")
 
     async def body() -> None:
@@ -210,7 +210,7 @@ def test_help_lists_the_keys_and_closes(analyze) -> None:  # type: ignore[no-unt
     run_async(body())
 
 
-def test_theme_log_toggle_zoom_and_quit(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_theme_log_toggle_zoom_and_quit(analyze) -> None:
     report = analyze(TUI_FIXTURES / "kv-oom.log")
 
     async def body() -> None:
@@ -236,7 +236,7 @@ def test_theme_log_toggle_zoom_and_quit(analyze) -> None:  # type: ignore[no-unt
     run_async(body())
 
 
-def test_no_log_keys_are_disabled_without_a_log(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_no_log_keys_are_disabled_without_a_log(analyze) -> None:
     report = analyze(TUI_FIXTURES / "kv-oom.log")
 
     async def body() -> None:
@@ -251,7 +251,7 @@ def test_no_log_keys_are_disabled_without_a_log(analyze) -> None:  # type: ignor
     run_async(body())
 
 
-def test_no_color_keeps_marks(analyze, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_no_color_keeps_marks(analyze, monkeypatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     report = analyze(TUI_FIXTURES / "kv-oom.log")
 
@@ -283,7 +283,7 @@ def _colours(app: DoctorApp) -> set[str | None]:
     return seen
 
 
-def test_the_detail_text_is_complete(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_the_detail_text_is_complete(analyze) -> None:
     report = analyze(TUI_FIXTURES / "kv-oom.log")
     root = next(f for f in report.findings if f.id == report.assessment.id)
     text = detail_content(finding_view(root)).plain
@@ -291,14 +291,14 @@ def test_the_detail_text_is_complete(analyze) -> None:  # type: ignore[no-untype
         assert " ".join(piece.split())[:50] in " ".join(text.split())
 
 
-def test_a_slow_window_load_for_an_old_position_does_not_land(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_a_slow_window_load_for_an_old_position_does_not_land(analyze) -> None:
     import threading
 
     report = analyze(CUT_LOG)
     gate = threading.Event()
 
     class SlowSource(LogSource):
-        def read_around(self, line: int, count: int):  # type: ignore[no-untyped-def]
+        def read_around(self, line: int, count: int):
             if line == 1500:
                 gate.wait(10)
             return super().read_around(line, count)
@@ -320,7 +320,7 @@ def test_a_slow_window_load_for_an_old_position_does_not_land(analyze) -> None: 
     run_async(body())
 
 
-def test_a_two_session_input_shows_the_earlier_sessions_findings(tmp_path: Path, analyze) -> None:  # type: ignore[no-untyped-def]
+def test_a_two_session_input_shows_the_earlier_sessions_findings(tmp_path: Path, analyze) -> None:
     both = tmp_path / "two.log"
     both.write_bytes((LOGS / "llama.cpp" / "server-slots-truncated.log").read_bytes()
                      + (LOGS / "llama-server" / "session-slowdown-then-full.log").read_bytes())

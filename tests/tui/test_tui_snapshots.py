@@ -42,11 +42,11 @@ async def _log_loaded(pilot: Any) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_report_screen(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+def test_report_screen(snap_compare, size: tuple[int, int]) -> None:
     assert snap_compare(_report_app(), terminal_size=size, run_before=_log_loaded)
 
 
-def test_report_screen_next_check_light_theme(snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_report_screen_next_check_light_theme(snap_compare) -> None:
     async def before(pilot: Any) -> None:
         await _log_loaded(pilot)
         await pilot.press("down", "down", "t")
@@ -55,7 +55,7 @@ def test_report_screen_next_check_light_theme(snap_compare) -> None:  # type: ig
     assert snap_compare(_report_app(), terminal_size=(80, 24), run_before=before)
 
 
-def test_help_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_help_screen(snap_compare) -> None:
     async def before(pilot: Any) -> None:
         await _log_loaded(pilot)
         await pilot.press("question_mark")
@@ -65,7 +65,7 @@ def test_help_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_watch_screen(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+def test_watch_screen(snap_compare, size: tuple[int, int]) -> None:
     async def finished(pilot: Any) -> None:
         await settle(pilot, lambda: pilot.app.screen.source_done)
 
@@ -73,7 +73,7 @@ def test_watch_screen(snap_compare, size: tuple[int, int]) -> None:  # type: ign
     assert snap_compare(app, terminal_size=size, run_before=finished)
 
 
-def test_paste_screen(snap_compare, rulebase) -> None:  # type: ignore[no-untyped-def]
+def test_paste_screen(snap_compare, rulebase) -> None:
     async def before(pilot: Any) -> None:
         area = pilot.app.screen.query_one(PasteArea)
         area.cursor_blink = False

@@ -122,27 +122,24 @@ def test_outside_text_is_made_inert() -> None:
     finding.evidence.insert(0, Evidence("log", "boom \x1b]0;pwned\x07\x1b[31mred\x1b[0m \u202eevil", 7))
     finding.message = "\x1b[1Amoved"
     view = finding_view(finding)
-    texts = [view.message, view.fix.copy_text, view.evidence[0].text]  # type: ignore[union-attr]
+    texts = [view.message, view.fix.copy_text, view.evidence[0].text]
     for text in texts:
         assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
-    assert view.fix.copy_text == "--ctx-size 4096"  # type: ignore[union-attr]
+    assert view.fix.copy_text == "--ctx-size 4096"
     assert view.evidence[0].text == "boom red evil"
 
 
 def test_header_describes_machine_model_engine() -> None:
     facts = Facts()
     src = Source("probe", "test")
-    for name, value, unit in [
-        ("host.gpu.count", 1, "GPUs"), ("host.gpu[0].name", "NVIDIA GeForce RTX 3090", None),
-        ("host.gpu[0].vram_total", 24 * 2**30, "bytes"), ("host.gpu[0].pcie.gen_current", 3, None),
-        ("host.gpu[0].pcie.width_current", 8, "lanes"), ("host.gpu[0].pcie.gen_max", 4, None),
-        ("host.gpu[0].pcie.width_max", 16, "lanes"), ("model.storage.kind", "nvme", None),
-        ("model.storage.fs_type", "ext4", None), ("model.storage.read_mb_s", 2450.0, "MB/s"),
-        ("host.ram.total", 64 * 2**30, "bytes"), ("model.name", "Qwen2.5 7B Instruct", None),
-        ("model.file_type", "Q4_K_M", None), ("model.file_bytes", 4683074048, "bytes"),
-        ("engine.version", "b5432", None),
-    ]:
-        facts.set(name, value, src, unit)
+    for name, value in {
+        "host.gpu.count": 1, "host.gpu[0].name": "NVIDIA GeForce RTX 3090", "host.gpu[0].vram_total": 24 * 2**30,
+        "host.gpu[0].pcie.gen_current": 3, "host.gpu[0].pcie.width_current": 8, "host.gpu[0].pcie.gen_max": 4,
+        "host.gpu[0].pcie.width_max": 16, "model.storage.kind": "nvme", "model.storage.fs_type": "ext4",
+        "model.storage.read_mb_s": 2450.0, "host.ram.total": 64 * 2**30, "model.name": "Qwen2.5 7B Instruct",
+        "model.file_type": "Q4_K_M", "model.file_bytes": 4683074048, "engine.version": "b5432",
+    }.items():
+        facts.set(name, value, src)
     report = Report("scan", "llama.cpp", facts)
     info = header_info(report)
     assert info.machine == ("NVIDIA GeForce RTX 3090 24.00 GiB · PCIe gen3 x8 (max gen4 x16) · "
@@ -155,7 +152,7 @@ def test_header_describes_machine_model_engine() -> None:
 def test_machine_unknowns_say_so() -> None:
     facts = Facts()
     assert machine_text(facts, "analyze") == "not probed (this report is from a log)"
-    facts.set("host.gpu.count", 0, Source("probe", "nvml"), "GPUs")
+    facts.set("host.gpu.count", 0, Source("probe", "nvml"))
     assert machine_text(facts, "scan") == "no GPU · storage ?"
 
 

@@ -143,10 +143,10 @@ def test_pause_holds_the_display_and_stop_ends_with_the_report(recording: Path) 
     assert [m.paused for m in posted(messages, WatchPaused)] == [True, False]
 
 
-def test_quit_mid_run_stops_the_source_and_returns_the_outcome(recording: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_quit_mid_run_stops_the_source_and_returns_the_outcome(recording: Path, monkeypatch) -> None:
     source = Gated(recording, hold_at=100)
 
-    def fake_run(self) -> None:  # type: ignore[no-untyped-def]
+    def fake_run(self) -> None:
         async def drive() -> None:
             async with self.run_test(size=(80, 24)) as pilot:
                 await settle(pilot, lambda: self.screen.state.events == 100)
@@ -224,7 +224,7 @@ def test_a_callback_source_through_the_event_queue(recording: Path) -> None:
     assert list(_closed_queue()) == []
 
 
-def _closed_queue():  # type: ignore[no-untyped-def]
+def _closed_queue():
     from doctor.tui.event_queue import EventQueue
 
     q = EventQueue()

@@ -17,7 +17,7 @@ from doctor.tui.replay import Replay, iter_recording, read_header
 from doctor.tui.watch_state import SPIKE_FACTOR, WatchState, loop_ranges
 
 
-def _state(recording: Path) -> tuple[WatchState, list]:  # type: ignore[type-arg]
+def _state(recording: Path) -> tuple[WatchState, list]:
     events = list(iter_recording(recording))
     state = WatchState()
     for event in events:
@@ -81,7 +81,7 @@ def test_the_loop_in_the_output_is_found(recording: Path) -> None:
 
 def test_loop_ranges_on_plain_text() -> None:
     text = "Intro. " + "I am a helpful assistant. " * 6
-    span, ranges = loop_ranges(text)  # type: ignore[misc]
+    span, ranges = loop_ranges(text)
     assert "helpful" in span
     assert len(ranges) == 1  # overlapping copies merge into one stretch
     start, end = ranges[0]

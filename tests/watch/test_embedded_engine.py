@@ -47,7 +47,7 @@ def rules() -> RuleBase:
 
 def _run(rules: RuleBase, tmp: Path, name: str, **kw: object) -> tuple[EmbeddedRun, Path]:
     record = tmp / f"{name}.jsonl"
-    settings = RunSettings(model_path=str(default_model_path()), seed=7, **kw)  # type: ignore[arg-type]
+    settings = RunSettings(model_path=str(default_model_path()), seed=7, **kw)
     run = run_embedded(settings, record=str(record), judge=LiveJudge(rules), timeout_s=300)
     return run, record
 
@@ -164,10 +164,10 @@ def test_host_and_model_file_facts_come_with_the_run(healthy: tuple[EmbeddedRun,
     assert isinstance(facts.value("run.cpu_load_max"), float)
 
 
-def test_recording_replays_to_the_same_findings(healthy: tuple[EmbeddedRun, Path], rules: RuleBase, analyze) -> None:  # type: ignore[no-untyped-def]
+def test_recording_replays_to_the_same_findings(healthy: tuple[EmbeddedRun, Path], rules: RuleBase, analyze) -> None:
     run, record = healthy
     replayed = analyze(record)
-    assert [(f.id, f.message) for f in replayed.findings] == [(f.id, f.message) for f in run.report.findings]  # type: ignore[union-attr]
+    assert [(f.id, f.message) for f in replayed.findings] == [(f.id, f.message) for f in run.report.findings]
 
 
 # -- greedy decoding loops -----------------------------------------------------------------------
@@ -191,9 +191,9 @@ def test_the_loop_is_announced_while_the_run_goes_on(looping: tuple[EmbeddedRun,
     assert later_steps  # decoding went on after the finding was announced
 
 
-def test_loop_recording_replays_to_the_same_findings(looping: tuple[EmbeddedRun, Path], analyze) -> None:  # type: ignore[no-untyped-def]
+def test_loop_recording_replays_to_the_same_findings(looping: tuple[EmbeddedRun, Path], analyze) -> None:
     run, record = looping
-    assert [f.id for f in analyze(record).findings] == [f.id for f in run.report.findings]  # type: ignore[union-attr]
+    assert [f.id for f in analyze(record).findings] == [f.id for f in run.report.findings]
 
 
 # -- the context runs out ------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def test_an_engine_abort_is_reported_not_fatal(rules: RuleBase, tmp_path: Path) 
     assert damaged == 0 and isinstance(events[-1], EndEvent) and events[-1].reason == "crashed"
     replayed = diagnose(facts_from_recording(io.BytesIO(record.read_bytes()), "crash.jsonl"), rules,
                         command="analyze", mode="analyze")
-    assert [f.id for f in replayed.findings] == [f.id for f in run.report.findings]  # type: ignore[union-attr]
+    assert [f.id for f in replayed.findings] == [f.id for f in run.report.findings]
 
 
 def test_stop_ends_the_run_cleanly_with_a_report(rules: RuleBase) -> None:

@@ -21,11 +21,11 @@ LOGS = ROOT / "fixtures" / "logs"
 SERVER_LOG = LOGS / "llama-server" / "session-slowdown-then-full.log"
 
 
-def _data(changes: list) -> bytes:  # type: ignore[type-arg]
+def _data(changes: list) -> bytes:
     return b"".join(c.data for c in changes if c.kind == "data")
 
 
-def _notes(changes: list) -> list[str]:  # type: ignore[type-arg]
+def _notes(changes: list) -> list[str]:
     return [c.text for c in changes if c.kind == "note"]
 
 
@@ -144,7 +144,7 @@ def test_block_lines_can_take_only_the_last_ones() -> None:
     assert block_lines(block, last=0) == []
     assert block_lines(b"") == []
 
-def _follow(path: Path, rulebase: RuleBase, events: list[LiveEvent] | None = None):  # type: ignore[no-untyped-def]
+def _follow(path: Path, rulebase: RuleBase, events: list[LiveEvent] | None = None):
     session = TraceSession(path.name, source="log", judge=LiveJudge(rulebase, mode="analyze"),
                            on_event=events.append if events is not None else None, keep_events=False)
     follow_log(str(path), session, stop=lambda: False, until_idle_s=0.0, poll_s=0.01)
@@ -158,7 +158,7 @@ ALL_LOGS = sorted(p for p in LOGS.rglob("*") if p.is_file() and p.suffix in (".l
 
 
 @pytest.mark.parametrize("path", ALL_LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_a_followed_log_gives_the_same_findings_as_analyze(path: Path, analyze, rulebase: RuleBase) -> None:  # type: ignore[no-untyped-def]
+def test_a_followed_log_gives_the_same_findings_as_analyze(path: Path, analyze, rulebase: RuleBase) -> None:
     expected = analyze(path)
     followed = _follow(path, rulebase)
     assert [(f.id, f.confidence) for f in followed.findings] == [(f.id, f.confidence) for f in expected.findings]

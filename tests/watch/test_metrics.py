@@ -16,7 +16,7 @@ from tests.watch.conftest import MetricsPages
 PAGES = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "metrics"
 
 
-def _facts(*names: str):  # type: ignore[no-untyped-def]
+def _facts(*names: str):
     state = MetricsState()
     for name in names:
         update(state, parse_samples((PAGES / name).read_text()))

@@ -21,7 +21,7 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_replay_gives_the_findings_recorded_live(name: str, analyze) -> None:  # type: ignore[no-untyped-def]
+def test_replay_gives_the_findings_recorded_live(name: str, analyze) -> None:
     path = TRACES / name
     with path.open("rb") as handle:
         _, events, damaged = read_recording(handle)
@@ -39,7 +39,7 @@ def test_replay_gives_the_findings_recorded_live(name: str, analyze) -> None:  #
     assert not {f.cls for f in report.findings} & EXPECTED[name]["class_free"]
 
 
-def test_the_loop_recording_shows_the_span(analyze) -> None:  # type: ignore[no-untyped-def]
+def test_the_loop_recording_shows_the_span(analyze) -> None:
     report = analyze(TRACES / "greedy-loop.jsonl")
     loop = next(f for f in report.findings if f.id == "LD401")
     assert "fruits" in loop.message and loop.confidence == "high"
@@ -55,7 +55,7 @@ def test_the_crash_recording_keeps_the_steps_before_the_abort() -> None:
     assert any("GGML_ASSERT" in line for line in end.error_lines)
 
 
-def test_a_crash_cut_short_mid_write_still_replays(tmp_path: Path, analyze) -> None:  # type: ignore[no-untyped-def]
+def test_a_crash_cut_short_mid_write_still_replays(tmp_path: Path, analyze) -> None:
     lines = (TRACES / "crash.jsonl").read_bytes().splitlines(keepends=True)
     cut = b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2]  # llm-doctor itself died writing the end
     path = tmp_path / "cut.jsonl"

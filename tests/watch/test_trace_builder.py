@@ -86,7 +86,7 @@ def test_snapshot_can_be_taken_again_and_again() -> None:
     assert not second.has("run.decode_ms_p50")  # the earlier derive did not leak into the builder
 
 
-def _rulebase():  # type: ignore[no-untyped-def]
+def _rulebase():
     from doctor.rulebase import load_rulebase
 
     return load_rulebase([], env={})
@@ -208,7 +208,7 @@ def test_not_a_recording_is_one_clear_error(first: bytes) -> None:
     assert "x.jsonl" in str(info.value)
 
 
-def test_analyze_reads_a_recording_through_inputs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_analyze_reads_a_recording_through_inputs(tmp_path) -> None:
     from doctor.inputs import read_input
 
     path = tmp_path / "run.jsonl"

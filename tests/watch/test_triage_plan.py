@@ -16,7 +16,7 @@ from engine_adapter.triage import (
 
 
 def _settings(**kw: object) -> RunSettings:
-    return RunSettings(model_path="/m.gguf", seed=5, **kw)  # type: ignore[arg-type]
+    return RunSettings(model_path="/m.gguf", seed=5, **kw)
 
 
 def _crash(steps: int = 0) -> Attempt:

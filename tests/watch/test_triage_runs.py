@@ -85,7 +85,7 @@ def test_without_triage_the_crash_is_reported_as_it_came(rules: RuleBase) -> Non
     run = run_embedded(settings, judge=LiveJudge(rules), timeout_s=120, command=CRASHING_CHILD, triage=False)
     assert run.crashed and run.exit_status == -11 and run.triage is None
     assert not _triage_events(run.events)
-    assert crash_reported({f.id for f in run.report.findings})  # type: ignore[union-attr]
+    assert crash_reported({f.id for f in run.report.findings})
     assert time.monotonic() - started < 60
 
 
@@ -97,9 +97,9 @@ def test_a_crash_no_setting_avoids_is_reported_with_what_was_tried(rules: RuleBa
     assert run.crashed and run.exit_status == -11
     assert run.triage is not None and run.triage.status == "no_fix"
     assert [a.change for a in run.triage.attempts] == [None, None, "repack_off", "mmap_off", "all_together"]
-    ids = {f.id for f in run.report.findings}  # type: ignore[union-attr]
+    ids = {f.id for f in run.report.findings}
     assert "LD959" in ids and crash_reported(ids)  # the crash, and the honest word that nothing avoided it
-    ld959 = next(f for f in run.report.findings if f.id == "LD959")  # type: ignore[union-attr]
+    ld959 = next(f for f in run.report.findings if f.id == "LD959")
     assert "still crashed with weight repacking off" in ld959.message and "no single change" in ld959.message
 
 
@@ -133,4 +133,4 @@ def test_the_real_amx_crash_is_found_and_avoided(rules: RuleBase) -> None:
     assert run.triage.status == "fixed" and run.triage.change is not None
     assert run.triage.change.key == "repack_off"
     assert run.reason == "finished" and len(run.steps) == 3
-    assert "LD951" in {f.id for f in run.report.findings}  # type: ignore[union-attr]
+    assert "LD951" in {f.id for f in run.report.findings}

@@ -29,7 +29,7 @@ class RecordingTui:
         self.events: list[LiveEvent] = []
         self.stop_after = stop_after
 
-    def run_watch_app(self, events: Iterable[LiveEvent], *, on_stop=None, on_pause=None, title="watch"):  # type: ignore[no-untyped-def]
+    def run_watch_app(self, events: Iterable[LiveEvent], *, on_stop=None, on_pause=None, title="watch"):
         for event in events:
             self.events.append(event)
             if self.stop_after is not None and len(self.events) == self.stop_after and on_stop is not None:
@@ -45,7 +45,7 @@ def _args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["watch", *argv])
 
 
-def test_events_reach_the_tui_and_the_exit_code_follows_the_report(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_events_reach_the_tui_and_the_exit_code_follows_the_report(monkeypatch) -> None:
     tui = RecordingTui()
     monkeypatch.setattr(watch, "_tui", lambda: tui)
     code = watch.run(_args("--log", str(SERVER_LOG), "--duration", "0.5", "--tui"))
@@ -55,7 +55,7 @@ def test_events_reach_the_tui_and_the_exit_code_follows_the_report(monkeypatch) 
     assert {f["id"] for f in tui.events[-1].report["findings"]} >= {"LD202", "LD802"}
 
 
-def test_stop_from_the_tui_ends_the_source(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_stop_from_the_tui_ends_the_source(monkeypatch, tmp_path: Path) -> None:
     log = tmp_path / "growing.log"
     log.write_bytes(SERVER_LOG.read_bytes())
     tui = RecordingTui(stop_after=5)
