@@ -204,7 +204,7 @@ class Verifier:
         if not isinstance(gpus, int) or gpus < 1:
             sweep.note = "skipped: no GPU on this machine"
             return sweep
-        layers = self.report.facts.value("model.n_layers")
+        layers = self.report.facts.value("model.n_layer")
         values = [0, -1] if not isinstance(layers, int) else sorted({0, layers // 2, layers + 1})
         for n in values:
             report = self.job({"n_gpu_layers": n}, SWEEP_TOKENS)

@@ -216,3 +216,15 @@ def test_a_speed_fix_that_decodes_slower_is_made_worse(rules: RuleBase) -> None:
     assert v is not None and v.outcome == "made worse"
     assert v.reason == "decode slower: 30.0 -> 90.0 ms/token"  # against the baseline re-run, not the first run
     assert jobs[0] == {}
+
+
+def test_gpu_layer_sweep_tries_none_half_and_all_of_the_models_layers(rules: RuleBase) -> None:
+    report = judged(rules, {**FITS, "host.gpu.count": 1, "model.n_layer": 30, "config.n_gpu_layers": 0})
+    ms = {0: 30.0, 15: 20.0, 31: 10.0}
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        return judged(rules, {**FITS, "run.decode_ms_p50": ms.get(changes.get("n_gpu_layers", 0), 25.0)})
+
+    result = verify(report, {**SETTINGS, "n_gpu_layers": 0}, run_job)
+    layers = next(s for s in result.sweeps if s.setting == "n_gpu_layers")
+    assert [r[0] for r in layers.rows] == [0, 15, 31] and layers.best == 31
