@@ -46,7 +46,7 @@ from doctor.logs.base import Extremes, LogParser
 from doctor.logs.gpu_failures import gpu_failure_cause
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
-from doctor.logs.vllm import size_text
+from doctor.logs.pytorch import size_text
 
 SLOG = gated(r"\blevel=(?:DEBUG|INFO|WARN|ERROR|TRACE)\b.*?\bmsg=")
 SOURCE = gated(r"\bsource=[\w./\-]+\.go:\d+")

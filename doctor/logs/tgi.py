@@ -31,7 +31,7 @@ from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
-from doctor.logs.vllm import TORCH_TRIGGERS, Frames, LargestRequest, board_for, rejection_data, torch_oom
+from doctor.logs.pytorch import TORCH_TRIGGERS, Frames, LargestRequest, board_for, rejection_data, torch_oom
 
 TARGET = gated(r"\btext_generation_(?:launcher|router|server|client|router_v\d)\b")
 ARG = gated(r"\b(max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
