@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from doctor.facts import MAX_SESSIONS, Facts, Session, Source
-from doctor.logs.base import LogParser
+from doctor.logs.base import AnalysisState, LogParser
 from doctor.logs.detect import detect
 from doctor.logs.line import LogLine, decode, make_line
 from doctor.logs.matcher import BytesPattern, LiteralIndex, compile_triggers, set_matcher, verdict
@@ -130,8 +130,9 @@ class LogAnalyzer:
         self.facts = Facts()
         self.facts.events_observed = True
         self.facts.inputs.append(self.name)
+        self.state = AnalysisState()  # what the parsers of this session share (doctor/logs/base.py)
         for parser in self.parsers:
-            parser.bind(self.facts)
+            parser.bind(self.facts, self.state)
         self.router = router.rebind(parsers) if router is not None else _Router.build(self.parsers)
         # the parsers that ever ask for the text between candidates (the others never do)
         self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]

@@ -7,6 +7,10 @@ facts that need the whole input (aggregates, pending OOM phases) and must leave 
 go on (watch --log asks for summaries while the log grows). Parsers vote for the engines whose
 signature lines they saw; the analyzer turns the votes into `engine.name`.
 
+What the parsers of one analysis share besides the snapshot (the PyTorch OOM board the vLLM and TGI
+parsers both write to) lives in an `AnalysisState` that the analyzer makes for each session and
+hands to every parser in `bind`; nothing is kept in module globals.
+
 Pure: text in, facts out.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from doctor.facts import Event, Facts, Source
 from doctor.logs.line import LogLine
@@ -55,6 +60,26 @@ class Extremes:
             facts.set(high_name, self.high, self.high_source, unit)
 
 
+T = TypeVar("T")
+
+
+class AnalysisState:
+    """The per-analysis state that several parsers share, one object of each kind: made by the
+    analyzer for each session (so a new session starts clean) and handed to every parser in `bind`.
+    A part is made on first use, `state.part(TorchOomBoard)`, from its class called without arguments."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: dict[type, Any] = {}
+
+    def part(self, kind: type[T]) -> T:
+        found = self._parts.get(kind)
+        if found is None:
+            found = self._parts[kind] = kind()
+        return found  # type: ignore[no-any-return]
+
+
 _GATE_TESTS: dict[tuple[str, ...], Callable[[str], object]] = {}
 
 
@@ -77,6 +102,7 @@ class LogParser:
     def __init__(self) -> None:
         self.votes: Counter[str] = Counter()
         self.facts = Facts()  # replaced by the analyzer with the shared snapshot
+        self.state = AnalysisState()  # replaced by the analyzer with the one of its analysis
         self._gate_test = _gate_test(self.gate) if self.gate else None
 
     def passes_gate(self, text: str) -> bool:
@@ -84,8 +110,11 @@ class LogParser:
         when the analyzer's grouped scan has already said so (doctor/logs/matcher.py, Verdict)."""
         return self._gate_test is None or bool(self._gate_test(text))
 
-    def bind(self, facts: Facts) -> None:
+    def bind(self, facts: Facts, state: AnalysisState | None = None) -> None:
+        """Write into `facts` and share `state` with the other parsers of the same analysis."""
         self.facts = facts
+        if state is not None:
+            self.state = state
 
     # -- called by the analyzer ------------------------------------------------------------
     def feed(self, line: LogLine) -> None:

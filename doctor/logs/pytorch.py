@@ -223,9 +223,6 @@ class TorchOomBoard:
         return known[0] if len(known) == 1 else None
 
 
-_BOARDS: weakref.WeakKeyDictionary[Facts, TorchOomBoard] = weakref.WeakKeyDictionary()
-
-
 # -- requests a serving engine refused (shared with the TGI parser) -------------------------------------
 def rejection_data(*, n_tokens: int, n_ctx: int, prompt: int, limit: str, completion: int | None) -> dict[str, Any]:
     """The `prompt_too_long` event's data: whether the prompt alone was too long, or the completion
@@ -265,11 +262,3 @@ class LargestRequest:
                 facts.set("run.prompt_tokens_max", self.prompt, src(self.prompt_line), "tokens")
         if self.request and self.request_line is not None:
             facts.set("server.request_tokens_max", self.request, src(self.request_line), "tokens")
-
-
-def board_for(facts: Facts) -> TorchOomBoard:
-    """The board of the analysis whose shared snapshot is `facts` (the one the parsers are bound to)."""
-    board = _BOARDS.get(facts)
-    if board is None:
-        board = _BOARDS[facts] = TorchOomBoard()
-    return board

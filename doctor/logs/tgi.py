@@ -31,7 +31,7 @@ from doctor.facts import Facts, Source
 from doctor.logs.base import LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
-from doctor.logs.pytorch import TORCH_TRIGGERS, Frames, LargestRequest, board_for, rejection_data, torch_oom
+from doctor.logs.pytorch import TORCH_TRIGGERS, Frames, LargestRequest, TorchOomBoard, rejection_data, torch_oom
 
 TARGET = gated(r"\btext_generation_(?:launcher|router|server|client|router_v\d)\b")
 ARG = gated(r"\b(max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
@@ -138,7 +138,7 @@ class TgiParser(LogParser):
 
     def _vote(self) -> None:
         self.votes["tgi"] += 1
-        board_for(self.facts).votes["tgi"] = sum(self.votes.values())
+        self.state.part(TorchOomBoard).votes["tgi"] = sum(self.votes.values())
 
     def _new_run(self) -> None:
         s = self.s
@@ -156,7 +156,7 @@ class TgiParser(LogParser):
         if frame is None and s.method is not None and line.number - s.method_line <= HINT_WINDOW:
             frame = s.method
         handled = line.number <= s.handled_until
-        board_for(self.facts).record("tgi", line, data, STAGE_PHASE[s.stage], frame, "tgi" if framed else None,
+        self.state.part(TorchOomBoard).record("tgi", line, data, STAGE_PHASE[s.stage], frame, "tgi" if framed else None,
                                      handled=handled)
         return True
 
@@ -351,7 +351,7 @@ class TgiParser(LogParser):
     # -- summary -----------------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        board_for(self.facts).summarize("tgi", self.votes, facts)
+        self.state.part(TorchOomBoard).summarize("tgi", self.votes, facts)
         if not self.votes:
             return
         s.largest.emit(facts, self.src)

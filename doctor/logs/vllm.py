@@ -48,7 +48,7 @@ from doctor.logs.pytorch import (
     TORCH_TRIGGERS,
     Frames,
     LargestRequest,
-    board_for,
+    TorchOomBoard,
     rejection_data,
     torch_oom,
 )
@@ -217,7 +217,7 @@ class VllmParser(LogParser):
 
     def _vote(self) -> None:
         self.votes["vllm"] += 1
-        board_for(self.facts).votes["vllm"] = sum(self.votes.values())
+        self.state.part(TorchOomBoard).votes["vllm"] = sum(self.votes.values())
 
     def _stage_marks(self, t: str) -> None:
         for pattern, stage in STAGE_MARKS:
@@ -240,7 +240,7 @@ class VllmParser(LogParser):
         step = data.get("step")
         frame = ("compute", str(step)) if step else self.frames.current(line.number)
         owner = "vllm" if framed else None
-        board_for(self.facts).record("vllm", line, data, guess, frame, owner)
+        self.state.part(TorchOomBoard).record("vllm", line, data, guess, frame, owner)
         return True
 
     # -- configuration -----------------------------------------------------------------------
@@ -537,7 +537,7 @@ class VllmParser(LogParser):
     # -- summary -------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        board = board_for(self.facts)
+        board = self.state.part(TorchOomBoard)
         if s.furthest != "start":
             # an OOM read before any start-up step: the error pasted above its log, or a log viewer that
             # lists the newest line first (RunPod, some dashboards). It happened at the furthest step the
