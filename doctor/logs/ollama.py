@@ -42,7 +42,7 @@ from datetime import datetime
 from typing import Any
 
 from doctor.facts import Event, Facts, Source
-from doctor.logs.base import Extremes, LogParser
+from doctor.logs.base import Extremes, LineKind, LineKinds, LogParser
 from doctor.logs.gpu_failures import gpu_failure_cause
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
@@ -83,27 +83,6 @@ LOAD_PROGRESS = gated(r"model load progress ([\d.]+)")
 TIME_FIELD = gated(r"\btime=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)")
 SYSTEM_MEMORY = gated(r"model requires more system memory \(([\d.]+ [KMGT]?i?B)\) than is available "
                       r"\(([\d.]+ [KMGT]?i?B)\)")
-
-# messages an Ollama server (any era) writes; each one also votes for Ollama
-TRIGGERS: tuple[str, ...] = (
-    r"offload to |msg=offload ", r"inference compute", r"no compatible GPUs", r"vector extensions|does not have AVX",
-    r"truncating input prompt", r"context size too large", r"runner started in|llama-server started in",
-    r"starting llama server|starting runner|msg=load request=", r"msg=\"loading model\"",
-    r"msg=\"(?:model weights|kv cache|compute graph|total memory)\"", r"server config", r"Listening on ",
-    r"request too large for system|more system memory", r"process has terminated|process no longer running",
-    r"llama runner terminated", r"\[GIN\] ",
-    r"(?:total|load) duration: |prompt eval (?:count|duration|rate): |eval (?:count|duration|rate): ",
-    r"flash attention (?:enabled but|requested)|enabling flash attention|kv cache type not supported",
-    r"quantized kv cache requested",
-    r"memory layout cannot be allocated|did not fit, applying backoff|VRAM usage didn't recover",
-    # GPU discovery failing (driver / runtime), the 2023 layer estimate, the runner's own OOMs, load progress
-    r"init failure: |cudaSetDevice err|cuInit err|Unable to load cudart|unknown error initializing cuda"
-    r"|version mismatch between driver",
-    r"MB VRAM available, loading up to",
-    r"out of memory|CUBLAS_STATUS_(?:ALLOC_FAILED|NOT_INITIALIZED)|cuBLAS error [13] ",
-    r"clip_model_load|encode_image|image embedding|mtmd_|projector", r"model load progress",
-    r"level=(?:WARN|ERROR) ",  # a warning or error wrapped before its message: read with its tail
-)
 
 KV_ENV = ("OLLAMA_CONTEXT_LENGTH", "OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_LOADED_MODELS", "OLLAMA_FLASH_ATTENTION",
           "OLLAMA_KV_CACHE_TYPE", "OLLAMA_MODELS", "OLLAMA_NEW_ENGINE")
@@ -240,10 +219,48 @@ class _State:
     progress: list[tuple[float, float, LogLine]] = field(default_factory=list)  # (seconds, fraction, line)
 
 
+# The messages an Ollama server (any era) writes, by kind. Phases: "access" reads the [GIN] access log
+# and the CLI statistics, "read" the server's messages. Those handlers read the slog message and its
+# key=value pairs (a record wrapped over two lines is read joined), not the line's own text: they
+# name no patterns, so each is tried on every line the gate lets in.
+KINDS = LineKinds(
+    LineKind("gin", "_gin", ("[GIN]",), (r"\[GIN\] ",), phase="access"),
+    LineKind("cli", "_cli", (CLI_STAT,),
+             (r"(?:total|load) duration: |prompt eval (?:count|duration|rate): |eval (?:count|duration|rate): ",),
+             keys=("duration:", "eval ", "rate:"), phase="access"),
+    # a warning or error wrapped before its message: read with its tail
+    LineKind("wrapped", None, (), (r"level=(?:WARN|ERROR) ",)),
+    LineKind("offload", "_offload", (),
+             (r"offload to |msg=offload ", r"msg=\"loading model\"",
+              r"msg=\"(?:model weights|kv cache|compute graph|total memory)\"")),
+    LineKind("gpus", "_gpus", (),
+             (r"inference compute", r"no compatible GPUs", r"vector extensions|does not have AVX")),
+    LineKind("context", "_context", (), (r"truncating input prompt", r"context size too large")),
+    LineKind("runner", "_runner", (),
+             (r"runner started in|llama-server started in", r"starting llama server|starting runner|msg=load request=",
+              r"server config", r"Listening on ", r"process has terminated|process no longer running",
+              r"llama runner terminated")),
+    LineKind("memory", "_memory", (), (r"request too large for system|more system memory",)),
+    LineKind("warnings", "_warnings", (),
+             (r"flash attention (?:enabled but|requested)|enabling flash attention|kv cache type not supported",
+              r"quantized kv cache requested",
+              r"memory layout cannot be allocated|did not fit, applying backoff|VRAM usage didn't recover")),
+    # GPU discovery failing (driver / runtime), the 2023 layer estimate, the runner's own OOMs, load progress
+    LineKind("failures", "_failures", (),
+             (r"init failure: |cudaSetDevice err|cuInit err|Unable to load cudart|unknown error initializing cuda"
+              r"|version mismatch between driver",
+              r"MB VRAM available, loading up to",
+              r"out of memory|CUBLAS_STATUS_(?:ALLOC_FAILED|NOT_INITIALIZED)|cuBLAS error [13] ",
+              r"clip_model_load|encode_image|image embedding|mtmd_|projector", r"model load progress")),
+    phases=("access", "read"),
+)
+TRIGGERS = KINDS.triggers
+_ACCESS, _READ = (KINDS.phase(p) for p in KINDS.phases)
+
+
 class OllamaParser(LogParser):
     name = "ollama"
-    triggers = TRIGGERS
-    gate = TRIGGERS
+    kinds = KINDS
 
     def __init__(self) -> None:
         super().__init__()
@@ -253,10 +270,8 @@ class OllamaParser(LogParser):
         t = line.text
         if not self.passes_gate(t):
             return
-        if "[GIN]" in t:
-            self._gin(line)
-            return
-        if ("duration:" in t or "eval " in t or "rate:" in t) and self._cli(line):
+        plan = KINDS.plan(KINDS.bits(t))  # the kinds this line can be, by phase
+        if self.run(plan[_ACCESS], line):
             return
         is_slog = bool(SLOG.search(t))
         if not is_slog and "level=" in t and line.next_text and "msg=" in line.next_text:
@@ -271,10 +286,7 @@ class OllamaParser(LogParser):
             t = unwrap(line)
         pairs = slog_pairs(t) if is_slog else {}
         msg = pairs.get("msg", t)
-        for handler in (self._offload, self._gpus, self._context, self._runner, self._memory, self._warnings,
-                        self._failures):
-            if handler(line, msg, pairs):
-                return
+        self.run(plan[_READ], line, msg, pairs)
 
     # -- memory estimate and offload ------------------------------------------------------------------
     def _offload(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
@@ -591,10 +603,13 @@ class OllamaParser(LogParser):
         return True
 
     # -- access log and the CLI statistics ------------------------------------------------------------------
-    def _gin(self, line: LogLine) -> None:
+    def _gin(self, line: LogLine) -> bool:
+        """An access-log line: taken whether or not it reads as one."""
+        if "[GIN]" not in line.text:
+            return False
         m = GIN.search(line.text)
         if not m:
-            return
+            return True
         self.votes["ollama"] += 1
         s = self.s
         s.requests += 1
@@ -603,9 +618,13 @@ class OllamaParser(LogParser):
             s.errors_5xx += 1
         elif m.group(1) == "200" and INFERENCE_PATH.search(line.text):
             s.served += 1
+        return True
 
     def _cli(self, line: LogLine) -> bool:
-        m = CLI_STAT.search(line.text)
+        t = line.text
+        if not ("duration:" in t or "eval " in t or "rate:" in t):
+            return False
+        m = CLI_STAT.search(t)
         if not m:
             return False
         key, value = m.group(1), m.group(2)

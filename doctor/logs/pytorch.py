@@ -79,11 +79,12 @@ FRAME_STEPS: dict[str, tuple[str, str]] = {
     "_allocate_kv_cache_tensors": ("kv_cache", "kv_cache_alloc"), "init_kv_cache": ("kv_cache", "kv_cache_alloc"),
     "warmup": ("compute", "warmup"), "Warmup": ("compute", "warmup"),
 }
-# PyTorch OOMs and the traceback frames that place them (the TGI parser reads them too)
-TORCH_TRIGGERS: tuple[str, ...] = (
-    r"(?:CUDA|HIP) out of memory", r"OutOfMemoryError", r"Traceback \(most recent call last\)",
-    r", in (?:" + "|".join(sorted(FRAME_STEPS)) + r")\b",
-)
+# the lines of PyTorch OOMs and of the traceback frames that place them (LineKind lines of the vLLM and
+# TGI parsers, doctor/logs/base.py)
+OOM_LINES: tuple[str, ...] = (r"(?:CUDA|HIP) out of memory", r"OutOfMemoryError")
+OOM_PATTERNS = (TORCH_OOM_NEW, TORCH_OOM_OLD, SAMPLER_WARMUP_OOM, TORCH_OOM_BARE)  # what torch_oom reads
+FRAME_LINES: tuple[str, ...] = (r"Traceback \(most recent call last\)",
+                                r", in (?:" + "|".join(sorted(FRAME_STEPS)) + r")\b")
 FRAME_WINDOW = 120  # lines: a frame further back than this belongs to another traceback
 DEDUPE_WINDOW = 400  # lines: the same OOM message repeated by a wrapper is one OOM
 

@@ -28,10 +28,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.facts import Facts, Source
-from doctor.logs.base import LogParser
+from doctor.logs.base import LineKind, LineKinds, LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
-from doctor.logs.pytorch import TORCH_TRIGGERS, Frames, LargestRequest, TorchOomBoard, rejection_data, torch_oom
+from doctor.logs.pytorch import (
+    FRAME,
+    FRAME_LINES,
+    OOM_LINES,
+    OOM_PATTERNS,
+    TRACEBACK,
+    Frames,
+    LargestRequest,
+    TorchOomBoard,
+    rejection_data,
+    torch_oom,
+)
 
 TARGET = gated(r"\btext_generation_(?:launcher|router|server|client|router_v\d)\b")
 ARG = gated(r"\b(max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
@@ -67,18 +78,6 @@ SIGNATURE = gated(r"Error: (?:ShardCannotStart|Warmup\(|Backend\(|WebserverFaile
                   r"|prefill tokens\. You need to decrease `--max-batch-prefill-tokens`"
                   r"|KV-cache blocks: \d+, size: \d+")
 
-TRIGGERS: tuple[str, ...] = (
-    r"text_generation_launcher", r"Args \{",
-    r"(?:max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens|max_batch_total_tokens"
-    r"|num_shard|quantize|cuda_memory_fraction|model_id): ",
-    r"max batch prefill", r"Sharding model on", r"Default `max_", r"tokens defaulted to", r"Model supports up to",
-    r"NotEnoughMemory", r"must be <= `max_batch_total_tokens`", r"Shard ", r"Warming up model", r"KV-cache blocks",
-    r"max batch total tokens",
-    r"encountered an error", r"Error when initializing model", r"[Nn]ot enough memory to handle", r"`inputs` ",
-    r"`max_new_tokens` must be", r"must be < `max_total_tokens`", r"Error: (?:Shard|Webserver|Warmup|Backend)",
-    r"Webserver Crashed", r"cuda graph warmup failed",
-)
-
 # the start-up stages and the phase an OOM in each would be
 STAGE_PHASE: dict[str, tuple[str | None, str | None]] = {
     "start": (None, None), "load": ("weights", "load_model"), "loaded": ("compute", "warmup"),
@@ -108,33 +107,63 @@ class _State:
     largest: LargestRequest = field(default_factory=LargestRequest)
 
 
+# The lines read, by kind. Phases: "frame" reads traceback frames, "oom" PyTorch's OOM messages,
+# "read" TGI's own; a message wrapped over two lines is read joined with the next ("oom" and "read"
+# again). The PyTorch lines are in the vLLM parser's triggers already: TGI adds them to its gate only.
+KINDS = LineKinds(
+    LineKind("header", None, (), (r"text_generation_launcher",)),
+    LineKind("frame", "_frame", (TRACEBACK, FRAME), FRAME_LINES, scan=(), phase="frame"),
+    LineKind("oom", "_oom", OOM_PATTERNS, OOM_LINES, scan=(), phase="oom"),
+    LineKind("args", "_args", (ARG, "Args {"),
+             (r"Args \{", r"(?:max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
+              r"|max_batch_total_tokens|num_shard|quantize|cuda_memory_fraction|model_id): ")),
+    LineKind("startup", "_startup",
+             (DEFAULTS, MODEL_SUPPORTS, REDUCED_PREFILL, SHARDING, SHARD_START, SHARD_READY, WARMING, KV_BLOCKS,
+              BATCH_TOTAL, METHOD_FAILED, INIT_FAILED),
+             (r"max batch prefill", r"Sharding model on", r"Default `max_", r"tokens defaulted to",
+              r"Model supports up to", r"Shard ", r"Warming up model", r"KV-cache blocks", r"max batch total tokens",
+              r"encountered an error", r"Error when initializing model")),
+    LineKind("graph_warmup", "_graph_warmup", (GRAPH_WARMUP_FAILED,), (r"cuda graph warmup failed",)),
+    LineKind("memory", "_memory", (PREFILL_OOM, TOTAL_OOM, TOTAL_OVER_BATCH),
+             (r"NotEnoughMemory", r"must be <= `max_batch_total_tokens`", r"[Nn]ot enough memory to handle")),
+    LineKind("validation", "_validation", (INPUT_TOTAL, INPUT_LEN, MAX_NEW, ARGS_INPUT_TOTAL),
+             (r"`inputs` ", r"`max_new_tokens` must be", r"must be < `max_total_tokens`")),
+    LineKind("failure", "_failure", (SHARD_FAILED, CRASHED),
+             (r"Error: (?:Shard|Webserver|Warmup|Backend)", r"Webserver Crashed")),
+    phases=("frame", "oom", "read"),
+)
+TRIGGERS = KINDS.triggers
+_FRAME, _OOM, _READ = (KINDS.phase(p) for p in KINDS.phases)
+
+
 class TgiParser(LogParser):
     name = "tgi"
-    triggers = TRIGGERS
-    gate = (*TRIGGERS, *TORCH_TRIGGERS)
+    kinds = KINDS
 
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
         self.frames = Frames()
+        self._framed = False  # the line being read carries a TGI tracing target
 
     def feed(self, line: LogLine) -> None:
         t = line.text
         if not self.passes_gate(t):
             return
-        framed = bool(TARGET.search(t))
+        framed = self._framed = bool(TARGET.search(t))
         if framed or SIGNATURE.search(t):
             self._vote()
-        if self.frames.feed(line):
-            return
-        if self._oom(line, framed):
+        plan = KINDS.plan(KINDS.bits(t))  # the kinds this line can be, by phase
+        if self.run(plan[_FRAME], line):
             return
         for candidate in (line, *line.continuations()):  # a message wrapped over two lines is read joined
-            if candidate is not line and self._oom(candidate, framed):
+            if candidate is not line:
+                plan = KINDS.plan(KINDS.bits(candidate.text))
+            if self.run(plan[_OOM], candidate) or self.run(plan[_READ], candidate):
                 return
-            for handler in (self._args, self._startup, self._memory, self._validation, self._failure):
-                if handler(candidate):
-                    return
+
+    def _frame(self, line: LogLine) -> bool:
+        return self.frames.feed(line)
 
     def _vote(self) -> None:
         self.votes["tgi"] += 1
@@ -147,7 +176,7 @@ class TgiParser(LogParser):
         s.total_seen.clear()
 
     # -- PyTorch OOM in a shard --------------------------------------------------------------------
-    def _oom(self, line: LogLine, framed: bool) -> bool:
+    def _oom(self, line: LogLine) -> bool:
         data = torch_oom(line.text)
         if data is None:
             return False
@@ -156,8 +185,8 @@ class TgiParser(LogParser):
         if frame is None and s.method is not None and line.number - s.method_line <= HINT_WINDOW:
             frame = s.method
         handled = line.number <= s.handled_until
-        self.state.part(TorchOomBoard).record("tgi", line, data, STAGE_PHASE[s.stage], frame, "tgi" if framed else None,
-                                     handled=handled)
+        owner = "tgi" if self._framed else None
+        self.state.part(TorchOomBoard).record("tgi", line, data, STAGE_PHASE[s.stage], frame, owner, handled=handled)
         return True
 
     # -- launcher arguments --------------------------------------------------------------------------
@@ -250,9 +279,12 @@ class TgiParser(LogParser):
         if INIT_FAILED.search(t):
             s.method, s.method_line = ("weights", "load_model"), line.number
             return True
-        if GRAPH_WARMUP_FAILED.search(t):
+        return False
+
+    def _graph_warmup(self, line: LogLine) -> bool:
+        if GRAPH_WARMUP_FAILED.search(line.text):
             # TGI catches this OOM, drops the CUDA graph and goes on: not a failure
-            s.handled_until = line.number + HINT_WINDOW
+            self.s.handled_until = line.number + HINT_WINDOW
             return True
         return False
 

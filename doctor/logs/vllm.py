@@ -40,12 +40,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.facts import Facts, Source
-from doctor.logs.base import LogParser
+from doctor.logs.base import LineKind, LineKinds, LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
 from doctor.logs.pytorch import (
+    FRAME,
+    FRAME_LINES,
     GIB,
-    TORCH_TRIGGERS,
+    OOM_LINES,
+    OOM_PATTERNS,
+    TRACEBACK,
     Frames,
     LargestRequest,
     TorchOomBoard,
@@ -129,24 +133,6 @@ STAGE_PHASE: dict[str, tuple[str | None, str | None]] = {
 # the engine died while serving (a failure at start-up is reported by the error that caused it)
 ENGINE_FAILED = gated(r"EngineCore encountered a fatal error|Error in model execution")
 
-TRIGGERS: tuple[str, ...] = (
-    *TORCH_TRIGGERS,
-    r"vLLM API server version", r"LLM engine \(v", r"LLM engine with config", r"args: Namespace\(",
-    r"non-default args: ", r"Using max model len",
-    r"Chunked prefill is enabled", r"max_num_batched_tokens \(", r"User-specified max_model_len",
-    r"Starting to load model", r"Loading model weights took", r"Model loading took", r"Loading weights took",
-    r"Memory profiling takes", r"total_gpu_memory \(", r"model weights take", r"# \w+ blocks: \d",
-    r"KV cache size: [\d,]+ tokens", r"Maximum concurrency for", r"Available KV cache memory",
-    r"No available memory for the cache", r"max seq len \(", r"Input prompt \(", r"maximum context length is",
-    r"maximum model length of", r"is preempted by", r"Avg prompt throughput",
-    r"Capturing (?:the model|cudagraphs|CUDA graph)",
-    r"Compile and warming up", r"Graph capturing finished", r"init engine \(profile", r"Starting vLLM API server",
-    r"Available routes are", r"Application startup complete", r"Automatically detected platform",
-    r"EngineCore (?:failed|encountered)", r"Engine core initialization failed", r"WorkerProc failed",
-    r"Error in model execution",
-)
-
-
 def _clean(value: str) -> str:
     return value.strip().strip("'\"")
 
@@ -182,44 +168,83 @@ class _State:
     capacity_seen: set[tuple[str, int]] = field(default_factory=set)
 
 
+# The lines read, by kind. Phases: "stage" marks the start-up step (never takes a line), "frame" reads
+# traceback frames, "oom" PyTorch's OOM messages, "read" vLLM's own; a message wrapped over two lines
+# is read joined with the next ("oom" and "read" again). A kind without a handler names lines read only for the
+# engine's own header (its vote).
+KINDS = LineKinds(
+    LineKind("header", None, (), (r"Automatically detected platform",)),
+    LineKind("stage", "_stage_marks", tuple(pattern for pattern, _ in STAGE_MARKS),
+             (r"Capturing (?:the model|cudagraphs|CUDA graph)", r"Compile and warming up", r"Graph capturing finished",
+              r"init engine \(profile", r"Starting vLLM API server", r"Available routes are",
+              r"Application startup complete"), phase="stage"),
+    LineKind("frame", "_frame", (TRACEBACK, FRAME), FRAME_LINES, phase="frame"),
+    LineKind("oom", "_oom", OOM_PATTERNS, OOM_LINES, phase="oom"),
+    LineKind("config", "_config",
+             (VERSION, CONFIG_LINE, MAX_LEN_USED, CHUNKED, BATCHED_BELOW, USER_MAX_LEN, LOAD_START, WEIGHTS_TOOK),
+             (r"vLLM API server version", r"LLM engine \(v", r"LLM engine with config", r"args: Namespace\(",
+              r"non-default args: ", r"Using max model len", r"Chunked prefill is enabled",
+              r"max_num_batched_tokens \(", r"User-specified max_model_len", r"Starting to load model",
+              r"Loading model weights took", r"Model loading took", r"Loading weights took")),
+    LineKind("capacity", "_capacity",
+             (BLOCKS, KV_TOKENS, CONCURRENCY, KV_AVAILABLE, PROFILE_TOTAL, PROFILE_SPLIT, PROFILE_V1, NO_KV_MEMORY,
+              MAX_SEQ_OVER_KV, TO_SERVE, LOOKAHEAD),
+             (r"Memory profiling takes", r"total_gpu_memory \(", r"model weights take", r"# \w+ blocks: \d",
+              r"KV cache size: [\d,]+ tokens", r"Maximum concurrency for", r"Available KV cache memory",
+              r"No available memory for the cache", r"max seq len \(", r"Input prompt \(")),
+    # no patterns: PROMPT_LONGER is also read on the line joined with the next, so it is tried on every line
+    LineKind("context", "_context", (), (r"maximum context length is", r"maximum model length of")),
+    LineKind("preemption", "_preemption", (PREEMPTED,), (r"is preempted by",)),
+    LineKind("stats", "_stats", (STATS,), (r"Avg prompt throughput",)),
+    # a failed start is reported by the error that caused it: those lines are read for the vote
+    LineKind("failure", "_failure", (ENGINE_FAILED,),
+             (r"EngineCore (?:failed|encountered)", r"Engine core initialization failed", r"WorkerProc failed",
+              r"Error in model execution")),
+    phases=("stage", "frame", "oom", "read"),
+)
+TRIGGERS = KINDS.triggers
+_STAGE, _FRAME, _OOM, _READ = (KINDS.phase(p) for p in KINDS.phases)
+
+
 class VllmParser(LogParser):
     name = "vllm"
-    triggers = TRIGGERS
-    gate = TRIGGERS
+    kinds = KINDS
 
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
         self.frames = Frames()
+        self._framed = False  # the line being read carries the vLLM header or a process prefix
 
     # -- entry -------------------------------------------------------------------------------
     def feed(self, line: LogLine) -> None:
         t = line.text
         if not self.passes_gate(t):
             return
-        framed = bool(HEADER.search(t) or PROCESS.search(t))
+        framed = self._framed = bool(HEADER.search(t) or PROCESS.search(t))
         if framed:
             self._vote()
-        self._stage_marks(t)
-        if self.frames.feed(line):
-            return
-        if self._oom(line, framed):
+        plan = KINDS.plan(KINDS.bits(t))  # the kinds this line can be, by phase
+        self.run(plan[_STAGE], line)
+        if self.run(plan[_FRAME], line):
             return
         for candidate in (line, *line.continuations()):  # a message wrapped over two lines is read joined
-            if candidate is not line and self._oom(candidate, framed):
+            if candidate is not line:
+                plan = KINDS.plan(KINDS.bits(candidate.text))
+            if self.run(plan[_OOM], candidate):
                 return
-            for handler in (self._config, self._capacity, self._context, self._preemption, self._stats,
-                            self._failure):
-                if handler(candidate):
-                    if not framed:
-                        self._vote()  # a vLLM message under another tool's logger
-                    return
+            if self.run(plan[_READ], candidate):
+                if not framed:
+                    self._vote()  # a vLLM message under another tool's logger
+                return
 
     def _vote(self) -> None:
         self.votes["vllm"] += 1
         self.state.part(TorchOomBoard).votes["vllm"] = sum(self.votes.values())
 
-    def _stage_marks(self, t: str) -> None:
+    def _stage_marks(self, line: LogLine) -> bool:
+        """The start-up step the line shows; never takes the line."""
+        t = line.text
         for pattern, stage in STAGE_MARKS:
             if pattern.search(t):
                 if stage == "load" and self.s.stage in ("ready", "run"):
@@ -229,17 +254,21 @@ class VllmParser(LogParser):
                     self.s.stage = stage
                 if STAGE_ORDER.index(stage) > STAGE_ORDER.index(self.s.furthest):
                     self.s.furthest = stage
-                return
+                return False
+        return False
+
+    def _frame(self, line: LogLine) -> bool:
+        return self.frames.feed(line)
 
     # -- PyTorch OOM -------------------------------------------------------------------------
-    def _oom(self, line: LogLine, framed: bool) -> bool:
+    def _oom(self, line: LogLine) -> bool:
         data = torch_oom(line.text)
         if data is None:
             return False
         guess = STAGE_PHASE[self.s.stage]
         step = data.get("step")
         frame = ("compute", str(step)) if step else self.frames.current(line.number)
-        owner = "vllm" if framed else None
+        owner = "vllm" if self._framed else None
         self.state.part(TorchOomBoard).record("vllm", line, data, guess, frame, owner)
         return True
 
