@@ -11,8 +11,8 @@ The scanner hands a parser only the lines that match one of the triggers of any 
 `feed` reads a line and writes facts and events into the shared snapshot as it goes (last value
 wins, so memory stays flat); `summarize` writes the facts that need the whole input (aggregates,
 pending OOM phases) and must leave the parser able to go on (watch --log asks for summaries while
-the log grows). Parsers vote for the engines whose
-signature lines they saw; the analyzer turns the votes into `engine.name`.
+the log grows). Parsers vote for the engines whose signature lines they saw; the analyzer turns the
+votes into `engine.name`.
 
 What the parsers of one analysis share besides the snapshot (the PyTorch OOM board the vLLM and TGI
 parsers both write to) lives in an `AnalysisState` that the analyzer makes for each session and
