@@ -76,12 +76,12 @@ def derive(facts: Facts, flash_attn: bool) -> Projector | None:
         return None
     src = Source("estimate", "estimate.mmproj", text=proj.how)
     weights_src = Source("estimate", "estimate.mmproj", text="sum of the projector's tensor sizes")
-    facts.set("derived.mmproj_weights_bytes", proj.weights, weights_src, "bytes")
+    facts.set("derived.mmproj_weights_bytes", proj.weights, weights_src)
     if proj.compute is None:
-        facts.unknown("derived.mmproj_compute_bytes", proj.how, src, "bytes")
+        facts.unknown("derived.mmproj_compute_bytes", proj.how, src)
         return proj
-    facts.set("derived.mmproj_compute_bytes", proj.compute, src, "bytes")
-    facts.set("derived.mmproj_bytes", proj.weights + proj.compute, src, "bytes")
+    facts.set("derived.mmproj_compute_bytes", proj.compute, src)
+    facts.set("derived.mmproj_bytes", proj.weights + proj.compute, src)
     if proj.image_tokens:
-        facts.set("derived.image_tokens", proj.image_tokens, src, "tokens")
+        facts.set("derived.image_tokens", proj.image_tokens, src)
     return proj

@@ -327,11 +327,11 @@ def set_facts(facts: Facts, repack: Repack | None, first_gpu_layer: int, output_
         return
     src = Source("estimate", "estimate.repack", text=repack.how)
     copy = on_host(repack.copy, first_gpu_layer, output_on_gpu)
-    facts.set("derived.weights_repack_bytes", copy, src, "bytes")
+    facts.set("derived.weights_repack_bytes", copy, src)
     replaced = on_host(repack.replaced, first_gpu_layer, output_on_gpu)
-    facts.set("derived.weights_repack_replaced_bytes", replaced, src, "bytes")
+    facts.set("derived.weights_repack_replaced_bytes", replaced, src)
     facts.set("derived.weights_repack_extra_bytes", copy - replaced, Source(
         "estimate", "estimate.repack", text=f"the copy {copy / MIB:.2f} MiB - the originals it stands in for "
-                                            f"{replaced / MIB:.2f} MiB (their file pages are droppable)"), "bytes")
+                                            f"{replaced / MIB:.2f} MiB (their file pages are droppable)"))
     facts.set("derived.weights_repack_buffers", " + ".join(name for name, _ in repack.buffers) if copy else "none",
               src)

@@ -6,7 +6,8 @@ stays flat on logs of any size. The scanner finds candidate lines with every par
 each candidate is decoded, made inert and given to every parser — except to a parser with a `gate`
 when one RE2 set match on the raw bytes shows the line is not one of its own (only for plain lines,
 whose text is their raw bytes, so the parser's own gate would say the same). The same match hands
-the gates that pass, and the llama.cpp parser's literal index, their answers for that line.
+the gates that pass, and every parser's literal index (doctor/logs/base.py, LineKinds), their answers
+for that line.
 
 Sessions: an engine start line (doctor/logs/sessions.py) that begins another run, or a truncation or
 rotation of a followed file (`new_session`), closes the session so far with its own snapshot and
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from doctor.facts import MAX_SESSIONS, Facts, Session, Source
-from doctor.logs.base import LogParser
+from doctor.logs.base import AnalysisState, LogParser
 from doctor.logs.detect import detect
 from doctor.logs.line import LogLine, decode, make_line
 from doctor.logs.matcher import BytesPattern, LiteralIndex, compile_triggers, set_matcher, verdict
@@ -53,7 +54,7 @@ STARTUP_EVENTS = frozenset({"no_gpu", "gpu_init_failed", "warning", "ctx_over_tr
 
 class _Router:
     """Which parsers a plain line goes to, in one RE2 set match on its raw bytes: the set holds every
-    parser's gate and, for a parser that keeps a LiteralIndex (`literal_index`), that index's
+    parser's gate and, for each parser's LiteralIndex (`literal_index`, from its line kinds), that index's
     literals, whose hits are handed to the index so the parser need not match the line again."""
 
     def __init__(self, parsers: list[LogParser], gated: list[int], indexes: list[tuple[LiteralIndex, int, int]],
@@ -63,6 +64,9 @@ class _Router:
         self.verdicts = [verdict(parsers[i].gate or ()) for i in gated]  # their gates' verdict slots
         self.indexes = indexes  # (index, first set pattern, end): its literals' place in the set
         self.matcher = matcher  # RE2 set: pattern k < len(gated) = the gate of parser gated[k]
+        # set pattern k >= len(gated): (which index, its bit there)
+        self._owner = {k: (slot, 1 << (k - first)) for slot, (_, first, end) in enumerate(indexes)
+                       for k in range(first, end)}
         self._targets: dict[tuple[int, ...], list[LogParser]] = {}
 
     @classmethod
@@ -97,15 +101,17 @@ class _Router:
         n_gates = len(self.gated)
         text = line.text
         passed = []
-        rest = []
+        bits = [0] * len(self.indexes)
+        owner = self._owner
         for k in hits:
             if k < n_gates:
                 passed.append(k)
                 self.verdicts[k].passed = text  # this gate passes: the parser's own check need not search
             else:
-                rest.append(k)
-        for index, first, end in self.indexes:
-            index.prime(text, [k - first for k in rest if first <= k < end])
+                slot, bit = owner[k]
+                bits[slot] |= bit
+        for (index, _, _), found_bits in zip(self.indexes, bits, strict=True):
+            index.prime_bits(text, found_bits)
         key = tuple(sorted(passed))
         found = self._targets.get(key)
         if found is None:
@@ -130,8 +136,9 @@ class LogAnalyzer:
         self.facts = Facts()
         self.facts.events_observed = True
         self.facts.inputs.append(self.name)
+        self.state = AnalysisState()  # what the parsers of this session share (doctor/logs/base.py)
         for parser in self.parsers:
-            parser.bind(self.facts)
+            parser.bind(self.facts, self.state)
         self.router = router.rebind(parsers) if router is not None else _Router.build(self.parsers)
         # the parsers that ever ask for the text between candidates (the others never do)
         self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
@@ -242,7 +249,7 @@ class LogAnalyzer:
             facts.unknown("engine.name", "no engine's signature lines were recognised", src)
         facts.set("engine.detect_confidence", found.confidence, src)
         facts.set("engine.detected", found.seen, src)
-        facts.set("run.log_lines", self.scanner.lines, Source("log", "scanner"), "lines")
+        facts.set("run.log_lines", self.scanner.lines, Source("log", "scanner"))
         recognised = self.recognised(votes)
         facts.set("run.recognised", recognised, Source("log", "scanner", text=self._recognised_text(votes)))
         # events are judged only where engine lines were read: "no OOM line" in a file of other text

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from doctor.facts import Event, Facts, Scalar
-from doctor.logs.base import LogParser
+from doctor.logs.base import LineKind, LineKinds, LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
 
@@ -426,26 +426,35 @@ AMX_CPU = gated(r"Xeon\(R\) (?:Platinum|Gold|Silver|Bronze) [3-9][45]\d\d|Xeon\(
                 r"|Xeon\(R\) (?:CPU )?Max 94\d\d|Xeon\(R\) 6\d\d\dP\b|Sapphire ?Rapids|Emerald ?Rapids"
                 r"|Granite ?Rapids|family: 0x6, model: 0x(?:8f|cf|ad|ae)\b|\bamx_int8\b")
 
-# The lines this parser reads (its gate; the analyzer hands it no others) ...
-GATE: tuple[str, ...] = (
-    r"K-shift", r"model architecture", r"not supported by your version", r"kernel image",
-    r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
-    r"CUBLAS_STATUS|cuBLAS error|cublas[A-Z]\w*\(", r"(?:CUDA|HIP|ROCm|MUSA) error", r"current device: ",
-    r"GGML_ASSERT", r"Failed to load model from file",
-    r"Segmentation fault|segfault at|general protection fault|SIGSEGV|signal: segmentation|0xc0000005",
-    r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d",
-    r"model buffer size", r"amx repack", r"AMX_INT8 = 1", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_",
-    r"sapphirerapids", r"Xeon|Rapids|family: 0x6, model|amx_int8",
+# The kinds of line this parser reads, in the order it tries them. Their `lines` are its gate (the
+# analyzer hands it no others); their `scan` the candidate lines it adds to the scan: only those no
+# other parser's triggers already select (the llama.cpp parser's take every line with "error",
+# "failed", "GGML_A", "buffer size =", "Segmentation fault", "SIGSEGV", "SSE3 = "...), so the scan
+# over every byte stays as fast.
+KINDS = LineKinds(
+    LineKind("explicit", "_explicit", tuple(pattern for _, _, pattern in EXPLICIT),
+             (r"K-shift", r"model architecture", r"not supported by your version", r"kernel image",
+              r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
+              r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT"),
+             scan=(r"K-shift", r"model architecture")),
+    # the lines after a CUDA error that say where it happened
+    LineKind("cuda_detail", "_cuda_detail", (CUDA_WHERE, CUBLAS_CALL), (r"current device: ", r"cublas[A-Z]\w*\(")),
+    LineKind("cuda_error", "_cuda_error", (CUDA_ERROR,), (r"(?:CUDA|HIP|ROCm|MUSA) error",), scan=()),
+    LineKind("lcp_load_failed", "_lcp_load_failed", (LCP_LOAD_FAILED,), (r"Failed to load model from file",), scan=()),
+    LineKind("amx_evidence", "_amx_evidence",
+             (AMX_BUFFER, AMX_REPACK_LINE, AMX_FEATURE, AMX_VARIANT, AMX_FRAME, AMX_CPU),
+             (r"model buffer size", r"amx repack", r"AMX_INT8 = 1", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_",
+              r"sapphirerapids", r"Xeon|Rapids|family: 0x6, model|amx_int8"),
+             scan=(r"amx repack", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_|sapphirerapids",
+                   r"Xeon|Rapids|amx_int8")),
+    LineKind("signal", "_signal", (SIGILL, SEGV),
+             (r"Segmentation fault|segfault at|general protection fault|SIGSEGV|signal: segmentation|0xc0000005",
+              r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d"),
+             scan=(r"segfault at|general protection|signal: segm",
+                   r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d")),
 )
-# ... and the candidate lines it adds to the scan: only those no other parser's triggers already
-# select (the llama.cpp parser's take every line with "error", "failed", "GGML_A", "buffer size =",
-# "Segmentation fault", "SIGSEGV", "SSE3 = "...), so the scan over every byte stays as fast
-TRIGGERS: tuple[str, ...] = (
-    r"K-shift", r"model architecture", r"current device: ", r"cublas[A-Z]\w*\(",
-    r"segfault at|general protection|signal: segm",
-    r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d", r"amx repack",
-    r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_|sapphirerapids", r"Xeon|Rapids|amx_int8",
-)
+GATE = KINDS.gate
+TRIGGERS = KINDS.triggers
 
 
 @dataclass(slots=True)
@@ -480,52 +489,19 @@ class CrashParser(LogParser):
     """Finds the crash causes of CAUSES in any engine's log. Votes for no engine."""
 
     name = "crashes"
-    triggers = TRIGGERS
-    gate = GATE
+    kinds = KINDS
 
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
 
     def feed(self, line: LogLine) -> None:
-        t = line.text
-        if not self.passes_gate(t):
+        if not self.passes_gate(line.text):
             return
         s = self.s
         if s.pending_cuda is not None and line.number - s.pending_cuda.line.number > CUDA_BLOCK:
             self._flush_cuda()
-        if self._explicit(line):
-            return
-        block = s.cuda_block
-        if block is not None and line.number - block.line.number <= CUDA_BLOCK:
-            m = CUDA_WHERE.search(t)
-            if m:
-                if " in " not in block.detail:
-                    block.detail = f"{block.detail} in {m.group(2)} ({m.group(3).rsplit('/', 1)[-1]})"
-                block.support.append(line)
-                return
-            m = CUBLAS_CALL.search(t)
-            if m and block is s.pending_cuda:
-                block.cause, block.confidence = CUBLAS, "high"
-                block.detail = f"{block.detail}, calling {m.group(1)}"
-                block.support.append(line)
-                return
-        m = CUDA_ERROR.search(t)
-        if m:
-            self._flush_cuda()
-            s.pending_cuda = s.cuda_block = _Found(CUDA_OTHER, "medium", line, m.group(0).strip()[:160])
-            return
-        if LCP_LOAD_FAILED.search(t):
-            found = self._last(UNKNOWN_ARCH)
-            if found is not None and line.number - found.line.number <= 20:
-                found.support.append(line)
-            return
-        self._amx_evidence(line)
-        if len(s.crashes) < MAX_CRASHES and not _another_process(t):
-            if SIGILL.search(t):
-                s.crashes.append(_Crash(line, "sigill"))
-            elif SEGV.search(t):
-                s.crashes.append(_Crash(line, "segv"))
+        self.dispatch(line)
 
     # -- line kinds ------------------------------------------------------------------------------
     def _explicit(self, line: LogLine) -> bool:
@@ -548,13 +524,65 @@ class CrashParser(LogParser):
                 return True
         return False
 
+    def _cuda_detail(self, line: LogLine) -> bool:
+        """A line of the block after the latest CUDA error: where it happened, or the cuBLAS call."""
+        t = line.text
+        s = self.s
+        block = s.cuda_block
+        if block is not None and line.number - block.line.number <= CUDA_BLOCK:
+            m = CUDA_WHERE.search(t)
+            if m:
+                if " in " not in block.detail:
+                    block.detail = f"{block.detail} in {m.group(2)} ({m.group(3).rsplit('/', 1)[-1]})"
+                block.support.append(line)
+                return True
+            m = CUBLAS_CALL.search(t)
+            if m and block is s.pending_cuda:
+                block.cause, block.confidence = CUBLAS, "high"
+                block.detail = f"{block.detail}, calling {m.group(1)}"
+                block.support.append(line)
+                return True
+        return False
+
+    def _cuda_error(self, line: LogLine) -> bool:
+        m = CUDA_ERROR.search(line.text)
+        if not m:
+            return False
+        self._flush_cuda()
+        self.s.pending_cuda = self.s.cuda_block = _Found(CUDA_OTHER, "medium", line, m.group(0).strip()[:160])
+        return True
+
+    def _lcp_load_failed(self, line: LogLine) -> bool:
+        if not LCP_LOAD_FAILED.search(line.text):
+            return False
+        found = self._last(UNKNOWN_ARCH)
+        if found is not None and line.number - found.line.number <= 20:
+            found.support.append(line)
+        return True
+
+    def _signal(self, line: LogLine) -> bool:
+        """The process died by a signal (classified at the summary, with the evidence around it)."""
+        t = line.text
+        s = self.s
+        if len(s.crashes) < MAX_CRASHES and not _another_process(t):
+            if SIGILL.search(t):
+                s.crashes.append(_Crash(line, "sigill"))
+            elif SEGV.search(t):
+                s.crashes.append(_Crash(line, "segv"))
+        return False
+
     def _flush_cuda(self) -> None:
         s = self.s
         if s.pending_cuda is not None:
             self._found(s.pending_cuda)
             s.pending_cuda = None
 
-    def _amx_evidence(self, line: LogLine) -> None:
+    def _amx_evidence(self, line: LogLine) -> bool:
+        """Evidence for the AMX / repack crash; never takes the line (it may be the crash itself)."""
+        self._amx_line(line)
+        return False
+
+    def _amx_line(self, line: LogLine) -> None:
         t = line.text
         s = self.s
         m = AMX_BUFFER.search(t)

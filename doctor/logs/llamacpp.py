@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.facts import Facts, Source
-from doctor.logs.base import Extremes, LogParser
+from doctor.logs.base import Extremes, LineKind, LineKinds, LogParser
 from doctor.logs.gpu_failures import gpu_failure_cause
 from doctor.logs.line import LogLine
-from doctor.logs.matcher import LiteralIndex, gated
+from doctor.logs.matcher import gated
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -160,34 +160,6 @@ BUILD = gated(r"build(?::| =)\s*(\d+) \(([0-9a-f]+)\)")
 OUTPUT_END = gated(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\[end of text\]|"
                    r"interrupted by user")
 
-# Trigger fragments: specific enough that the lines worth reading are the only candidates (they are
-# scanned over every byte of the input); RE2-compatible syntax (no look-around).
-TRIGGERS: tuple[str, ...] = (
-    r"(?:print_info|llm_load_print_meta): +(?:arch|n_ctx_train|n_embd|n_layer |n_head|n_swa|n_expert|n_vocab"
-    r"|model (?:type|ftype|params|size)|file (?:type|size)|general\.name)",
-    r"loaded meta data", r"loading model tensors", r"loading model from ", r"projected to use", r"offloaded \d+/",
-    r"buffer size +=", r"cells,",
-    r"KV self size", r"kv self size", r"type_k = '", r"VRAM used", r"mem required",
-    r"n_ctx(?:_seq|_per_seq)? +=", r"n_seq_max +=", r"n_u?batch +=", r"flash_attn +=", r"Flash Attention",
-    r"kv_unified +=", r"n_slots", r"V cache (?:quantization )?requires|quantized V cache", r"> n_ctx_train",
-    r"trained on only",
-    r" time +=", r"(?:tg|n_gen|n_decoded) += ", r"n_threads +=", r"(?:AVX2|NEON|SSE3) = ",
-    r"found \d+ \w+ devices", r"Device \d+: ", r"using device", r"backend from", r"ggml_metal\w*: (?:found device|"
-                                                                                 r"GPU name|error)",
-    r"ggml_vulkan: (?:Found|Device memory)", r"no usable GPU|GPU offload support|without GPU support",
-    r"failed|Failed|error|Error|unable to|out of memory|OutOf|Insufficient Memory",
-    r"GGML_A|Segmentation fault|core dumped|terminate called|Aborted|SIGABRT|SIGSEGV",
-    r"not within the file|corrupt|invalid magic|bad GGUF|Model path",
-    r"exceed|too long|too big|larger than|truncated|context shift|context full|shifting|KV cache|returned",
-    r"Model metadata|chat format|chat template|eos_token|Llama\.|llama_cpp",
-    r"repeat_penalty|top_k = |mirostat = |sampler seed|sampler params|seed +=", r"generate: n_ctx",
-    r"new prompt|new slot|stop processing|initializing|print_timing|server is listening|all slots are idle",
-    r"build(?::| =) \d+ \(", r"'text': |\"text\": |finish_reason|end of text|interrupted by user",
-    r"recommended max working set|allocated buffer, size|recommendedMaxWorkingSetSize",
-    r"n_gpu_layers|-ngl |gpu-layers", r"Llama\(model_path=",
-)
-
-
 _MEMORY_KEYS = ("alloc", "emory", "OutOf", "rror", "ailed", "GGML_A", "bort", "egmentation", "dumped",
                 "terminate", "SIG", "unable", "corrupt", "magic", "GGUF", "architecture", "not exist", "load model",
                 "within the file")
@@ -195,6 +167,86 @@ _CONTEXT_KEYS = ("exceed", "too long", "too big", "larger than", "truncated", "c
                  "memory slot", "cache slot", "decode", "returned", "failed to eval", "shifting")
 _CTX_KV_KEYS = ("n_ctx", "n_seq_max", "n_batch", "n_ubatch", "flash_attn", "kv_unified")
 _SAMPLER_KEYS = ("repeat_penalty", "top_k =", "mirostat =", "temp =")
+
+# -- line kinds ------------------------------------------------------------------------------------
+# The parser reads every candidate line (no gate): `lines` are its trigger fragments, specific enough
+# that the lines worth reading are the only candidates (they are scanned over every byte of the
+# input); RE2-compatible syntax (no look-around). Phases, in the order feed() runs them: "vote" (the
+# engine's signature lines; llama-server or else llama-cli), "end" (the end of a llama-cli output),
+# "read" (the first kind that takes the line wins; a line a terminal wrapped is read again joined
+# with the next) and "rest" (llama-cpp-python's output, on a line no kind took).
+#
+# Every "read" kind returns True only when one of its patterns matched (or, for meta, memory,
+# context, timings and the CTX_KV / sampling / system_info branches, when the plain `in` tests they
+# make hold), and changes nothing when it returns False. So a kind is tried only on a line that holds
+# a literal of each of its needs (`keys`, then its patterns' literals): the result is the same as
+# trying every kind, found without the dozens of searches a line that no kind takes would cost. The
+# literals of a gated pattern come from the pattern itself (matcher.required_literals), so they
+# cannot drift from the regex; tests/logs/test_log_routing.py checks the result against trying every
+# kind. Each handler keeps its own full condition: the routing only skips kinds that cannot fire.
+KINDS = LineKinds(
+    LineKind("lcp_signature", "_vote_lcp", (LCP_SIGNATURE,),
+             (r"Model metadata|chat format|chat template|eos_token|Llama\.|llama_cpp", r"Llama\(model_path="),
+             phase="vote"),
+    LineKind("server_signature", "_vote_server", (SERVER_SIGNATURE,),
+             (r"server is listening|all slots are idle",), phase="vote"),
+    LineKind("cli_signature", "_vote_cli", (CLI_SIGNATURE,), (r"sampler params",), phase="vote"),
+    LineKind("output_end", "_output_end", (OUTPUT_END,), (r"end of text|interrupted by user",), phase="end"),
+    LineKind("meta", "_step_meta", ("print_info", "llm_load_print_meta"),
+             (r"(?:print_info|llm_load_print_meta): +(?:arch|n_ctx_train|n_embd|n_layer |n_head|n_swa|n_expert"
+              r"|n_vocab|model (?:type|ftype|params|size)|file (?:type|size)|general\.name)",)),
+    LineKind("memory", "_step_memory",
+             (CUDA_MALLOC, ALLOC_RANGE, GALLOCR, CPU_ALLOC, PHASE_KV, PHASE_COMPUTE, PHASE_WEIGHTS, BACKEND_OOM,
+              CUDA_MALLOC_BARE, CORRUPT, LOAD_FAILED, CONTEXT_FAILED, CRASH),
+             (r"failed|Failed|error|Error|unable to|out of memory|OutOf|Insufficient Memory",
+              r"GGML_A|Segmentation fault|core dumped|terminate called|Aborted|SIGABRT|SIGSEGV",
+              r"not within the file|corrupt|invalid magic|bad GGUF|Model path"),
+             keys=_MEMORY_KEYS),
+    LineKind("context", "_step_context",
+             (REQUESTED_TOKENS, PROMPT_TOO_LONG, REQUEST_EXCEEDS, INPUT_LARGER, TOO_BIG_MSGS, TRUNCATED,
+              STOP_TRUNCATED, CTX_FULL_STOP, CTX_SHIFT, MEMORY_SLOT, KV_FULL, CTX_SHIFT_DISABLED, DECODE_FAILED),
+             (r"exceed|too long|too big|larger than|truncated|context shift|context full|shifting|KV cache|returned",
+              r"stop processing"),
+             keys=_CONTEXT_KEYS),
+    LineKind("timings", "_step_timings", (SERVER_TG, TIMING), (r" time +=", r"(?:tg|n_gen|n_decoded) += ",
+                                                                r"print_timing"),
+             keys=(" time", "t/s")),
+    LineKind("loaded_meta", "_step_loaded_meta", (LOADED_META,), (r"loaded meta data",)),
+    LineKind("loading_from", "_step_loading_from", (LOADING_FROM,), (r"loading model from ",)),
+    LineKind("metal", "_step_metal", (METAL_SET_SIZE, METAL_ALLOCATED, METAL_OVER_SET),
+             (r"recommended max working set|allocated buffer, size|recommendedMaxWorkingSetSize",)),
+    LineKind("settings", "_step_settings", (NGL_SETTING,), (r"n_gpu_layers|-ngl |gpu-layers",)),
+    LineKind("load_mode", "_step_load_mode", (LOAD_MODE,), (r"loading model tensors",)),
+    LineKind("offloaded", "_step_offloaded", (OFFLOADED,), (r"offloaded \d+/",)),
+    LineKind("buffer", "_step_buffer", (BUFFER,), (r"buffer size +=",)),
+    LineKind("fit_projected", "_step_fit_projected", (FIT_PROJECTED,), (r"projected to use",)),
+    LineKind("kv_size", "_kv_size", (KV_SIZE, KV_SELF, KV_SELF_2023, KV_TYPES_OLD),
+             (r"cells,", r"KV self size", r"kv self size", r"type_k = '")),
+    LineKind("context_params", "_context_params",
+             (QUANT_V_NEEDS_FA, CTX_TRAIN_OVER, CTX_TRAIN_WARN, FA_DECISION, GENERATE, SLOT_INIT, NEW_SLOT, NEW_PROMPT,
+              *_CTX_KV_KEYS),
+             (r"n_ctx(?:_seq|_per_seq)? +=", r"n_seq_max +=", r"n_u?batch +=", r"flash_attn +=", r"Flash Attention",
+              r"kv_unified +=", r"n_slots", r"V cache (?:quantization )?requires|quantized V cache", r"> n_ctx_train",
+              r"trained on only", r"generate: n_ctx", r"new prompt|new slot|initializing")),
+    LineKind("hardware", "_hardware",
+             (SYSINFO_THREADS, SERVER_THREADS, " = 1", CUDA_FOUND, CUDA_DEVICE, USING_DEVICE, BACKEND_LOADED,
+              VULKAN_FOUND, METAL_DEVICE, NO_GPU, GPU_INIT_FAILED, GPU_RUNTIME_FAILED, BACKEND_NOT_LOADED, BUILD),
+             (r"n_threads +=", r"(?:AVX2|NEON|SSE3) = ", r"found \d+ \w+ devices", r"Device \d+: ", r"using device",
+              r"backend from", r"ggml_metal\w*: (?:found device|GPU name|error)",
+              r"ggml_vulkan: (?:Found|Device memory)", r"no usable GPU|GPU offload support|without GPU support",
+              r"build(?::| =) \d+ \(")),
+    LineKind("sampling", "_sampling", (*_SAMPLER_KEYS, SEED),
+             (r"repeat_penalty|top_k = |mirostat = |sampler seed|seed +=",)),
+    LineKind("old_buffers", "_old_buffers", (VRAM_USED_2023, MEM_REQUIRED_2023), (r"VRAM used", r"mem required")),
+    LineKind("lcp_output", "_lcp_output", (LCP_TEXT, LCP_FINISH), (r"'text': |\"text\": |finish_reason",),
+             phase="rest"),
+    phases=("vote", "end", "read", "rest"), gated=False,
+)
+TRIGGERS = KINDS.triggers
+if KINDS.index is None:  # every llama.cpp line kind declares the literals it needs
+    raise ImportError("doctor.logs.llamacpp: its line kinds declare no literal")
+_INDEX = KINDS.index  # the literal index the routing reads (tests/logs/test_log_routing.py checks it)
+_VOTE, _END, _READ, _REST = (KINDS.phase(p) for p in KINDS.phases)
 
 
 def _num(text: str | None) -> float | None:
@@ -276,8 +328,7 @@ class _State:
 
 class LlamaCppParser(LogParser):
     name = "llama.cpp"
-    triggers = TRIGGERS
-    literal_index: LiteralIndex | None = None  # set below, once the index is built
+    kinds = KINDS
 
     def __init__(self) -> None:
         super().__init__()
@@ -287,43 +338,56 @@ class LlamaCppParser(LogParser):
     def feed(self, line: LogLine) -> None:
         t = line.text
         s = self.s
-        bits = _INDEX.bits(t)
-        if bits & _LCP and LCP_SIGNATURE.search(t):
-            self.votes["llama-cpp-python"] += 1
-        if bits & _SERVER and SERVER_SIGNATURE.search(t):
-            self.votes["llama.cpp"] += 1
-            self.votes["llama-server"] += 1
-        elif bits & _CLI and CLI_SIGNATURE.search(t):
-            self.votes["llama.cpp"] += 1
-        if s.capture and bits & _OUTPUT_END and OUTPUT_END.search(t):
-            s.capture = False
+        vote, end, read, rest = KINDS.plan(_INDEX.bits(t))  # the kinds this line can be, by phase
+        for handler in vote:
+            if handler(self, line):
+                break
+        for handler in end:
+            handler(self, line)
         if s.pending and len(s.pending) and line.number - s.pending[0].line.number > 40:
             self._flush_oom(None)
 
-        if self._dispatch(line, bits):
-            return
+        for handler in read:
+            if handler(self, line):
+                return
         if _looks_cut(t) and line.next_text and not _starts_a_line(line.next_text):
             # a line hard-wrapped by a terminal (mid-word) or an issue quote (at a space): read it with the next
             nxt = line.next_text.strip()
             for text in dict.fromkeys((line.joined(), t + nxt)):
                 joined = LogLine(line.number, text, line.raw + " " + nxt)
-                if self._dispatch(joined, _INDEX.bits(joined.text)):
+                if self.dispatch(joined, _READ):
                     return
-        self._lcp_output(line)
+        for handler in rest:
+            handler(self, line)
 
-    def _dispatch(self, line: LogLine, bits: int) -> bool:
-        """Run the line kinds in order until one takes the line. A kind runs only where the line
-        holds a literal it needs (`_STEPS`); one that cannot match is skipped, not tried."""
-        steps = _STEPS_FOR.get(bits)
-        if steps is None:
-            steps = _steps_for(bits)
-        for step in steps:  # noqa: SIM110 - a plain loop: any() over a generator costs more per line
-            if step(self, line):
-                return True
+    # -- the signatures: which engine printed the log ------------------------------------------
+    def _vote_lcp(self, line: LogLine) -> bool:
+        if LCP_SIGNATURE.search(line.text):
+            self.votes["llama-cpp-python"] += 1
         return False
 
-    # Each step keeps its own full condition: the routing in _dispatch only skips steps that cannot
-    # fire, so with every literal "present" (bits = -1) it is the plain sequence of tries.
+    def _vote_server(self, line: LogLine) -> bool:
+        if SERVER_SIGNATURE.search(line.text):
+            self.votes["llama.cpp"] += 1
+            self.votes["llama-server"] += 1
+            return True  # not llama-cli as well
+        return False
+
+    def _vote_cli(self, line: LogLine) -> bool:
+        if CLI_SIGNATURE.search(line.text):
+            self.votes["llama.cpp"] += 1
+            return True
+        return False
+
+    def _output_end(self, line: LogLine) -> bool:
+        s = self.s
+        if s.capture and OUTPUT_END.search(line.text):
+            s.capture = False
+        return False
+
+    # -- the "read" kinds ----------------------------------------------------------------------
+    # Each keeps its own full condition: the routing only skips kinds that cannot fire, so with
+    # every literal "present" (bits = -1) it is the plain sequence of tries.
     def _step_meta(self, line: LogLine) -> bool:
         t = line.text
         if "print_info" in t or "llm_load_print_meta" in t:
@@ -401,7 +465,7 @@ class LlamaCppParser(LogParser):
         m = NGL_SETTING.search(line.text)
         if not m or "option will be ignored" in line.text:
             return False
-        self.set("config.n_gpu_layers", int(m.group(1) or m.group(2)), line, "layers")
+        self.set("config.n_gpu_layers", int(m.group(1) or m.group(2)), line)
         return False  # the line may carry more (a command line with other flags)
 
     def _step_load_mode(self, line: LogLine) -> bool:
@@ -425,8 +489,8 @@ class LlamaCppParser(LogParser):
         if not m:
             return False
         self.votes["llama.cpp-library"] += 1
-        self.set("run.offloaded_layers", int(m.group(1)), line, "layers")
-        self.set("run.total_layers", int(m.group(2)), line, "layers")
+        self.set("run.offloaded_layers", int(m.group(1)), line)
+        self.set("run.total_layers", int(m.group(2)), line)
         self.set("engine.gpu_offload_supported", True, line)
         return True
 
@@ -441,8 +505,8 @@ class LlamaCppParser(LogParser):
         m = FIT_PROJECTED.search(line.text)
         if not m:
             return False
-        self.set("run.fit_projected_bytes", int(m.group(1)) * MIB, line, "bytes")
-        self.set("run.fit_free_bytes", int(m.group(2)) * MIB, line, "bytes")
+        self.set("run.fit_projected_bytes", int(m.group(1)) * MIB, line)
+        self.set("run.fit_free_bytes", int(m.group(2)) * MIB, line)
         return True
 
     def _old_buffers(self, line: LogLine) -> bool:
@@ -494,7 +558,7 @@ class LlamaCppParser(LogParser):
         if key in ints:
             n = _int_list(value)
             if n:
-                self.set(ints[key], n[0], line, "tokens" if key in ("n_ctx_train", "n_swa", "n_vocab") else None)
+                self.set(ints[key], n[0], line)
         elif key in ("n_head", "n_head_kv"):
             values = _int_list(value)
             if values:
@@ -509,12 +573,12 @@ class LlamaCppParser(LogParser):
             m2 = re.match(r"([\d.]+)\s*(MiB|GiB|MB|GB)", value)
             if m2:
                 size = float(m2.group(1)) * {"MiB": MIB, "GiB": GIB, "MB": 1e6, "GB": 1e9}[m2.group(2)]
-                self.set("model.file_bytes", int(size), line, "bytes")
+                self.set("model.file_bytes", int(size), line)
         elif key == "model params":
             m2 = re.match(r"([\d.]+)\s*([KMBT])", value)
             if m2:
                 mult = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[m2.group(2)]
-                self.set("model.n_params", int(float(m2.group(1)) * mult), line, "params")
+                self.set("model.n_params", int(float(m2.group(1)) * mult), line)
         elif key == "general.name":
             self.set("model.name", value, line)
 
@@ -555,7 +619,7 @@ class LlamaCppParser(LogParser):
             s.kv_line = line
             self.set("config.type_k", m.group(6).lower(), line)
             self.set("config.type_v", m.group(8).lower(), line)
-            self.set("config.n_parallel", int(m.group(4)), line, "sequences")
+            self.set("config.n_parallel", int(m.group(4)), line)
             return True
         m = KV_SELF.search(t)
         if m:
@@ -602,30 +666,30 @@ class LlamaCppParser(LogParser):
             self._stage("run")
             n_predict = int(m.group(3))
             if n_predict >= 0:
-                self.set("config.max_new_tokens", n_predict, line, "tokens")
+                self.set("config.max_new_tokens", n_predict, line)
             s.capture = True
             s.output_line = None
             return True
         m = SLOT_INIT.search(t)
         if m:
             s.n_slots = int(m.group(1))
-            self.set("config.n_parallel", s.n_slots, line, "sequences")
+            self.set("config.n_parallel", s.n_slots, line)
             if m.group(2):
-                self.set("config.n_ctx_seq", int(m.group(2)), line, "tokens")
+                self.set("config.n_ctx_seq", int(m.group(2)), line)
             unified = re.search(r"kv_unified = '(true|false)'", t)
             if unified:
                 self.set("config.kv_unified", unified.group(1) == "true", line)
             return True
         m = NEW_SLOT.search(t)
         if m and "new prompt" not in t:
-            self.set("config.n_ctx_seq", int(m.group(1)), line, "tokens")
+            self.set("config.n_ctx_seq", int(m.group(1)), line)
             return True
         m = NEW_PROMPT.search(t)
         if m:
             self._stage("run")
-            self.set("config.n_ctx_seq", int(m.group(1)), line, "tokens")
+            self.set("config.n_ctx_seq", int(m.group(1)), line)
             n_prompt = int(m.group(3))
-            self.set("run.prompt_tokens", n_prompt, line, "tokens")
+            self.set("run.prompt_tokens", n_prompt, line)
             if n_prompt > s.prompt_tokens_max:
                 s.prompt_tokens_max, s.prompt_line = n_prompt, line
             return True
@@ -648,7 +712,7 @@ class LlamaCppParser(LogParser):
                         s.kv_buffers.clear()
                         s.compute_buffers.clear()
                         s.kv_size_lines.clear()
-                    self.set(target, int(value), line, "sequences" if key == "n_seq_max" else "tokens")
+                    self.set(target, int(value), line)
                 elif key == "flash_attn":
                     v = value.lower()
                     self.set("config.flash_attn", {"0": "disabled", "1": "enabled", "false": "disabled",
@@ -662,10 +726,10 @@ class LlamaCppParser(LogParser):
         s = self.s
         m = SYSINFO_THREADS.search(t) or SERVER_THREADS.search(t)
         if m:
-            self.set("config.n_threads", int(m.group(1)), line, "threads")
+            self.set("config.n_threads", int(m.group(1)), line)
             if m.group(2):
-                self.set("config.n_threads_batch", int(m.group(2)), line, "threads")
-            self.set("host.cpu.logical_cores", int(m.group(3)), line, "cores")
+                self.set("config.n_threads_batch", int(m.group(2)), line)
+            self.set("host.cpu.logical_cores", int(m.group(3)), line)
             self.votes["llama.cpp"] += 1
         if " = 1" in t and ("AVX" in t or "NEON" in t or "SSE3" in t):
             found = set(FEATURE.findall(t))
@@ -686,7 +750,7 @@ class LlamaCppParser(LogParser):
             self.votes["llama.cpp-library"] += 1
             s.backends.add(m.group(2))
             s.backends_line = s.backends_line or line
-            self.set("host.gpu.count", int(m.group(1)), line, "GPUs")
+            self.set("host.gpu.count", int(m.group(1)), line)
             self.set("engine.gpu_offload_supported", True, line)
             return True
         m = CUDA_DEVICE.search(t)
@@ -697,7 +761,7 @@ class LlamaCppParser(LogParser):
                 s.gpu_vram[idx] = int(m.group(3)) * MIB
             self.set(f"host.gpu[{idx}].name", m.group(2).strip(), line)
             if m.group(3):
-                self.set(f"host.gpu[{idx}].vram_total", int(m.group(3)) * MIB, line, "bytes")
+                self.set(f"host.gpu[{idx}].vram_total", int(m.group(3)) * MIB, line)
             return True
         m = USING_DEVICE.search(t)
         if m:
@@ -715,7 +779,7 @@ class LlamaCppParser(LogParser):
         m = VULKAN_FOUND.search(t)
         if m:
             s.backends.add("Vulkan")
-            self.set("host.gpu.count", int(m.group(1)), line, "GPUs")
+            self.set("host.gpu.count", int(m.group(1)), line)
             return True
         m = METAL_DEVICE.search(t)
         if m:
@@ -763,7 +827,8 @@ class LlamaCppParser(LogParser):
             return True
         return False
 
-    def _lcp_output(self, line: LogLine) -> None:
+    def _lcp_output(self, line: LogLine) -> bool:
+        """llama-cpp-python's completion dicts: the text the model wrote and why it stopped."""
         t = line.text
         s = self.s
         m = LCP_TEXT.search(t)
@@ -777,6 +842,7 @@ class LlamaCppParser(LogParser):
         if m:
             s.finish_reason = m.group(1)
             s.finish_line = line
+        return False
 
     # -- timings -----------------------------------------------------------------------------
     def _timings(self, line: LogLine) -> bool:
@@ -807,36 +873,36 @@ class LlamaCppParser(LogParser):
         if what == "load":
             cur.load_ms = ms
             if ms is not None:
-                self.set("run.load_ms", ms, line, "ms")
+                self.set("run.load_ms", ms, line)
         elif what == "prompt eval":
             cur.prompt_ms = ms
             cur.prompt_tokens = int(count) if count else None
             cur.prompt_tps = _num(tps)
             if ms is not None:
-                self.set("run.prefill_ms", ms, line, "ms")
+                self.set("run.prefill_ms", ms, line)
             if count:
                 cur.used_line = line
-                self.set("run.prompt_tokens", int(count), line, "tokens")
+                self.set("run.prompt_tokens", int(count), line)
                 if int(count) > s.prompt_tokens_max:
                     s.prompt_tokens_max, s.prompt_line = int(count), line
             if cur.prompt_tps is not None:
-                self.set("run.prefill_tps", cur.prompt_tps, line, "tokens/s")
+                self.set("run.prefill_tps", cur.prompt_tps, line)
         elif what in ("eval", "generation eval"):
             cur.eval_ms = ms
             cur.eval_tokens = int(count) if count else None
             cur.eval_tps = _num(tps)
             if ms is not None:
-                self.set("run.decode_ms_total", ms, line, "ms")
+                self.set("run.decode_ms_total", ms, line)
             if count:
                 cur.used_line = line
-                self.set("run.decode_tokens", int(count), line, "tokens")
+                self.set("run.decode_tokens", int(count), line)
             if cur.eval_tps is not None:
-                self.set("run.decode_tps", cur.eval_tps, line, "tokens/s")
+                self.set("run.decode_tps", cur.eval_tps, line)
                 if cur.eval_tokens and cur.eval_tokens > 1:
                     s.decode_rates.add(cur.eval_tps, self.src(line))
         elif what == "total":
             if ms is not None:
-                self.set("run.total_ms", ms, line, "ms")
+                self.set("run.total_ms", ms, line)
             if count:
                 cur.total_tokens = int(count)
                 cur.used_line = line
@@ -874,7 +940,7 @@ class LlamaCppParser(LogParser):
                     s.prompt_tokens_max, s.prompt_line = n_tokens, line
                 if pattern is REQUESTED_TOKENS:
                     self.votes["llama-cpp-python"] += 2
-                    self.set("config.n_ctx", n_ctx, line, "tokens")
+                    self.set("config.n_ctx", n_ctx, line)
                 return True
         m = TOO_BIG_MSGS.search(t)
         if m:
@@ -1051,18 +1117,18 @@ class LlamaCppParser(LogParser):
             cur = s.current
             used = cur.total_tokens or ((cur.prompt_tokens or 0) + (cur.eval_tokens or 0))
             if used > s.used_max:
-                facts.set("run.tokens_used_max", used, Source("log", self.name, cur.line), "tokens")
+                facts.set("run.tokens_used_max", used, Source("log", self.name, cur.line))
         if s.timings:
-            facts.set("run.requests", len(s.timings), Source("log", self.name, s.timings[-1].line), "requests")
-        s.decode_rates.emit(facts, "run.decode_tps_min", "run.decode_tps_max", "tokens/s", at_least=2)
+            facts.set("run.requests", len(s.timings), Source("log", self.name, s.timings[-1].line))
+        s.decode_rates.emit(facts, "run.decode_tps_min", "run.decode_tps_max", at_least=2)
         if s.used_max and s.used_line is not None:
             facts.set("run.tokens_used_max", s.used_max, Source("log", self.name, s.used_line.number or None,
-                                                                 s.used_line.raw[:300] or None), "tokens")
+                                                                 s.used_line.raw[:300] or None))
         if s.prompt_tokens_max and s.prompt_line is not None:
-            facts.set("run.prompt_tokens_max", s.prompt_tokens_max, self.src(s.prompt_line), "tokens")
+            facts.set("run.prompt_tokens_max", s.prompt_tokens_max, self.src(s.prompt_line))
         self._summarize_buffers(facts)
         if s.gpu_free and s.gpu_line is not None:
-            facts.set("run.gpu_free_at_load", sum(s.gpu_free.values()), self.src(s.gpu_line), "bytes")
+            facts.set("run.gpu_free_at_load", sum(s.gpu_free.values()), self.src(s.gpu_line))
         if s.backends:
             line = s.backends_line or s.buffer_line
             src = self.src(line) if line is not None else Source("log", self.name)
@@ -1107,120 +1173,29 @@ class LlamaCppParser(LogParser):
 
         if s.model_buffers:
             gpu, host = split(s.model_buffers)
-            facts.set("run.weights_gpu_bytes", gpu, src, "bytes")
-            facts.set("run.weights_host_bytes", host, src, "bytes")
+            facts.set("run.weights_gpu_bytes", gpu, src)
+            facts.set("run.weights_host_bytes", host, src)
             repack = sum(v for k, v in s.model_buffers.items() if _is_repack_buffer(k))
             if repack:
-                facts.set("run.weights_repack_bytes", int(repack * MIB), src, "bytes")
+                facts.set("run.weights_repack_bytes", int(repack * MIB), src)
         if s.kv_buffers:
             gpu, host = split(s.kv_buffers)
-            facts.set("run.kv_gpu_bytes", gpu, src, "bytes")
-            facts.set("run.kv_host_bytes", host, src, "bytes")
-            facts.set("run.kv_bytes", gpu + host, src, "bytes")
+            facts.set("run.kv_gpu_bytes", gpu, src)
+            facts.set("run.kv_host_bytes", host, src)
+            facts.set("run.kv_bytes", gpu + host, src)
         if s.kv_size_lines:
             kv_src = self.src(s.kv_line) if s.kv_line is not None else src
             if not s.kv_buffers:
-                facts.set("run.kv_bytes", int(sum(x[0] for x in s.kv_size_lines) * MIB), kv_src, "bytes")
+                facts.set("run.kv_bytes", int(sum(x[0] for x in s.kv_size_lines) * MIB), kv_src)
             cells = sum(c * n for _, c, n in s.kv_size_lines)
             if cells:
-                facts.set("run.kv_cells", cells, kv_src, "tokens")
+                facts.set("run.kv_cells", cells, kv_src)
         if s.compute_buffers:
             gpu, host = split(s.compute_buffers)
-            facts.set("run.compute_bytes", gpu + host, src, "bytes")
-            facts.set("run.compute_gpu_bytes", gpu, src, "bytes")
+            facts.set("run.compute_bytes", gpu + host, src)
+            facts.set("run.compute_gpu_bytes", gpu, src)
         if s.output_buffers:
-            facts.set("run.output_bytes", int(sum(s.output_buffers.values()) * MIB), src, "bytes")
-
-
-# -- routing: the literals each line kind needs -------------------------------------------------------
-# Every `_dispatch` step returns True only when one of its patterns matched (or, for the first four
-# and the CTX_KV / sampling / system_info branches, when the plain `in` tests they make hold), and
-# changes nothing when it returns False. So a step is tried only when the line holds at least one
-# literal of each of its needs: the result is the same as trying every step, found without the
-# dozens of searches a line that no step takes used to cost. The literals of a gated pattern come
-# from the pattern itself (matcher.required_literals), so they cannot drift from the regex; and
-# tests/logs/test_log_routing.py checks the result against trying every step.
-
-def _lits(*items: object) -> tuple[str, ...] | None:
-    """Literals one of which a line holds wherever one of `items` (gated patterns, or literal strings)
-    can match; None when some item names none (the step then always runs)."""
-    out: list[str] = []
-    for item in items:
-        if isinstance(item, str):
-            out.append(item)
-            continue
-        literals = getattr(item, "literals", None)
-        if not literals:
-            return None
-        out.extend(literals)
-    return tuple(dict.fromkeys(out))
-
-
-_STEP_NEEDS: tuple[tuple[Any, tuple[tuple[str, ...] | None, ...]], ...] = (
-    (LlamaCppParser._step_meta, (("print_info", "llm_load_print_meta"),)),
-    (LlamaCppParser._step_memory, (_MEMORY_KEYS, _lits(CUDA_MALLOC, ALLOC_RANGE, GALLOCR, CPU_ALLOC, PHASE_KV,
-                                                       PHASE_COMPUTE, PHASE_WEIGHTS, BACKEND_OOM, CUDA_MALLOC_BARE,
-                                                       CORRUPT, LOAD_FAILED, CONTEXT_FAILED, CRASH))),
-    (LlamaCppParser._step_context, (_CONTEXT_KEYS, _lits(REQUESTED_TOKENS, PROMPT_TOO_LONG, REQUEST_EXCEEDS,
-                                                             INPUT_LARGER, TOO_BIG_MSGS, TRUNCATED, STOP_TRUNCATED,
-                                                             CTX_FULL_STOP, CTX_SHIFT, MEMORY_SLOT, KV_FULL,
-                                                             CTX_SHIFT_DISABLED, DECODE_FAILED))),
-    (LlamaCppParser._step_timings, ((" time", "t/s"), _lits(SERVER_TG, TIMING))),
-    (LlamaCppParser._step_loaded_meta, (_lits(LOADED_META),)),
-    (LlamaCppParser._step_loading_from, (_lits(LOADING_FROM),)),
-    (LlamaCppParser._step_metal, (_lits(METAL_SET_SIZE, METAL_ALLOCATED, METAL_OVER_SET),)),
-    (LlamaCppParser._step_settings, (_lits(NGL_SETTING),)),
-    (LlamaCppParser._step_load_mode, (_lits(LOAD_MODE),)),
-    (LlamaCppParser._step_offloaded, (_lits(OFFLOADED),)),
-    (LlamaCppParser._step_buffer, (_lits(BUFFER),)),
-    (LlamaCppParser._step_fit_projected, (_lits(FIT_PROJECTED),)),
-    (LlamaCppParser._kv_size, (_lits(KV_SIZE, KV_SELF, KV_SELF_2023, KV_TYPES_OLD),)),
-    (LlamaCppParser._context_params, (_lits(QUANT_V_NEEDS_FA, CTX_TRAIN_OVER, CTX_TRAIN_WARN, FA_DECISION, GENERATE,
-                                            SLOT_INIT, NEW_SLOT, NEW_PROMPT, *_CTX_KV_KEYS),)),
-    (LlamaCppParser._hardware, (_lits(SYSINFO_THREADS, SERVER_THREADS, " = 1", CUDA_FOUND, CUDA_DEVICE, USING_DEVICE,
-                                      BACKEND_LOADED, VULKAN_FOUND, METAL_DEVICE, NO_GPU, GPU_INIT_FAILED,
-                                      GPU_RUNTIME_FAILED, BACKEND_NOT_LOADED, BUILD),)),
-    (LlamaCppParser._sampling, (_lits(*_SAMPLER_KEYS, SEED),)),
-    (LlamaCppParser._old_buffers, (_lits(VRAM_USED_2023, MEM_REQUIRED_2023),)),
-)
-_FEED_NEEDS = {"lcp": _lits(LCP_SIGNATURE), "server": _lits(SERVER_SIGNATURE), "cli": _lits(CLI_SIGNATURE),
-               "end": _lits(OUTPUT_END)}
-_INDEX = LiteralIndex(list(dict.fromkeys(
-    [lit for _, needs in _STEP_NEEDS for lits in needs if lits for lit in lits]
-    + [lit for lits in _FEED_NEEDS.values() if lits for lit in lits])))
-
-
-def _mask(literals: tuple[str, ...] | None) -> int:
-    if literals is None:
-        raise ValueError("a feed-level signature pattern must name its literals")
-    return _INDEX.mask(*literals)
-
-
-
-
-def _step_masks(needs: tuple[tuple[str, ...] | None, ...]) -> tuple[int, int]:
-    """(first, second) literal masks of a step. A need without literals (None) is always met and is
-    left out; 0 stands for "no need", so a step with none always runs."""
-    masks = [_INDEX.mask(*lits) for lits in needs if lits is not None]
-    if len(masks) > 2:
-        raise ValueError("a dispatch step has at most two needs")
-    return (masks[0] if masks else 0), (masks[1] if len(masks) > 1 else 0)
-
-
-_STEPS = tuple((step, *_step_masks(needs)) for step, needs in _STEP_NEEDS)
-_STEPS_FOR: dict[int, tuple[Any, ...]] = {}  # literal bits -> the steps that may fire, in order
-_STEPS_FOR_MAX = 4096  # lines of a log fall into few such sets; a hostile one cannot grow it
-
-
-def _steps_for(bits: int) -> tuple[Any, ...]:
-    steps = tuple(step for step, first, second in _STEPS
-                  if (not first or bits & first) and (not second or bits & second))
-    if len(_STEPS_FOR) >= _STEPS_FOR_MAX:
-        _STEPS_FOR.clear()
-    _STEPS_FOR[bits] = steps
-    return steps
-_LCP, _SERVER, _CLI, _OUTPUT_END = (_mask(_FEED_NEEDS[k]) for k in ("lcp", "server", "cli", "end"))
-LlamaCppParser.literal_index = _INDEX  # the analyzer's router can fill it in its own pass over a line
+            facts.set("run.output_bytes", int(sum(s.output_buffers.values()) * MIB), src)
 
 
 _LINE_START = re.compile(r"^\s*(?:[\w.~\[\]-]+\s*:\s|\d+\.\d+\.\d+\.\d+ [IWED] |\[?\d{4}-\d\d-\d\d|time=|level=|\{|"

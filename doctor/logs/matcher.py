@@ -9,7 +9,7 @@ A parser runs dozens of patterns on each candidate line, and `re` walks the whol
 one. `gated(pattern)` reads the pattern's own syntax tree for the substrings every match must
 contain (one of a set) and checks those with `in` (a fast byte search) before running the regex:
 same matches, found only where they can be. `LiteralIndex` tells which of many such literals a
-line holds in one RE2 set match (the llama.cpp parser routes its line kinds with it);
+line holds in one RE2 set match (every parser routes its line kinds with it, doctor/logs/base.py);
 `set_matcher`, `span_finder` and `text_filter` call RE2 without the binding's per-call overhead
 where it allows; a `Verdict` lets whoever already matched a gate on a line say so. Pure.
 """
@@ -327,6 +327,10 @@ class LiteralIndex:
         bits = 0
         for i in hits:
             bits |= 1 << i
+        self._primed = (text, bits)
+
+    def prime_bits(self, text: str, bits: int) -> None:
+        """`prime` with the bits already made."""
         self._primed = (text, bits)
 
     def mask(self, *literals: str) -> int:

@@ -42,11 +42,11 @@ from datetime import datetime
 from typing import Any
 
 from doctor.facts import Event, Facts, Source
-from doctor.logs.base import Extremes, LogParser
+from doctor.logs.base import Extremes, LineKind, LineKinds, LogParser
 from doctor.logs.gpu_failures import gpu_failure_cause
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
-from doctor.logs.vllm import size_text
+from doctor.logs.pytorch import size_text
 
 SLOG = gated(r"\blevel=(?:DEBUG|INFO|WARN|ERROR|TRACE)\b.*?\bmsg=")
 SOURCE = gated(r"\bsource=[\w./\-]+\.go:\d+")
@@ -83,27 +83,6 @@ LOAD_PROGRESS = gated(r"model load progress ([\d.]+)")
 TIME_FIELD = gated(r"\btime=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)")
 SYSTEM_MEMORY = gated(r"model requires more system memory \(([\d.]+ [KMGT]?i?B)\) than is available "
                       r"\(([\d.]+ [KMGT]?i?B)\)")
-
-# messages an Ollama server (any era) writes; each one also votes for Ollama
-TRIGGERS: tuple[str, ...] = (
-    r"offload to |msg=offload ", r"inference compute", r"no compatible GPUs", r"vector extensions|does not have AVX",
-    r"truncating input prompt", r"context size too large", r"runner started in|llama-server started in",
-    r"starting llama server|starting runner|msg=load request=", r"msg=\"loading model\"",
-    r"msg=\"(?:model weights|kv cache|compute graph|total memory)\"", r"server config", r"Listening on ",
-    r"request too large for system|more system memory", r"process has terminated|process no longer running",
-    r"llama runner terminated", r"\[GIN\] ",
-    r"(?:total|load) duration: |prompt eval (?:count|duration|rate): |eval (?:count|duration|rate): ",
-    r"flash attention (?:enabled but|requested)|enabling flash attention|kv cache type not supported",
-    r"quantized kv cache requested",
-    r"memory layout cannot be allocated|did not fit, applying backoff|VRAM usage didn't recover",
-    # GPU discovery failing (driver / runtime), the 2023 layer estimate, the runner's own OOMs, load progress
-    r"init failure: |cudaSetDevice err|cuInit err|Unable to load cudart|unknown error initializing cuda"
-    r"|version mismatch between driver",
-    r"MB VRAM available, loading up to",
-    r"out of memory|CUBLAS_STATUS_(?:ALLOC_FAILED|NOT_INITIALIZED)|cuBLAS error [13] ",
-    r"clip_model_load|encode_image|image embedding|mtmd_|projector", r"model load progress",
-    r"level=(?:WARN|ERROR) ",  # a warning or error wrapped before its message: read with its tail
-)
 
 KV_ENV = ("OLLAMA_CONTEXT_LENGTH", "OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_LOADED_MODELS", "OLLAMA_FLASH_ATTENTION",
           "OLLAMA_KV_CACHE_TYPE", "OLLAMA_MODELS", "OLLAMA_NEW_ENGINE")
@@ -240,10 +219,48 @@ class _State:
     progress: list[tuple[float, float, LogLine]] = field(default_factory=list)  # (seconds, fraction, line)
 
 
+# The messages an Ollama server (any era) writes, by kind. Phases: "access" reads the [GIN] access log
+# and the CLI statistics, "read" the server's messages. Those handlers read the slog message and its
+# key=value pairs (a record wrapped over two lines is read joined), not the line's own text: they
+# name no patterns, so each is tried on every line the gate lets in.
+KINDS = LineKinds(
+    LineKind("gin", "_gin", ("[GIN]",), (r"\[GIN\] ",), phase="access"),
+    LineKind("cli", "_cli", (CLI_STAT,),
+             (r"(?:total|load) duration: |prompt eval (?:count|duration|rate): |eval (?:count|duration|rate): ",),
+             keys=("duration:", "eval ", "rate:"), phase="access"),
+    # a warning or error wrapped before its message: read with its tail
+    LineKind("wrapped", None, (), (r"level=(?:WARN|ERROR) ",)),
+    LineKind("offload", "_offload", (),
+             (r"offload to |msg=offload ", r"msg=\"loading model\"",
+              r"msg=\"(?:model weights|kv cache|compute graph|total memory)\"")),
+    LineKind("gpus", "_gpus", (),
+             (r"inference compute", r"no compatible GPUs", r"vector extensions|does not have AVX")),
+    LineKind("context", "_context", (), (r"truncating input prompt", r"context size too large")),
+    LineKind("runner", "_runner", (),
+             (r"runner started in|llama-server started in", r"starting llama server|starting runner|msg=load request=",
+              r"server config", r"Listening on ", r"process has terminated|process no longer running",
+              r"llama runner terminated")),
+    LineKind("memory", "_memory", (), (r"request too large for system|more system memory",)),
+    LineKind("warnings", "_warnings", (),
+             (r"flash attention (?:enabled but|requested)|enabling flash attention|kv cache type not supported",
+              r"quantized kv cache requested",
+              r"memory layout cannot be allocated|did not fit, applying backoff|VRAM usage didn't recover")),
+    # GPU discovery failing (driver / runtime), the 2023 layer estimate, the runner's own OOMs, load progress
+    LineKind("failures", "_failures", (),
+             (r"init failure: |cudaSetDevice err|cuInit err|Unable to load cudart|unknown error initializing cuda"
+              r"|version mismatch between driver",
+              r"MB VRAM available, loading up to",
+              r"out of memory|CUBLAS_STATUS_(?:ALLOC_FAILED|NOT_INITIALIZED)|cuBLAS error [13] ",
+              r"clip_model_load|encode_image|image embedding|mtmd_|projector", r"model load progress")),
+    phases=("access", "read"),
+)
+TRIGGERS = KINDS.triggers
+_ACCESS, _READ = (KINDS.phase(p) for p in KINDS.phases)
+
+
 class OllamaParser(LogParser):
     name = "ollama"
-    triggers = TRIGGERS
-    gate = TRIGGERS
+    kinds = KINDS
 
     def __init__(self) -> None:
         super().__init__()
@@ -253,10 +270,8 @@ class OllamaParser(LogParser):
         t = line.text
         if not self.passes_gate(t):
             return
-        if "[GIN]" in t:
-            self._gin(line)
-            return
-        if ("duration:" in t or "eval " in t or "rate:" in t) and self._cli(line):
+        plan = KINDS.plan(KINDS.bits(t))  # the kinds this line can be, by phase
+        if self.run(plan[_ACCESS], line):
             return
         is_slog = bool(SLOG.search(t))
         if not is_slog and "level=" in t and line.next_text and "msg=" in line.next_text:
@@ -271,10 +286,7 @@ class OllamaParser(LogParser):
             t = unwrap(line)
         pairs = slog_pairs(t) if is_slog else {}
         msg = pairs.get("msg", t)
-        for handler in (self._offload, self._gpus, self._context, self._runner, self._memory, self._warnings,
-                        self._failures):
-            if handler(line, msg, pairs):
-                return
+        self.run(plan[_READ], line, msg, pairs)
 
     # -- memory estimate and offload ------------------------------------------------------------------
     def _offload(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
@@ -295,9 +307,9 @@ class OllamaParser(LogParser):
                                 ("server.ollama.layers_offload", off.offload),
                                 ("server.ollama.layers_requested", off.requested)):
                 if value is not None:
-                    self.set(name, value, line, "layers")
+                    self.set(name, value, line)
             if off.requested is not None and off.requested >= 0:
-                self.set("config.n_gpu_layers", off.requested, line, "layers")
+                self.set("config.n_gpu_layers", off.requested, line)
             sizes = {"server.ollama.memory_available": p.get("memory.available") or p.get("available"),
                      "server.ollama.memory_required_full": p.get("memory.required.full") or p.get("required"),
                      "server.ollama.memory_required_partial": p.get("memory.required.partial") or p.get("used"),
@@ -306,16 +318,16 @@ class OllamaParser(LogParser):
             for name, raw in sizes.items():
                 value = _sizes(raw)
                 if value is not None:
-                    self.set(name, value, line, "bytes")
+                    self.set(name, value, line)
             return True
         if msg == "loading model" and "model layers" in p:  # v0.11+ scheduler
             model, requested = _int(p.get("model layers")), _int(p.get("requested"))
             if model is not None:
-                self.set("server.ollama.layers_model", model, line, "layers")
+                self.set("server.ollama.layers_model", model, line)
             if requested is not None:
-                self.set("server.ollama.layers_requested", requested, line, "layers")
+                self.set("server.ollama.layers_requested", requested, line)
                 if requested >= 0:
-                    self.set("config.n_gpu_layers", requested, line, "layers")
+                    self.set("config.n_gpu_layers", requested, line)
             return True
         if msg in ("model weights", "kv cache", "compute graph") and "size" in p:  # Ollama engine, per device
             size = _sizes(p.get("size"))
@@ -360,8 +372,8 @@ class OllamaParser(LogParser):
             data: dict[str, Any] = {"engine": "ollama", "limit": "num_ctx"}
             if limit is not None:
                 data["n_ctx"] = limit
-                self.set("config.num_ctx", limit, line, "tokens")
-                self.set("server.ollama.num_ctx", limit, line, "tokens")
+                self.set("config.num_ctx", limit, line)
+                self.set("server.ollama.num_ctx", limit, line)
             if prompt is not None:
                 data["n_tokens"] = prompt
             if keep is not None:
@@ -380,8 +392,8 @@ class OllamaParser(LogParser):
                 data["asked"] = n_ctx // parallel
             if train is not None:
                 data["n_ctx_train"] = train
-                self.set("model.n_ctx_train", train, line, "tokens")
-                self.set("config.num_ctx", train, line, "tokens")
+                self.set("model.n_ctx_train", train, line)
+                self.set("config.num_ctx", train, line)
             self.event("warning", line, **data)
             return True
         return False
@@ -400,7 +412,7 @@ class OllamaParser(LogParser):
         m = re.search(r"(?:llama runner|llama-server) started in ([\d.]+) seconds", t)
         if m:
             s.start_s, s.start_line = float(m.group(1)), line
-            self.set("server.ollama.runner_start_s", float(m.group(1)), line, "s")
+            self.set("server.ollama.runner_start_s", float(m.group(1)), line)
             return True
         if msg == "server config" and "env" in p:
             s.env = dict(ENV_PAIR.findall(p["env"]))
@@ -445,13 +457,13 @@ class OllamaParser(LogParser):
             s.ctx_size = ctx
         if parallel:
             s.parallel = parallel
-            self.set("config.n_parallel", parallel, line, "sequences")
+            self.set("config.n_parallel", parallel, line)
         layers = _int(flags.get("n-gpu-layers"))
         if layers is not None:
-            self.set("config.n_gpu_layers", layers, line, "layers")
+            self.set("config.n_gpu_layers", layers, line)
         threads = _int(flags.get("threads"))
         if threads:
-            self.set("config.n_threads", threads, line, "threads")
+            self.set("config.n_threads", threads, line)
         if "no-mmap" in flags:
             self.set("config.use_mmap", False, line)
         if "flash-attn" in flags:
@@ -470,10 +482,10 @@ class OllamaParser(LogParser):
             s.ctx_size = kv
         if parallel:
             s.parallel = parallel
-            self.set("config.n_parallel", parallel, line, "sequences")
+            self.set("config.n_parallel", parallel, line)
         threads = _int(fields.get("NumThreads"))
         if threads:
-            self.set("config.n_threads", threads, line, "threads")
+            self.set("config.n_threads", threads, line)
         if fields.get("FlashAttention") in ("true", "false"):
             self.set("config.flash_attn", "enabled" if fields["FlashAttention"] == "true" else "disabled", line)
         if fields.get("KvCacheType"):
@@ -481,13 +493,13 @@ class OllamaParser(LogParser):
             self.set("config.type_v", fields["KvCacheType"].lower(), line)
         layers = re.match(r"\d+", fields.get("GPULayers", ""))
         if layers:
-            self.set("server.ollama.layers_offload", int(layers.group(0)), line, "layers")
+            self.set("server.ollama.layers_offload", int(layers.group(0)), line)
 
     def _env_fact(self, key: str, value: str, line: LogLine) -> None:
         if key == "OLLAMA_CONTEXT_LENGTH":
             n = _int(value)
             if n:
-                self.set("server.ollama.context_length_env", n, line, "tokens")
+                self.set("server.ollama.context_length_env", n, line)
         elif key == "OLLAMA_NUM_PARALLEL":
             n = _int(value)
             if n is not None:
@@ -517,10 +529,10 @@ class OllamaParser(LogParser):
         data: dict[str, Any] = {"device": "host", "engine": "ollama", "limit": "system_memory", "phase_from": "message"}
         if required is not None:
             data["bytes"] = required
-            self.set("server.ollama.system_memory_required", required, line, "bytes")
+            self.set("server.ollama.system_memory_required", required, line)
         if available is not None:
             data["available"] = available
-            self.set("server.ollama.system_memory_available", available, line, "bytes")
+            self.set("server.ollama.system_memory_available", available, line)
         self.event("oom", line, phase="weights", **data)
 
     # -- GPU discovery failures, the runner's own OOMs, load progress ------------------------------------------
@@ -537,7 +549,7 @@ class OllamaParser(LogParser):
             # before v0.1.33 the layer count came from the file size per layer alone: no KV cache, no graph
             s.old_estimate_line = line
             self.votes["ollama"] += 1
-            self.set("server.ollama.memory_available", int(m.group(1)) * (1 << 20), line, "bytes")
+            self.set("server.ollama.memory_available", int(m.group(1)) * (1 << 20), line)
             return True
         if self._runner_oom(line):
             return True
@@ -591,10 +603,13 @@ class OllamaParser(LogParser):
         return True
 
     # -- access log and the CLI statistics ------------------------------------------------------------------
-    def _gin(self, line: LogLine) -> None:
+    def _gin(self, line: LogLine) -> bool:
+        """An access-log line: taken whether or not it reads as one."""
+        if "[GIN]" not in line.text:
+            return False
         m = GIN.search(line.text)
         if not m:
-            return
+            return True
         self.votes["ollama"] += 1
         s = self.s
         s.requests += 1
@@ -603,9 +618,13 @@ class OllamaParser(LogParser):
             s.errors_5xx += 1
         elif m.group(1) == "200" and INFERENCE_PATH.search(line.text):
             s.served += 1
+        return True
 
     def _cli(self, line: LogLine) -> bool:
-        m = CLI_STAT.search(line.text)
+        t = line.text
+        if not ("duration:" in t or "eval " in t or "rate:" in t):
+            return False
+        m = CLI_STAT.search(t)
         if not m:
             return False
         key, value = m.group(1), m.group(2)
@@ -657,10 +676,10 @@ class OllamaParser(LogParser):
         if s.requests and s.gin_line is not None:
             src = self.src(s.gin_line)
             if not facts.has("run.requests"):
-                facts.set("run.requests", s.requests, src, "requests")
-            facts.set("server.http_errors", s.errors_5xx, src, "count")
+                facts.set("run.requests", s.requests, src)
+            facts.set("server.http_errors", s.errors_5xx, src)
         if s.start_s is not None and s.start_line is not None and not facts.has("run.load_ms"):
-            facts.set("run.load_ms", round(s.start_s * 1000, 1), self.src(s.start_line), "ms")
+            facts.set("run.load_ms", round(s.start_s * 1000, 1), self.src(s.start_line))
 
     def _summarize_offload(self, facts: Facts) -> None:
         off = self.s.offload
@@ -670,11 +689,11 @@ class OllamaParser(LogParser):
         total = facts.get("run.total_layers")
         if off.model is None and total is not None and total.known and not facts.has("server.ollama.layers_model"):
             # v0.1.33-44 logged no model layer count; the runner's own "offloaded N/M layers" has it
-            facts.set("server.ollama.layers_model", total.value, total.source, "layers")
+            facts.set("server.ollama.layers_model", total.value, total.source)
         if not facts.has("run.offloaded_layers"):
-            facts.set("run.offloaded_layers", off.offload, src, "layers")
+            facts.set("run.offloaded_layers", off.offload, src)
             if off.model is not None:
-                facts.set("run.total_layers", off.model, src, "layers")
+                facts.set("run.total_layers", off.model, src)
         if not facts.has("engine.gpu_offload_supported"):
             facts.set("engine.gpu_offload_supported", True, src)
 
@@ -682,20 +701,20 @@ class OllamaParser(LogParser):
         s = self.s
         if s.gpus and s.gpu_line is not None:
             src = self.src(s.gpu_line)
-            facts.set("host.gpu.count", len(s.gpus), src, "GPUs")
+            facts.set("host.gpu.count", len(s.gpus), src)
             totals = [t for _, t, _ in s.gpus if t]
             if totals:
-                facts.set("server.ollama.gpu_vram_max", max(totals), src, "bytes")
+                facts.set("server.ollama.gpu_vram_max", max(totals), src)
             for i, (name, total, free) in enumerate(s.gpus):
                 if name and not facts.has(f"host.gpu[{i}].name"):
                     facts.set(f"host.gpu[{i}].name", name, src)
                 if total is not None:
-                    facts.set(f"host.gpu[{i}].vram_total", total, src, "bytes")
+                    facts.set(f"host.gpu[{i}].vram_total", total, src)
                 if free is not None:
-                    facts.set(f"host.gpu[{i}].vram_free", free, src, "bytes")
+                    facts.set(f"host.gpu[{i}].vram_free", free, src)
         elif s.no_gpu_line is not None and not facts.has("host.gpu.count"):
             src = self.src(s.no_gpu_line)
-            facts.set("host.gpu.count", 0, src, "GPUs")
+            facts.set("host.gpu.count", 0, src)
             if facts.value("server.ollama.gpu_gated_avx") is not True:
                 facts.set("host.gpu.vendor", "none", src)
 
@@ -705,26 +724,25 @@ class OllamaParser(LogParser):
             src = self.src(s.runner_line)
             parallel = s.parallel or 1
             if not facts.has("config.n_ctx"):
-                facts.set("config.n_ctx", s.ctx_size, src, "tokens")
+                facts.set("config.n_ctx", s.ctx_size, src)
             if not facts.has("config.num_ctx"):
                 # Ollama allocates num_ctx for each parallel slot: the runner's context is num_ctx x parallel
-                facts.set("config.num_ctx", s.ctx_size // parallel, src, "tokens")
+                facts.set("config.num_ctx", s.ctx_size // parallel, src)
             if not facts.has("config.n_ctx_seq"):
-                facts.set("config.n_ctx_seq", s.ctx_size // parallel, src, "tokens")
+                facts.set("config.n_ctx_seq", s.ctx_size // parallel, src)
         num_ctx = facts.get("config.num_ctx")
         if num_ctx is not None and num_ctx.known:
             if not facts.has("server.ollama.num_ctx"):
-                facts.set("server.ollama.num_ctx", num_ctx.value, num_ctx.source, "tokens")
+                facts.set("server.ollama.num_ctx", num_ctx.value, num_ctx.source)
             if not facts.has("config.n_ctx_seq"):
-                facts.set("config.n_ctx_seq", num_ctx.value, num_ctx.source, "tokens")
+                facts.set("config.n_ctx_seq", num_ctx.value, num_ctx.source)
         prompts = [e.data.get("n_tokens") for e in facts.events("truncation") if e.source == self.name]
         numbers = [n for n in prompts if isinstance(n, int)]
         if numbers:
             current = facts.value("run.prompt_tokens_max")
             if not isinstance(current, int) or max(numbers) > current:
                 event = next(e for e in facts.events("truncation") if e.data.get("n_tokens") == max(numbers))
-                facts.set("run.prompt_tokens_max", max(numbers), Source("log", self.name, event.line, event.text[:300]),
-                     "tokens")
+                facts.set("run.prompt_tokens_max", max(numbers), Source("log", self.name, event.line, event.text[:300]))
 
     def _summarize_cli(self, facts: Facts) -> None:
         blocks = [b for b in self.s.cli if b.line is not None]
@@ -732,16 +750,16 @@ class OllamaParser(LogParser):
             return
         last = blocks[-1]
         src = self.src(last.line) if last.line is not None else Source("log", self.name)
-        for name, value, unit in (("run.load_ms", last.load_ms, "ms"),
-                                  ("run.prompt_tokens", last.prompt_tokens, "tokens"),
-                                  ("run.prefill_ms", last.prompt_ms, "ms"),
-                                  ("run.prefill_tps", last.prompt_tps, "tokens/s"),
-                                  ("run.decode_tokens", last.eval_tokens, "tokens"),
-                                  ("run.decode_ms_total", last.eval_ms, "ms"),
-                                  ("run.decode_tps", last.eval_tps, "tokens/s"),
-                                  ("run.total_ms", last.total_ms, "ms")):
+        for name, value in (("run.load_ms", last.load_ms),
+                           ("run.prompt_tokens", last.prompt_tokens),
+                           ("run.prefill_ms", last.prompt_ms),
+                           ("run.prefill_tps", last.prompt_tps),
+                           ("run.decode_tokens", last.eval_tokens),
+                           ("run.decode_ms_total", last.eval_ms),
+                           ("run.decode_tps", last.eval_tps),
+                           ("run.total_ms", last.total_ms)):
             if value is not None:
-                facts.set(name, value, src, unit)
+                facts.set(name, value, src)
         # each extreme cites the line of its own block that holds it, not the last block
         prompts, used, rates = Extremes(), Extremes(), Extremes()
         for b in blocks:
@@ -751,11 +769,11 @@ class OllamaParser(LogParser):
             if b.eval_tps is not None and (b.eval_tokens or 0) > 1:
                 rates.add(b.eval_tps, self.src(b.rate_line) if b.rate_line is not None else b_src)
         if prompts.high is not None and prompts.high > (facts.value("run.prompt_tokens_max") or 0):
-            prompts.emit(facts, None, "run.prompt_tokens_max", "tokens")
+            prompts.emit(facts, None, "run.prompt_tokens_max")
         if used.high is not None and used.high > (facts.value("run.tokens_used_max") or 0):
-            used.emit(facts, None, "run.tokens_used_max", "tokens")
-        rates.emit(facts, "run.decode_tps_min", "run.decode_tps_max", "tokens/s", at_least=2)
-        facts.set("run.requests", len(blocks), src, "requests")
+            used.emit(facts, None, "run.tokens_used_max")
+        rates.emit(facts, "run.decode_tps_min", "run.decode_tps_max", at_least=2)
+        facts.set("run.requests", len(blocks), src)
 
     def _summarize_memory(self, facts: Facts) -> None:
         s = self.s
@@ -774,21 +792,21 @@ class OllamaParser(LogParser):
                                           ("kv cache", "run.kv_gpu_bytes", "run.kv_host_bytes")):
             pair = split(kind)
             if pair is not None and not facts.has(gpu_name):
-                facts.set(gpu_name, pair[0], src, "bytes")
-                facts.set(host_name, pair[1], src, "bytes")
+                facts.set(gpu_name, pair[0], src)
+                facts.set(host_name, pair[1], src)
         kv = split("kv cache")
         if kv is not None and not facts.has("run.kv_bytes"):
-            facts.set("run.kv_bytes", kv[0] + kv[1], src, "bytes")
+            facts.set("run.kv_bytes", kv[0] + kv[1], src)
         graph_table = s.memory.get("compute graph") or {}
         gpu_graphs = {d: v for d, v in graph_table.items() if not d.upper().startswith("CPU")}
         if gpu_graphs:
             device = max(gpu_graphs, key=lambda d: gpu_graphs[d])
-            facts.set("server.ollama.graph_gpu_max_bytes", gpu_graphs[device], src, "bytes")
+            facts.set("server.ollama.graph_gpu_max_bytes", gpu_graphs[device], src)
             facts.set("server.ollama.graph_gpu_device", device, src)
         graph = split("compute graph")
         if graph is not None and not facts.has("run.compute_bytes"):
-            facts.set("run.compute_bytes", graph[0] + graph[1], src, "bytes")
-            facts.set("run.compute_gpu_bytes", graph[0], src, "bytes")
+            facts.set("run.compute_bytes", graph[0] + graph[1], src)
+            facts.set("run.compute_gpu_bytes", graph[0], src)
 
     def _summarize_failures(self, facts: Facts) -> None:
         """GPU discovery that failed with no GPU found after it; runner OOMs placed by what Ollama's own
@@ -853,6 +871,6 @@ class OllamaParser(LogParser):
                      f"model load progress {p0:.2f} (line {first.number}) to {p1:.2f} (line {last.number}) in "
                      f"{t1 - t0:.1f} s, of {size / (1 << 30):.1f} GiB")
         if not facts.has("model.file_bytes"):
-            facts.set("model.file_bytes", size, src, "bytes")
-        facts.set("run.load_ms", round(size / rate * 1000, 1), src, "ms")
-        facts.set("run.load_mb_s", round(rate / 1e6, 1), src, "MB/s")
+            facts.set("model.file_bytes", size, src)
+        facts.set("run.load_ms", round(size / rate * 1000, 1), src)
+        facts.set("run.load_mb_s", round(rate / 1e6, 1), src)

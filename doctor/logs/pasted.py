@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from doctor.facts import Facts, Source
-from doctor.logs.base import LogParser
+from doctor.logs.base import LineKind, LineKinds, LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
 
@@ -33,19 +33,25 @@ CPUSET = gated(r"""--cpuset-cpus[= ]['"]?([\d,\-]+)""")
 LOG_RECORD = re.compile(r"^\s*(?:\S+\s+\|\s|\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"
                         r"time=|level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\b|\w+(?:\.\w+)*: |"
                         r"File \"|Traceback|\{|>>>|\$ )")
-TRIGGERS: tuple[str, ...] = (
-    r"temperature['\"]?\s*[=:]|--temp|PARAMETER temperature|parameter temperature",
-    r"do_sample['\"]?\s*[=:]|\bgreedy\b", r"top_k['\"]?\s*[=:]|--top-k",
-    r"repeat_penalty|repetition_penalty|--repeat-penalty", r"--cpus|--cpuset-cpus|cpus: ",
-)
 MAX_OUTPUT = 64 * 1024
 MAX_SCANNED = 256 * 1024  # a paste is short: past this much text between candidates, stop looking
+
+# every kind reads the line and none takes it (a pasted command line may set several of them)
+KINDS = LineKinds(
+    LineKind("temperature", "_temperature", (TEMPERATURE,),
+             (r"temperature['\"]?\s*[=:]|--temp|PARAMETER temperature|parameter temperature",)),
+    LineKind("top_k", "_top_k", (TOP_K,), (r"top_k['\"]?\s*[=:]|--top-k",)),
+    LineKind("greedy", "_greedy", (GREEDY_FLAG,), (r"do_sample['\"]?\s*[=:]|\bgreedy\b",)),
+    LineKind("penalty", "_penalty", (PENALTY,), (r"repeat_penalty|repetition_penalty|--repeat-penalty",)),
+    LineKind("cpus", "_cpus", (CPUS,), (r"--cpus|cpus: ",)),
+    LineKind("cpuset", "_cpuset", (CPUSET,), (r"--cpuset-cpus",)),
+)
+TRIGGERS = KINDS.triggers
 
 
 class PastedParser(LogParser):
     name = "pasted"
-    triggers = TRIGGERS
-    gate = TRIGGERS
+    kinds = KINDS
 
     def __init__(self) -> None:
         super().__init__()
@@ -59,31 +65,47 @@ class PastedParser(LogParser):
         self.cpuset: tuple[int, LogLine] | None = None
 
     def feed(self, line: LogLine) -> None:
-        t = line.text
-        if not self.passes_gate(t):
-            return
-        m = TEMPERATURE.search(t)
+        if self.passes_gate(line.text):
+            self.dispatch(line)
+
+    def _temperature(self, line: LogLine) -> bool:
+        m = TEMPERATURE.search(line.text)
         if m:
             value = float(m.group(1))
             self.settings.setdefault("temperature", (value, line))
             if value <= 0.1:
                 self.greedy_line = self.greedy_line or line
-        m = TOP_K.search(t)
+        return False
+
+    def _top_k(self, line: LogLine) -> bool:
+        m = TOP_K.search(line.text)
         if m:
             value = float(m.group(1) or m.group(2))
             self.settings.setdefault("top_k", (value, line))
             if value == 1:
                 self.greedy_line = self.greedy_line or line
-        if GREEDY_FLAG.search(t):
+        return False
+
+    def _greedy(self, line: LogLine) -> bool:
+        if GREEDY_FLAG.search(line.text):
             self.greedy_line = self.greedy_line or line
             self.settings.setdefault("temperature", (0.0, line))  # greedy decoding: temperature 0 in effect
-        m = PENALTY.search(t)
+        return False
+
+    def _penalty(self, line: LogLine) -> bool:
+        m = PENALTY.search(line.text)
         if m:
             self.settings.setdefault("repeat_penalty", (float(m.group(1) or m.group(2)), line))
-        m = CPUS.search(t)
+        return False
+
+    def _cpus(self, line: LogLine) -> bool:
+        m = CPUS.search(line.text)
         if m:
             self.cpus = (float(m.group(1) or m.group(2)), line)
-        m = CPUSET.search(t)
+        return False
+
+    def _cpuset(self, line: LogLine) -> bool:
+        m = CPUSET.search(line.text)
         if m:
             count = 0
             for part in m.group(1).split(","):
@@ -92,6 +114,7 @@ class PastedParser(LogParser):
                     count += int(hi) - int(lo) + 1 if hi else 1
             if count:
                 self.cpuset = (count, line)
+        return False
 
     def wants_capture(self) -> bool:
         return self.greedy_line is not None and self.size < MAX_OUTPUT and self.scanned < MAX_SCANNED
@@ -125,11 +148,11 @@ class PastedParser(LogParser):
         if self.cpus is not None and self.cpus[0] > 0:
             limits.append(self.cpus)
             if not facts.has("host.cpu.quota_cores"):
-                facts.set("host.cpu.quota_cores", self.cpus[0], self.src(self.cpus[1]), "cores")
+                facts.set("host.cpu.quota_cores", self.cpus[0], self.src(self.cpus[1]))
         if self.cpuset is not None:
             limits.append((float(self.cpuset[0]), self.cpuset[1]))
             if not facts.has("host.cpu.affinity_cores"):
-                facts.set("host.cpu.affinity_cores", self.cpuset[0], self.src(self.cpuset[1]), "cores")
+                facts.set("host.cpu.affinity_cores", self.cpuset[0], self.src(self.cpuset[1]))
         if limits and not facts.has("host.cpu.usable_cores"):
             value, line = min(limits, key=lambda x: x[0])
-            facts.set("host.cpu.usable_cores", max(1, int(value)), self.src(line), "cores")
+            facts.set("host.cpu.usable_cores", max(1, int(value)), self.src(line))

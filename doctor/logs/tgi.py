@@ -28,10 +28,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.facts import Facts, Source
-from doctor.logs.base import LogParser
+from doctor.logs.base import LineKind, LineKinds, LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
-from doctor.logs.vllm import TORCH_TRIGGERS, Frames, LargestRequest, board_for, rejection_data, torch_oom
+from doctor.logs.pytorch import (
+    FRAME,
+    FRAME_LINES,
+    OOM_LINES,
+    OOM_PATTERNS,
+    TRACEBACK,
+    Frames,
+    LargestRequest,
+    TorchOomBoard,
+    rejection_data,
+    torch_oom,
+)
 
 TARGET = gated(r"\btext_generation_(?:launcher|router|server|client|router_v\d)\b")
 ARG = gated(r"\b(max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
@@ -67,18 +78,6 @@ SIGNATURE = gated(r"Error: (?:ShardCannotStart|Warmup\(|Backend\(|WebserverFaile
                   r"|prefill tokens\. You need to decrease `--max-batch-prefill-tokens`"
                   r"|KV-cache blocks: \d+, size: \d+")
 
-TRIGGERS: tuple[str, ...] = (
-    r"text_generation_launcher", r"Args \{",
-    r"(?:max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens|max_batch_total_tokens"
-    r"|num_shard|quantize|cuda_memory_fraction|model_id): ",
-    r"max batch prefill", r"Sharding model on", r"Default `max_", r"tokens defaulted to", r"Model supports up to",
-    r"NotEnoughMemory", r"must be <= `max_batch_total_tokens`", r"Shard ", r"Warming up model", r"KV-cache blocks",
-    r"max batch total tokens",
-    r"encountered an error", r"Error when initializing model", r"[Nn]ot enough memory to handle", r"`inputs` ",
-    r"`max_new_tokens` must be", r"must be < `max_total_tokens`", r"Error: (?:Shard|Webserver|Warmup|Backend)",
-    r"Webserver Crashed", r"cuda graph warmup failed",
-)
-
 # the start-up stages and the phase an OOM in each would be
 STAGE_PHASE: dict[str, tuple[str | None, str | None]] = {
     "start": (None, None), "load": ("weights", "load_model"), "loaded": ("compute", "warmup"),
@@ -108,37 +107,67 @@ class _State:
     largest: LargestRequest = field(default_factory=LargestRequest)
 
 
+# The lines read, by kind. Phases: "frame" reads traceback frames, "oom" PyTorch's OOM messages,
+# "read" TGI's own; a message wrapped over two lines is read joined with the next ("oom" and "read"
+# again). The PyTorch lines are in the vLLM parser's triggers already: TGI adds them to its gate only.
+KINDS = LineKinds(
+    LineKind("header", None, (), (r"text_generation_launcher",)),
+    LineKind("frame", "_frame", (TRACEBACK, FRAME), FRAME_LINES, scan=(), phase="frame"),
+    LineKind("oom", "_oom", OOM_PATTERNS, OOM_LINES, scan=(), phase="oom"),
+    LineKind("args", "_args", (ARG, "Args {"),
+             (r"Args \{", r"(?:max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
+              r"|max_batch_total_tokens|num_shard|quantize|cuda_memory_fraction|model_id): ")),
+    LineKind("startup", "_startup",
+             (DEFAULTS, MODEL_SUPPORTS, REDUCED_PREFILL, SHARDING, SHARD_START, SHARD_READY, WARMING, KV_BLOCKS,
+              BATCH_TOTAL, METHOD_FAILED, INIT_FAILED),
+             (r"max batch prefill", r"Sharding model on", r"Default `max_", r"tokens defaulted to",
+              r"Model supports up to", r"Shard ", r"Warming up model", r"KV-cache blocks", r"max batch total tokens",
+              r"encountered an error", r"Error when initializing model")),
+    LineKind("graph_warmup", "_graph_warmup", (GRAPH_WARMUP_FAILED,), (r"cuda graph warmup failed",)),
+    LineKind("memory", "_memory", (PREFILL_OOM, TOTAL_OOM, TOTAL_OVER_BATCH),
+             (r"NotEnoughMemory", r"must be <= `max_batch_total_tokens`", r"[Nn]ot enough memory to handle")),
+    LineKind("validation", "_validation", (INPUT_TOTAL, INPUT_LEN, MAX_NEW, ARGS_INPUT_TOTAL),
+             (r"`inputs` ", r"`max_new_tokens` must be", r"must be < `max_total_tokens`")),
+    LineKind("failure", "_failure", (SHARD_FAILED, CRASHED),
+             (r"Error: (?:Shard|Webserver|Warmup|Backend)", r"Webserver Crashed")),
+    phases=("frame", "oom", "read"),
+)
+TRIGGERS = KINDS.triggers
+_FRAME, _OOM, _READ = (KINDS.phase(p) for p in KINDS.phases)
+
+
 class TgiParser(LogParser):
     name = "tgi"
-    triggers = TRIGGERS
-    gate = (*TRIGGERS, *TORCH_TRIGGERS)
+    kinds = KINDS
 
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
         self.frames = Frames()
+        self._framed = False  # the line being read carries a TGI tracing target
 
     def feed(self, line: LogLine) -> None:
         t = line.text
         if not self.passes_gate(t):
             return
-        framed = bool(TARGET.search(t))
+        framed = self._framed = bool(TARGET.search(t))
         if framed or SIGNATURE.search(t):
             self._vote()
-        if self.frames.feed(line):
-            return
-        if self._oom(line, framed):
+        plan = KINDS.plan(KINDS.bits(t))  # the kinds this line can be, by phase
+        if self.run(plan[_FRAME], line):
             return
         for candidate in (line, *line.continuations()):  # a message wrapped over two lines is read joined
-            if candidate is not line and self._oom(candidate, framed):
+            if candidate is not line:
+                plan = KINDS.plan(KINDS.bits(candidate.text))
+            if self.run(plan[_OOM], candidate) or self.run(plan[_READ], candidate):
                 return
-            for handler in (self._args, self._startup, self._memory, self._validation, self._failure):
-                if handler(candidate):
-                    return
+
+    def _frame(self, line: LogLine) -> bool:
+        return self.frames.feed(line)
 
     def _vote(self) -> None:
         self.votes["tgi"] += 1
-        board_for(self.facts).votes["tgi"] = sum(self.votes.values())
+        self.state.part(TorchOomBoard).votes["tgi"] = sum(self.votes.values())
 
     def _new_run(self) -> None:
         s = self.s
@@ -147,7 +176,7 @@ class TgiParser(LogParser):
         s.total_seen.clear()
 
     # -- PyTorch OOM in a shard --------------------------------------------------------------------
-    def _oom(self, line: LogLine, framed: bool) -> bool:
+    def _oom(self, line: LogLine) -> bool:
         data = torch_oom(line.text)
         if data is None:
             return False
@@ -156,8 +185,8 @@ class TgiParser(LogParser):
         if frame is None and s.method is not None and line.number - s.method_line <= HINT_WINDOW:
             frame = s.method
         handled = line.number <= s.handled_until
-        board_for(self.facts).record("tgi", line, data, STAGE_PHASE[s.stage], frame, "tgi" if framed else None,
-                                     handled=handled)
+        owner = "tgi" if self._framed else None
+        self.state.part(TorchOomBoard).record("tgi", line, data, STAGE_PHASE[s.stage], frame, owner, handled=handled)
         return True
 
     # -- launcher arguments --------------------------------------------------------------------------
@@ -189,8 +218,7 @@ class TgiParser(LogParser):
                           "max_batch_prefill_tokens": "config.max_batch_prefill_tokens",
                           "max_batch_total_tokens": "server.batch_total_tokens", "num_shard": "config.num_shard",
                           "max_concurrent_requests": "server.tgi.max_concurrent_requests"}[key]
-                unit = None if key in ("num_shard", "max_concurrent_requests") else "tokens"
-                self.set(target, int(value), line, unit)
+                self.set(target, int(value), line)
         if found and not (TARGET.search(t) or "Args {" in t):
             self._vote()  # a field of the pretty-printed Args block
         return found or "Args {" in t
@@ -202,15 +230,15 @@ class TgiParser(LogParser):
         m = DEFAULTS.search(t)
         if m:
             key = m.group(1) or f"max_{m.group(3)}_tokens"
-            self.set(f"config.{key}", int(m.group(2) or m.group(4)), line, "tokens")
+            self.set(f"config.{key}", int(m.group(2) or m.group(4)), line)
             return True
         m = MODEL_SUPPORTS.search(t)
         if m:
-            self.set("model.n_ctx_train", int(m.group(1)), line, "tokens")
+            self.set("model.n_ctx_train", int(m.group(1)), line)
             return True
         m = REDUCED_PREFILL.search(t)
         if m:
-            self.set("config.max_batch_prefill_tokens", int(m.group(2)), line, "tokens")
+            self.set("config.max_batch_prefill_tokens", int(m.group(2)), line)
             self.event("warning", line, what="prefill_reduced", default=int(m.group(1)), reduced=int(m.group(2)))
             return True
         m = SHARDING.search(t)
@@ -225,7 +253,7 @@ class TgiParser(LogParser):
         m = SHARD_READY.search(t)
         if m:
             s.stage = "loaded"
-            self.set("run.load_ms", _duration_ms(m.group(1), m.group(2)), line, "ms")
+            self.set("run.load_ms", _duration_ms(m.group(1), m.group(2)), line)
             return True
         if WARMING.search(t):
             s.stage = "warmup"
@@ -233,13 +261,13 @@ class TgiParser(LogParser):
         m = KV_BLOCKS.search(t)
         if m:
             blocks, size = int(m.group(1)), int(m.group(2))
-            self.set("server.kv_blocks_gpu", blocks, line, "blocks")
-            self.set("server.kv_tokens", blocks * size, line, "tokens")
+            self.set("server.kv_blocks_gpu", blocks, line)
+            self.set("server.kv_tokens", blocks * size, line)
             return True
         m = BATCH_TOTAL.search(t)
         if m:
             s.stage = "run"
-            self.set("server.batch_total_tokens", int(m.group(1) or m.group(2)), line, "tokens")
+            self.set("server.batch_total_tokens", int(m.group(1) or m.group(2)), line)
             return True
         m = METHOD_FAILED.search(t)
         if m:
@@ -250,9 +278,12 @@ class TgiParser(LogParser):
         if INIT_FAILED.search(t):
             s.method, s.method_line = ("weights", "load_model"), line.number
             return True
-        if GRAPH_WARMUP_FAILED.search(t):
+        return False
+
+    def _graph_warmup(self, line: LogLine) -> bool:
+        if GRAPH_WARMUP_FAILED.search(line.text):
             # TGI catches this OOM, drops the CUDA graph and goes on: not a failure
-            s.handled_until = line.number + HINT_WINDOW
+            self.s.handled_until = line.number + HINT_WINDOW
             return True
         return False
 
@@ -269,7 +300,7 @@ class TgiParser(LogParser):
                 self.event("oom", line, phase="compute", n_tokens=n, limit="max_batch_prefill_tokens",
                            suggest=suggest, step="warmup", engine="tgi", phase_from="message")
                 if not self.facts.has("config.max_batch_prefill_tokens"):
-                    self.set("config.max_batch_prefill_tokens", n, line, "tokens")
+                    self.set("config.max_batch_prefill_tokens", n, line)
             return True
         m = TOTAL_OOM.search(t)
         if m:
@@ -278,14 +309,14 @@ class TgiParser(LogParser):
             return True
         m = TOTAL_OVER_BATCH.search(t)
         if m:
-            self.set("server.batch_total_tokens", int(m.group(2)), line, "tokens")
+            self.set("server.batch_total_tokens", int(m.group(2)), line)
             self._total_over(line, int(m.group(1)), pool=int(m.group(2)))
             return True
         return False
 
     def _total_over(self, line: LogLine, n: int, pool: int | None = None) -> None:
         """One request of --max-total-tokens does not fit in what the KV blocks hold."""
-        self.set("config.max_total_tokens", n, line, "tokens")
+        self.set("config.max_total_tokens", n, line)
         if n not in self.s.total_seen:
             self.s.total_seen.add(n)
             data: dict[str, Any] = {"reason": "max_total_tokens", "max_total_tokens": n}
@@ -299,14 +330,14 @@ class TgiParser(LogParser):
         m = INPUT_TOTAL.search(t)
         if m:
             limit, prompt, new = int(m.group(1)), int(m.group(2)), int(m.group(3))
-            self.set("config.max_total_tokens", limit, line, "tokens")
+            self.set("config.max_total_tokens", limit, line)
             self._rejected(line, n_tokens=prompt + new, n_ctx=limit, prompt=prompt, completion=new,
                            limit="max_total_tokens")
             return True
         m = INPUT_LEN.search(t)
         if m:
             limit, prompt = int(m.group(1)), int(m.group(2))
-            self.set("config.max_input_tokens", limit, line, "tokens")
+            self.set("config.max_input_tokens", limit, line)
             self._rejected(line, n_tokens=prompt, n_ctx=limit, prompt=prompt, limit="max_input_tokens")
             return True
         m = MAX_NEW.search(t)
@@ -317,8 +348,8 @@ class TgiParser(LogParser):
             return True
         m = ARGS_INPUT_TOTAL.search(t)
         if m:
-            self.set("config.max_input_tokens", int(m.group(1)), line, "tokens")
-            self.set("config.max_total_tokens", int(m.group(2)), line, "tokens")
+            self.set("config.max_input_tokens", int(m.group(1)), line)
+            self.set("config.max_total_tokens", int(m.group(2)), line)
             return True
         return False
 
@@ -328,7 +359,7 @@ class TgiParser(LogParser):
                                                              limit=limit, completion=completion))
         self.s.largest.saw_prompt(prompt, line)
         self.s.largest.saw_request(n_tokens, line)
-        self.set("server.limit_tokens", n_ctx, line, "tokens")
+        self.set("server.limit_tokens", n_ctx, line)
         self.set("server.limit_name", limit, line)
 
     # -- shard and webserver failures ---------------------------------------------------------------------
@@ -351,18 +382,18 @@ class TgiParser(LogParser):
     # -- summary -----------------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        board_for(self.facts).summarize("tgi", self.votes, facts)
+        self.state.part(TorchOomBoard).summarize("tgi", self.votes, facts)
         if not self.votes:
             return
         s.largest.emit(facts, self.src)
         total = facts.get("config.max_total_tokens")
         if total is not None and total.known and not facts.has("config.n_ctx_seq"):
             # --max-total-tokens is the context one request gets
-            facts.set("config.n_ctx_seq", total.value, total.source, "tokens")
+            facts.set("config.n_ctx_seq", total.value, total.source)
         batch_total = facts.get("server.batch_total_tokens")
         if batch_total is not None and batch_total.known and not facts.has("server.kv_tokens"):
             # the router's max batch total tokens is what the shard's KV blocks hold
-            facts.set("server.kv_tokens", batch_total.value, batch_total.source, "tokens")
+            facts.set("server.kv_tokens", batch_total.value, batch_total.source)
         kv = facts.value("server.kv_tokens")
         if isinstance(kv, int) and not facts.has("server.max_len_fit"):
-            facts.set("server.max_len_fit", kv, Source("log", self.name, text=f"KV blocks hold {kv} tokens"), "tokens")
+            facts.set("server.max_len_fit", kv, Source("log", self.name, text=f"KV blocks hold {kv} tokens"))

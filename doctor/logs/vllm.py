@@ -25,9 +25,9 @@ rank=0 pid=…)`, `(APIServer pid=…)`), another tool's logger, journald or doc
 matter; the vLLM header (`INFO 05-22 02:20:59 [file.py:229]`) and the process prefixes are what the
 engine detection counts.
 
-PyTorch OOMs are shared with the TGI parser (both engines run on PyTorch): each parser records the
-OOM lines it sees with the step its engine was in on a `TorchOomBoard` attached to the snapshot,
-and the board emits each OOM once, for the engine the log belongs to.
+PyTorch OOMs are shared with the TGI parser (both engines run on PyTorch, doctor/logs/pytorch.py):
+each parser records the OOM lines it sees with the step its engine was in on a `TorchOomBoard`
+of the analysis, and the board emits each OOM once, for the engine the log belongs to.
 
 Pure.
 """
@@ -36,267 +36,27 @@ from __future__ import annotations
 
 import contextlib
 import re
-import weakref
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.facts import Event, Facts, Source
-from doctor.logs.base import LogParser
+from doctor.facts import Facts, Source
+from doctor.logs.base import LineKind, LineKinds, LogParser
 from doctor.logs.line import LogLine
 from doctor.logs.matcher import gated
-
-KIB, MIB, GIB, TIB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
-_UNITS = {"B": 1, "KIB": KIB, "MIB": MIB, "GIB": GIB, "TIB": TIB, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
-          "TB": 1000**4}
-
-# -- sizes ---------------------------------------------------------------------------------------
-SIZE = r"(-?[\d.]+)\s*([KMGT]i?B|B)"
-
-
-def parse_size(number: str, unit: str) -> int | None:
-    """'14.99', 'GiB' -> bytes. PyTorch and vLLM print GiB/MiB; Ollama and TGI too."""
-    try:
-        value = float(number)
-    except ValueError:
-        return None
-    scale = _UNITS.get(unit.upper())
-    return None if scale is None else int(value * scale)
-
-
-def size_text(text: str) -> int | None:
-    m = re.search(SIZE, text)
-    return parse_size(m.group(1), m.group(2)) if m else None
-
-
-# -- PyTorch out of memory (shared with the TGI parser) ---------------------------------------------
-# c10/cuda/CUDACachingAllocator.cpp, current wording (PyTorch 2.1 printed "capacty"):
-#   CUDA out of memory. Tried to allocate X. GPU N has a total capacity of X of which X is free. ...
-# older wording: CUDA out of memory. Tried to allocate X (GPU N; X total capacity; X already allocated;
-#   X free; X reserved in total by PyTorch)
-TORCH_OOM_NEW = gated(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE
-                      + r"\. GPU (\d+) has a total capac\w* of " + SIZE + r" of which " + SIZE + r" is free")
-TORCH_OOM_OLD = gated(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE + r" \(GPU (\d+); " + SIZE
-                      + r" total capacity; " + SIZE + r" already allocated; " + SIZE + r" free")
-TORCH_OOM_BARE = gated(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE
-                       + r"|OutOfMemoryError: (?:CUDA|HIP) out of memory")
-SAMPLER_WARMUP_OOM = gated(r"CUDA out of memory occurred when warming up (sampler|pooler) with (\d+) "
-                           r"dummy requests")
-TRACEBACK = gated(r"Traceback \(most recent call last\)")
-FRAME = gated(r'File "[^"]*", line \d+, in (\w+)')
-
-# the start-up step a traceback frame belongs to: (phase, step)
-FRAME_STEPS: dict[str, tuple[str, str]] = {
-    "load_model": ("weights", "load_model"), "load_weights": ("weights", "load_model"),
-    "get_model": ("weights", "load_model"), "_initialize_model": ("weights", "load_model"),
-    "initialize_model": ("weights", "load_model"),
-    "profile_run": ("compute", "profile_run"),
-    "determine_num_available_blocks": ("compute", "profile_run"),
-    "determine_available_memory": ("compute", "profile_run"),
-    "_dummy_sampler_run": ("compute", "sampler_warmup"), "_dummy_pooler_run": ("compute", "sampler_warmup"),
-    "capture_model": ("compute", "cuda_graphs"), "_capture_cudagraphs": ("compute", "cuda_graphs"),
-    "compile_or_warm_up_model": ("compute", "warmup"),
-    "initialize_cache": ("kv_cache", "kv_cache_alloc"), "_init_cache_engine": ("kv_cache", "kv_cache_alloc"),
-    "_allocate_kv_cache": ("kv_cache", "kv_cache_alloc"), "initialize_kv_cache": ("kv_cache", "kv_cache_alloc"),
-    "initialize_from_config": ("kv_cache", "kv_cache_alloc"),
-    "_allocate_kv_cache_tensors": ("kv_cache", "kv_cache_alloc"), "init_kv_cache": ("kv_cache", "kv_cache_alloc"),
-    "warmup": ("compute", "warmup"), "Warmup": ("compute", "warmup"),
-}
-# PyTorch OOMs and the traceback frames that place them (the TGI parser reads them too)
-TORCH_TRIGGERS: tuple[str, ...] = (
-    r"(?:CUDA|HIP) out of memory", r"OutOfMemoryError", r"Traceback \(most recent call last\)",
-    r", in (?:" + "|".join(sorted(FRAME_STEPS)) + r")\b",
+from doctor.logs.pytorch import (
+    FRAME,
+    FRAME_LINES,
+    GIB,
+    OOM_LINES,
+    OOM_PATTERNS,
+    TRACEBACK,
+    Frames,
+    LargestRequest,
+    TorchOomBoard,
+    rejection_data,
+    torch_oom,
 )
-FRAME_WINDOW = 120  # lines: a frame further back than this belongs to another traceback
-DEDUPE_WINDOW = 400  # lines: the same OOM message repeated by a wrapper is one OOM
-
-
-def torch_oom(text: str) -> dict[str, Any] | None:
-    """The numbers of a PyTorch OOM message, or None when the line is not one."""
-    m = TORCH_OOM_NEW.search(text)
-    if m:
-        return {"bytes": parse_size(m.group(1), m.group(2)), "device": int(m.group(3)),
-                "total": parse_size(m.group(4), m.group(5)), "free": parse_size(m.group(6), m.group(7))}
-    m = TORCH_OOM_OLD.search(text)
-    if m:
-        return {"bytes": parse_size(m.group(1), m.group(2)), "device": int(m.group(3)),
-                "total": parse_size(m.group(4), m.group(5)), "allocated": parse_size(m.group(6), m.group(7)),
-                "free": parse_size(m.group(8), m.group(9))}
-    m = SAMPLER_WARMUP_OOM.search(text)
-    if m:
-        return {"step": "sampler_warmup", "dummy_requests": int(m.group(2))}
-    m = TORCH_OOM_BARE.search(text)
-    if m:
-        data: dict[str, Any] = {}
-        if m.group(1):
-            data["bytes"] = parse_size(m.group(1), m.group(2))
-        return data
-    return None
-
-
-class Frames:
-    """The start-up step named by the frames of the traceback being read."""
-
-    def __init__(self) -> None:
-        self.step: tuple[str, str] | None = None
-        self.line = 0
-
-    def feed(self, line: LogLine) -> bool:
-        t = line.text
-        if TRACEBACK.search(t):
-            self.step, self.line = None, line.number
-            return True
-        m = FRAME.search(t)
-        if m:
-            step = FRAME_STEPS.get(m.group(1))
-            if step is not None:
-                self.step, self.line = step, line.number  # the innermost step-specific frame wins
-            return True
-        return False
-
-    def current(self, number: int) -> tuple[str, str] | None:
-        if self.step is None or number - self.line > FRAME_WINDOW:
-            return None
-        return self.step
-
-
-@dataclass(slots=True)
-class _TorchOom:
-    line: LogLine
-    data: dict[str, Any]
-    guesses: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
-    frame: tuple[str, str] | None = None
-    owner: str | None = None
-    handled: bool = False
-
-
-class TorchOomBoard:
-    """PyTorch OOMs seen by the vLLM and TGI parsers of one analysis, emitted once each."""
-
-    LIMIT = 200
-
-    def __init__(self) -> None:
-        self.ooms: dict[int, _TorchOom] = {}
-        self.votes: Counter[str] = Counter()
-        self._emitted: weakref.ref[Facts] | None = None
-
-    def record(self, engine: str, line: LogLine, data: dict[str, Any], guess: tuple[str | None, str | None],
-               frame: tuple[str, str] | None, owner: str | None, handled: bool = False) -> None:
-        oom = self.ooms.get(line.number)
-        if oom is None:
-            twin = self._twin(line.number, data)
-            if twin is not None:  # the same OOM printed again by a wrapper or a re-raise
-                oom = twin
-            elif len(self.ooms) >= self.LIMIT:
-                return
-            else:
-                oom = self.ooms[line.number] = _TorchOom(line, dict(data))
-        oom.guesses.setdefault(engine, guess)
-        if frame is not None and oom.frame is None:
-            oom.frame = frame
-        if owner is not None and oom.owner is None:
-            oom.owner = owner
-        oom.handled = oom.handled or handled
-        for key, value in data.items():
-            oom.data.setdefault(key, value)
-
-    def _twin(self, number: int, data: dict[str, Any]) -> _TorchOom | None:
-        if "bytes" not in data:
-            # a message without numbers repeats the nearest OOM before it
-            near = [o for n, o in self.ooms.items() if 0 < number - n <= 40]
-            return near[-1] if near else None
-        for n, oom in self.ooms.items():
-            if (0 < number - n <= DEDUPE_WINDOW and oom.data.get("bytes") == data.get("bytes")
-                    and oom.data.get("free") == data.get("free")):
-                return oom
-        return None
-
-    def summarize(self, engine: str, votes: Counter[str], facts: Facts) -> None:
-        """A parser's summary: its votes (which engine the OOMs belong to), then the OOMs."""
-        self.votes[engine] = sum(votes.values())
-        self.emit(facts)
-
-    def emit(self, facts: Facts) -> None:
-        """Write each OOM into `facts` once per snapshot, whichever parser summarises first."""
-        if self._emitted is not None and self._emitted() is facts:
-            return
-        self._emitted = weakref.ref(facts)
-        for number in sorted(self.ooms):
-            oom = self.ooms[number]
-            if oom.handled:
-                continue
-            engine = oom.owner or self._leader(oom)
-            phase, step = oom.frame or oom.guesses.get(engine or "", (None, None))
-            data = {k: v for k, v in oom.data.items() if isinstance(v, int | float | str | bool)}
-            if phase is not None:
-                # placed by the traceback or the engine's own message, or only by how far start-up had got
-                data["phase_from"] = "message" if oom.frame is not None else "stage"
-            if step and "step" not in data:
-                data["step"] = step
-            if engine:
-                data["engine"] = engine
-            facts.add_event(Event(kind="oom", line=oom.line.number, text=oom.line.raw[:400],
-                                  source=engine or "pytorch", phase=phase or "unknown", data=data))
-
-    def _leader(self, oom: _TorchOom) -> str | None:
-        ranked = [e for e, n in self.votes.most_common() if n > 0]
-        if ranked:
-            return ranked[0]
-        known = [e for e, g in oom.guesses.items() if g[0] is not None]
-        return known[0] if len(known) == 1 else None
-
-
-_BOARDS: weakref.WeakKeyDictionary[Facts, TorchOomBoard] = weakref.WeakKeyDictionary()
-
-
-# -- requests a serving engine refused (shared with the TGI parser) -------------------------------------
-def rejection_data(*, n_tokens: int, n_ctx: int, prompt: int, limit: str, completion: int | None) -> dict[str, Any]:
-    """The `prompt_too_long` event's data: whether the prompt alone was too long, or the completion
-    asked for on top of a prompt that fit (and how much room that prompt left)."""
-    data: dict[str, Any] = {"n_tokens": n_tokens, "n_ctx": n_ctx, "prompt": prompt, "limit": limit}
-    if completion is not None:
-        data["completion"] = completion
-    if completion and prompt < n_ctx:
-        data.update(cause="completion", room=n_ctx - prompt)
-    else:
-        data["cause"] = "prompt"
-    return data
-
-
-@dataclass(slots=True)
-class LargestRequest:
-    """The longest prompt and the longest whole request (prompt + completion asked) seen, with lines."""
-
-    prompt: int = 0
-    prompt_line: LogLine | None = None
-    request: int = 0
-    request_line: LogLine | None = None
-
-    def saw_prompt(self, n: int, line: LogLine) -> None:
-        if n > self.prompt:
-            self.prompt, self.prompt_line = n, line
-
-    def saw_request(self, n: int, line: LogLine) -> None:
-        if n > self.request:
-            self.request, self.request_line = n, line
-
-    def emit(self, facts: Facts, src: Any) -> None:
-        """run.prompt_tokens_max (unless another parser saw a longer one), server.request_tokens_max."""
-        if self.prompt and self.prompt_line is not None:
-            current = facts.value("run.prompt_tokens_max")
-            if not isinstance(current, int) or self.prompt > current:
-                facts.set("run.prompt_tokens_max", self.prompt, src(self.prompt_line), "tokens")
-        if self.request and self.request_line is not None:
-            facts.set("server.request_tokens_max", self.request, src(self.request_line), "tokens")
-
-
-def board_for(facts: Facts) -> TorchOomBoard:
-    """The board of the analysis whose shared snapshot is `facts` (the one the parsers are bound to)."""
-    board = _BOARDS.get(facts)
-    if board is None:
-        board = _BOARDS[facts] = TorchOomBoard()
-    return board
-
+from doctor.logs.pytorch import parse_size as parse_size  # re-exported: read from here by tests
 
 # -- vLLM messages ---------------------------------------------------------------------------------
 HEADER = gated(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
@@ -373,24 +133,6 @@ STAGE_PHASE: dict[str, tuple[str | None, str | None]] = {
 # the engine died while serving (a failure at start-up is reported by the error that caused it)
 ENGINE_FAILED = gated(r"EngineCore encountered a fatal error|Error in model execution")
 
-TRIGGERS: tuple[str, ...] = (
-    *TORCH_TRIGGERS,
-    r"vLLM API server version", r"LLM engine \(v", r"LLM engine with config", r"args: Namespace\(",
-    r"non-default args: ", r"Using max model len",
-    r"Chunked prefill is enabled", r"max_num_batched_tokens \(", r"User-specified max_model_len",
-    r"Starting to load model", r"Loading model weights took", r"Model loading took", r"Loading weights took",
-    r"Memory profiling takes", r"total_gpu_memory \(", r"model weights take", r"# \w+ blocks: \d",
-    r"KV cache size: [\d,]+ tokens", r"Maximum concurrency for", r"Available KV cache memory",
-    r"No available memory for the cache", r"max seq len \(", r"Input prompt \(", r"maximum context length is",
-    r"maximum model length of", r"is preempted by", r"Avg prompt throughput",
-    r"Capturing (?:the model|cudagraphs|CUDA graph)",
-    r"Compile and warming up", r"Graph capturing finished", r"init engine \(profile", r"Starting vLLM API server",
-    r"Available routes are", r"Application startup complete", r"Automatically detected platform",
-    r"EngineCore (?:failed|encountered)", r"Engine core initialization failed", r"WorkerProc failed",
-    r"Error in model execution",
-)
-
-
 def _clean(value: str) -> str:
     return value.strip().strip("'\"")
 
@@ -426,44 +168,83 @@ class _State:
     capacity_seen: set[tuple[str, int]] = field(default_factory=set)
 
 
+# The lines read, by kind. Phases: "stage" marks the start-up step (never takes a line), "frame" reads
+# traceback frames, "oom" PyTorch's OOM messages, "read" vLLM's own; a message wrapped over two lines
+# is read joined with the next ("oom" and "read" again). A kind without a handler names lines read only for the
+# engine's own header (its vote).
+KINDS = LineKinds(
+    LineKind("header", None, (), (r"Automatically detected platform",)),
+    LineKind("stage", "_stage_marks", tuple(pattern for pattern, _ in STAGE_MARKS),
+             (r"Capturing (?:the model|cudagraphs|CUDA graph)", r"Compile and warming up", r"Graph capturing finished",
+              r"init engine \(profile", r"Starting vLLM API server", r"Available routes are",
+              r"Application startup complete"), phase="stage"),
+    LineKind("frame", "_frame", (TRACEBACK, FRAME), FRAME_LINES, phase="frame"),
+    LineKind("oom", "_oom", OOM_PATTERNS, OOM_LINES, phase="oom"),
+    LineKind("config", "_config",
+             (VERSION, CONFIG_LINE, MAX_LEN_USED, CHUNKED, BATCHED_BELOW, USER_MAX_LEN, LOAD_START, WEIGHTS_TOOK),
+             (r"vLLM API server version", r"LLM engine \(v", r"LLM engine with config", r"args: Namespace\(",
+              r"non-default args: ", r"Using max model len", r"Chunked prefill is enabled",
+              r"max_num_batched_tokens \(", r"User-specified max_model_len", r"Starting to load model",
+              r"Loading model weights took", r"Model loading took", r"Loading weights took")),
+    LineKind("capacity", "_capacity",
+             (BLOCKS, KV_TOKENS, CONCURRENCY, KV_AVAILABLE, PROFILE_TOTAL, PROFILE_SPLIT, PROFILE_V1, NO_KV_MEMORY,
+              MAX_SEQ_OVER_KV, TO_SERVE, LOOKAHEAD),
+             (r"Memory profiling takes", r"total_gpu_memory \(", r"model weights take", r"# \w+ blocks: \d",
+              r"KV cache size: [\d,]+ tokens", r"Maximum concurrency for", r"Available KV cache memory",
+              r"No available memory for the cache", r"max seq len \(", r"Input prompt \(")),
+    # no patterns: PROMPT_LONGER is also read on the line joined with the next, so it is tried on every line
+    LineKind("context", "_context", (), (r"maximum context length is", r"maximum model length of")),
+    LineKind("preemption", "_preemption", (PREEMPTED,), (r"is preempted by",)),
+    LineKind("stats", "_stats", (STATS,), (r"Avg prompt throughput",)),
+    # a failed start is reported by the error that caused it: those lines are read for the vote
+    LineKind("failure", "_failure", (ENGINE_FAILED,),
+             (r"EngineCore (?:failed|encountered)", r"Engine core initialization failed", r"WorkerProc failed",
+              r"Error in model execution")),
+    phases=("stage", "frame", "oom", "read"),
+)
+TRIGGERS = KINDS.triggers
+_STAGE, _FRAME, _OOM, _READ = (KINDS.phase(p) for p in KINDS.phases)
+
+
 class VllmParser(LogParser):
     name = "vllm"
-    triggers = TRIGGERS
-    gate = TRIGGERS
+    kinds = KINDS
 
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
         self.frames = Frames()
+        self._framed = False  # the line being read carries the vLLM header or a process prefix
 
     # -- entry -------------------------------------------------------------------------------
     def feed(self, line: LogLine) -> None:
         t = line.text
         if not self.passes_gate(t):
             return
-        framed = bool(HEADER.search(t) or PROCESS.search(t))
+        framed = self._framed = bool(HEADER.search(t) or PROCESS.search(t))
         if framed:
             self._vote()
-        self._stage_marks(t)
-        if self.frames.feed(line):
-            return
-        if self._oom(line, framed):
+        plan = KINDS.plan(KINDS.bits(t))  # the kinds this line can be, by phase
+        self.run(plan[_STAGE], line)
+        if self.run(plan[_FRAME], line):
             return
         for candidate in (line, *line.continuations()):  # a message wrapped over two lines is read joined
-            if candidate is not line and self._oom(candidate, framed):
+            if candidate is not line:
+                plan = KINDS.plan(KINDS.bits(candidate.text))
+            if self.run(plan[_OOM], candidate):
                 return
-            for handler in (self._config, self._capacity, self._context, self._preemption, self._stats,
-                            self._failure):
-                if handler(candidate):
-                    if not framed:
-                        self._vote()  # a vLLM message under another tool's logger
-                    return
+            if self.run(plan[_READ], candidate):
+                if not framed:
+                    self._vote()  # a vLLM message under another tool's logger
+                return
 
     def _vote(self) -> None:
         self.votes["vllm"] += 1
-        board_for(self.facts).votes["vllm"] = sum(self.votes.values())
+        self.state.part(TorchOomBoard).votes["vllm"] = sum(self.votes.values())
 
-    def _stage_marks(self, t: str) -> None:
+    def _stage_marks(self, line: LogLine) -> bool:
+        """The start-up step the line shows; never takes the line."""
+        t = line.text
         for pattern, stage in STAGE_MARKS:
             if pattern.search(t):
                 if stage == "load" and self.s.stage in ("ready", "run"):
@@ -473,18 +254,22 @@ class VllmParser(LogParser):
                     self.s.stage = stage
                 if STAGE_ORDER.index(stage) > STAGE_ORDER.index(self.s.furthest):
                     self.s.furthest = stage
-                return
+                return False
+        return False
+
+    def _frame(self, line: LogLine) -> bool:
+        return self.frames.feed(line)
 
     # -- PyTorch OOM -------------------------------------------------------------------------
-    def _oom(self, line: LogLine, framed: bool) -> bool:
+    def _oom(self, line: LogLine) -> bool:
         data = torch_oom(line.text)
         if data is None:
             return False
         guess = STAGE_PHASE[self.s.stage]
         step = data.get("step")
         frame = ("compute", str(step)) if step else self.frames.current(line.number)
-        owner = "vllm" if framed else None
-        board_for(self.facts).record("vllm", line, data, guess, frame, owner)
+        owner = "vllm" if self._framed else None
+        self.state.part(TorchOomBoard).record("vllm", line, data, guess, frame, owner)
         return True
 
     # -- configuration -----------------------------------------------------------------------
@@ -501,24 +286,24 @@ class VllmParser(LogParser):
             return True
         m = MAX_LEN_USED.search(t)
         if m:
-            self.set("config.max_model_len", int(m.group(1)), line, "tokens")
+            self.set("config.max_model_len", int(m.group(1)), line)
             return True
         m = CHUNKED.search(t)
         if m:
             self.set("server.chunked_prefill", True, line)
-            self.set("config.max_num_batched_tokens", int(m.group(1)), line, "tokens")
+            self.set("config.max_num_batched_tokens", int(m.group(1)), line)
             return True
         m = BATCHED_BELOW.search(t)
         if m:
-            self.set("config.max_num_batched_tokens", int(m.group(1)), line, "tokens")
-            self.set("config.max_model_len", int(m.group(2)), line, "tokens")
+            self.set("config.max_num_batched_tokens", int(m.group(1)), line)
+            self.set("config.max_model_len", int(m.group(2)), line)
             self.set("server.chunked_prefill", False, line)
             return True
         m = USER_MAX_LEN.search(t)
         if m:
             asked, trained = int(m.group(1)), int(m.group(3))
-            self.set("config.max_model_len", asked, line, "tokens")
-            self.set("model.n_ctx_train", trained, line, "tokens")
+            self.set("config.max_model_len", asked, line)
+            self.set("model.n_ctx_train", trained, line)
             self.event("ctx_over_train", line, n_ctx=asked, n_ctx_train=trained, key=m.group(2))
             return True
         m = LOAD_START.search(t)
@@ -529,10 +314,10 @@ class VllmParser(LogParser):
         if m:
             if m.group(1) or m.group(2):
                 # 0.6.x prints GiB under the name "GB" (model_memory_usage / 2**30)
-                self.set("server.weights_bytes", int(float(m.group(1) or m.group(2)) * GIB), line, "bytes")
+                self.set("server.weights_bytes", int(float(m.group(1) or m.group(2)) * GIB), line)
             seconds = m.group(3) or m.group(4)
             if seconds:
-                self.set("run.load_ms", round(float(seconds) * 1000, 1), line, "ms")
+                self.set("run.load_ms", round(float(seconds) * 1000, 1), line)
             return True
         return False
 
@@ -545,12 +330,11 @@ class VllmParser(LogParser):
             if key in ("max_model_len", "max_seq_len"):
                 n = _int(value)
                 if n:
-                    self.set("config.max_model_len", n, line, "tokens")
+                    self.set("config.max_model_len", n, line)
             elif key in ("max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size"):
                 n = _int(value)
                 if n:
-                    unit = {"max_num_seqs": "sequences", "max_num_batched_tokens": "tokens"}.get(key)
-                    self.set(f"config.{key}", n, line, unit)
+                    self.set(f"config.{key}", n, line)
             elif key == "pipeline_parallel_size":
                 n = _int(value)
                 if n:
@@ -583,11 +367,11 @@ class VllmParser(LogParser):
         if m:
             blocks = int(m.group(2))
             s.blocks_gpu, s.blocks_line = blocks, line
-            self.set("server.kv_blocks_gpu", blocks, line, "blocks")
+            self.set("server.kv_blocks_gpu", blocks, line)
             if m.group(3):
-                self.set("server.kv_blocks_cpu", int(m.group(3)), line, "blocks")
-            self.set("server.kv_tokens", blocks * s.block_size, line, "tokens")
-            self.set("server.vllm.block_size", s.block_size, line, "tokens")
+                self.set("server.kv_blocks_cpu", int(m.group(3)), line)
+            self.set("server.kv_tokens", blocks * s.block_size, line)
+            self.set("server.vllm.block_size", s.block_size, line)
             if blocks <= 0:
                 self._capacity_event(line, "no_memory", blocks=blocks)
             return True
@@ -596,34 +380,34 @@ class VllmParser(LogParser):
         if m:
             tokens = _int(m.group(2))
             if tokens is not None:
-                self.set("server.kv_tokens", tokens, line, "tokens")
+                self.set("server.kv_tokens", tokens, line)
             found = True
         m = CONCURRENCY.search(t)
         if m:
             max_len = _int(m.group(1))
             if max_len:
-                self.set("config.max_model_len", max_len, line, "tokens")
+                self.set("config.max_model_len", max_len, line)
             self.set("server.max_concurrency", float(m.group(2)), line)
             return True
         if found:
             return True
         m = KV_AVAILABLE.search(t)
         if m:
-            self.set("server.kv_available_bytes", int(float(m.group(1)) * GIB), line, "bytes")
+            self.set("server.kv_available_bytes", int(float(m.group(1)) * GIB), line)
             return True
         m = PROFILE_TOTAL.search(t)
         if m:
-            self.set("server.gpu_total_bytes", int(float(m.group(1)) * GIB), line, "bytes")
+            self.set("server.gpu_total_bytes", int(float(m.group(1)) * GIB), line)
             self.set("config.gpu_memory_utilization", float(m.group(2)), line)
             return True
         m = PROFILE_SPLIT.search(t)
         if m:
-            self.set("server.weights_bytes", int(float(m.group(1)) * GIB), line, "bytes")
-            self.set("server.kv_available_bytes", int(float(m.group(2)) * GIB), line, "bytes")
+            self.set("server.weights_bytes", int(float(m.group(1)) * GIB), line)
+            self.set("server.kv_available_bytes", int(float(m.group(2)) * GIB), line)
             return True
         m = PROFILE_V1.search(t)
         if m:
-            self.set("server.weights_bytes", int(float(m.group(1)) * GIB), line, "bytes")
+            self.set("server.weights_bytes", int(float(m.group(1)) * GIB), line)
             return True
         if NO_KV_MEMORY.search(t):
             self._capacity_event(line, "no_memory")
@@ -631,22 +415,22 @@ class VllmParser(LogParser):
         m = MAX_SEQ_OVER_KV.search(t)
         if m:
             max_len, kv = int(m.group(1)), int(m.group(2))
-            self.set("config.max_model_len", max_len, line, "tokens")
-            self.set("server.kv_tokens", kv, line, "tokens")
-            self.set("server.max_len_fit", kv, line, "tokens")
+            self.set("config.max_model_len", max_len, line)
+            self.set("server.kv_tokens", kv, line)
+            self.set("server.max_len_fit", kv, line)
             self._capacity_event(line, "max_len", max_len, max_model_len=max_len, kv_tokens=kv)
             return True
         m = TO_SERVE.search(t)
         if m:
             max_len, needed, available = int(m.group(1)), float(m.group(2)), float(m.group(3))
-            self.set("config.max_model_len", max_len, line, "tokens")
-            self.set("server.kv_needed_bytes", int(needed * GIB), line, "bytes")
-            self.set("server.kv_available_bytes", int(available * GIB), line, "bytes")
+            self.set("config.max_model_len", max_len, line)
+            self.set("server.kv_needed_bytes", int(needed * GIB), line)
+            self.set("server.kv_available_bytes", int(available * GIB), line)
             est = ESTIMATED_LEN.search(line.joined())
             if est:
-                self.set("server.max_len_fit", int(est.group(1)), line, "tokens")
+                self.set("server.max_len_fit", int(est.group(1)), line)
             elif needed > 0 and available > 0:
-                self.set("server.max_len_fit", int(max_len * available / needed) // 256 * 256, line, "tokens")
+                self.set("server.max_len_fit", int(max_len * available / needed) // 256 * 256, line)
             self._capacity_event(line, "max_len", max_len, max_model_len=max_len, needed=int(needed * GIB),
                                  available=int(available * GIB))
             return True
@@ -703,10 +487,10 @@ class VllmParser(LogParser):
                                                              limit=limit, completion=completion))
         self.s.largest.saw_prompt(prompt, line)
         self.s.largest.saw_request(n_tokens, line)
-        self.set("server.limit_tokens", n_ctx, line, "tokens")
+        self.set("server.limit_tokens", n_ctx, line)
         self.set("server.limit_name", limit, line)
         if limit == "max_model_len":
-            self.set("config.max_model_len", n_ctx, line, "tokens")
+            self.set("config.max_model_len", n_ctx, line)
 
     # -- preemption and the periodic stats ---------------------------------------------------------
     def _capacity_event(self, line: LogLine, reason: str, size: int = 0, **data: Any) -> None:
@@ -781,7 +565,7 @@ class VllmParser(LogParser):
     # -- summary -------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        board = board_for(self.facts)
+        board = self.state.part(TorchOomBoard)
         if s.furthest != "start":
             # an OOM read before any start-up step: the error pasted above its log, or a log viewer that
             # lists the newest line first (RunPod, some dashboards). It happened at the furthest step the
@@ -792,26 +576,25 @@ class VllmParser(LogParser):
         board.summarize("vllm", self.votes, facts)
         if s.preempt_total or s.preempt_sum:
             src = self._src(s.preempt_line)
-            facts.set("server.preemptions", max(s.preempt_total, s.preempt_sum), src, "count")
+            facts.set("server.preemptions", max(s.preempt_total, s.preempt_sum), src)
         if s.kv_usage_max is not None:
-            facts.set("server.kv_usage_max", s.kv_usage_max, self._src(s.kv_usage_line), "%")
+            facts.set("server.kv_usage_max", s.kv_usage_max, self._src(s.kv_usage_line))
         if s.running_max is not None:
-            facts.set("server.running_max", s.running_max, self._src(s.running_line), "requests")
-            facts.set("server.max_num_seqs_suggested", max(1, s.running_max // 2), self._src(s.running_line),
-                      "sequences")
+            facts.set("server.running_max", s.running_max, self._src(s.running_line))
+            facts.set("server.max_num_seqs_suggested", max(1, s.running_max // 2), self._src(s.running_line))
         if s.waiting_max is not None:
-            facts.set("server.waiting_max", s.waiting_max, self._src(s.waiting_line), "requests")
+            facts.set("server.waiting_max", s.waiting_max, self._src(s.waiting_line))
         if s.swapped_max is not None:
-            facts.set("server.swapped_max", s.swapped_max, self._src(s.swapped_line), "requests")
+            facts.set("server.swapped_max", s.swapped_max, self._src(s.swapped_line))
         s.largest.emit(facts, self.src)
         max_len = facts.get("config.max_model_len")
         if max_len is not None and max_len.known and not facts.has("config.n_ctx_seq") and self.votes:
             # max_model_len is the context one sequence gets
-            facts.set("config.n_ctx_seq", max_len.value, max_len.source, "tokens")
+            facts.set("config.n_ctx_seq", max_len.value, max_len.source)
         kv = facts.value("server.kv_tokens")
         if isinstance(kv, int) and not facts.has("server.max_len_fit") and self.votes:
             facts.set("server.max_len_fit", kv // 256 * 256 if kv >= 256 else kv,
-                      Source("log", self.name, text=f"KV pool of {kv} tokens"), "tokens")
+                      Source("log", self.name, text=f"KV pool of {kv} tokens"))
 
     def _src(self, line: LogLine | None) -> Source:
         return self.src(line) if line is not None else Source("log", self.name)

@@ -34,7 +34,7 @@ class ToyParser(LogParser):
             self.set("engine.version", m.group(1), line)
         elif m := WINDOW.match(text):
             self.votes["toy"] += 1
-            self.set("config.n_ctx", int(m.group(1)), line, "tokens")
+            self.set("config.n_ctx", int(m.group(1)), line)
         elif m := CUT.match(text):
             self.votes["toy"] += 1
             self.event("truncation", line, n_tokens=int(m.group(1)), n_ctx=int(m.group(2)), engine="toy",

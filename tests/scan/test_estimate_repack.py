@@ -233,7 +233,7 @@ def test_where_the_copy_cannot_be_sized_the_engine_s_copy_is_left_out() -> None:
     read, so llm-doctor cannot size the copy: the weights term compares the rest instead of calling
     the AMX buffer a 95 MiB drift."""
     facts = analyze_bytes((REPACK / "xeon-amx-q4_1.log").read_bytes())
-    facts.set("model.weights_bytes", 96576768, Source("trace", "model_bytes as the engine reports"), "bytes")
+    facts.set("model.weights_bytes", 96576768, Source("trace", "model_bytes as the engine reports"))
     derive(facts)
     assert not facts.has("derived.weights_repack_bytes")
     assert facts.value("derived.alloc_compare").startswith("weights 92.1 vs 92.1 MiB")
