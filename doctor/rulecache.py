@@ -18,7 +18,6 @@ JSON cannot carry as it is (a YAML date, binary, a non-string key) is simply not
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -26,6 +25,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from doctor.json_cache import store_text
 
 CACHE_VERSION = 1
 CACHE_KEEP = 64  # entries kept (newest); the built-in rules are 16 files
@@ -152,29 +153,6 @@ def _encode(node: Any) -> Any:
 def _write_entry(folder: str, path: str, key: str, tree: Any) -> None:
     """Store atomically; a tree JSON cannot hold, or a folder that cannot be written, is not cached."""
     try:
-        import tempfile
-
-        text = json.dumps([key, _encode(tree)], ensure_ascii=False)
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        _prune(folder)
+        store_text(folder, path, json.dumps([key, _encode(tree)], ensure_ascii=False), CACHE_KEEP)
     except (_NotStorable, OSError, ValueError, TypeError, RecursionError):
         return
-
-
-def _prune(folder: str) -> None:
-    entries = [e for e in os.scandir(folder) if e.name.endswith(".json") and e.is_file(follow_symlinks=False)]
-    if len(entries) <= CACHE_KEEP:
-        return
-    entries.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime_ns)
-    for entry in entries[: len(entries) - CACHE_KEEP]:
-        with contextlib.suppress(OSError):
-            os.unlink(entry.path)

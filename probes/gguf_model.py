@@ -35,6 +35,7 @@ from doctor import estimate_repack
 from doctor.estimate import MAX_LAYERS
 from doctor.estimate_repack import Weight, weights_table
 from doctor.facts import Facts
+from doctor.json_cache import store_text
 from probes import gguf_header
 from probes.base import Probe, ProbeContext, Reporter
 from probes.gguf_header import GgufCorrupt, GgufHeader, check_gguf
@@ -177,32 +178,10 @@ def load_cached(folder: str, key: dict[str, Any]) -> ModelFile | None:
 def store_cached(folder: str, key: dict[str, Any], model: ModelFile) -> None:
     """Write the entry atomically; a cache that cannot be written is simply not used."""
     try:
-        import tempfile
-
-        os.makedirs(folder, mode=0o700, exist_ok=True)
         text = json.dumps({"key": key, "model": asdict(model)}, sort_keys=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, _entry_path(folder, key))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        _prune(folder)
+        store_text(folder, _entry_path(folder, key), text, CACHE_KEEP)
     except (OSError, TypeError, ValueError):
         return
-
-
-def _prune(folder: str) -> None:
-    entries = [e for e in os.scandir(folder) if e.name.endswith(".json") and e.is_file(follow_symlinks=False)]
-    if len(entries) <= CACHE_KEEP:
-        return
-    entries.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime_ns)
-    for entry in entries[: len(entries) - CACHE_KEEP]:
-        with contextlib.suppress(OSError):
-            os.unlink(entry.path)
 
 
 _INT_FIELDS = ("file_bytes", "input_bytes", "output_bytes", "expert_bytes", "tensor_bytes", "n_params")
