@@ -198,12 +198,16 @@ def fit_params_binary() -> Path | None:
 
 
 def fit_params_cmd(binary: Path, model: Path, n_ctx: int, n_seq: int = 1, kv: str = "f16",
-                   flash_attn: bool = False) -> list[str]:
+                   flash_attn: bool = False, *, kv_v: str | None = None, n_batch: int = 512, n_ubatch: int = 512,
+                   swa_full: bool = False) -> list[str]:
     """`llama-fit-params --fit-print on` for one setting: llama.cpp loads the model and creates the
-    context without allocating (no_alloc) and prints model, context and compute MiB per device.
-    Weight repacking off (-nr), as the real runs of bench/fit_vs_llamacpp.py load the model."""
-    return [str(binary), "-m", str(model), "-c", str(n_ctx), "-np", str(n_seq), "-ctk", kv, "-ctv", kv,
-            "-fa", "on" if flash_attn else "off", "-b", "512", "-ub", "512", "-t", "1", "-nr", "--fit-print", "on"]
+    context without allocating (no_alloc, load mode none: no weight is read) and prints model,
+    context and compute MiB per device. Weight repacking off (-nr), as the real runs of
+    bench/fit_vs_llamacpp.py load the model. `kv` is the K cache type, and V's unless `kv_v` is
+    given. It has no `--kv-unified` (llama.cpp offers that flag to the server and a few examples only)."""
+    cmd = [str(binary), "-m", str(model), "-c", str(n_ctx), "-np", str(n_seq), "-ctk", kv, "-ctv", kv_v or kv,
+           "-fa", "on" if flash_attn else "off", "-b", str(n_batch), "-ub", str(n_ubatch), "-t", "1", "-nr"]
+    return cmd + (["--swa-full"] if swa_full else []) + ["--fit-print", "on"]
 
 
 def parse_fit_print(stdout: str) -> tuple[int, int, int] | None:
@@ -213,3 +217,18 @@ def parse_fit_print(stdout: str) -> tuple[int, int, int] | None:
         if len(parts) == 4 and parts[0] == "Host" and all(p.isdigit() for p in parts[1:]):
             return int(parts[1]), int(parts[2]), int(parts[3])
     return None
+
+
+def fit_print_failure(stderr: str, returncode: int) -> str:
+    """Why a `llama-fit-params --fit-print on` run printed no Host line, in one short phrase: llama.cpp's
+    first error-level log line (`0.00.006.188 E llama_init_from_model: ...`, timestamp dropped), else
+    the exception it died of (`what():  failed to load model`), else the exit status."""
+    lines = stderr.splitlines()
+    for line in lines:
+        parts = line.split(None, 2)
+        if len(parts) == 3 and parts[1] == "E" and parts[0].replace(".", "").isdigit():
+            return parts[2].strip()
+    for line in lines:
+        if line.strip().startswith("what():"):
+            return line.strip()[len("what():"):].strip()
+    return f"exit {returncode}"

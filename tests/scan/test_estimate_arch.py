@@ -105,3 +105,86 @@ def test_a_layer_count_no_model_can_have_is_not_expanded() -> None:
 
     facts = Facts.from_values({"model.arch": "mamba", "model.n_layer": 10**12, "model.n_embd": 768})
     assert state_per_layer(facts) is None
+
+
+# llama-fit-params beside the table (bench/arch_table.py's second peer). Output recorded from the
+# binary scripts/build_llama_server.sh builds (llama-cpp-python 0.3.36's llama.cpp): the sparse
+# Llama 3 8B at c4096 (stdout), a q8_0 V cache without flash attention, and a missing model (stderr).
+FIT_PRINT_STDOUT = "Host 4437 512 308 \n"
+FIT_PRINT_HEAD = ("{} I llama_fit_params: printing estimated memory in MiB to stdout "
+                  "(device, model, context, compute) ...\n")
+FIT_PRINT_V_NEEDS_FA = FIT_PRINT_HEAD.format("0.00.001.765") + """\
+0.00.006.188 E llama_init_from_model: quantized V cache requires flash_attn to be enabled
+terminate called after throwing an instance of 'std::runtime_error'
+  what():  failed to create llama_context from model
+"""
+FIT_PRINT_NO_MODEL = FIT_PRINT_HEAD.format("0.00.002.046") + """\
+terminate called after throwing an instance of 'std::runtime_error'
+  what():  failed to load model
+"""
+
+
+def test_fit_print_output_is_read_and_its_failures_named() -> None:
+    from bench.common import fit_print_failure, parse_fit_print
+
+    assert parse_fit_print(FIT_PRINT_STDOUT) == (4437, 512, 308)
+    assert parse_fit_print("") is None
+    assert fit_print_failure(FIT_PRINT_V_NEEDS_FA, 134) == (
+        "llama_init_from_model: quantized V cache requires flash_attn to be enabled")
+    assert fit_print_failure(FIT_PRINT_NO_MODEL, 134) == "failed to load model"
+    assert fit_print_failure("", -6) == "exit -6"
+
+
+def test_fit_params_is_asked_the_recorded_settings() -> None:
+    import itertools
+
+    from bench.arch_table import FIT_NO_UNIFIED, FIT_NOT_BUILT, fit_params
+    from bench.common import fit_params_cmd
+
+    q8 = reference((ARCH_LOGS / "gemma-2-9b__c32768_q8_fa.log").read_text())  # swa_full on
+    cmd = fit_params_cmd(Path("fp"), Path("m.gguf"), q8.n_ctx, q8.n_seq, q8.type_k, q8.flash_attn, kv_v=q8.type_v,
+                         n_batch=q8.n_batch, n_ubatch=q8.n_ubatch, swa_full=q8.swa_full)
+    pairs = dict(itertools.pairwise(cmd))
+    assert (pairs["-c"], pairs["-ctk"], pairs["-ctv"], pairs["-fa"], pairs["-b"]) == ("32768", "q8_0", "q8_0", "on",
+                                                                                     "2048")
+    assert "--swa-full" in cmd and cmd[-2:] == ["--fit-print", "on"]
+    assert "--swa-full" not in fit_params_cmd(Path("fp"), Path("m.gguf"), 4096)
+    unified = reference((ARCH_LOGS / "llama-3-8b__c8192_par4_unified.log").read_text())
+    assert fit_params(Path("/nonexistent/llama-fit-params"), Path("m.gguf"), unified).why == FIT_NO_UNIFIED
+    assert fit_params(None, Path("m.gguf"), q8, FIT_NOT_BUILT).why == FIT_NOT_BUILT
+
+
+def test_fit_params_column_and_summary(models: dict[str, object]) -> None:
+    from dataclasses import replace
+
+    from bench.arch_table import FIT_NO_UNIFIED, FitProjection, fit_summary, table
+
+    key = "llama-3-8b__c4096"
+    row = compare("llama-3-8b", "c4096", (ARCH_LOGS / f"{key}.log").read_text(), models["llama-3-8b"])
+    projected = replace(row, fit=FitProjection(4437, 512, 308, seconds=0.02))
+    asked_not = replace(row, setting="c8192_par4_unified", fit=FitProjection(why=FIT_NO_UNIFIED))
+    budget = 8 << 30
+    err = projected.total_err(projected.fit.total_mib)
+    assert err is not None and -0.001 < err <= 0  # MiB rounded down by llama.cpp
+    assert projected.fit_fits(budget) is True and asked_not.fit_fits(budget) is None
+    assert projected.fit_fits(5000 * (1 << 20)) is False  # 5257 MiB projected
+    line = fit_summary([projected, asked_not], budget)
+    assert "projected 1/2 rows; total within 1%: 1/1" in line and "agrees with llama.cpp's: 1/1" in line
+    assert "median 20 ms" in line and f"1 {FIT_NO_UNIFIED}" in line
+    text = table([projected, asked_not], budget, "test", "0", "hf-mem absent", "(test)")
+    assert "/ 5257 (-0.02%) /" in text
+    assert f"/ {FIT_NO_UNIFIED} /" in text and "| yes / yes / yes / ? | 20 |" in text
+
+
+@pytest.mark.skipif(__import__("bench.common", fromlist=["x"]).fit_params_binary() is None,
+                    reason="llama-fit-params not built (scripts/build_llama_server.sh)")
+def test_fit_params_projects_the_sparse_gguf_as_llama_cpp_loads_it(tmp_path: Path) -> None:
+    """Header only (no_alloc, load mode none): its Host line is llama.cpp's dry run, rounded down."""
+    from bench.arch_table import fit_params
+    from bench.common import fit_params_binary
+
+    ref = reference((ARCH_LOGS / "qwen3-30b-a3b__c8192_par4.log").read_text())
+    fit = fit_params(fit_params_binary(), build(load_arch_spec("qwen3-30b-a3b"), tmp_path / "q.gguf"), ref)
+    assert fit.why == ""
+    assert fit.model_mib == ref.weights_bytes // (1 << 20)
+    assert fit.context_mib == int(ref.kv_mib) and fit.compute_mib == int(ref.compute_mib)
