@@ -102,9 +102,19 @@ class LlamaServer:
             stop_process(self.process)
 
 
+def repack_crashes_here() -> bool:
+    """On a Xeon with AMX this llama.cpp's AMX weight-repacking kernel kills llama-server (SIGILL,
+    rules/triage.yaml LD951): there the servers run with its documented switch, -nr."""
+    try:
+        return "amx_tile" in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
 def server_argv(binary: Path, model: Path, port: int, *extra: str) -> list[str]:
+    no_repack = ["-nr"] if repack_crashes_here() else []
     return [str(binary), "-m", str(model), "--host", HOST, "--port", str(port), "--metrics", "--slots",
-            "-t", "1", "-tb", "1", "--no-webui", *extra]
+            "-t", "1", "-tb", "1", "--no-webui", *no_repack, *extra]
 
 
 def wait_healthy(base: str, process: subprocess.Popen[bytes] | None, timeout_s: float = START_TIMEOUT_S) -> None:
