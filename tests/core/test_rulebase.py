@@ -176,7 +176,7 @@ def test_missing_folder_and_non_utf8_file(tmp_path: Path) -> None:
 
 # -- the parsed-rules cache (doctor/rulecache.py) -------------------------------------------------
 
-def _cached_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str] | None = None):  # type: ignore[no-untyped-def]
+def _cached_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str] | None = None):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("LLM_DOCTOR_NO_CACHE", raising=False)
     return load_rulebase(extra or [], env={})
@@ -190,7 +190,7 @@ def _no_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_second_load_reads_the_cache_and_gives_the_same_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                  rulebase) -> None:  # type: ignore[no-untyped-def]
+                                                                  rulebase) -> None:
     first = _cached_base(tmp_path, monkeypatch)
     entries = sorted((tmp_path / "cache" / "llm-doctor" / "rules").glob("*.json"))
     assert len(entries) == len(rule_files(builtin_rules_dir()))
@@ -208,7 +208,7 @@ def test_an_edited_rule_file_is_parsed_again(tmp_path: Path, monkeypatch: pytest
     _cached_base(tmp_path, monkeypatch, [str(folder)])
     (folder / "mine.yaml").write_text(GOOD.replace("lt: 1024", "lt: 2048"), encoding="utf-8")
     rule = load_rulebase([str(folder)], env={}).by_id("LD990")
-    assert rule is not None and rule.when.operand == 2048  # type: ignore[attr-defined]
+    assert rule is not None and rule.when.operand == 2048
 
 
 def test_a_damaged_or_foreign_entry_is_ignored_and_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -258,7 +258,7 @@ def test_no_cache_means_no_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_a_cache_folder_that_cannot_be_made_is_no_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        rulebase) -> None:  # type: ignore[no-untyped-def]
+                                                        rulebase) -> None:
     blocker = tmp_path / "cache"
     blocker.write_text("a file where the cache folder would go", encoding="utf-8")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))

@@ -72,7 +72,7 @@ def toy(tmp_path: Path) -> Iterator[engines.Engine]:
         engines.unregister("toy")
 
 
-def _analyze_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+def _analyze_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
     code = main(["analyze", *argv, "--format", "json", "--no-tui"])
     return code, json.loads(capsys.readouterr().out)
 
@@ -162,8 +162,8 @@ def test_the_engine_choices_are_the_table_names() -> None:
     for command in ("analyze", "scan", "watch"):
         parser = build_parser([command])
         sub = next(a for a in parser._actions if a.dest == "command")
-        action = next(a for a in sub.choices[command]._actions if a.dest == "engine")  # type: ignore[union-attr]
-        assert tuple(action.choices) == engines.names(), command  # type: ignore[arg-type]
+        action = next(a for a in sub.choices[command]._actions if a.dest == "engine")
+        assert tuple(action.choices) == engines.names(), command
 
 
 def test_the_analyzer_runs_the_table_parsers_and_only_engine_less_parsers_besides() -> None:

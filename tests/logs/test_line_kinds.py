@@ -68,19 +68,19 @@ class _Probe(LogParser):
         super().__init__()
         self.seen: list[str] = []
 
-    def feed(self, line):  # type: ignore[no-untyped-def]
+    def feed(self, line):
         if self.passes_gate(line.text):
             self.dispatch(line)
 
-    def _needle(self, line) -> bool:  # type: ignore[no-untyped-def]
+    def _needle(self, line) -> bool:
         self.seen.append("needle")
         return "stop" in line.text
 
-    def _shout(self, line) -> bool:  # type: ignore[no-untyped-def]
+    def _shout(self, line) -> bool:
         self.seen.append("shout")
         return False
 
-    def _both(self, line) -> bool:  # type: ignore[no-untyped-def]
+    def _both(self, line) -> bool:
         self.seen.append("both")
         return False
 

@@ -192,7 +192,7 @@ def _variants(log: bytes) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("variant", list(_variants(b"x\n")))
 @pytest.mark.parametrize("log", [KV_OOM, SERVER_LOG], ids=lambda p: p.name)
-def test_a_findings_line_is_the_line_the_pane_shows(log: Path, variant: str, tmp_path: Path, analyze) -> None:  # type: ignore[no-untyped-def]
+def test_a_findings_line_is_the_line_the_pane_shows(log: Path, variant: str, tmp_path: Path, analyze) -> None:
     data = _variants(log.read_bytes())[variant]
     path = tmp_path / "run.log"
     path.write_bytes(data)

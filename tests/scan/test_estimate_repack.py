@@ -70,7 +70,7 @@ def analyzed(log: Path, model: Facts, **extra: object) -> Facts:
     facts = analyze_bytes(log.read_bytes())
     facts.merge(model)
     for name, value in extra.items():
-        facts.set(name.replace("__", "."), value, TEST)  # type: ignore[arg-type]
+        facts.set(name.replace("__", "."), value, TEST)
     return derive(facts)
 
 
@@ -82,7 +82,7 @@ def ld315(facts: Facts) -> list[str]:
 @pytest.mark.parametrize("run", sorted(INDEX["runs"]))
 def test_the_copy_equals_the_amx_buffer_llama_cpp_printed(run: str, models: dict[str, Facts]) -> None:
     log = REPACK / f"{run}.log"
-    printed = float(AMX_LINE.search(log.read_text()).group(1))  # type: ignore[union-attr]
+    printed = float(AMX_LINE.search(log.read_text()).group(1))
     facts = analyzed(log, models[run])
     assert facts.value("derived.weights_repack_buffers") == "AMX"
     assert round(facts.value("derived.weights_repack_bytes") / MIB, 2) == printed
@@ -166,7 +166,7 @@ def test_the_plan_holds_the_copy_in_ram(models: dict[str, Facts]) -> None:
         for name, value in {"config.n_ctx": 128, "config.type_k": "f16", "config.type_v": "f16",
                             "host.ram.available": 8 << 30, "host.gpu.count": 0,
                             "host.cpu.flags": host_flags("h200-vm"), **extra}.items():
-            facts.set(name, value, TEST)  # type: ignore[arg-type]
+            facts.set(name, value, TEST)
         return derive(facts)
 
     on, off = plan(), plan(**{"config.use_extra_bufts": False})
@@ -192,7 +192,7 @@ def test_cpu_repack_on_avx2_takes_q4_0_at_its_own_size(models: dict[str, Facts])
     q4_0 = sum(w[4] * w[5] for w in facts.value("model.matmul_weights") if w[2] == "Q4_0")
     assert sum(repack.copy) == q4_0 and repack.tensors == 210
     facts.set("engine.cpu_repack", False, TEST)  # a build without REPACK
-    assert sum(estimate_repack.plan_from_facts(facts, 30, gpu=False).copy) == 0  # type: ignore[union-attr]
+    assert sum(estimate_repack.plan_from_facts(facts, 30, gpu=False).copy) == 0
     facts.set("engine.cpu_features", ["NEON", "DOTPROD", "KLEIDIAI"], TEST)  # its own buffer type: not sized
     assert estimate_repack.plan_from_facts(facts, 30, gpu=False) is None
 
@@ -201,7 +201,7 @@ def test_a_gpu_host_buffer_comes_first_metal_has_none(models: dict[str, Facts]) 
     facts = fresh(models["xeon-amx-q4_1"])
     facts.set("engine.cpu_features", ["AMX_INT8", "AVX512_VNNI", "AVX2"], TEST)
     facts.set("engine.backends", ["CPU", "CUDA"], TEST)
-    assert sum(estimate_repack.plan_from_facts(facts, 30, gpu=True).copy) == 0  # type: ignore[union-attr]
+    assert sum(estimate_repack.plan_from_facts(facts, 30, gpu=True).copy) == 0
     facts.set("engine.backends", ["CPU", "Metal"], TEST)
     repack = estimate_repack.plan_from_facts(facts, 30, gpu=True)
     assert repack is not None

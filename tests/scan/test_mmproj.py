@@ -61,7 +61,7 @@ def test_scan_charges_the_projector_beside_the_model(capsys: pytest.CaptureFixtu
     assert with_proj["derived.mmproj_weights_bytes"] == with_proj["mmproj.weights_bytes"]
     assert with_proj["derived.mmproj_compute_bytes"] == 4096 * 4 * (4304 + 3 * 1152)  # 121.25 MiB
     assert with_proj["derived.image_tokens"] == 256
-    added = int(with_proj["derived.host_need_bytes"]) - int(plain["derived.host_need_bytes"])  # type: ignore[call-overload]
+    added = int(with_proj["derived.host_need_bytes"]) - int(plain["derived.host_need_bytes"])
     assert added == with_proj["derived.mmproj_bytes"]
 
 
