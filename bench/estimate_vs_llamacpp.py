@@ -37,7 +37,10 @@ RESULTS = ROOT / "bench" / "results" / "estimate_vs_llamacpp.md"
 MIB = 1 << 20
 
 KV_LINE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*\d+ layers,\s*(\d+)/(\d+) seqs\)")
-MODEL_LINE = re.compile(r"model buffer size =\s*([\d.]+) MiB")
+# the weights' own buffer (the mapped file, or CPU without mmap); an AMX / CPU_REPACK "model buffer" on
+# CPUs that repack is a second, repacked copy, estimated and checked on its own (doctor/estimate_repack.py,
+# tests/scan/test_estimate_repack.py against real loads)
+MODEL_LINE = re.compile(r"\b(?:CPU_Mapped|CPU) model buffer size =\s*([\d.]+) MiB")
 COMPUTE_LINE = re.compile(r"sched_reserve:\s+\S+ compute buffer size =\s*([\d.]+) MiB")
 PARAM = re.compile(r"llama_context: (n_ctx|n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified)\s*=\s*(\w+)")
 TYPES = re.compile(r"K \((\w+)\):\s*[\d.]+ MiB, V \((\w+)\)")
