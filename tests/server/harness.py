@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import host_has_amx
+
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 90.0
 REQUEST_TIMEOUT_S = 120.0
@@ -102,17 +104,10 @@ class LlamaServer:
             stop_process(self.process)
 
 
-def repack_crashes_here() -> bool:
-    """On a Xeon with AMX this llama.cpp's AMX weight-repacking kernel kills llama-server (SIGILL,
-    rules/triage.yaml LD951): there the servers run with its documented switch, -nr."""
-    try:
-        return "amx_tile" in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-
-
 def server_argv(binary: Path, model: Path, port: int, *extra: str) -> list[str]:
-    no_repack = ["-nr"] if repack_crashes_here() else []
+    # on a Xeon with AMX this llama.cpp's AMX weight-repacking kernel kills llama-server (SIGILL,
+    # rules/triage.yaml LD951): there the servers run with its documented switch, -nr
+    no_repack = ["-nr"] if host_has_amx() else []
     return [str(binary), "-m", str(model), "--host", HOST, "--port", str(port), "--metrics", "--slots",
             "-t", "1", "-tb", "1", "--no-webui", *no_repack, *extra]
 
