@@ -19,15 +19,26 @@ what `ulimit -v` limits). The buffer lines of its log are llama.cpp's own figure
 
 What touching cannot bring: the CPU backend's work buffer (doctor/estimate.py, cpu_work_bytes) is
 allocated for the graph actually run, so with an f16 V cache and no flash attention it is larger at a
-full context than after one batch (72 MiB against 4.5 MiB at 8192 cells). llm-doctor's estimate is
-the full-context one, so for those settings above 512 tokens it is above this one-batch truth by
-design; FILLED decodes two 2048-token contexts (f16 and f32) to their end to measure it.
+full context than after one batch (72 MiB against 4.5 MiB at 8192 cells). Those settings (an f16
+cache with more than 512 cells per sequence) decode every sequence to the end of its share first
+("context filled": about 2 minutes at 8192 cells on one thread).
 
-Truth for a budget B: the real process fits in B when its peak resident memory is at most B. A
-cgroup (container) limit could not be set here, so that is read from the real run rather than
-enforced. `ulimit -v B` limits address space (VmPeak: the buffers + about 220 MiB here, libraries
-and reservations never touched included), not memory used: the last lines of the table load the
-n_ctx 8192 f32 setting under `ulimit -v` at several budgets to show it.
+Then a 16-token reply, one token at a time as generation runs, reading /proc/self/io before and after:
+each token needs every weight once, so where the mapped weights do not stay in memory the reply reads
+them from disk again.
+
+Truth for a budget B (where a memory cgroup can be made: root, or a delegated subtree): the same child
+in a cgroup limited to B (bench/cgroup_limit.py), as a container runtime sets one, the model file's
+pages dropped from the page cache first so the run reads and is charged for them itself. It ends one
+of three ways: killed (the kernel's OOM kill), paged (it ran, but the reply read more than 10% of the
+weights from disk per token), or full (everything stayed resident). Budgets from the smallest up; once
+a run keeps everything resident, larger budgets are implied full. Nothing else may map the model file
+meanwhile (a test suite running beside the bench would keep its pages cached and charged elsewhere):
+each limited run checks that the file left the page cache, and stops the bench if it did not. Where no
+cgroup can be made, the truth falls back to peak RSS <= B, without the paged/killed distinction.
+`ulimit -v B` limits address space (VmPeak: the buffers + about 220 MiB here, libraries and
+reservations never touched included), not memory used: `--ulimit` loads the n_ctx 8192 f32 setting
+under `ulimit -v` at several budgets to show it.
 
 llama.cpp's own projection: `llama-fit-params --fit-print on` (tools/fit-params of the llama.cpp that
 llama-cpp-python vendors, built by scripts/build_llama_server.sh) with the same settings - the model
@@ -39,10 +50,11 @@ not built.
 
 llm-doctor's side is the scan's own path: the GGUF read by probes/gguf_model.py, the settings as
 `scan --ctx-size N --parallel S --type-k T --type-v T` plans them, `--ram B` as the budget, and
-doctor/estimate.py's verdict (derived.fits_ram) with its measured runtime overhead.
+doctor/estimate.py's verdict in the same three words (derived.ram_runs false: killed; derived.fits_ram
+true: full; else paged) with its measured overheads.
 
     python bench/fit_vs_llamacpp.py [--ulimit] [--recorded]
-        (about 10 minutes on 2 shared cores; writes bench/results/fit_vs_llamacpp.{md,json})
+        (about 25 minutes on 2 cores, run alone; writes bench/results/fit_vs_llamacpp.{md,json})
 """
 
 from __future__ import annotations
@@ -65,9 +77,6 @@ from bench.common import fit_params_binary, fit_params_cmd, parse_fit_print  # n
 RESULTS = ROOT / "bench" / "results"
 MIB = 1 << 20
 CTX = (64, 128, 300, 512, 2048, 8192)
-# decoded to the end: the CPU backend's work buffer grows with the cells in use for an f16 V cache
-# without flash attention (doctor/estimate.py, cpu_work_bytes); an f32 cache beside it does not
-FILLED = ((2048, "f16"), (2048, "f32"))
 KV = ("f16", "q8_0", "f32")
 SEQS = (1, 4)
 BUDGETS_MIB = (256, 320, 384, 448, 512, 640, 768, 1024, 1536, 2048)
@@ -81,7 +90,7 @@ def status():
     with open("/proc/self/status") as f:
         for line in f:
             k, _, v = line.partition(":")
-            if k in ("VmPeak", "VmHWM"):
+            if k in ("VmPeak", "VmHWM", "RssAnon", "RssFile"):
                 out[k] = int(v.split()[0]) * 1024
     return out
 def data_maps():
@@ -123,17 +132,19 @@ batch.n_tokens = n
 if llama_cpp.llama_decode(ctx, batch) != 0:
     sys.exit(7)
 first = status()
-if settings.get("fill"):  # one sequence: the rest of the context, batch after batch, as a long prompt fills it
-    pos = n
-    while pos < settings["n_ctx"]:
-        m = min(n, settings["n_ctx"] - pos)
-        for i in range(m):
-            batch.token[i] = 100 + ((pos + i) * 7) % 4000; batch.pos[i] = pos + i; batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0; batch.logits[i] = i == m - 1
-        batch.n_tokens = m
-        if llama_cpp.llama_decode(ctx, batch) != 0:
-            sys.exit(8)
-        pos += m
+if settings.get("fill"):  # each sequence to the end of its share, batch after batch, as long prompts fill them
+    per_seq = llama_cpp.llama_n_ctx(ctx) // s if s > 1 else settings["n_ctx"]
+    for q in range(s):
+        pos = n // s
+        while pos < per_seq:
+            m = min(n, per_seq - pos)
+            for i in range(m):
+                batch.token[i] = 100 + ((pos + i) * 7) % 4000; batch.pos[i] = pos + i; batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = q; batch.logits[i] = i == m - 1
+            batch.n_tokens = m
+            if llama_cpp.llama_decode(ctx, batch) != 0:
+                sys.exit(8)
+            pos += m
 # A full context makes the rest of the compute buffer resident; filling the cache takes minutes per
 # setting on two shared cores, so the pages a later batch would write are made resident here: every
 # page the engine mapped since the import (data mappings of 1 MiB or more, not 8 MiB thread stacks)
@@ -149,14 +160,37 @@ for lo, hi, perms, name in data_maps():
         cell = ctypes.c_ubyte.from_address(addr)
         cell.value = cell.value
     touched += size
-print("STATUS " + json.dumps({"base": base, "loaded": loaded, "first": first, "decoded": status(), "n_tokens": n,
-                              "touched": touched}), file=sys.stderr)
+decoded = status()
+# then a reply: 16 tokens, one at a time, as generation runs; each needs every weight once, so where the
+# mapped weights do not stay in memory they are read from disk again (bytes read, time per token)
+def read_bytes():
+    with open("/proc/self/io") as f:
+        return int(dict(line.split(": ") for line in f.read().splitlines())["read_bytes"])
+import time
+pos = n // s - 16
+llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), 0, pos, -1)
+read0, t0 = read_bytes(), time.perf_counter()
+for k in range(16):
+    batch.token[0] = 200 + k; batch.pos[0] = pos + k; batch.n_seq_id[0] = 1; batch.seq_id[0][0] = 0; batch.logits[0] = 1
+    batch.n_tokens = 1
+    if llama_cpp.llama_decode(ctx, batch) != 0:
+        sys.exit(9)
+reply = {"read_per_token": (read_bytes() - read0) / 16, "ms_per_token": (time.perf_counter() - t0) / 16 * 1000}
+print("STATUS " + json.dumps({"base": base, "loaded": loaded, "first": first, "decoded": decoded, "n_tokens": n,
+                              "touched": touched, "reply": reply}), file=sys.stderr)
 """
 
 KV_LINE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*\d+ layers,\s*\d+/(\d+) seqs\)")
 COMPUTE_LINE = re.compile(r"sched_reserve:\s+CPU compute buffer size =\s*([\d.]+) MiB")
 MODEL_LINE = re.compile(r"CPU_Mapped model buffer size =\s*([\d.]+) MiB")
 OUTPUT_LINE = re.compile(r"CPU\s+output buffer size =\s*([\d.]+) MiB")
+
+
+def filled(n_ctx: int, kv: str, n_seq: int) -> bool:
+    """Whether a setting's truth needs its context decoded to the end: the CPU backend's work buffer
+    grows with the cells in use for an f16 V cache without flash attention (doctor/estimate.py,
+    cpu_work_bytes), beyond the one-batch figure once a sequence holds more than one batch."""
+    return kv == "f16" and n_ctx // n_seq > 512
 
 
 @dataclass(slots=True)
@@ -183,6 +217,12 @@ class Truth:
     first_rss: int  # VmHWM after the first worst-case batch, before that
     peak_vm: int  # VmPeak after the prompt batch
     base_rss: int  # after importing llama_cpp, before the model
+    anon_rss: int = 0  # RssAnon at the peak: the process's private memory (buffers but the mapped weights)
+    ms_per_token: float = 0.0  # the 16-token reply with nothing limited
+
+    def private_overhead(self, anon_buffers: int) -> int:
+        """Private memory beyond the buffers that are private (all but the mapped weights)."""
+        return self.anon_rss - anon_buffers
 
     @property
     def buffers(self) -> int:
@@ -214,7 +254,39 @@ def truth(setting: Setting, path: Path) -> Truth:
     cells = int(kv.group(2)) * int(kv.group(3))
     return Truth(kv.group(1), cells, float(compute.group(1)), float(model.group(1)), float(output.group(1)),
                  status["decoded"]["VmHWM"], status["first"]["VmHWM"], status["decoded"]["VmPeak"],
-                 status["base"]["VmHWM"])
+                 status["base"]["VmHWM"], status["decoded"]["RssAnon"], status["reply"]["ms_per_token"])
+
+
+# a reply that reads more than this share of the mapped weights per token from disk is paging them
+PAGED_SHARE = 0.10
+
+
+def limited_outcome(setting: Setting, path: Path, budget: int) -> dict:
+    """The same run in a cgroup limited to `budget` bytes, the model file's pages dropped first: how it
+    ended - "killed" (the kernel's OOM kill), "paged" (it ran, re-reading the weights from disk for the
+    reply), "full" (it ran with everything resident) - with the reply's disk reads and speed."""
+    from bench.cgroup_limit import drop_file_cache, run_limited
+
+    drop_file_cache(path)
+    cmd = [sys.executable, "-c", CHILD, json.dumps(asdict(setting)), str(path)]
+    run = run_limited(cmd, budget)
+    status = next((json.loads(ln[7:]) for ln in run.stderr.splitlines() if ln.startswith("STATUS ")), None)
+    if run.killed or status is None:
+        if not run.killed:
+            raise SystemExit(f"{setting.name} at {budget / MIB:.0f} MiB: the limited run failed "
+                             f"({run.returncode}) without an OOM kill: {run.stderr[-800:]}")
+        return {"outcome": "killed", "peak": run.peak}
+    reply = status["reply"]
+    paged = reply["read_per_token"] > PAGED_SHARE * path.stat().st_size
+    return {"outcome": "paged" if paged else "full", "peak": run.peak,
+            "read_per_token": reply["read_per_token"], "ms_per_token": reply["ms_per_token"]}
+
+
+def doctor_outcome(facts) -> str:
+    """llm-doctor's verdict in the same three words."""
+    if facts.value("derived.ram_runs") is False:
+        return "killed"
+    return "full" if facts.value("derived.fits_ram") is True else "paged"
 
 
 @dataclass(slots=True)
@@ -264,57 +336,75 @@ def doctor_facts(setting: Setting, model_facts: object, ram: int | None):
     return derive(facts)
 
 
-def _recorded_truths() -> dict[str, Truth]:
-    """The real runs of the last full run (bench/results/fit_vs_llamacpp.json), by setting."""
+def _recorded() -> tuple[dict[str, Truth], dict[str, dict[int, dict]]]:
+    """The real runs of the last full run (bench/results/fit_vs_llamacpp.json), by setting: the
+    unlimited run and the limited runs' outcomes by budget."""
     try:
         data = json.loads((RESULTS / "fit_vs_llamacpp.json").read_text(encoding="utf-8"))
-        return {r["setting"]: Truth(**r["truth"]) for r in data["rows"] + data.get("filled", [])}
+        truths = {r["setting"]: Truth(**r["truth"]) for r in data["rows"]}
+        limited = {r["setting"]: {int(b): v["limited"] for b, v in r["verdicts"].items() if "limited" in v}
+                   for r in data["rows"]}
+        return truths, limited
     except (OSError, ValueError, KeyError, TypeError):
-        return {}
+        return {}, {}
+
+
+def real_outcomes(setting: Setting, path: Path, real: Truth, cgroups: bool) -> dict[int, dict]:
+    """The real outcome at each budget: under a cgroup limit where one can be made (from the smallest
+    budget up; once a run keeps everything resident, the larger budgets are implied), else read from
+    the unlimited run's peak resident memory."""
+    out: dict[int, dict] = {}
+    for budget_mib in BUDGETS_MIB:
+        if not cgroups:
+            out[budget_mib] = {"outcome": "full" if real.peak_rss <= budget_mib * MIB else "short",
+                               "measured": False}
+        elif any(v["outcome"] == "full" for v in out.values()):
+            out[budget_mib] = {"outcome": "full", "measured": False}
+        else:
+            out[budget_mib] = {**limited_outcome(setting, path, budget_mib * MIB), "measured": True}
+    return out
 
 
 def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow], str, dict]:
+    from bench.cgroup_limit import available
     from probes.gguf_model import collect_model
 
     path = model_path()
     model = collect_model(str(path))
-    settings = [Setting(c, k, s) for s in SEQS for k in KV for c in CTX]
+    settings = [Setting(c, k, s, fill=filled(c, k, s)) for s in SEQS for k in KV for c in CTX]
     rows = []
-    reuse = _recorded_truths() if recorded else {}
+    reuse, reuse_limited = _recorded() if recorded else ({}, {})
+    cgroups, why = available()
     binary = fit_params_binary()
     for setting in settings:
         print(f"fit: {setting.name} ...", file=sys.stderr, flush=True)
         real = reuse.get(setting.name) or truth(setting, path)
         proj = projection(binary, setting, path) if binary is not None else None
         est = doctor_facts(setting, model, None)
+        outcomes = reuse_limited.get(setting.name) or real_outcomes(setting, path, real, cgroups)
         verdicts = {}
         for budget_mib in BUDGETS_MIB:
-            budget = budget_mib * MIB
-            judged = doctor_facts(setting, model, budget)
-            real_fits = real.peak_rss <= budget
-            entry = {"doctor": judged.value("derived.fits_ram"), "real": real_fits}
+            judged = doctor_facts(setting, model, budget_mib * MIB)
+            limited = outcomes[budget_mib]
+            doctor = doctor_outcome(judged)
+            if limited["outcome"] == "short":  # no cgroup: only "everything resident or not" is known
+                doctor = "full" if doctor == "full" else "short"
+            entry = {"doctor": doctor, "real": limited["outcome"], "limited": limited}
             if proj is not None:
                 entry["llamacpp"] = proj.total_mib <= budget_mib
                 entry["llamacpp_fit_rule"] = proj.total_mib + FIT_TARGET_MIB <= budget_mib
             verdicts[budget_mib] = entry
+        anon_buffers = est.value("derived.host_need_bytes") - est.value("derived.weights_host_bytes")
         rows.append({"setting": setting.name, "n_ctx": setting.n_ctx, "kv": setting.kv, "n_seq": setting.n_seq,
                      "truth": asdict(real), "truth_buffers": real.buffers,
                      "kv_est": f"{est.value('derived.kv_bytes') / MIB:.2f}", "cells_est": est.value("derived.kv_cells"),
                      "compute_est": est.value("derived.compute_bytes") / MIB,
                      "host_need": est.value("derived.host_need_bytes"),
                      "host_peak_est": est.value("derived.host_peak_bytes"),
+                     "host_floor_est": est.value("derived.host_floor_bytes"),
+                     "private_overhead": real.private_overhead(anon_buffers) if real.anon_rss else None,
                      "projection": asdict(proj) if proj is not None else None,
                      "verdicts": verdicts})
-    filled = []
-    for n_ctx, kv in FILLED:
-        setting = Setting(n_ctx, kv, 1, fill=True)
-        print(f"fit: {setting.name} ...", file=sys.stderr, flush=True)
-        real = reuse.get(setting.name) or truth(setting, path)
-        one = next(r for r in rows if r["setting"] == Setting(n_ctx, kv, 1).name)
-        est = doctor_facts(setting, model, None)
-        filled.append({"setting": setting.name, "truth": asdict(real), "one_batch_peak": one["truth"]["peak_rss"],
-                       "host_peak_est": est.value("derived.host_peak_bytes"),
-                       "work_est": est.value("derived.cpu_work_bytes")})
     limited = {}
     if ulimit:
         reference = Setting(8192, "f32", 1)
@@ -322,26 +412,28 @@ def measure(ulimit: bool = False, recorded: bool = False) -> tuple[list[BenchRow
             rc, _ = real_run(reference, path, budget_mib * MIB)
             limited[budget_mib] = rc == 0
     summary, table, data = summarise(rows, limited)
-    data["filled"] = filled
-    table += "".join(
-        f"{f['setting']}: peak RSS {f['truth']['peak_rss'] / MIB:.1f} MiB real (one batch: "
-        f"{f['one_batch_peak'] / MIB:.1f}) / {f['host_peak_est'] / MIB:.1f} est. (work buffer "
-        f"{f['work_est'] / MIB:.1f} MiB of it).\n" for f in filled)
-    return summary, header(recorded, binary) + table, data
+    data["limits"] = why if cgroups else f"peak resident memory (no cgroup: {why})"
+    return summary, header(recorded, binary, why if cgroups else '') + table, data
 
 
-def header(recorded: bool, binary: Path | None) -> str:
+def header(recorded: bool, binary: Path | None, limits: str) -> str:
     from importlib.metadata import version
 
+    truth = (f"Real outcome at a budget: the same load in a memory cgroup limited to it ({limits}), the model file "
+             "dropped from the page cache first, then a 16-token reply: killed (the kernel's OOM kill), paged (it "
+             f"ran, reading more than {PAGED_SHARE:.0%} of the weights from disk per reply token), full (everything "
+             "stayed resident). Budgets above the first full one are implied full. llm-doctor's verdict in the same "
+             "words: derived.ram_runs false = killed, derived.fits_ram true = full, else paged. " if limits else
+             "Real outcome at a budget: peak RSS <= budget (no cgroup could be made here: full or short only). ")
     return (f"Fit verdicts vs real loads, SmolLM2-135M-Instruct Q4_1, llama-cpp-python {version('llama-cpp-python')}"
             " (CPU), one child per setting, 1 thread" + (" (real runs of the last full run, judged again)"
                                                          if recorded else "") + "\n\n"
             "Buffers: the MiB llama.cpp printed. Peak RSS: the real process with everything it allocated resident"
-            " (est.: llm-doctor's host need + its measured runtime overhead). A budget's verdict is wrong when"
-            " llm-doctor's fits/does not fit differs from peak RSS <= budget. "
+            " (est.: llm-doctor's host need + its measured runtime overhead). " + truth
             + ("llama.cpp projection: `llama-fit-params --fit-print on` with the same settings (Host line, MiB"
-               " rounded down); its verdict is projection <= budget (llama.cpp keeps no margin for the process"
-               " itself; its CPU-only fit rule adds a flat 1024 MiB, counted below the table).\n\n" if binary
+               " rounded down); its verdict is projection <= budget, counted right where the real run kept"
+               " everything resident (llama.cpp keeps no margin for the process itself; its CPU-only fit rule"
+               " adds a flat 1024 MiB, counted below the table).\n\n" if binary
                else "llama-fit-params is not built here (scripts/build_llama_server.sh): no llama.cpp column.\n\n"))
 
 
@@ -349,11 +441,14 @@ def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow
     projected = all(r.get("projection") for r in rows)
     lines = ["| setting | KV MiB real / est. | cells | compute MiB real / est. | err | buffers MiB |"
              + (" llama.cpp projection MiB (model + ctx + compute) |" if projected else "")
-             + " peak RSS MiB real / est. | peak VM MiB | llm-doctor verdicts wrong (of "
+             + " peak RSS MiB real / est. | peak VM MiB | real outcome by budget (measured) | least memory est."
+             + " MiB | llm-doctor verdicts wrong (of "
              + f"{len(BUDGETS_MIB)} budgets) |" + (" llama.cpp verdicts wrong |" if projected else ""),
-             "|---|---|---|---|---|---|" + ("---|" if projected else "") + "---|---|---|"
+             "|---|---|---|---|---|---|" + ("---|" if projected else "") + "---|---|---|---|---|"
              + ("---|" if projected else "")]
     kv_ok = compute_ok = verdict_ok = verdict_n = proj_ok = rule_ok = 0
+    floors: list[tuple[int | None, int | None]] = []
+    private: list[float] = []
     worst = 0.0
     proj_s: list[float] = []
     for r in rows:
@@ -364,6 +459,13 @@ def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow
         kv_ok += kv_same
         compute_ok += err <= 0.02
         wrong = [b for b, v in r["verdicts"].items() if v["doctor"] != v["real"]]
+        ran = [b for b, v in r["verdicts"].items() if v["real"] != "killed"]
+        floors.append((min(ran) if ran else None, r.get("host_floor_est")))
+        if r.get("private_overhead") is not None:
+            private.append(r["private_overhead"] / MIB)
+        wrong_text = ", ".join(f"{b} MiB (said {r['verdicts'][b]['doctor']})" for b in wrong) or "none"
+        real_cell = ", ".join(f"{b} {v['real']}" for b, v in r["verdicts"].items()
+                              if v["limited"].get("measured"))
         verdict_ok += len(r["verdicts"]) - len(wrong)
         verdict_n += len(r["verdicts"])
         peak_est = r["host_peak_est"] / MIB if isinstance(r["host_peak_est"], int) else float("nan")
@@ -373,19 +475,30 @@ def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow
             proj_s.append(p["seconds"])
             total = p["model_mib"] + p["context_mib"] + p["compute_mib"]
             proj_cell = f" {total} ({p['model_mib']} + {p['context_mib']} + {p['compute_mib']}) |"
-            p_wrong = [b for b, v in r["verdicts"].items() if v["llamacpp"] != v["real"]]
+            p_wrong = [b for b, v in r["verdicts"].items() if v["llamacpp"] != (v["real"] == "full")]
             proj_ok += len(r["verdicts"]) - len(p_wrong)
-            rule_ok += sum(v["llamacpp_fit_rule"] == v["real"] for v in r["verdicts"].values())
+            rule_ok += sum(v["llamacpp_fit_rule"] == (v["real"] == "full") for v in r["verdicts"].values())
             wrong_cell = f" {', '.join(f'{b}' for b in p_wrong) or 'none'} |"
         lines.append(f"| {r['setting']} | {t['kv_mib']} / {r['kv_est']} {'=' if kv_same else '≠'} |"
                      f" {t['cells']} / {r['cells_est']} | {t['compute_mib']:.2f} / {r['compute_est']:.2f} |"
                      f" {err:.1%} | {r['truth_buffers'] / MIB:.1f} |{proj_cell}"
                      f" {t['peak_rss'] / MIB:.1f} / {peak_est:.1f} |"
-                     f" {t['peak_vm'] / MIB:.0f} | {', '.join(f'{b} MiB' for b in wrong) or 'none'} |{wrong_cell}")
+                     f" {t['peak_vm'] / MIB:.0f} | {real_cell or '-'} |"
+                     f" {r['host_floor_est'] / MIB if r.get('host_floor_est') else float('nan'):.1f} |"
+                     f" {wrong_text} |{wrong_cell}")
     n = len(rows)
     lines += ["", f"KV exact: {kv_ok}/{n}; compute within 2%: {compute_ok}/{n} (worst {worst:.1%}); "
                   f"fit verdicts equal to the real run: {verdict_ok}/{verdict_n} "
                   f"(budgets {', '.join(str(b) for b in BUDGETS_MIB)} MiB)."]
+    if private:
+        private.sort()
+        lines.append("The process's private memory beyond its private buffers (RssAnon - KV - compute - output - "
+                     f"work): median {private[len(private) // 2]:.1f} MiB, {private[0]:.1f}-{private[-1]:.1f} MiB "
+                     "(doctor/estimate.py HOST_PRIVATE_OVERHEAD).")
+    if any(ran is not None and est for ran, est in floors):
+        lines.append("Least memory (killed below it), estimate against the smallest budget that ran: "
+                     + ", ".join(f"{ran} MiB ran / {est / MIB:.1f} est." for ran, est in floors
+                                 if ran is not None and est and ran - 64 < est / MIB) + ".")
     if projected:
         proj_s.sort()
         lines.append(f"llama.cpp's projection (llama-fit-params --fit-print on): its verdict (projection <= budget) "
@@ -406,7 +519,9 @@ def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow
                  f"{kv_ok}/{n}", kv_ok == n),
         BenchRow("fit: compute buffer, same grid", ref, "within 2%", f"worst {worst:.1%}", "-",
                  f"{compute_ok}/{n} within 2%", compute_ok == n),
-        BenchRow("fit: RAM verdicts at 256 MiB..2 GiB, same grid", "peak resident memory of the real run", "all equal",
+        BenchRow("fit: RAM verdicts at 256 MiB..2 GiB, same grid", "the real run under a cgroup memory limit"
+                 if any(v["limited"].get("measured") for r in rows for v in r["verdicts"].values())
+                 else "peak resident memory of the real run", "all equal",
                  f"{verdict_ok}/{verdict_n} equal",
                  f"{proj_ok}/{verdict_n} (llama.cpp projection)" if projected else "-",
                  f"{verdict_ok}/{verdict_n}", verdict_ok == verdict_n,

@@ -761,13 +761,27 @@ def _derive_run_summaries(facts: Facts) -> None:
 #   0.3.36 at 36 settings (n_ctx 64..8192, f16/q8_0/f32 KV, 1 or 4 sequences), runs the worst-case
 #   batch, makes every page the engine allocated resident, and reads the process's peak resident
 #   memory (VmHWM): it is the printed buffers + the work buffer + 105.6 to 106.5 MiB at every
-#   setting (median 105.9; the rest grows a little with the cells, their metadata on the heap).
-#   Without the work buffer the remainder spread over 105.7..110.6 MiB (f16 KV without flash
-#   attention on top), and a flat 108 MiB was 1.3 MiB high for f32 caches. 40 MiB of it is the
-#   interpreter with llama_cpp imported; a native llama.cpp process has no interpreter and needs less.
-HOST_RUNTIME_OVERHEAD = round(105.9 * MIB)
+#   setting (median 105.9). Of that, 83.4 MiB (81.7..85.0 over the 36) is the process's own private memory
+#   (RssAnon beyond the anonymous buffers: the interpreter with llama_cpp imported, the vocabulary,
+#   the heap) and the rest is the engine's and interpreter's code pages - shared, and already in the
+#   page cache where the engine ran before. A native llama.cpp process has no interpreter and needs less.
+# - what a memory limit really does (the same loads under a cgroup v1 memory limit, the model file
+#   dropped from the page cache first, 16 tokens generated after the worst-case batch): memory-mapped
+#   weights are page cache the kernel may evict, so the process is not killed when they do not fit -
+#   it re-reads them from disk for every token (n_ctx 512 f32: 16.6 ms/token with everything
+#   resident; 20 MiB short, 100 MB read per token and 103 ms/token; 70 MiB short, 305 ms/token). It
+#   runs at full speed from its private memory + the weights + 2.5..2.9 MiB of page cache (the code
+#   pages it uses were cached by earlier runs), and is killed below its private memory + 16.0..18.6 MiB:
+#   the least page cache the kernel keeps for a process faulting its weights back in. Without mmap the
+#   weights are private memory: killed below private + 1.5 MiB (measured at n_ctx 512 f32).
+HOST_PRIVATE_OVERHEAD = round(83.4 * MIB)
+HOST_SHARED_OVERHEAD = round(22.5 * MIB)
+HOST_RUNTIME_OVERHEAD = HOST_PRIVATE_OVERHEAD + HOST_SHARED_OVERHEAD  # the peak RSS beyond the buffers
+HOST_CACHE_MARGIN = 3 * MIB  # page cache beyond the resident pages to run without re-reading from disk
+HOST_MAPPED_MINIMUM = 18 * MIB  # the least page cache of mapped weights below which the process is killed
 GPU_RUNTIME_OVERHEAD = 527 * MIB
-HOST_OVERHEAD_HOW = "measured: peak RSS of a real llama-cpp-python run minus its buffers (bench/fit_vs_llamacpp.py)"
+HOST_OVERHEAD_HOW = ("measured: the private memory of a real llama-cpp-python run beyond its buffers, + 3 MiB of page "
+                     "cache (bench/fit_vs_llamacpp.py, under cgroup memory limits)")
 GPU_OVERHEAD_HOW = "CUDA context per GPU, 527 MiB measured on an H200 (bench/cuda_context.py)"
 
 
@@ -930,16 +944,28 @@ def _derive_budget(facts: Facts) -> None:
                                  " CUDA context"))
     available = facts.value("host.ram.available")
     ram_budget = None
+    host_overhead = HOST_PRIVATE_OVERHEAD + HOST_CACHE_MARGIN
     if isinstance(available, int):
-        ram_budget = max(0, available - HOST_RUNTIME_OVERHEAD)
-        facts.set("derived.host_overhead_bytes", HOST_RUNTIME_OVERHEAD, _src("budget", HOST_OVERHEAD_HOW))
+        ram_budget = max(0, available - host_overhead)
+        facts.set("derived.host_overhead_bytes", host_overhead, _src("budget", HOST_OVERHEAD_HOW))
         facts.set("derived.ram_budget", ram_budget,
-                  _src("budget", f"available RAM {available / MIB:.0f} MiB - {HOST_RUNTIME_OVERHEAD / MIB:.1f} MiB "
+                  _src("budget", f"available RAM {available / MIB:.0f} MiB - {host_overhead / MIB:.1f} MiB "
                                  "the engine's process needs beyond its buffers (measured)"))
+    mapped = place_weights(plan.layout, plan.n_gpu_layers, plan.gpu).host_bytes \
+        if facts.value("config.use_mmap") is not False else 0
+    margin = HOST_MAPPED_MINIMUM if mapped else HOST_CACHE_MARGIN
+    floor = b.host - mapped + HOST_PRIVATE_OVERHEAD + margin  # below it the kernel kills the process
     if complete:
         facts.set("derived.host_peak_bytes", b.host + HOST_RUNTIME_OVERHEAD  # [repack hook] + the replaced
                   + _int_fact(facts, "derived.weights_repack_replaced_bytes", 0),  # file pages, resident after load
                   _src("budget", "weights + KV + compute in host memory + the process's own overhead"))
+        facts.set("derived.weights_mapped_bytes", mapped,
+                  _src("budget", "weights in host memory left in the memory-mapped file" if mapped else
+                       "mmap off: the weights are the process's own memory"))
+        facts.set("derived.host_floor_bytes", floor,
+                  _src("budget", "KV + compute + output + work buffer + the process's private memory + "
+                       + ("18 MiB of the mapped weights' page cache" if mapped else "3 MiB of page cache")
+                       + " (measured under cgroup limits: below it the kernel kills the process)"))
 
     phase, device = "none", "none"
     if vram_budget is not None and plan.gpu and b.gpu_layers > 0:
@@ -955,23 +981,34 @@ def _derive_budget(facts: Facts) -> None:
             device = "gpu"
             phase = ("weights" if b.weights_gpu > vram_budget else
                      "kv_cache" if b.weights_gpu + b.kv_gpu > vram_budget else "compute")
-    if ram_budget is not None and complete:
-        fits_ram = b.host <= ram_budget
+    if ram_budget is not None and complete and isinstance(available, int):
+        runs = floor <= available
+        own = max(0, available - HOST_PRIVATE_OVERHEAD - margin)  # for the buffers that cannot be paged out
+        fits_ram = runs and b.host <= ram_budget
         facts.set("derived.fits_ram", fits_ram, src)
+        facts.set("derived.ram_runs", runs,
+                  _src("budget", f"the process's least memory {floor / MIB:.1f} MiB against {available / MIB:.0f} MiB"
+                                 + (" (the mapped weights paged from disk)" if mapped and not fits_ram else "")))
         facts.set("derived.host_short_bytes", max(0, b.host - ram_budget), src)
-        facts.set("derived.host_room_bytes", max(0, ram_budget - b.host),
+        facts.set("derived.host_room_bytes", max(0, ram_budget - b.host) if fits_ram else 0,
                   _src("budget", "available RAM left after the process and the plan's buffers"))
-        if not fits_ram and device == "none":
+        if runs and not fits_ram:
+            facts.set("derived.weights_paged_bytes", min(mapped, b.host - ram_budget),
+                      _src("budget", "mapped weights that cannot stay in the page cache: re-read from disk per token"))
+        if not runs and device == "none":
             device = "host"
-            phase = ("weights" if b.weights_host > ram_budget else
-                     "kv_cache" if b.weights_host + b.kv_host > ram_budget else "compute")
+            weights_own = b.weights_host - mapped
+            phase = ("weights" if weights_own > own else
+                     "kv_cache" if weights_own + b.kv_host > own else "compute")
     if complete and (vram_budget is not None or ram_budget is not None):
         facts.set("derived.oom_phase", phase, src)
         facts.set("derived.oom_device", device, src)
         if device != "none":
-            need, room = (b.gpu, vram_budget) if device == "gpu" else (b.host, ram_budget)
+            need, room = (b.gpu, vram_budget) if device == "gpu" else (b.host - mapped, own)
             facts.set("derived.oom_need_bytes", need,
-                      _src("budget", f"weights + KV + compute on the {device}"))
+                      _src("budget", f"weights + KV + compute on the {device}"
+                                     + (" (the mapped weights left out: they can be paged)" if device == "host"
+                                        and mapped else "")))
             facts.set("derived.oom_budget_bytes", room,
                       _src("budget", f"free {device} memory minus the margin"))
 

@@ -63,6 +63,8 @@ RECIPES: dict[str, Recipe] = {
                             _c(type_k="q8_0", type_v="q8_0", flash_attn=True))),
     "oom.compute": Recipe((_c(n_ubatch=256, flash_attn=True),)),
     "oom.weights": Recipe((_c(n_gpu_layers="{derived.max_gpu_layers}"),), needs_gpu=True),
+    "oom.paging": Recipe(not_tried="paging is judged against a memory budget (available RAM, a container "
+                                   "limit, --ram); llm-doctor does not re-run the engine under a limit"),
     "oom.runtime": Recipe(not_tried="the fix leaves headroom on a GPU; this run's memory is not the GPU's"),
     "oom.concurrency": Recipe(not_tried="the fix is a server's concurrency; the embedded engine runs one request"),
     "LD503": Recipe((_c(n_gpu_layers=-1),), needs_gpu=True),

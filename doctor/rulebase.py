@@ -68,6 +68,7 @@ CLASSES: dict[str, str] = {
     "oom.kv_cache": "Memory",
     "oom.compute": "Memory",
     "oom.runtime": "Memory",
+    "oom.paging": "Memory",
     "oom.concurrency": "Memory",
     "sampling.repetition": "Sampling and output",
     "pcie.degraded": "PCIe link",

@@ -2,7 +2,8 @@
 
 psutil reads /proc/meminfo (MemAvailable already counts reclaimable page cache, so a model file
 that is cached counts as available); a cgroup memory limit lowers both total and available, since
-the engine is killed at the limit whatever the host has free.
+the engine is held to the limit whatever the host has free: available is then the limit less the
+cgroup's working set (its usage without inactive page cache, which the kernel reclaims first).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def collect_memory(roots: Roots) -> Facts:
                 total, how_total = cap, f"cgroup limit ({limit.where})"
             room = cap - usage if usage is not None else cap
             if available is None or room < available:
-                available, how_avail = max(0, room), f"cgroup limit - usage ({limit.where})"
+                available, how_avail = max(0, room), f"cgroup limit - working set ({limit.where})"
     if total is not None:
         rep.set("host.ram.total", total, text=how_total)
     if available is not None:

@@ -28,12 +28,19 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.gpu_need_bytes", "int", "bytes", "weights + KV + compute on the GPU"),
     ("derived.host_need_bytes", "int", "bytes", "weights + KV + compute + output + the CPU work buffer in RAM"),
     ("derived.vram_budget", "int", "bytes", "free VRAM minus the CUDA context per GPU (measured)"),
-    ("derived.ram_budget", "int", "bytes", "available RAM minus the engine process's own overhead (measured)"),
+    ("derived.ram_budget", "int", "bytes", "available RAM minus the engine process's own private memory and the "
+     "page cache it needs (measured)"),
     ("derived.gpu_overhead_bytes", "int", "bytes", "VRAM the runtime takes beyond the buffers (CUDA context per GPU)"),
     ("derived.cpu_work_bytes", "int", "bytes",
      "the CPU backend's scratch buffer for the largest product (not printed by llama.cpp; grows with the "
      "context for an f16 V cache without flash attention)"),
     ("derived.host_overhead_bytes", "int", "bytes", "RAM the engine's process takes beyond the buffers (measured)"),
+    ("derived.weights_mapped_bytes", "int", "bytes", "weights in host memory that stay in the memory-mapped file "
+     "(page cache the kernel may evict; 0 with mmap off)"),
+    ("derived.host_floor_bytes", "int", "bytes", "the least memory the process runs in: everything but the mapped "
+     "weights, + the page cache the kernel keeps for them (measured); below it the process is killed"),
+    ("derived.weights_paged_bytes", "int", "bytes", "mapped weights that do not fit beside the rest: evicted and "
+     "read from disk again for every token"),
     ("derived.host_peak_bytes", "int", "bytes", "host memory the engine's process will hold: buffers + overhead "
      "(+ the file pages of repacked weights, resident after load but droppable)"),
     ("derived.gpu_room_bytes", "int", "bytes", "VRAM left after the plan (0 when it does not fit)"),
@@ -45,7 +52,9 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.oom_need_bytes", "int", "bytes", "what the plan needs on the device that runs out"),
     ("derived.oom_budget_bytes", "int", "bytes", "what that device has for it (free minus the margin)"),
     ("derived.fits_vram", "bool", None, "weights + KV + compute fit in free VRAM"),
-    ("derived.fits_ram", "bool", None, "what stays on the host fits in available RAM"),
+    ("derived.fits_ram", "bool", None, "what stays on the host fits in available RAM: it runs at full speed"),
+    ("derived.ram_runs", "bool", None, "the process runs in available RAM at all (the mapped weights may be "
+     "paged from disk): false means the kernel kills it"),
     ("derived.weights_fit_vram", "bool", None, "the GPU share of the weights fits in free VRAM"),
     ("derived.kv_fits_vram", "bool", None, "weights + KV fit in free VRAM"),
     ("derived.max_gpu_layers", "int", "layers", "largest n_gpu_layers that fits in VRAM"),

@@ -246,7 +246,12 @@ def memory_line(report: Report) -> str:
              "derived.gpu_short_bytes")):
         if not isinstance(v(budget), int) or not isinstance(v(short), int) or (device == "VRAM" and not v(need)):
             continue
-        if v(short) > 0:
+        paged = v("derived.weights_paged_bytes") if device == "RAM" and v("derived.ram_runs") is True else None
+        if v(short) > 0 and isinstance(paged, int) and paged > 0:
+            parts.append(f"{device} runs but pages: {format_value(paged, 'bytes')} of the mapped weights re-read "
+                         f"from disk per token (needs {format_value(v(need), 'bytes')} of "
+                         f"{format_value(v(budget), 'bytes')} to keep them resident)")
+        elif v(short) > 0:
             parts.append(f"{device} does not fit: needs {format_value(v(need), 'bytes')} of "
                          f"{format_value(v(budget), 'bytes')}, short by {format_value(v(short), 'bytes')}")
         else:

@@ -258,7 +258,7 @@ def test_the_cpu_work_buffer_is_the_largest_converted_operand(smol: Facts) -> No
 
 
 def test_the_work_buffer_is_part_of_the_host_need_and_the_verdict(smol: Facts) -> None:
-    from doctor.estimate import HOST_RUNTIME_OVERHEAD
+    from doctor.estimate import HOST_CACHE_MARGIN, HOST_PRIVATE_OVERHEAD
 
     f = smol_plan(smol, 8192)
     work = f.value("derived.cpu_work_bytes")
@@ -266,7 +266,8 @@ def test_the_work_buffer_is_part_of_the_host_need_and_the_verdict(smol: Facts) -
                                        "derived.compute_host_bytes"))
     assert f.value("derived.host_need_bytes") == buffers + 49152 * 4 + work  # + one row of f32 logits
     # a budget the buffers alone would fit in, but not with the work buffer of a full context
-    tight = smol_plan(smol, 8192, **{"host.ram.available": HOST_RUNTIME_OVERHEAD + buffers + 49152 * 4 + work // 2})
+    tight = smol_plan(smol, 8192, **{"host.ram.available": HOST_PRIVATE_OVERHEAD + HOST_CACHE_MARGIN + buffers
+                                     + 49152 * 4 + work // 2})
     assert tight.value("derived.fits_ram") is False and tight.value("derived.host_short_bytes") == work - work // 2
     best = tight.value("derived.max_ctx_fit")
     assert best is not None and best < 8192  # the largest context that fits counts it too
@@ -277,3 +278,25 @@ def test_with_every_layer_on_the_gpu_the_host_has_no_work_buffer(smol: Facts) ->
                             "config.flash_attn": "disabled", "config.n_gpu_layers": -1, "host.gpu.count": 1,
                             "host.gpu[0].vram_free": 80 * GIB})
     assert f.value("derived.cpu_work_bytes") == 0
+
+
+def test_the_least_memory_leaves_out_only_the_mapped_weights(smol: Facts) -> None:
+    """Under a cgroup limit the kernel evicts memory-mapped weights instead of killing the process
+    (bench/fit_vs_llamacpp.py): the least memory is the rest + the page cache it keeps for them."""
+    from doctor.estimate import HOST_CACHE_MARGIN, HOST_MAPPED_MINIMUM, HOST_PRIVATE_OVERHEAD
+
+    f = smol_plan(smol, 8192, kv="f32")
+    need, mapped = f.value("derived.host_need_bytes"), f.value("derived.weights_mapped_bytes")
+    assert mapped == f.value("derived.weights_host_bytes") > 0
+    assert f.value("derived.host_floor_bytes") == need - mapped + HOST_PRIVATE_OVERHEAD + HOST_MAPPED_MINIMUM
+    off = smol_plan(smol, 8192, kv="f32", **{"config.use_mmap": False})
+    assert off.value("derived.weights_mapped_bytes") == 0
+    assert off.value("derived.host_floor_bytes") == need + HOST_PRIVATE_OVERHEAD + HOST_CACHE_MARGIN
+    floor = f.value("derived.host_floor_bytes")
+    for available, runs, fits in ((floor - 1, False, False), (floor, True, False),
+                                  (need + HOST_PRIVATE_OVERHEAD + HOST_CACHE_MARGIN, True, True)):
+        judged = smol_plan(smol, 8192, kv="f32", **{"host.ram.available": available})
+        assert (judged.value("derived.ram_runs"), judged.value("derived.fits_ram")) == (runs, fits), available
+        paged = judged.value("derived.weights_paged_bytes")
+        assert (paged is not None and paged > 0) == (runs and not fits)
+        assert (judged.value("derived.oom_device") == "host") == (not runs)

@@ -101,19 +101,21 @@ def test_the_bench_table_agrees(smollm2: Path) -> None:
 
 def test_the_fit_table_against_real_loads(smollm2: Path) -> None:
     """bench/results/fit_vs_llamacpp.json holds 36 real loads of SmolLM2 (n_ctx 64..8192, f16/q8_0/f32
-    KV, 1 or 4 sequences): llama.cpp's printed buffers and the process's peak resident memory with
-    everything it allocated resident. Today's estimate, judged again on them: KV exact, compute
-    within 2%, and the RAM verdict at 256 MiB..2 GiB equal to the real process - two pairs are known
-    to be conservative (the real process fits with under 1 MiB to spare)."""
+    KV, 1 or 4 sequences): llama.cpp's printed buffers, the process's resident memory, and how the same
+    load ended in a cgroup limited to each budget from 256 MiB to 2 GiB (killed, paged, or everything
+    resident). Today's estimate, judged again on them: KV exact, compute within 2%, and its verdict in
+    the same three words equal to the real outcome at every budget."""
     import sys
 
     sys.path.insert(0, str(BUFFERS.parents[3]))
-    from bench.fit_vs_llamacpp import BUDGETS_MIB, Setting, doctor_facts
+    from bench.fit_vs_llamacpp import BUDGETS_MIB, Setting, doctor_facts, doctor_outcome
 
-    rows = json.loads((BUFFERS.parents[3] / "bench" / "results" / "fit_vs_llamacpp.json").read_text())["rows"]
+    data = json.loads((BUFFERS.parents[3] / "bench" / "results" / "fit_vs_llamacpp.json").read_text())
+    rows = data["rows"]
     model = collect_model(str(smollm2))
     assert len(rows) == 36
-    wrong = []
+    assert data["limits"].startswith("cgroup"), "the recorded table was not measured under memory limits"
+    wrong, outcomes = [], set()
     for row in rows:
         setting, truth = Setting(row["n_ctx"], row["kv"], row["n_seq"]), row["truth"]
         est = doctor_facts(setting, model, None)
@@ -121,8 +123,10 @@ def test_the_fit_table_against_real_loads(smollm2: Path) -> None:
         assert est.value("derived.kv_cells") == truth["cells"], setting.name
         assert abs(est.value("derived.compute_bytes") / MIB - truth["compute_mib"]) <= 0.02 * truth["compute_mib"]
         for budget in BUDGETS_MIB:
-            verdict = doctor_facts(setting, model, budget * MIB).value("derived.fits_ram")
-            if verdict != (truth["peak_rss"] <= budget * MIB):
-                wrong.append((setting.name, budget, verdict, truth["peak_rss"] / MIB))
-    assert len(wrong) <= 2, wrong
-    assert all(verdict is False and budget - peak < 1 for _, budget, verdict, peak in wrong), wrong
+            real = row["verdicts"][str(budget)]["real"]
+            outcomes.add(real)
+            said = doctor_outcome(doctor_facts(setting, model, budget * MIB))
+            if said != real:
+                wrong.append((setting.name, budget, said, real))
+    assert outcomes == {"killed", "paged", "full"}  # the grid reaches all three
+    assert wrong == []

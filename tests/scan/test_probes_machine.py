@@ -66,6 +66,35 @@ def test_cgroup_v1_quota(tmp_path: Path) -> None:
     assert not collect_memory(roots).has("host.ram.cgroup_limit")
 
 
+@pytest.mark.parametrize("v2", [True, False], ids=["v2", "v1"])
+def test_a_containers_page_cache_counts_as_available(tmp_path: Path, v2: bool) -> None:
+    """Inactive page cache inside the limit is reclaimed before anything is killed (measured under a
+    cgroup limit, bench/fit_vs_llamacpp.py): available is the limit less the working set."""
+    (tmp_path / "proc/self").mkdir(parents=True)
+    mib = 1 << 20
+    if v2:
+        (tmp_path / "proc/self/cgroup").write_text("0::/\n")
+        base = tmp_path / "sys/fs/cgroup"
+        base.mkdir(parents=True)
+        (base / "memory.max").write_text(f"{2048 * mib}\n")
+        (base / "memory.current").write_text(f"{1500 * mib}\n")
+        (base / "memory.stat").write_text(f"anon {300 * mib}\nfile {1200 * mib}\ninactive_file {1000 * mib}\n")
+    else:
+        (tmp_path / "proc/self/cgroup").write_text("12:memory:/docker/abc\n")
+        base = tmp_path / "sys/fs/cgroup/memory/docker/abc"
+        base.mkdir(parents=True)
+        (base / "memory.limit_in_bytes").write_text(f"{2048 * mib}\n")
+        (base / "memory.usage_in_bytes").write_text(f"{1500 * mib}\n")
+        (base / "memory.stat").write_text(f"cache {1200 * mib}\ninactive_file {900 * mib}\n"
+                                          f"total_inactive_file {1000 * mib}\n")
+    roots = Roots(sysfs=str(tmp_path / "sys"), proc=str(tmp_path / "proc"), live=False,
+                  psutil=load_machine(MACHINES / "hdd-server").roots.psutil)
+    mem = collect_memory(roots)
+    assert mem.value("host.ram.cgroup_limit") == 2048 * mib
+    assert mem.value("host.ram.available") == (2048 - 500) * mib  # not 548 MiB: 1000 MiB of it is old cache
+    assert "working set" in (mem.get("host.ram.available").source.text or "")
+
+
 def test_laptop_swap_and_flags() -> None:
     roots = machine("laptop-no-gpu").roots
     cpu, mem = collect_cpu(roots), collect_memory(roots)

@@ -83,11 +83,12 @@ def test_kv_prediction_recommends_a_context_that_fits(model_files, capsys) -> No
     model = model_files("llama-3.1-8b-instruct-q4_k_m")
     args = ["--replay-machine", str(MACHINES / "laptop-no-gpu"), "--model", str(model)]
     _, report = run_scan([*args, "--ctx-size", "32768"], capsys)
-    finding = next(f for f in report["findings"] if f["id"] == "LD312")
+    # 4 GiB of KV fits in the 7.5 GiB available, but not beside the 4.6 GiB of mapped weights: paged
+    finding = next(f for f in report["findings"] if f["id"] == "LD317")
     fit = report["facts"]["facts"]["derived.ctx_fit_recommended"]["value"]
     assert f"n_ctx={fit}" in finding["fix"]["command"]
     _, again = run_scan([*args, "--ctx-size", str(fit)], capsys)
-    assert "LD312" not in {f["id"] for f in again["findings"]}
+    assert not {"LD312", "LD317"} & {f["id"] for f in again["findings"]}
 
 
 def test_the_engine_option_chooses_whose_flags_the_fix_uses(model_files, capsys) -> None:

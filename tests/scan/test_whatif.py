@@ -11,7 +11,7 @@ import pytest
 
 from doctor.cli import main
 from doctor.errors import UsageError
-from doctor.estimate import GPU_RUNTIME_OVERHEAD, HOST_RUNTIME_OVERHEAD
+from doctor.estimate import GPU_RUNTIME_OVERHEAD, HOST_CACHE_MARGIN, HOST_PRIVATE_OVERHEAD, HOST_RUNTIME_OVERHEAD
 from doctor.whatif import parse_size
 
 MIB = 1 << 20
@@ -49,11 +49,14 @@ def test_a_ram_budget_that_is_too_small_names_the_shortfall_and_what_fits(
         capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
     # n_ctx 8192 with an f32 cache: 92.1 MiB weights + 360 MiB KV + 166.4 MiB compute + 0.2 MiB output
     # (+ the repacked weight copy where this machine's llama.cpp makes one: 32.06 MiB net with AMX)
-    code, f = scan(capsys, "--no-trace", "--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32", "--ram", "640M")
+    code, f = scan(capsys, "--no-trace", "--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32", "--ram", "512M")
     buffers = round((92.10 + 360 + 166.38 + 0.19) * MIB) + f.get("derived.weights_repack_extra_bytes", 0)
     assert abs(f["derived.host_need_bytes"] - buffers) < MIB
-    assert f["host.ram.available"] == 640 * MIB and f["derived.ram_budget"] == 640 * MIB - HOST_RUNTIME_OVERHEAD
-    assert f["derived.fits_ram"] is False and code == 1
+    assert f["host.ram.available"] == 512 * MIB
+    assert f["derived.ram_budget"] == 512 * MIB - HOST_PRIVATE_OVERHEAD - HOST_CACHE_MARGIN
+    # the KV cache and compute buffer alone (private memory: they cannot be paged) do not fit: killed
+    assert f["derived.ram_runs"] is False and f["derived.fits_ram"] is False and code == 1
+    assert f["derived.host_floor_bytes"] > 512 * MIB
     assert f["derived.host_short_bytes"] == f["derived.host_need_bytes"] - f["derived.ram_budget"]
     assert f["derived.host_room_bytes"] == 0
     assert 0 < f["derived.max_ctx_fit"] < 8192 and f["derived.max_ctx_fit"] % 256 == 0
@@ -62,16 +65,34 @@ def test_a_ram_budget_that_is_too_small_names_the_shortfall_and_what_fits(
     assert any("what-if budget" in i for i in f["#inputs"])
 
 
+def test_a_budget_between_the_least_memory_and_everything_resident_pages_the_mapped_weights(
+        capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    """Measured under a cgroup limit (bench/fit_vs_llamacpp.py): the process is not killed when only
+    the memory-mapped weights do not fit; the kernel evicts them and every token reads them again."""
+    code, f = scan(capsys, "--no-trace", "--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32", "--ram", "690M")
+    assert f["derived.host_floor_bytes"] <= 690 * MIB < f["derived.host_need_bytes"] + f["derived.host_overhead_bytes"]
+    assert f["derived.ram_runs"] is True and f["derived.fits_ram"] is False
+    assert 0 < f["derived.weights_paged_bytes"] <= f["derived.weights_mapped_bytes"]
+    assert "LD317" in f["#findings"] and not {"LD312", "LD313", "LD314"} & set(f["#findings"])
+    assert code == 0  # a warning: it runs, slowly
+    # with mmap off the weights are the process's own memory: the same budget kills it
+    code, f = scan(capsys, "--no-trace", "--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32", "--ram", "690M",
+                   "--no-mmap")
+    assert f["derived.weights_mapped_bytes"] == 0 and f["derived.ram_runs"] is False and code == 1
+    assert "LD317" not in f["#findings"]
+
+
 def test_the_same_plan_fits_a_larger_budget_and_says_the_room_left(
         capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
     _, f = scan(capsys, "--no-trace", "--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32", "--ram", "1G")
-    assert f["derived.fits_ram"] is True and f["derived.host_short_bytes"] == 0
-    assert f["derived.host_room_bytes"] == GIB - HOST_RUNTIME_OVERHEAD - f["derived.host_need_bytes"]
+    assert f["derived.fits_ram"] is True and f["derived.ram_runs"] is True and f["derived.host_short_bytes"] == 0
+    assert f["derived.host_room_bytes"] == (GIB - HOST_PRIVATE_OVERHEAD - HOST_CACHE_MARGIN
+                                            - f["derived.host_need_bytes"])
     # (+ the file pages of weights llama.cpp repacked, where this machine repacks: resident after the load)
     assert f["derived.host_peak_bytes"] == (f["derived.host_need_bytes"] + HOST_RUNTIME_OVERHEAD
                                             + f.get("derived.weights_repack_replaced_bytes", 0))
     assert f["derived.max_ctx_fit"] == 8192  # the training context: nothing larger is planned
-    assert not {"LD312", "LD313", "LD314"} & set(f["#findings"])
+    assert not {"LD312", "LD313", "LD314", "LD317"} & set(f["#findings"])
 
 
 def test_vram_budgets_plan_gpus_this_machine_does_not_have(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
