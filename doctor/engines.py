@@ -39,6 +39,7 @@ class Defaults:
     n_ubatch: int = 512
     type_k: str = "f16"
     type_v: str = "f16"
+    prompt_cache_mib: int = 0  # host memory the server may fill with cached prompt states (llama-server --cache-ram)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +93,10 @@ _OLLAMA_PARAMS = {
 }
 
 BUILTIN: tuple[Engine, ...] = (
-    # llama.cpp's CLI and server: one thread per physical core, flash attention auto, swa_full false
+    # llama.cpp's CLI and server: one thread per physical core, flash attention auto, swa_full false;
+    # llama-server keeps prompt states in host memory up to --cache-ram (`llama-server --help`: "default: 8192")
     Engine("llama.cpp", "llama.cpp", _LLAMACPP_PARSER, aliases=("llama-server", "llama.cpp-library"),
-           defaults=Defaults(threads="physical", flash_attn="auto", swa_full=False),
+           defaults=Defaults(threads="physical", flash_attn="auto", swa_full=False, prompt_cache_mib=8192),
            spelling=Spelling(_LLAMACPP_FLAGS)),
     # the C API through Python: n_threads = os.cpu_count() // 2, flash attention off, swa_full true
     Engine("llama-cpp-python", "llama-cpp-python", _LLAMACPP_PARSER, wraps="llama.cpp",

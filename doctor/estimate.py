@@ -992,6 +992,11 @@ def _derive_budget(facts: Facts) -> None:
         facts.set("derived.host_short_bytes", max(0, b.host - ram_budget), src)
         facts.set("derived.host_room_bytes", max(0, ram_budget - b.host) if fits_ram else 0,
                   _src("budget", "available RAM left after the process and the plan's buffers"))
+        cache_ram = facts.value("config.cache_ram")  # llama-server's prompt cache (doctor/engines.py)
+        if fits_ram and isinstance(cache_ram, int) and cache_ram > 0:
+            facts.set("derived.cache_ram_fit_mib", (ram_budget - b.host) // MIB,
+                      _src("budget", "the RAM left after the plan, in MiB: the largest --cache-ram that keeps "
+                                     "everything resident"))
         if runs and not fits_ram:
             facts.set("derived.weights_paged_bytes", min(mapped, b.host - ram_budget),
                       _src("budget", "mapped weights that cannot stay in the page cache: re-read from disk per token"))

@@ -65,6 +65,8 @@ RECIPES: dict[str, Recipe] = {
     "oom.weights": Recipe((_c(n_gpu_layers="{derived.max_gpu_layers}"),), needs_gpu=True),
     "oom.paging": Recipe(not_tried="paging is judged against a memory budget (available RAM, a container "
                                    "limit, --ram); llm-doctor does not re-run the engine under a limit"),
+    "oom.prompt_cache": Recipe(not_tried="the fix is llama-server's --cache-ram; the embedded engine keeps no "
+                                         "prompt cache"),
     "oom.runtime": Recipe(not_tried="the fix leaves headroom on a GPU; this run's memory is not the GPU's"),
     "oom.concurrency": Recipe(not_tried="the fix is a server's concurrency; the embedded engine runs one request"),
     "LD503": Recipe((_c(n_gpu_layers=-1),), needs_gpu=True),

@@ -69,6 +69,7 @@ CLASSES: dict[str, str] = {
     "oom.compute": "Memory",
     "oom.runtime": "Memory",
     "oom.paging": "Memory",
+    "oom.prompt_cache": "Memory",
     "oom.concurrency": "Memory",
     "sampling.repetition": "Sampling and output",
     "pcie.degraded": "PCIe link",

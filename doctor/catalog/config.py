@@ -13,6 +13,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("config.n_batch", "int", "tokens", "logical batch size"),
     ("config.n_ubatch", "int", "tokens", "physical batch size"),
     ("config.use_mmap", "bool", None, "model weights memory-mapped"),
+    ("config.cache_ram", "int", "bytes", "host memory llama-server may fill with cached prompt states "
+     "(--cache-ram; 0 = off)"),
     ("config.use_mlock", "bool", None, "model weights locked in RAM"),
     ("config.use_extra_bufts", "bool", None, "llama.cpp's extra buffer types on (weight repacking: AMX, CPU_REPACK; "
      "off = -nr / --no-repack)"),

@@ -39,6 +39,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
      "(page cache the kernel may evict; 0 with mmap off)"),
     ("derived.host_floor_bytes", "int", "bytes", "the least memory the process runs in: everything but the mapped "
      "weights, + the page cache the kernel keeps for them (measured); below it the process is killed"),
+    ("derived.cache_ram_fit_mib", "int", "MiB", "the largest llama-server --cache-ram that the RAM left after "
+     "the plan holds"),
     ("derived.weights_paged_bytes", "int", "bytes", "mapped weights that do not fit beside the rest: evicted and "
      "read from disk again for every token"),
     ("derived.host_peak_bytes", "int", "bytes", "host memory the engine's process will hold: buffers + overhead "

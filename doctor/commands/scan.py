@@ -156,6 +156,9 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     plan.put("config.n_batch", batch, "-b/--batch-size" if args.batch_size else f"default: {defaults.n_batch}")
     plan.put("config.n_ubatch", ubatch, "-ub/--ubatch-size" if args.ubatch_size else f"default: {defaults.n_ubatch}")
     plan.put("config.use_mmap", not args.no_mmap, "--no-mmap" if args.no_mmap else "default: mmap on")
+    if defaults.prompt_cache_mib:
+        plan.put("config.cache_ram", defaults.prompt_cache_mib << 20,
+                 f"default: llama-server's --cache-ram {defaults.prompt_cache_mib} MiB")
     if args.no_repack:
         plan.put("config.use_extra_bufts", False, "--no-repack")
     prompt = args.prompt_tokens if args.prompt_tokens is not None else 512

@@ -119,3 +119,16 @@ def test_the_markdown_view_says_it_too(capsys: pytest.CaptureFixture[str], smoll
           "--ram", "640M"])
     out = capsys.readouterr().out
     assert "**Memory:** RAM does not fit: needs " in out and "short by" in out
+
+
+def test_a_llama_server_plan_counts_its_prompt_cache(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    """llama-server keeps earlier prompts' KV states in RAM up to --cache-ram (8192 MiB unless set;
+    measured growing per prompt: tests/server/test_prompt_cache_memory.py): LD318 caps it at the room left."""
+    code, f = scan(capsys, "--no-trace", "--engine", "llama.cpp", "--ram", "1G")
+    assert f["config.cache_ram"] == 8192 * MIB and f["derived.fits_ram"] is True
+    assert f["derived.cache_ram_fit_mib"] == f["derived.host_room_bytes"] // MIB
+    assert "LD318" in f["#findings"] and code == 0
+    _, roomy = scan(capsys, "--no-trace", "--engine", "llama.cpp", "--ram", "16G")
+    assert "LD318" not in roomy["#findings"]  # 8 GiB of cache fits beside this plan
+    _, embedded = scan(capsys, "--no-trace", "--ram", "1G")  # llama-cpp-python keeps no prompt cache
+    assert "config.cache_ram" not in embedded and "LD318" not in embedded["#findings"]
