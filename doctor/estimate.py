@@ -951,8 +951,7 @@ def _derive_budget(facts: Facts) -> None:
         facts.set("derived.ram_budget", ram_budget,
                   _src("budget", f"available RAM {available / MIB:.0f} MiB - {host_overhead / MIB:.1f} MiB "
                                  "the engine's process needs beyond its buffers (measured)"))
-    mapped = place_weights(plan.layout, plan.n_gpu_layers, plan.gpu).host_bytes \
-        if facts.value("config.use_mmap") is not False else 0
+    mapped = place.host_bytes if facts.value("config.use_mmap") is not False else 0
     margin = HOST_MAPPED_MINIMUM if mapped else HOST_CACHE_MARGIN
     floor = b.host - mapped + HOST_PRIVATE_OVERHEAD + margin  # below it the kernel kills the process
     if complete:
