@@ -73,6 +73,7 @@ if str(ROOT) not in sys.path:
 
 from bench.common import Row as BenchRow  # noqa: E402
 from bench.common import fit_params_binary, fit_params_cmd, parse_fit_print  # noqa: E402
+from doctor.facts import Facts  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 MIB = 1 << 20
@@ -236,8 +237,13 @@ def model_path() -> Path:
     return find()
 
 
+def child_cmd(setting: Setting, path: Path) -> list[str]:
+    """The child that loads one setting (CHILD), as a command line."""
+    return [sys.executable, "-c", CHILD, json.dumps(asdict(setting)), str(path)]
+
+
 def real_run(setting: Setting, path: Path, ulimit: int | None = None) -> tuple[int, str]:
-    cmd = [sys.executable, "-c", CHILD, json.dumps(asdict(setting)), str(path)]
+    cmd = child_cmd(setting, path)
     if ulimit is not None:
         cmd = ["bash", "-c", f'ulimit -v {ulimit // 1024} && exec "$@"', "bash", *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
@@ -268,8 +274,7 @@ def limited_outcome(setting: Setting, path: Path, budget: int) -> dict:
     from bench.cgroup_limit import drop_file_cache, run_limited
 
     drop_file_cache(path)
-    cmd = [sys.executable, "-c", CHILD, json.dumps(asdict(setting)), str(path)]
-    run = run_limited(cmd, budget)
+    run = run_limited(child_cmd(setting, path), budget)
     status = next((json.loads(ln[7:]) for ln in run.stderr.splitlines() if ln.startswith("STATUS ")), None)
     if run.killed or status is None:
         if not run.killed:
@@ -282,7 +287,7 @@ def limited_outcome(setting: Setting, path: Path, budget: int) -> dict:
             "read_per_token": reply["read_per_token"], "ms_per_token": reply["ms_per_token"]}
 
 
-def doctor_outcome(facts) -> str:
+def doctor_outcome(facts: Facts) -> str:
     """llm-doctor's verdict in the same three words."""
     if facts.value("derived.ram_runs") is False:
         return "killed"
