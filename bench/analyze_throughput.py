@@ -45,7 +45,7 @@ def ere(fragment: str) -> str:
 
 
 def trigger_file(folder: Path) -> Path:
-    from doctor.logs.registry import parser_classes
+    from doctor.sources.logs.registry import parser_classes
 
     fragments: list[str] = []
     for cls in parser_classes():

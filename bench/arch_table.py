@@ -5,7 +5,7 @@ Gemma 2/3 with sliding windows, DeepSeek-V2-Lite with MLA, Mamba, the LFM2 hybri
 setting of fixtures/record_arch.py's grid, llama.cpp's figures come from a `no_alloc` load of a
 sparse GGUF with the real shapes - run now in this benchmark (default) or read from the logs
 recorded in fixtures/ (`--recorded`). llm-doctor reads the same file with its GGUF probe and
-derives the budget (doctor/estimate.py with doctor/estimate_arch.py). Two peers beside it:
+derives the budget (doctor/derive/estimate.py with doctor/derive/arch.py). Two peers beside it:
 
 - `llama-fit-params --fit-print on` (llama.cpp's own projection, built from the vendored source by
   scripts/build_llama_server.sh; bench/common.py finds it) on the same sparse GGUF with the same
@@ -26,7 +26,7 @@ per llama.cpp's sums, llm-doctor's, llama-fit-params's and hf-mem's (weights + K
 
 Vision projectors (fixtures/gguf/arch/mmproj/: Gemma 3's): llama.cpp's figures are clip.cpp's own
 `model size` and warmup `compute buffer size` for one image, with flash attention on and off;
-llm-doctor's come from the projector's header (probes/gguf_mmproj.py, doctor/estimate_mmproj.py).
+llm-doctor's come from the projector's header (doctor/sources/probes/gguf_mmproj.py, doctor/derive/mmproj.py).
 The image-token count is llm-doctor's alone (clip.cpp prints none without an image to tokenize).
 
 Run:  python -m bench.arch_table [--recorded] [--budget-gib 16]
@@ -52,8 +52,8 @@ if str(ROOT) not in sys.path:
 if str(ROOT / "fixtures" / "gguf") not in sys.path:
     sys.path.insert(0, str(ROOT / "fixtures" / "gguf"))
 
-from doctor.estimate import derive  # noqa: E402
-from doctor.facts import Facts, Source  # noqa: E402
+from doctor.core.facts import Facts, Source  # noqa: E402
+from doctor.derive.estimate import derive  # noqa: E402
 
 ARCH_LOGS = ROOT / "fixtures" / "logs" / "llama-cpp-python" / "arch"
 RESULTS = ROOT / "bench" / "results" / "arch_table.md"
@@ -232,7 +232,7 @@ def _mib(facts: Facts, name: str) -> float | None:
 
 
 def model_facts(path: Path) -> Facts:
-    from probes.gguf_model import collect_model
+    from doctor.sources.probes.gguf_model import collect_model
 
     return collect_model(str(path))
 
@@ -305,7 +305,7 @@ class ProjectorRow:
 
 
 def projector_row(spec: str, setting: str, text: str, facts: Facts) -> ProjectorRow:
-    from doctor.estimate_mmproj import projector
+    from doctor.derive.mmproj import projector
 
     size, compute, fa = MODEL_SIZE_MMPROJ.search(text), COMPUTE_MMPROJ.findall(text), FA_MMPROJ.search(text)
     if not size or not compute or not fa:
@@ -321,7 +321,7 @@ def projector_row(spec: str, setting: str, text: str, facts: Facts) -> Projector
 def projector_rows(folder: Path, gguf_dir: Path) -> list[ProjectorRow]:
     from make_arch_gguf import build, load_arch_spec
 
-    from probes.gguf_mmproj import collect_mmproj
+    from doctor.sources.probes.gguf_mmproj import collect_mmproj
 
     index = json.loads((folder / "index.json").read_text()).get("mmproj", {})
     facts: dict[str, Facts] = {}

@@ -69,10 +69,10 @@ def _other_ok(got: str | None, diagnosis: str) -> bool:
 
 
 def score_case(log: Path) -> CaseResult:
-    from doctor.errors import DoctorError
-    from doctor.evaluate import diagnose
-    from doctor.inputs import read_input
-    from doctor.rulebase import load_rulebase
+    from doctor.core.errors import DoctorError
+    from doctor.judge.evaluate import diagnose
+    from doctor.judge.rulebase import load_rulebase
+    from doctor.sources.inputs import read_input
 
     label, diagnosis = _label(log.with_suffix(".yaml"))
     wanted = CLASS_MAP.get(label, label)

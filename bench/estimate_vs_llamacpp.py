@@ -5,7 +5,7 @@ By default llama.cpp is run now, in this run: each setting in a fresh llama-cpp-
 (model and context created, nothing generated), its log kept in a scratch folder (`--recorded`
 reads the logs recorded in fixtures/ instead). For each log the settings come from the log itself
 (n_ctx after padding, n_seq_max, n_batch, n_ubatch, flash attention, K/V types) and the model from
-the GGUF (probes/gguf_model.py); doctor/estimate.py then predicts the buffers and the table shows
+the GGUF (doctor/sources/probes/gguf_model.py); doctor/derive/estimate.py then predicts the buffers and the table shows
 them next to the MiB llama.cpp printed. KV must match to the printed 2 decimals (and in cells),
 weights within 2%, compute within 10%. Prints the table and writes it to
 bench/results/estimate_vs_llamacpp.md.
@@ -29,8 +29,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import Row as BenchRow  # noqa: E402
-from doctor.estimate import derive  # noqa: E402
-from doctor.facts import Facts, Source  # noqa: E402
+from doctor.core.facts import Facts, Source  # noqa: E402
+from doctor.derive.estimate import derive  # noqa: E402
 
 BUFFERS = ROOT / "fixtures" / "logs" / "llama-cpp-python" / "buffers"
 RESULTS = ROOT / "bench" / "results" / "estimate_vs_llamacpp.md"
@@ -38,7 +38,7 @@ MIB = 1 << 20
 
 KV_LINE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*\d+ layers,\s*(\d+)/(\d+) seqs\)")
 # the weights' own buffer (the mapped file, or CPU without mmap); an AMX / CPU_REPACK "model buffer" on
-# CPUs that repack is a second, repacked copy, estimated and checked on its own (doctor/estimate_repack.py,
+# CPUs that repack is a second, repacked copy, estimated and checked on its own (doctor/derive/repack.py,
 # tests/scan/test_estimate_repack.py against real loads)
 MODEL_LINE = re.compile(r"\b(?:CPU_Mapped|CPU) model buffer size =\s*([\d.]+) MiB")
 COMPUTE_LINE = re.compile(r"sched_reserve:\s+\S+ compute buffer size =\s*([\d.]+) MiB")
@@ -109,8 +109,8 @@ def compare(log: Path, model: Facts) -> Row:
 
 
 def model_facts() -> Facts:
-    from engine_adapter.models import default_model_path
-    from probes.gguf_model import collect_model
+    from doctor.sources.live.models import default_model_path
+    from doctor.sources.probes.gguf_model import collect_model
 
     return collect_model(str(default_model_path()))
 
@@ -125,7 +125,7 @@ def record_now(folder: Path, jobs: int = 2) -> str:
     from concurrent.futures import ThreadPoolExecutor
     from importlib.metadata import version
 
-    from engine_adapter.models import default_model_path
+    from doctor.sources.live.models import default_model_path
     from fixtures.record_buffers import CHILD, DROP_PREFIXES, GRID
 
     model = str(default_model_path())

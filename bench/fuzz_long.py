@@ -296,10 +296,10 @@ def atheris_main(target: str) -> None:
     with atheris.instrument_imports(include=["doctor", "probes"]):
         import io
 
-        from doctor.errors import InputError
-        from doctor.estimate import derive
-        from doctor.logs.analyze import analyze_stream
-        from probes.gguf_header import GgufCorrupt, _Walker
+        from doctor.core.errors import InputError
+        from doctor.derive.estimate import derive
+        from doctor.sources.logs.analyze import analyze_stream
+        from doctor.sources.probes.gguf_header import GgufCorrupt, _Walker
         from tests.hostile.fuzz_targets import check_inert_facts, check_one_line
 
     def one_log(data: bytes) -> None:

@@ -4,7 +4,7 @@ same alternation.
 
 `scan --no-trace` on the default model (SmolLM2-135M) reads the GGUF with our bounded header walk,
 which steps over the 49k-token vocabulary without materialising it; what it found is also kept in
-the user's cache folder (probes/gguf_model.py). The first scan of a model is measured with the cache
+the user's cache folder (doctor/sources/probes/gguf_model.py). The first scan of a model is measured with the cache
 off (LLM_DOCTOR_NO_CACHE=1: the walk alone meets the target), with its peak resident memory; the
 alternation runs with a warm cache, as a second scan does.
 

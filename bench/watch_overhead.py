@@ -86,10 +86,10 @@ def bare_run(model: str, tokens: int, threads: int | None, n_ctx: int) -> tuple[
 
 def traced_run(model: str, tokens: int, threads: int | None, n_ctx: int,
                record: str) -> tuple[float, float, dict[str, float]]:
-    from doctor.live import PerfEvent, PhaseEvent, StepEvent
-    from doctor.live_judge import LiveJudge
-    from doctor.rulebase import load_rulebase
-    from engine_adapter.runner import RunSettings, run_embedded
+    from doctor.core.events import PerfEvent, PhaseEvent, StepEvent
+    from doctor.judge.live_judge import LiveJudge
+    from doctor.judge.rulebase import load_rulebase
+    from doctor.sources.live.runner import RunSettings, run_embedded
 
     settings = RunSettings(model_path=model, n_ctx=n_ctx, max_tokens=tokens, n_threads=threads, prompt=PROMPT,
                            temperature=0.0, repeat_penalty=1.0, seed=1, use_extra_bufts=not repack_crashes_here())
@@ -121,7 +121,7 @@ def measure(tokens: int = 256, rounds: int = 6, threads: int | None = None,
             model_arg: str | None = None) -> tuple[list[Row], list[dict[str, float]]]:
     """Rows for the overhead (traced / bare decode tokens/s) and the traced runs' numbers, which
     bench/trace_fidelity.py turns into the fidelity rows (same runs, no second set of runs)."""
-    from engine_adapter.models import resolve_model
+    from doctor.sources.live.models import resolve_model
 
     model = str(resolve_model(model_arg))
     n_ctx = max(512, tokens + 64)
@@ -167,7 +167,7 @@ def measure(tokens: int = 256, rounds: int = 6, threads: int | None = None,
         "ratio_median_gap": round(gap_ratio, 4),
         "tracer_us_per_step_median": per_step, "parent_cpu_share_of_decode_median": round(parent_share, 4),
         "method": "decode tokens/s from first to last token, measured inside each child; bare = plain "
-                  "Llama.generate loop in a child; traced = engine_adapter.runner.run_embedded with live rules "
+                  "Llama.generate loop in a child; traced = doctor.sources.live.runner.run_embedded with live rules "
                   "and --record; bare and traced run in pairs, the order alternating; ratio = median of the "
                   "per-pair ratios",
     }

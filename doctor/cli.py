@@ -12,8 +12,9 @@ import os
 import sys
 from typing import NoReturn
 
-from doctor import __version__, engines
-from doctor.errors import DoctorError
+from doctor import __version__
+from doctor.core import engines
+from doctor.core.errors import DoctorError
 
 COMMAND_MODULES = ("analyze", "scan", "watch", "rules", "fleet")
 MODULE_OF = {"analyze": "analyze", "scan": "scan", "watch": "watch", "rules": "rules", "explain": "rules",
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("LLM_DOCTOR_DEBUG"):
             raise
-        from doctor.sanitize import inert
+        from doctor.core.sanitize import inert
 
         print(f"llm-doctor: internal error: {type(exc).__name__}: {inert(' '.join(str(exc).split()), 500)} "
               "(set LLM_DOCTOR_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 # Strict fact names: a fact the catalogue does not know, or a unit that is not the catalogue's, is an
-# error in the suite (doctor.facts.STRICT), in this process and in the engines and commands it starts.
+# error in the suite (doctor.core.facts.STRICT), in this process and in the engines and commands it starts.
 os.environ["LLM_DOCTOR_STRICT_FACTS"] = "1"
 
-import doctor.facts
-from doctor.evaluate import diagnose
-from doctor.inputs import read_input
-from doctor.report import Report
-from doctor.rulebase import RuleBase, load_rulebase
+import doctor.core.facts
+from doctor.core.report import Report
+from doctor.judge.evaluate import diagnose
+from doctor.judge.rulebase import RuleBase, load_rulebase
+from doctor.sources.inputs import read_input
 
-doctor.facts.STRICT = True  # in case doctor.facts was imported before this file (a plugin)
+doctor.core.facts.STRICT = True  # in case doctor.core.facts was imported before this file (a plugin)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -95,7 +95,7 @@ def host_has_amx() -> bool:
 
 def crash_reported(ids: set[str] | list[str]) -> bool:
     """Whether a report names an engine crash: LD950 (the engine aborted), or on an AMX Xeon LD960,
-    which names the AMX repack kernel as the likely cause (doctor/logs/crashes.py: a crash with the
+    which names the AMX repack kernel as the likely cause (doctor/sources/logs/crashes.py: a crash with the
     weights in the AMX buffer) and explains LD950 away. A test that makes the engine crash on purpose
     accepts either there, and LD950 only elsewhere."""
     ids = set(ids)

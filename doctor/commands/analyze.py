@@ -9,12 +9,12 @@ from collections.abc import Callable
 from doctor.commands.options import add_options
 from doctor.commands.output import exit_code, show_report
 from doctor.commands.selection import select_rules
-from doctor.errors import UsageError
-from doctor.evaluate import diagnose
-from doctor.inputs import load_input
-from doctor.report import Report
-from doctor.rulebase import RuleBase, load_rulebase
-from doctor.vocab import Mode
+from doctor.core.errors import UsageError
+from doctor.core.report import Report
+from doctor.core.vocab import Mode
+from doctor.judge.evaluate import diagnose
+from doctor.judge.rulebase import RuleBase, load_rulebase
+from doctor.sources.inputs import load_input
 
 HELP = "diagnose a saved or pasted log, a saved scan, or a watch recording"
 
@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def paste_diagnosis(rulebase: RuleBase, engine: str | None = None) -> Callable[[bytes], Report]:
     """What the paste screen runs on ctrl+r: the pasted bytes judged as `analyze FILE` judges a log."""
-    from doctor.logs.analyze import analyze_bytes
+    from doctor.sources.logs.analyze import analyze_bytes
 
     def make_report(data: bytes) -> Report:
         facts = analyze_bytes(data, "pasted log")
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             # the paste workflow: the TUI offers a paste screen; without it, say how
             if args.tui is not False and args.format is None:
                 try:
-                    from doctor.tui.app import run_paste_app
+                    from doctor.views.tui.app import run_paste_app
                 except ImportError:
                     pass
                 else:

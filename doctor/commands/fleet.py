@@ -1,9 +1,9 @@
 """`llm-doctor fleet --prometheus URL`: every llama-server, vLLM and TGI instance a Prometheus scrapes,
 judged by the rule base one instance at a time, reported worst first.
 
-The facts come from engine_adapter/prometheus.py (fleet-wide PromQL over a window, the targets'
+The facts come from doctor/sources/live/prometheus.py (fleet-wide PromQL over a window, the targets'
 health, llama-server's /props); each instance gets its own Report from the same rules `watch
---metrics` uses (mode watch), and doctor/render/fleet.py lays them out as text or JSON.
+--metrics` uses (mode watch), and doctor/views/render/fleet.py lays them out as text or JSON.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from doctor.commands.options import FAIL_ON, duration
 from doctor.commands.output import wants_tui, write_stdout
-from doctor.evaluate import diagnose
-from doctor.rulebase import load_rulebase
+from doctor.judge.evaluate import diagnose
+from doctor.judge.rulebase import load_rulebase
 
 if TYPE_CHECKING:
-    from doctor.render.fleet import FleetView
-    from doctor.rulebase import RuleBase
-    from engine_adapter.prometheus import Fleet
+    from doctor.judge.rulebase import RuleBase
+    from doctor.sources.live.prometheus import Fleet
+    from doctor.views.render.fleet import FleetView
 
 HELP = "diagnose every llama-server / vLLM / TGI instance a Prometheus scrapes"
 
@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine_adapter.prometheus import PrometheusClient, collect, parse_selector
+    from doctor.sources.live.prometheus import PrometheusClient, collect, parse_selector
 
     selector = parse_selector(args.match)
     rulebase = load_rulebase(args.rules)
@@ -60,17 +60,17 @@ def run(args: argparse.Namespace) -> int:
     fleet = collect(client, duration_s=args.duration, selector=selector, props=args.props)
     view = build_view(fleet, rulebase)
     if wants_tui(args) and _textual_installed():
-        from doctor.tui.fleet_screen import run_fleet_app
+        from doctor.views.tui.fleet_screen import run_fleet_app
 
         run_fleet_app(view)
         return 1 if view.fails(args.fail_on) else 0
     if args.format == "json":
-        from doctor.render.fleet import render_fleet_json
+        from doctor.views.render.fleet import render_fleet_json
 
         write_stdout(render_fleet_json(view))
     else:
-        from doctor.render.fleet import render_fleet_text
-        from doctor.render.style import choose_style
+        from doctor.views.render.fleet import render_fleet_text
+        from doctor.views.render.style import choose_style
 
         style = choose_style(sys.stdout.isatty(), sys.stdout.encoding, args.color)
         write_stdout(render_fleet_text(view, style, verbose=args.verbose))
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
 def build_view(fleet: Fleet, rulebase: RuleBase) -> FleetView:
     """One Report per instance, through the rule base (mode watch: the rules `watch --metrics` uses)."""
-    from doctor.render.fleet import FleetCost, FleetRow, FleetView
+    from doctor.views.render.fleet import FleetCost, FleetRow, FleetView
 
     rows = []
     for inst in fleet.instances:

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor import engines
-from doctor.estimate import KV_TYPES
-from engine_adapter.triage import TRIAGE_BUDGET_S
+from doctor.core import engines
+from doctor.core.vocab import KV_TYPES
+from doctor.sources.live.triage import TRIAGE_BUDGET_S
 
 COMMANDS = ("scan", "watch", "analyze")
 VERIFY_BUDGET_S = 120.0  # --verify: every re-run and sweep together (here, so --help does not import verify)

@@ -7,8 +7,8 @@ import contextlib
 import os
 import sys
 
-from doctor.report import Report
-from doctor.vocab import FailOn
+from doctor.core.report import Report
+from doctor.core.vocab import FailOn
 
 
 def add_output_options(parser: argparse.ArgumentParser, command: str = "analyze") -> None:
@@ -29,7 +29,7 @@ def wants_tui(args: argparse.Namespace) -> bool:
 def redacted(report: Report, args: argparse.Namespace) -> Report:
     if not getattr(args, "redact", False):
         return report
-    from doctor.redact import for_this_machine
+    from doctor.core.redact import for_this_machine
 
     return for_this_machine().report(report)
 
@@ -38,16 +38,16 @@ def emit(report: Report, args: argparse.Namespace) -> int:
     report = redacted(report, args)
     fmt = args.format or "text"
     if fmt == "json":
-        from doctor.render.json import render_json
+        from doctor.views.render.json import render_json
 
         text = render_json(report)
     elif fmt == "markdown":
-        from doctor.render.markdown import render_markdown
+        from doctor.views.render.markdown import render_markdown
 
         text = render_markdown(report)
     else:
-        from doctor.render.style import choose_style
-        from doctor.render.text import render_text
+        from doctor.views.render.style import choose_style
+        from doctor.views.render.text import render_text
 
         style = choose_style(sys.stdout.isatty(), sys.stdout.encoding, args.color)
         text = render_text(report, style, verbose=args.verbose)
@@ -82,7 +82,7 @@ def show_report(report: Report, args: argparse.Namespace, log_path: str | None =
     if wants_tui(args):
         report = redacted(report, args)
         try:
-            from doctor.tui.app import run_report_app
+            from doctor.views.tui.app import run_report_app
         except ImportError:
             pass
         else:

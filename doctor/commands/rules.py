@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 
-from doctor.catalog import CATALOG, EVENT_KINDS
 from doctor.commands.output import write_stdout
-from doctor.errors import UsageError
-from doctor.rulebase import CLASSES, Rule, class_for, load_rulebase
-from doctor.ruletest import run_all
-from doctor.sanitize import inert
-from doctor.templates import describe, placeholders
+from doctor.core.catalog import CATALOG, EVENT_KINDS
+from doctor.core.errors import UsageError
+from doctor.core.format import describe, placeholders
+from doctor.core.sanitize import inert
+from doctor.judge.rulebase import CLASSES, Rule, class_for, load_rulebase
+from doctor.judge.ruletest import run_all
 
 RULES_HELP = "an extra rule folder (repeatable; also LLM_DOCTOR_RULES)"
 
@@ -160,13 +160,13 @@ def run_facts(args: argparse.Namespace) -> int:
 
 
 def _norm(name: str) -> str:
-    from doctor.catalog import normalise
+    from doctor.core.catalog import normalise
 
     return normalise(name)
 
 
 def _event_kinds(rule: object) -> list[str]:
-    from doctor.predicates import All, Any_, Events, Not
+    from doctor.judge.predicates import All, Any_, Events, Not
 
     kinds: set[str] = set()
 

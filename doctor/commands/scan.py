@@ -3,7 +3,7 @@
 Sources: the probes (machine, storage under the model, GPUs and PCIe, engine build, GGUF), the
 planned settings (options, or stated defaults), and a short real trace through llama-cpp-python
 (prefill plus a few dozen decode steps, in a child process). All of it becomes one Facts snapshot,
-doctor/estimate.py adds the memory budget, and the rule base judges it in "scan" mode.
+doctor/derive/estimate.py adds the memory budget, and the rule base judges it in "scan" mode.
 
 Planned settings the user did not give are chosen for a pre-deployment check and said out loud
 (config facts whose source names the reason): the context is the model's training context capped
@@ -21,14 +21,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor import engines
 from doctor.commands.options import VERIFY_BUDGET_S, add_options
 from doctor.commands.output import show_report
 from doctor.commands.selection import filter_rules, flatten, split
-from doctor.errors import EngineError, UsageError
-from doctor.estimate import context_params
-from doctor.facts import Facts, Source
-from engine_adapter.triage import TRIAGE_BUDGET_S
+from doctor.core import engines
+from doctor.core.errors import EngineError, UsageError
+from doctor.core.facts import Facts, Source
+from doctor.derive.estimate import context_params
+from doctor.sources.live.triage import TRIAGE_BUDGET_S
 
 HELP = "check this machine, a model and planned settings before deployment"
 DEFAULT_CTX_CAP = 4096
@@ -76,7 +76,7 @@ class Plan:
 
 
 def engine_default_threads(engine: str, logical: int | None, physical: int | None) -> tuple[int | None, str]:
-    """The thread count the engine starts with here (its defaults in the engine table, doctor/engines.py)."""
+    """The thread count the engine starts with here (its defaults in the engine table, doctor/core/engines.py)."""
     rule = engines.defaults(engine).threads
     if rule is None:  # no CPU thread setting (a GPU server)
         return None, ""
@@ -192,7 +192,7 @@ def _trace_prompt(tokens: int) -> str:
 
 def trace_settings(model_path: str, plan: Plan) -> Any:
     """The RunSettings of the short real run: the planned settings, a short prompt, a few dozen steps."""
-    from engine_adapter.runner import RunSettings
+    from doctor.sources.live.runner import RunSettings
 
     v = plan.values
     return RunSettings(
@@ -210,7 +210,7 @@ def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S,
     """The short real run: the planned settings, a short prompt, a few dozen decode steps. When the
     engine crashes, triage finds the setting that avoids it and the trace is made with that.
     `settings` replaces the planned ones (--verify's re-runs)."""
-    from engine_adapter.runner import run_embedded
+    from doctor.sources.live.runner import run_embedded
 
     settings = settings if settings is not None else trace_settings(model_path, plan)
     run = run_embedded(settings, host=False, timeout_s=timeout_s, triage=triage, triage_budget_s=TRIAGE_BUDGET_S,
@@ -269,7 +269,7 @@ def verify_scan(report: Any, model_path: str, plan: Plan, machine: Facts, ruleba
     import dataclasses
 
     from doctor.commands.verify import verify
-    from doctor.evaluate import diagnose
+    from doctor.judge.evaluate import diagnose
 
     base = trace_settings(model_path, plan)
 
@@ -333,9 +333,9 @@ def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | 
 
 
 def _read_mmproj(path: str) -> Facts:
-    """The vision projector's facts (probes/gguf_mmproj.py); a missing or wrong file is a usage error."""
-    from probes.gguf_header import GgufCorrupt
-    from probes.gguf_mmproj import NotAProjector, collect_mmproj
+    """The vision projector's facts (doctor/sources/probes/gguf_mmproj.py); a missing or wrong file is a usage error."""
+    from doctor.sources.probes.gguf_header import GgufCorrupt
+    from doctor.sources.probes.gguf_mmproj import NotAProjector, collect_mmproj
 
     if not os.path.isfile(path):
         raise UsageError(f"--mmproj {path}: no such file")
@@ -346,13 +346,13 @@ def _read_mmproj(path: str) -> Facts:
 
 
 def run(args: argparse.Namespace) -> int:
-    from doctor.evaluate import diagnose
-    from doctor.rulebase import load_rulebase
-    from doctor.whatif import Budgets, apply_budgets, parse_size, parse_sizes
-    from probes import registry
-    from probes.base import ProbeContext, Roots
-    from probes.gguf_header import GgufCorrupt
-    from probes.gguf_model import read_model
+    from doctor.derive.whatif import Budgets, apply_budgets, parse_size, parse_sizes
+    from doctor.judge.evaluate import diagnose
+    from doctor.judge.rulebase import load_rulebase
+    from doctor.sources.probes import registry
+    from doctor.sources.probes.base import ProbeContext, Roots
+    from doctor.sources.probes.gguf_header import GgufCorrupt
+    from doctor.sources.probes.gguf_model import read_model
 
     started = time.perf_counter()
     rulebase = load_rulebase(args.rules)
@@ -374,14 +374,14 @@ def run(args: argparse.Namespace) -> int:
 
     roots, storage_path, machine_name = Roots(), None, None
     if args.replay_machine:
-        from probes.replay import load_machine
+        from doctor.sources.probes.replay import load_machine
 
         try:
             machine = load_machine(args.replay_machine)
         except (OSError, ValueError) as exc:
             raise UsageError(f"--replay-machine {args.replay_machine}: {exc}") from None
         roots, storage_path, machine_name = machine.roots, machine.model_path, machine.name
-    from engine_adapter.models import resolve_model
+    from doctor.sources.live.models import resolve_model
 
     model_path = str(resolve_model(args.model))
     ctx = ProbeContext(roots=roots, model_path=model_path, storage_path=storage_path, bench=args.bench)
@@ -444,7 +444,7 @@ def run(args: argparse.Namespace) -> int:
     report = diagnose(facts, rulebase, command="scan", mode="scan", engine=engine, errors=errors)
     if getattr(args, "verify", False):
         if "facts" not in trace_result:
-            from doctor.report import Verification
+            from doctor.core.report import Verification
 
             report.verification = Verification(0.0, args.verify_budget, 0, notes=[
                 "nothing was tried, since the trace did not run" + (f" ({blocked})" if blocked else "")])
@@ -452,7 +452,7 @@ def run(args: argparse.Namespace) -> int:
             verify_scan(report, model_path, plan, machine_facts, rulebase, engine, args.verify_budget,
                         not args.no_triage)
     if args.save:
-        from doctor.inputs import save_facts
+        from doctor.sources.inputs import save_facts
 
         save_facts(facts, args.save, command="scan")
         _progress(f"facts saved to {args.save} (re-judge with: llm-doctor analyze {args.save})")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from doctor.errors import UsageError
-from doctor.rulebase import RuleBase
+from doctor.core.errors import UsageError
+from doctor.judge.rulebase import RuleBase
 
 PROBE_GROUPS = ("trace", "bench")
 

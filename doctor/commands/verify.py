@@ -1,8 +1,8 @@
 """`--verify`: try each setting fix on this machine and show before -> after; sweep threads and batch.
 
 After the first run is judged, every finding whose fix is a setting of the embedded engine
-(doctor/fixmap.py says which, and which settings) is tried: the same short job — same prompt,
-same seed — re-run in a fresh engine child (engine_adapter.runner.run_embedded, the machinery
+(doctor/judge/fixmap.py says which, and which settings) is tried: the same short job — same prompt,
+same seed — re-run in a fresh engine child (doctor.sources.live.runner.run_embedded, the machinery
 crash triage uses) with the fix applied, and judged again. A fix that raises a new finding is
 "made worse" and the recipe's next candidate is tried. Findings whose fix is not a setting say
 "not tried" and why. Then a small measured sweep: threads (1..physical cores, decode ms/token),
@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor import fixmap
 from doctor.commands.options import VERIFY_BUDGET_S
-from doctor.report import Report, Sweep, Verification, Verified
+from doctor.core.report import Report, Sweep, Verification, Verified
+from doctor.judge import fixmap
 
 MIN_RUN_S = 8.0  # no run is started with less of the budget left
-STOP_GRACE_S = 5.0  # a run stopped at its limit may take this long to end (engine_adapter.runner)
+STOP_GRACE_S = 5.0  # a run stopped at its limit may take this long to end (doctor.sources.live.runner)
 RUN_LIMIT_S = 60.0  # one re-run at most
 SWEEP_TOKENS = 16  # decode steps per thread-sweep run
 MAX_THREAD_VALUES = 6

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from doctor.commands.verify import VERIFY_BUDGET_S, verify
-from doctor.report import Report, Verification
+from doctor.core.report import Report, Verification
 
 FILLER = "The quick brown fox jumps over the lazy dog while the painter mixes colours. "
 MAX_REPLY = 128  # tokens: a short job
@@ -91,13 +91,13 @@ def verify_log(report: Report, rulebase: Any, model: str | None, budget_s: float
         report.verification = Verification(0.0, budget_s or VERIFY_BUDGET_S, 0, notes=[hint])
         return
     if not os.path.isfile(path):
-        from doctor.errors import UsageError
+        from doctor.core.errors import UsageError
 
         raise UsageError(f"--model {path}: no such file")
     import dataclasses
 
-    from doctor.live_judge import LiveJudge
-    from engine_adapter.runner import RunSettings, run_embedded
+    from doctor.judge.live_judge import LiveJudge
+    from doctor.sources.live.runner import RunSettings, run_embedded
 
     prompt_tokens = settings.pop("prompt_tokens", 64)
     words = FILLER.split()

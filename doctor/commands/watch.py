@@ -32,10 +32,10 @@ from doctor.commands.options import add_options, by_dest
 from doctor.commands.output import emit, exit_code, wants_tui, write_stdout
 from doctor.commands.selection import select_rules
 from doctor.commands.verify import VERIFY_BUDGET_S
-from doctor.errors import EngineError, InputError, UsageError
-from doctor.live import EndEvent, IncidentEvent, LiveEvent
-from doctor.report import Report
-from doctor.rulebase import load_rulebase
+from doctor.core.errors import EngineError, InputError, UsageError
+from doctor.core.events import EndEvent, IncidentEvent, LiveEvent
+from doctor.core.report import Report
+from doctor.judge.rulebase import load_rulebase
 
 HELP = "watch a run live: the embedded engine, a growing log, or an engine command"
 MAX_PROMPT_FILE = 4 << 20
@@ -91,8 +91,8 @@ def _engine_options_given(args: argparse.Namespace) -> list[str]:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from engine_adapter.models import resolve_model
-    from engine_adapter.runner import RunSettings
+    from doctor.sources.live.models import resolve_model
+    from doctor.sources.live.runner import RunSettings
 
     model = resolve_model(args.model)
     settings = RunSettings(model_path=str(model))
@@ -151,13 +151,13 @@ def run(args: argparse.Namespace) -> int:
     if args.record:
         _check_writable(args.record)
 
-    from doctor.live_judge import LiveJudge
+    from doctor.judge.live_judge import LiveJudge
 
     judge = LiveJudge(rulebase, engine=args.engine)
     stop = threading.Event()
     pause = threading.Event()
     if args.redact:  # the recording and the ndjson stream too, not only the report
-        from doctor.redact import for_this_machine
+        from doctor.core.redact import for_this_machine
 
         args.redactor = for_this_machine()
 
@@ -202,7 +202,7 @@ def _check_writable(path: str) -> None:
 
 def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event: Callable[[LiveEvent], None],
                   stop: threading.Event, pause: threading.Event, note: Callable[[str], None]) -> Outcome:
-    from engine_adapter.runner import run_embedded
+    from doctor.sources.live.runner import run_embedded
 
     # triage's steps are IncidentEvents: the text ticker and the TUI show them; other formats get a note
     progress = None if getattr(args, "format", None) in (None, "text") else note
@@ -232,9 +232,9 @@ def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable
     """--verify for a run of the embedded engine: re-run the same job (same prompt and seed, at most
     VERIFY_MAX_TOKENS tokens) in fresh children with each fix applied, judged by the same rules."""
     from doctor.commands.verify import verify
-    from doctor.live_judge import LiveJudge
-    from engine_adapter.runner import run_embedded
-    from engine_adapter.triage import TRIAGE_BUDGET_S
+    from doctor.judge.live_judge import LiveJudge
+    from doctor.sources.live.runner import run_embedded
+    from doctor.sources.live.triage import TRIAGE_BUDGET_S
 
     seed = report.facts.value("sampling.seed")
     if settings.seed is None and isinstance(seed, int):
@@ -269,8 +269,8 @@ def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable
 
 def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: Callable[[LiveEvent], None],
                 stop: threading.Event, note: Callable[[str], None]) -> Outcome:
-    from engine_adapter.metrics import MetricsPoller, follow_metrics
-    from engine_adapter.session import TraceSession
+    from doctor.sources.live.metrics import MetricsPoller, follow_metrics
+    from doctor.sources.live.session import TraceSession
 
     metrics = MetricsPoller(args.metrics, args.metrics_interval) if args.metrics else None
     if args.log:
@@ -283,12 +283,12 @@ def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: 
                            on_event=on_event, record=args.record, judge=judge, keep_events=False,
                            redactor=getattr(args, "redactor", None), line_events=getattr(args, "line_events", "all"))
     if args.log:
-        from engine_adapter.follower import follow_log
+        from doctor.sources.live.follower import follow_log
 
         end = follow_log(args.log, session, stop=stop.is_set, duration_s=args.duration, from_start=not args.from_end,
                          on_note=note, metrics=metrics)
     elif cmd:
-        from engine_adapter.wrapper import wrap_command
+        from doctor.sources.live.wrapper import wrap_command
 
         to_stderr = args.format in ("json", "ndjson", "markdown")
         end = wrap_command(cmd, session, stop=stop.is_set, duration_s=args.duration, stdout_fd=2 if to_stderr else 1,
@@ -315,8 +315,8 @@ def _final_code(outcome: Outcome, args: argparse.Namespace) -> int:
 
 
 def _with_stream(produce: Callable[..., Outcome], args: argparse.Namespace) -> int:
-    from doctor.render.style import choose_style
-    from doctor.render.ticker import Ticker
+    from doctor.views.render.style import choose_style
+    from doctor.views.render.ticker import Ticker
 
     fmt = args.format or "text"
     args.line_events = "all" if fmt == "ndjson" else "none"  # the ticker and the final report show no log lines
@@ -351,7 +351,7 @@ def _with_stream(produce: Callable[..., Outcome], args: argparse.Namespace) -> i
 
 def _tui() -> Any:
     try:
-        from doctor.tui import app
+        from doctor.views.tui import app
     except ImportError:
         return None
     return app if hasattr(app, "run_watch_app") else None
@@ -360,7 +360,7 @@ def _tui() -> Any:
 def _with_tui(tui: Any, produce: Callable[..., Outcome], stop: threading.Event, pause: threading.Event,
               args: argparse.Namespace) -> int:
     try:
-        from doctor.tui.event_queue import EventQueue
+        from doctor.views.tui.event_queue import EventQueue
     except ImportError:
         return _with_stream(produce, args)
     feed = EventQueue()

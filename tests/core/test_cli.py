@@ -112,7 +112,8 @@ def test_rules_test_shows_expected_vs_actual(tmp_path: Path) -> None:
 
 def test_startup_does_not_import_heavy_parts() -> None:
     code = ("import sys; import doctor.cli; doctor.cli.build_parser(); "
-            "import doctor.commands.analyze, doctor.render.json, doctor.logs.analyze, doctor.evaluate; "
+            "import doctor.commands.analyze, doctor.views.render.json, doctor.sources.logs.analyze; "
+            "import doctor.judge.evaluate; "
             "heavy = [m for m in ('textual', 'torch', 'llama_cpp', 'numpy', 'gguf', 'rich') if m in sys.modules]; "
             "print(','.join(heavy))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, check=True)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.estimate import KV_TYPES, KvShape, derive, kv_bytes, kv_bytes_per_token, kv_cells, pad
-from doctor.facts import Facts
-from doctor.logs.analyze import analyze_bytes
+from doctor.core.facts import Facts
+from doctor.derive.estimate import KV_TYPES, KvShape, derive, kv_bytes, kv_bytes_per_token, kv_cells, pad
+from doctor.sources.logs.analyze import analyze_bytes
 
 LCP = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama-cpp-python"
 SIZE_LINE = re.compile(r"size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\), "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.evaluate import diagnose
-from doctor.facts import Facts
+from doctor.core.facts import Facts
+from doctor.judge.evaluate import diagnose
 
 
 def run(rulebase, values, events=(), engine=None, mode="analyze"):
@@ -96,8 +96,8 @@ CHAIN = """
 
 @pytest.mark.parametrize("order", [[0, 1, 2], [2, 1, 0], [1, 0, 2], [2, 0, 1]])
 def test_a_root_cause_leads_whatever_the_order_and_takes_the_severity_it_explains(order: list[int]) -> None:
-    from doctor.evaluate import build_report
-    from doctor.rulebase import RuleBase, parse_rules
+    from doctor.judge.evaluate import build_report
+    from doctor.judge.rulebase import RuleBase, parse_rules
 
     rules = parse_rules(CHAIN, "chain.yaml")
     base = RuleBase(rules=[rules[i] for i in order])

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from doctor import facts as facts_module
-from doctor.errors import FactNameError
-from doctor.facts import EVENTS_KEPT_PER_KIND, Event, Facts, Source
+from doctor.core import facts as facts_module
+from doctor.core.errors import FactNameError
+from doctor.core.facts import EVENTS_KEPT_PER_KIND, Event, Facts, Source
 
 SRC = Source("log", "llama.cpp", 12, "llama_context: n_ctx = 2048")
 

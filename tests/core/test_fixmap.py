@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from doctor import fixmap
 from doctor.commands.verify import Verifier, verify
-from doctor.evaluate import diagnose
-from doctor.facts import Facts
-from doctor.report import Report
-from doctor.rulebase import RuleBase, load_rulebase
+from doctor.core.facts import Facts
+from doctor.core.report import Report
+from doctor.judge import fixmap
+from doctor.judge.evaluate import diagnose
+from doctor.judge.rulebase import RuleBase, load_rulebase
 
 OVERFLOW_EVENT = {"kind": "prompt_too_long", "line": 139,
                   "text": "ValueError: Requested tokens (400) exceed context window of 256",
@@ -174,10 +174,10 @@ def test_thread_sweep_picks_the_fastest_and_its_gain(rules: RuleBase) -> None:
 
 
 def test_views_show_the_before_after_line_and_the_sweeps(rules: RuleBase) -> None:
-    from doctor.render.markdown import render_markdown
-    from doctor.render.style import choose_style
-    from doctor.render.text import render_text
-    from doctor.tui.view import banner_info, finding_view
+    from doctor.views.render.markdown import render_markdown
+    from doctor.views.render.style import choose_style
+    from doctor.views.render.text import render_text
+    from doctor.views.tui.view import banner_info, finding_view
 
     report = judged(rules, {**OVERFLOW, "host.cpu.physical_cores": 2, "config.n_threads": 1}, [OVERFLOW_EVENT])
 

@@ -1,37 +1,42 @@
-"""The import contract (issue 14): "sources only observe; rules only read facts; views only render a report".
+"""The floors (issue 25): the contract is configuration, this suite is its proof.
 
-Every module of doctor/, engine_adapter/ and probes/ belongs to one layer, by its path:
-
-  core     doctor/*.py and doctor/catalog/: facts, the estimate, rules, evaluation, the report model
-  sources  probes/, engine_adapter/, doctor/logs/: observe (the machine, an engine, a log) and give facts
-  views    doctor/render/, doctor/tui/: render a report or a live run
-  edge     doctor/commands/, doctor/cli.py, doctor/__main__.py: wire the others, decide exit codes (free)
-
-Every import is read from the source with `ast` (module level, inside functions and under
-TYPE_CHECKING alike; relative imports resolved) and checked against FORBIDDEN, and the graph of
-imports between project modules must have no cycle. A failure names the import and its file:line.
-The checker itself is tested on a small made-up tree, so a contract that checks nothing would fail.
+`pyproject.toml`'s `[tool.importlinter]` says which floor may import which: commands over views | judge |
+sources (siblings that never import each other), over derive, over core; core, derive and judge import no
+UI, engine or torch; views nothing of derive. `lint-imports` checks it on the real tree. This file
+proves it twice: its own reader of imports (`ast`: module level, inside functions and under
+TYPE_CHECKING alike; relative imports resolved) applies the same contract, read from the same table,
+and both it and `lint-imports` are shown a made-up tree with every kind of break, so a contract that
+checks nothing would fail here. The graph of imports between modules must also have no cycle.
 """
 
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("doctor", "engine_adapter", "probes")
-RULE_ENGINE = ("doctor.evaluate", "doctor.rulebase", "doctor.ruletest", "doctor.live_judge")
-FORBIDDEN: dict[str, tuple[str, ...]] = {
-    # the core reads facts and builds reports: no UI, no engine, no machine, no view, no command
-    "core": ("textual", "rich", "llama_cpp", "torch", "probes", "engine_adapter",
-             "doctor.render", "doctor.tui", "doctor.commands"),
-    # sources observe: they never run the rules (a judge is handed in) nor render nor decide exit codes
-    "sources": (*RULE_ENGINE, "doctor.render", "doctor.tui", "doctor.commands"),
-    # views render what they are given: no command, no source of their own, no rule run
-    "views": ("doctor.commands", "engine_adapter", "probes", *RULE_ENGINE),
-}
+PACKAGES = ("doctor",)
+
+
+def contracts(root: Path = ROOT) -> list[dict[str, object]]:
+    data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    return list(data["tool"]["importlinter"]["contracts"])
+
+
+def floors(root: Path = ROOT) -> list[tuple[list[str], bool]]:
+    """The layers contract as [(modules on the floor, independent siblings?)], top floor first."""
+    layers = next(c for c in contracts(root) if c["type"] == "layers")
+    out: list[tuple[list[str], bool]] = []
+    for raw in layers["layers"]:  # type: ignore[attr-defined]
+        sep = "|" if "|" in raw else ":"
+        out.append(([f"doctor.{part.strip()}" for part in raw.split(sep)], sep == "|"))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +45,6 @@ class Import:
     path: str  # its file, relative to the root
     line: int
     targets: tuple[str, ...]  # `import a.b` -> a.b; `from a import b, c` -> a, a.b, a.c
-
-
-def layer_of(module: str) -> str:
-    parts = module.split(".")
-    if parts[0] in ("probes", "engine_adapter") or parts[:2] == ["doctor", "logs"]:
-        return "sources"
-    if parts[:2] in (["doctor", "render"], ["doctor", "tui"]):
-        return "views"
-    if parts[:2] == ["doctor", "commands"] or module in ("doctor.cli", "doctor.__main__"):
-        return "edge"
-    return "core"
 
 
 def project_modules(root: Path) -> dict[str, Path]:
@@ -84,17 +78,44 @@ def _under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def floor_of(module: str, table: list[tuple[list[str], bool]]) -> tuple[int, str] | None:
+    """(floor index, the sibling it belongs to), None for the package root."""
+    for index, (members, _) in enumerate(table):
+        for member in members:
+            if _under(module, member):
+                return index, member
+    return None
+
+
 def violations(root: Path) -> list[str]:
+    table = floors(root)
+    forbidden = [(list(c["source_modules"]), list(c["forbidden_modules"]))  # type: ignore[call-overload]
+                 for c in contracts(root) if c["type"] == "forbidden"]
     out: list[str] = []
     for module, path in project_modules(root).items():
-        layer = layer_of(module)
+        here = floor_of(module, table)
         for imp in imports_of(module, path, root):
-            for banned in FORBIDDEN.get(layer, ()):
-                hit = next((t for t in imp.targets if _under(t, banned)), None)
+            for target in imp.targets:
+                there = floor_of(target, table) if _under(target, "doctor") else None
+                if here is not None and there is not None and there[1] != here[1]:
+                    if there[0] < here[0]:
+                        out.append(f"{imp.path}:{imp.line}: {module} imports {target}: {there[1]} is a floor above")
+                        break
+                    if there[0] == here[0] and table[here[0]][1]:
+                        out.append(f"{imp.path}:{imp.line}: {module} imports {target}: "
+                                   f"{here[1]} and {there[1]} are independent siblings")
+                        break
+            for sources, banned in forbidden:
+                if not any(_under(module, s) for s in sources):
+                    continue
+                hit = next(((t, b) for t in imp.targets for b in banned if _under(t, b)), None)
                 if hit is not None:
-                    out.append(f"{imp.path}:{imp.line}: {module} ({layer}) imports {hit}: "
-                               f"{layer} must not import {banned}")
-    return out
+                    out.append(f"{imp.path}:{imp.line}: {module} imports {hit[0]}: forbidden ({hit[1]})")
+    return sorted(set(out))
 
 
 def _resolve(name: str, modules: dict[str, Path]) -> str | None:
@@ -160,9 +181,15 @@ def cycles(root: Path) -> list[str]:
             for c in sorted(components)]
 
 
-def test_the_project_keeps_its_layers() -> None:
+def test_lint_imports_keeps_the_contract() -> None:
+    run = subprocess.run([str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "0 broken" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def test_the_project_keeps_its_floors() -> None:
     found = violations(ROOT)
-    assert not found, "layer contract broken:\n" + "\n".join(found)
+    assert not found, "floor contract broken:\n" + "\n".join(found)
 
 
 def test_no_two_modules_import_each_other() -> None:
@@ -170,12 +197,22 @@ def test_no_two_modules_import_each_other() -> None:
     assert not found, "\n".join(found)
 
 
-def test_every_layer_is_populated() -> None:
-    """A misspelt path in layer_of would put everything in the core and check nothing of the rest."""
-    layers = {layer_of(m) for m in project_modules(ROOT)}
-    assert layers == {"core", "sources", "views", "edge"}
-    assert layer_of("doctor.logs.vllm") == "sources" and layer_of("doctor.tui.app") == "views"
-    assert layer_of("doctor.catalog.arch") == "core" and layer_of("doctor.cli") == "edge"
+def test_every_module_is_on_a_floor() -> None:
+    """A module outside every floor (a new top-level file, a misspelt floor) would be checked by nothing."""
+    table = floors()
+    assert [m for f, _ in table for m in f] == [
+        "doctor.cli", "doctor.__main__", "doctor.commands", "doctor.views", "doctor.judge", "doctor.sources",
+        "doctor.derive", "doctor.core"]
+    loose = [m for m in project_modules(ROOT) if m != "doctor" and floor_of(m, table) is None]
+    assert not loose, f"modules on no floor: {loose}"
+    populated = {floor_of(m, table)[1] for m in project_modules(ROOT) if floor_of(m, table)}  # type: ignore[index]
+    assert populated == {m for f, _ in table for m in f}
+
+
+def test_the_wheel_ships_one_package() -> None:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert data["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["doctor"]
+    assert sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()) == ["bench", "doctor", "tests"]
 
 
 def _tree(root: Path, files: dict[str, str]) -> None:
@@ -185,46 +222,76 @@ def _tree(root: Path, files: dict[str, str]) -> None:
         path.write_text(text, encoding="utf-8")
 
 
+BROKEN_TREE = {
+    "doctor/__init__.py": "",
+    "doctor/cli.py": "",
+    "doctor/__main__.py": "from doctor import cli\n",
+    "doctor/core/__init__.py": "",
+    "doctor/core/facts.py": "import json\n",
+    "doctor/core/report.py": "from doctor.core.facts import Facts\n\n\ndef f():\n    import textual.app\n",
+    "doctor/derive/__init__.py": "",
+    "doctor/derive/estimate.py": "from doctor.views import render\n",
+    "doctor/judge/__init__.py": "",
+    "doctor/judge/evaluate.py": "from ..core import facts\n",
+    "doctor/views/__init__.py": "",
+    "doctor/views/render/__init__.py": "",
+    "doctor/views/render/text.py": "from doctor.core.report import Report\nfrom doctor.derive import estimate\n",
+    "doctor/sources/__init__.py": "",
+    "doctor/sources/logs/__init__.py": "",
+    "doctor/sources/logs/vllm.py": "from ...judge.evaluate import diagnose\n",
+    "doctor/views/tui/__init__.py": "",
+    "doctor/views/tui/app.py":
+        "from doctor.views.render import text\nif True:\n    from ...commands.output import exit_code\n",
+    "doctor/views/tui/a.py": "from doctor.views.tui import b\n",
+    "doctor/views/tui/b.py": "def g():\n    from . import a\n",
+    "doctor/commands/__init__.py": "",
+    "doctor/commands/output.py":
+        "import doctor.views.tui.app\nimport doctor.sources.live.runner\nimport doctor.judge.evaluate\n",
+    "doctor/sources/live/__init__.py": "",
+    "doctor/sources/live/runner.py": "import doctor.core.facts\nfrom doctor.judge.evaluate import diagnose\n",
+}
+BREAKS = [
+    "doctor/core/report.py:5: doctor.core.report imports textual.app: forbidden (textual)",
+    "doctor/derive/estimate.py:1: doctor.derive.estimate imports doctor.views: doctor.views is a floor above",
+    "doctor/sources/live/runner.py:2: doctor.sources.live.runner imports doctor.judge.evaluate: "
+    "doctor.sources and doctor.judge are independent siblings",
+    "doctor/sources/logs/vllm.py:1: doctor.sources.logs.vllm imports doctor.judge.evaluate: "
+    "doctor.sources and doctor.judge are independent siblings",
+    "doctor/views/render/text.py:2: doctor.views.render.text imports doctor.derive: forbidden (doctor.derive)",
+    "doctor/views/tui/app.py:3: doctor.views.tui.app imports doctor.commands.output: doctor.commands is a floor above",
+]
+
+
 def test_the_checker_catches_each_kind_of_break(tmp_path: Path) -> None:
-    _tree(tmp_path, {
-        "doctor/__init__.py": "",
-        "doctor/facts.py": "import json\n",
-        "doctor/report.py": "from doctor.facts import Facts\n\n\ndef f():\n    import textual.app\n",
-        "doctor/estimate.py": "from doctor import render\n",
-        "doctor/evaluate.py": "from . import facts\n",
-        "doctor/render/__init__.py": "",
-        "doctor/render/text.py": "from doctor.report import Report\n",
-        "doctor/logs/__init__.py": "",
-        "doctor/logs/vllm.py": "from ..evaluate import diagnose\n",
-        "doctor/tui/__init__.py": "",
-        "doctor/tui/app.py": "from doctor.render import text\nif True:\n    from ..commands.output import exit_code\n",
-        "doctor/tui/a.py": "from doctor.tui import b\n",
-        "doctor/tui/b.py": "def g():\n    from . import a\n",
-        "doctor/commands/__init__.py": "",
-        "doctor/commands/output.py": "import doctor.tui.app\nimport engine_adapter.runner\nimport doctor.evaluate\n",
-        "engine_adapter/__init__.py": "",
-        "engine_adapter/runner.py": "import doctor.facts\nfrom doctor.live_judge import LiveJudge\n",
-        "probes/__init__.py": "from doctor.facts import Facts\n",
-    })
-    assert sorted(violations(tmp_path)) == sorted([
-        "doctor/report.py:5: doctor.report (core) imports textual.app: core must not import textual",
-        "doctor/estimate.py:1: doctor.estimate (core) imports doctor.render: core must not import doctor.render",
-        "doctor/logs/vllm.py:1: doctor.logs.vllm (sources) imports doctor.evaluate: "
-        "sources must not import doctor.evaluate",
-        "doctor/tui/app.py:3: doctor.tui.app (views) imports doctor.commands.output: "
-        "views must not import doctor.commands",
-        "engine_adapter/runner.py:2: engine_adapter.runner (sources) imports doctor.live_judge: "
-        "sources must not import doctor.live_judge",
-    ])
+    _tree(tmp_path, BROKEN_TREE)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    assert violations(tmp_path) == BREAKS
     assert cycles(tmp_path) == [
-        "import cycle doctor.commands.output <-> doctor.tui.app: "
-        "doctor/commands/output.py:1: doctor.commands.output imports doctor.tui.app; "
-        "doctor/tui/app.py:3: doctor.tui.app imports doctor.commands.output",
-        "import cycle doctor.tui.a <-> doctor.tui.b: "
-        "doctor/tui/a.py:1: doctor.tui.a imports doctor.tui.b; "
-        "doctor/tui/b.py:2: doctor.tui.b imports doctor.tui.a",
+        "import cycle doctor.commands.output <-> doctor.views.tui.app: "
+        "doctor/commands/output.py:1: doctor.commands.output imports doctor.views.tui.app; "
+        "doctor/views/tui/app.py:3: doctor.views.tui.app imports doctor.commands.output",
+        "import cycle doctor.views.tui.a <-> doctor.views.tui.b: "
+        "doctor/views/tui/a.py:1: doctor.views.tui.a imports doctor.views.tui.b; "
+        "doctor/views/tui/b.py:2: doctor.views.tui.b imports doctor.views.tui.a",
     ]
-    # the edge may import anything: with the view's import gone, only the other cycle is left
-    (tmp_path / "doctor/tui/app.py").write_text("from doctor.render import text\n", encoding="utf-8")
-    assert [c.split(":")[0] for c in cycles(tmp_path)] == ["import cycle doctor.tui.a <-> doctor.tui.b"]
+    # the top floor may import anything: with the view's import gone, only the other cycle is left
+    (tmp_path / "doctor/views/tui/app.py").write_text("from doctor.views.render import text\n", encoding="utf-8")
+    assert [c.split(":")[0] for c in cycles(tmp_path)] == ["import cycle doctor.views.tui.a <-> doctor.views.tui.b"]
     assert not any("doctor/commands/" in v for v in violations(tmp_path))
+
+
+def test_lint_imports_catches_the_same_breaks(tmp_path: Path) -> None:
+    """The configuration is live: lint-imports, given the project's contract, breaks all three on a bad tree."""
+    _tree(tmp_path, BROKEN_TREE)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    run = subprocess.run([str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout[-3000:]
+    assert "0 kept, 3 broken" in run.stdout, run.stdout[-3000:]
+    for needle in ("doctor.derive.estimate -> doctor.views.render (l.1)",
+                   "doctor.sources.logs.vllm -> doctor.judge.evaluate (l.1)",
+                   "doctor.sources.live.runner -> doctor.judge.evaluate (l.2)",
+                   "doctor.views.tui.app -> doctor.commands.output (l.3)",
+                   "doctor.core.report -> textual (l.5)",
+                   "doctor.views.render.text -> doctor.derive.estimate (l.2)"):
+        assert needle in run.stdout, (needle, run.stdout[-3000:])

@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from doctor import engines
-from doctor.estimate import derive
-from doctor.evaluate import _finding, build_report, evaluate_rule
-from doctor.facts import Facts, Source
-from doctor.rulebase import RuleBase, load_rulebase
+from doctor.core import engines
+from doctor.core.facts import Facts, Source
+from doctor.derive.estimate import derive
+from doctor.judge.evaluate import _finding, build_report, evaluate_rule
+from doctor.judge.rulebase import RuleBase, load_rulebase
 
 GIB = 1 << 30
 # a workstation with one 24 GiB GPU running a 7B Q4_K_M model, and what its engines logged
@@ -91,6 +91,6 @@ def test_a_command_with_an_unknown_fact_is_left_out_not_shown_with_a_hole() -> N
 def test_unknown_facts_in_a_message_read_as_words() -> None:
     facts = Facts()
     facts.set("model.ssm_d_conv", 3, Source("test", "t"))
-    from doctor.templates import render
+    from doctor.core.format import render
 
     assert render("{model.ssm_d_conv} of {c.d} tokens", facts) == "3 of (unknown) tokens"

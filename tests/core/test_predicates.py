@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.facts import Facts
-from doctor.predicates import All, Any_, Compare, Events, FactRef, Not, compile_regex
+from doctor.core.facts import Facts
+from doctor.judge.predicates import All, Any_, Compare, Events, FactRef, Not, compile_regex
 
 
 def f(**values: object) -> Facts:

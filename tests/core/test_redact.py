@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from doctor.facts import Facts, Source
-from doctor.redact import Redactor
+from doctor.core.facts import Facts, Source
+from doctor.core.redact import Redactor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,9 +63,9 @@ def test_a_home_folder_anywhere_becomes_tilde_and_never_glues_to_its_parent() ->
 
 
 def test_a_host_named_like_a_label_does_not_blank_the_label() -> None:
-    from doctor.evaluate import diagnose
-    from doctor.report import Evidence, Finding, Fix, Report
-    from doctor.rulebase import RuleBase
+    from doctor.core.report import Evidence, Finding, Fix, Report
+    from doctor.judge.evaluate import diagnose
+    from doctor.judge.rulebase import RuleBase
 
     facts = Facts()
     facts.set("host.virtualized", "vm", Source("probe", "probe.cpu"))

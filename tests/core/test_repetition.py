@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doctor.repetition import find_loop
+from doctor.core.repetition import find_loop
 
 
 def test_a_loop_running_to_the_end_is_reported_by_its_period() -> None:

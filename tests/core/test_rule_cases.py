@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.rulebase import load_rulebase
-from doctor.ruletest import run_case
+from doctor.judge.rulebase import load_rulebase
+from doctor.judge.ruletest import run_case
 
 _RB = load_rulebase([], env={})
 CASES = [(rule, case) for rule in _RB.rules for case in rule.tests]

@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-from doctor.catalog import CATALOG
 from doctor.cli import main
 from doctor.commands.rules import explain_rule
-from doctor.facts import Facts, Source
-from doctor.render.markdown import render_markdown
-from doctor.rulebase import load_rulebase
-from doctor.ruletest import facts_for_case
-from doctor.templates import render
+from doctor.core.catalog import CATALOG
+from doctor.core.facts import Facts, Source
+from doctor.core.format import render
+from doctor.judge.rulebase import load_rulebase
+from doctor.judge.ruletest import facts_for_case
+from doctor.views.render.markdown import render_markdown
 
 RAW = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.\[\]]*(?:\|[a-z0-9_]+)?\}")
 UNITS = sorted({s.unit for s in CATALOG.values() if s.unit} | {"KiB", "MiB", "GiB", "ms", "s", "B"}, key=len,
@@ -74,7 +74,7 @@ def test_a_unit_the_template_writes_is_not_repeated() -> None:
 
 
 def test_markdown_marks_an_info_finding_as_a_note_not_a_failure() -> None:
-    from doctor.evaluate import diagnose
+    from doctor.judge.evaluate import diagnose
 
     facts = Facts.from_values({"engine.gpu_offload_supported": False}, [], events_observed=True)
     report = diagnose(facts, RULEBASE, command="analyze", mode="analyze")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from doctor import rulebase as rulebase_module
-from doctor.errors import RuleError
-from doctor.rulebase import CLASSES, ENV_RULES, builtin_rules_dir, load_rulebase, parse_rules, rule_files
-from doctor.rulecache import _key
+from doctor.core.errors import RuleError
+from doctor.judge import rulebase as rulebase_module
+from doctor.judge.rulebase import CLASSES, ENV_RULES, builtin_rules_dir, load_rulebase, parse_rules, rule_files
+from doctor.judge.rulecache import _key
 
 GOOD = """
 - id: LD990
@@ -174,7 +174,7 @@ def test_missing_folder_and_non_utf8_file(tmp_path: Path) -> None:
         load_rulebase([str(folder)], env={})
 
 
-# -- the parsed-rules cache (doctor/rulecache.py) -------------------------------------------------
+# -- the parsed-rules cache (doctor/judge/rulecache.py) -------------------------------------------------
 
 def _cached_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str] | None = None):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from doctor.facts import Event, Facts, Source
-from doctor.templates import format_value, human_bytes, render, render_complete
+from doctor.core.facts import Event, Facts, Source
+from doctor.core.format import format_value, human_bytes, render, render_complete
 
 SRC = Source("test", "t")
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from doctor.evaluate import diagnose
-from doctor.facts import Facts
-from doctor.logs.analyze import analyze_bytes
-from doctor.rulebase import load_rulebase
+from doctor.core.facts import Facts
+from doctor.judge.evaluate import diagnose
+from doctor.judge.rulebase import load_rulebase
+from doctor.sources.logs.analyze import analyze_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTHY = ROOT / "fixtures" / "logs" / "llama-cpp-python" / "healthy.log"
@@ -113,7 +113,7 @@ def test_check_lists_follow_the_engine() -> None:
 
 
 def test_the_tui_banner_says_the_same() -> None:
-    from doctor.tui.view import banner_info
+    from doctor.views.tui.view import banner_info
 
     rules = load_rulebase([], env={})
     nothing = banner_info(diagnose(analyze_bytes(b"", "empty.log"), rules, command="analyze", mode="analyze"))

@@ -1,11 +1,11 @@
-"""The closed vocabularies (doctor/vocab.py): one list each, and values read back from report JSON are
+"""The closed vocabularies (doctor/core/vocab.py): one list each, and values read back from report JSON are
 checked against it (a report from another version, or a damaged one, never carries a severity the views
 cannot rank)."""
 
 from __future__ import annotations
 
-from doctor.report import CONFIDENCE_RANK, SEVERITY_RANK, Report
-from doctor.vocab import CONFIDENCES, MODES, SEVERITIES, is_mode, is_severity
+from doctor.core.report import CONFIDENCE_RANK, SEVERITY_RANK, Report
+from doctor.core.vocab import CONFIDENCES, MODES, SEVERITIES, is_mode, is_severity
 
 
 def test_each_vocabulary_is_listed_once_and_ranked() -> None:

@@ -71,7 +71,7 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 @functools.cache
 def rulebase() -> Any:
-    from doctor.rulebase import load_rulebase
+    from doctor.judge.rulebase import load_rulebase
 
     return load_rulebase([], env={})
 
@@ -97,7 +97,7 @@ def log_corpus_by_engine() -> dict[str, tuple[bytes, ...]]:
 @functools.cache
 def trigger_lines() -> tuple[bytes, ...]:
     """The lines of the corpus that some parser reads (they match a trigger): where bugs live."""
-    from doctor.logs.analyze import LogAnalyzer
+    from doctor.sources.logs.analyze import LogAnalyzer
 
     scanner = LogAnalyzer("corpus").scanner
     seen: dict[bytes, None] = {}
@@ -122,8 +122,8 @@ def rule_corpus() -> tuple[str, ...]:
 @functools.cache
 def facts_corpus() -> tuple[dict[str, Any], ...]:
     """Saved-facts documents (what `scan --save` writes), from analysing real logs."""
-    from doctor.estimate import derive
-    from doctor.logs.analyze import analyze_bytes
+    from doctor.derive.estimate import derive
+    from doctor.sources.logs.analyze import analyze_bytes
 
     docs = []
     for data in log_corpus()[::6]:
@@ -151,10 +151,10 @@ def check_one_line(message: str) -> None:
 
 def render_all(report: Any) -> None:
     """Every view of the report; none may carry a control sequence, the JSON must parse."""
-    from doctor.render.json import render_json
-    from doctor.render.markdown import render_markdown
-    from doctor.render.style import choose_style
-    from doctor.render.text import render_text
+    from doctor.views.render.json import render_json
+    from doctor.views.render.markdown import render_markdown
+    from doctor.views.render.style import choose_style
+    from doctor.views.render.text import render_text
 
     style = choose_style(False, "utf-8", "never")
     for text in (render_text(report, style, verbose=True), render_text(report, style, verbose=False),
@@ -168,9 +168,9 @@ def render_all(report: Any) -> None:
 
 def log_target(data: bytes, chunk: int = 1 << 16, full: bool = True) -> str:
     """analyze on a log: facts (inert), then derivation, every rule, every view."""
-    from doctor.errors import InputError
-    from doctor.evaluate import diagnose
-    from doctor.logs.analyze import analyze_stream
+    from doctor.core.errors import InputError
+    from doctor.judge.evaluate import diagnose
+    from doctor.sources.logs.analyze import analyze_stream
 
     try:
         facts = analyze_stream(io.BytesIO(data), "fuzz", chunk=chunk)
@@ -186,10 +186,10 @@ def log_target(data: bytes, chunk: int = 1 << 16, full: bool = True) -> str:
 
 def input_target(data: bytes) -> str:
     """What `analyze FILE` does with any file: a log, a saved scan, a report, or a watch recording."""
-    from doctor.errors import InputError
-    from doctor.evaluate import diagnose
-    from doctor.inputs import _dispatch
-    from doctor.logs.stream import rewindable
+    from doctor.core.errors import InputError
+    from doctor.judge.evaluate import diagnose
+    from doctor.sources.inputs import _dispatch
+    from doctor.sources.logs.stream import rewindable
 
     try:
         facts = _dispatch(rewindable(io.BytesIO(data)), "fuzz")
@@ -204,9 +204,9 @@ def input_target(data: bytes) -> str:
 def gguf_target(data: bytes, path: Path, sparse_size: int | None = None) -> str:
     """The GGUF header check, then the model probe (gguf.GGUFReader on what passed), the budget
     and the model rules. `sparse_size` extends the file with a hole (a large model, no disk)."""
-    from doctor.evaluate import diagnose
-    from probes.gguf_header import GgufCorrupt, check_gguf
-    from probes.gguf_model import collect_model
+    from doctor.judge.evaluate import diagnose
+    from doctor.sources.probes.gguf_header import GgufCorrupt, check_gguf
+    from doctor.sources.probes.gguf_model import collect_model
 
     path.write_bytes(data)
     if sparse_size and sparse_size > len(data):
@@ -238,8 +238,8 @@ def gguf_target(data: bytes, path: Path, sparse_size: int | None = None) -> str:
 @functools.cache
 def _rule_facts() -> tuple[Any, ...]:
     """Real snapshots the fuzzed rules are evaluated on (every engine)."""
-    from doctor.estimate import derive
-    from doctor.logs.analyze import analyze_bytes
+    from doctor.derive.estimate import derive
+    from doctor.sources.logs.analyze import analyze_bytes
 
     return tuple(derive(analyze_bytes(data, "rules")) for data in log_corpus()[::9])
 
@@ -247,10 +247,10 @@ def _rule_facts() -> tuple[Any, ...]:
 def rules_target(text: str | bytes, path: Path | None = None) -> str:
     """The rule loader on one rule file; what loads is evaluated on real facts, its messages
     rendered and its own test cases run. Bytes go through a file (the UTF-8 and size checks)."""
-    from doctor.errors import RuleError
-    from doctor.evaluate import build_report
-    from doctor.rulebase import RuleBase, _check_inhibits, load_rule_file, parse_rules
-    from doctor.ruletest import run_case
+    from doctor.core.errors import RuleError
+    from doctor.judge.evaluate import build_report
+    from doctor.judge.rulebase import RuleBase, _check_inhibits, load_rule_file, parse_rules
+    from doctor.judge.ruletest import run_case
 
     where = str(path) if isinstance(text, bytes) else "fuzz.yaml"
     try:
@@ -569,7 +569,7 @@ def gguf_seeds() -> tuple[tuple[str, bytes, int], ...]:
         for name in ("llama-3-8b-instruct-q4_k_m", "gemma-2-9b-it-q4_k_m", "mamba-130m-f16"):
             out = build_gguf(load_spec(name), Path(tmp) / f"{name}.gguf")
             size = out.stat().st_size
-            from probes.gguf_header import check_gguf
+            from doctor.sources.probes.gguf_header import check_gguf
 
             head = check_gguf(out)
             with open(out, "rb") as handle:

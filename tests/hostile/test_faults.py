@@ -29,11 +29,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.evaluate import diagnose
-from doctor.live import EndEvent, LogEvent, NoticeEvent, StepEvent
-from doctor.live_judge import LiveJudge
-from doctor.trace import facts_from_recording, read_recording
-from engine_adapter.session import TraceSession
+from doctor.core.events import EndEvent, LogEvent, NoticeEvent, StepEvent
+from doctor.judge.evaluate import diagnose
+from doctor.judge.live_judge import LiveJudge
+from doctor.sources.live.session import TraceSession
+from doctor.sources.live.trace import facts_from_recording, read_recording
 
 from .fuzz_targets import render_all, rulebase, time_limit
 
@@ -58,7 +58,7 @@ def replayed(path: Path) -> tuple[list[Any], int, list[str]]:
 
 
 def smollm2() -> Path:
-    from engine_adapter.models import default_model_path
+    from doctor.sources.live.models import default_model_path
 
     try:
         return Path(default_model_path())
@@ -69,7 +69,7 @@ def smollm2() -> Path:
 # -- the engine aborts ----------------------------------------------------------------------------
 
 def test_a_child_that_calls_abort(tmp_path: Path) -> None:
-    from engine_adapter.runner import RunSettings, run_embedded
+    from doctor.sources.live.runner import RunSettings, run_embedded
 
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")  # never read: the stand-in child only speaks the protocol
@@ -95,7 +95,7 @@ def test_a_child_that_calls_abort(tmp_path: Path) -> None:
 def test_the_real_engine_given_an_impossible_context(tmp_path: Path) -> None:
     """n_ctx = 2**31 - 1 on SmolLM2: a KV cache of ~50 TB. llama.cpp throws std::bad_alloc and
     llama-cpp-python raises; the report names the context, the recording keeps the engine's log."""
-    from engine_adapter.runner import RunSettings, run_embedded
+    from doctor.sources.live.runner import RunSettings, run_embedded
 
     record = tmp_path / "run.jsonl"
     run = run_embedded(RunSettings(model_path=str(smollm2()), n_ctx=2**31 - 1, max_tokens=8), record=str(record),
@@ -114,7 +114,7 @@ def test_the_real_engine_given_an_impossible_context(tmp_path: Path) -> None:
 @pytest.mark.engine
 @pytest.mark.parametrize("fault", ["cut", "deleted"])
 def test_the_model_file_changes_under_the_running_engine(tmp_path: Path, fault: str) -> None:
-    from engine_adapter.runner import RunSettings, run_embedded
+    from doctor.sources.live.runner import RunSettings, run_embedded
 
     model = tmp_path / "model.gguf"
     shutil.copy(smollm2(), model)
@@ -147,7 +147,7 @@ def test_the_model_file_changes_under_the_running_engine(tmp_path: Path, fault: 
 # -- a followed log truncated and rotated ----------------------------------------------------------
 
 def test_a_followed_log_truncated_then_rotated(tmp_path: Path) -> None:
-    from engine_adapter.follower import follow_log
+    from doctor.sources.live.follower import follow_log
 
     log = tmp_path / "server.log"
     lines = SERVER_LOG.read_bytes().splitlines(keepends=True)
@@ -196,7 +196,7 @@ def test_a_followed_log_truncated_then_rotated(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("how", "reason", "status"), [("exit", "exited", 3), ("kill", "crashed", -9),
                                                         ("segv", "crashed", -11)])
 def test_a_wrapped_command_that_dies_mid_output(tmp_path: Path, how: str, reason: str, status: int) -> None:
-    from engine_adapter.wrapper import wrap_command
+    from doctor.sources.live.wrapper import wrap_command
 
     head = b"".join(SERVER_LOG.read_bytes().splitlines(keepends=True)[:200])
     src = tmp_path / "head.log"
@@ -238,7 +238,7 @@ NVML_CALLS = ["nvmlSystemGetDriverVersion", "nvmlDeviceGetCount", "nvmlDeviceGet
 
 
 def _machine_nvml() -> tuple[Any, dict[str, Any]]:
-    from probes.replay import load_machine
+    from doctor.sources.probes.replay import load_machine
 
     machine = load_machine(MACHINES / "nvme-workstation-rtx4090")
     return machine, json.loads(json.dumps(machine.meta["nvml"]))
@@ -246,9 +246,9 @@ def _machine_nvml() -> tuple[Any, dict[str, Any]]:
 
 @pytest.mark.parametrize("call", NVML_CALLS)
 def test_nvml_failing_on_one_call(call: str) -> None:
-    from probes.base import Roots
-    from probes.gpu import collect_gpus
-    from probes.replay import RecordedNvml
+    from doctor.sources.probes.base import Roots
+    from doctor.sources.probes.gpu import collect_gpus
+    from doctor.sources.probes.replay import RecordedNvml
 
     machine, data = _machine_nvml()
     data["errors"] = {call: "GPU_IS_LOST"}
@@ -296,8 +296,8 @@ class ChaosNvml:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.randoms(use_true_random=False))
 def test_nvml_answering_nonsense_or_failing_at_random(rng: Random) -> None:
-    from probes.base import ProbeContext, Roots, run_probe
-    from probes.gpu import PROBE
+    from doctor.sources.probes.base import ProbeContext, Roots, run_probe
+    from doctor.sources.probes.gpu import PROBE
 
     machine, _ = _machine_nvml()
     with time_limit(20):
@@ -307,7 +307,7 @@ def test_nvml_answering_nonsense_or_failing_at_random(rng: Random) -> None:
 
 
 def test_nvml_missing_or_failing_in_the_watch_sampler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine_adapter.sampler import NvmlHandle, ResourceSampler
+    from doctor.sources.live.sampler import NvmlHandle, ResourceSampler
 
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
     missing = NvmlHandle.open()
@@ -386,9 +386,9 @@ def test_scan_with_sys_or_proc_unreadable(tmp_path: Path, model_file: Path, lock
 
 @pytest.mark.parametrize("shape", ["missing", "files-not-dirs", "symlink-loop"])
 def test_probe_roots_that_are_not_there_or_loop(tmp_path: Path, shape: str) -> None:
-    from probes import registry
-    from probes.base import ProbeContext, Roots
-    from probes.replay import RecordedNvml, RecordedPsutil
+    from doctor.sources.probes import registry
+    from doctor.sources.probes.base import ProbeContext, Roots
+    from doctor.sources.probes.replay import RecordedNvml, RecordedPsutil
 
     sysfs, procfs = tmp_path / "sys", tmp_path / "proc"
     if shape == "files-not-dirs":
@@ -448,7 +448,7 @@ def big_log(tmp_path: Path) -> Path:
 
 
 def test_disk_full_mid_recording_in_process(tmp_path: Path) -> None:
-    from engine_adapter.follower import follow_log
+    from doctor.sources.live.follower import follow_log
 
     record = tmp_path / "run.jsonl"
     session = TraceSession("server.log", source="log", record=str(record), judge=LiveJudge(rulebase()),

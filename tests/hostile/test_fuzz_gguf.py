@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.evaluate import diagnose
-from probes.gguf_header import GgufCorrupt, check_gguf
-from probes.gguf_model import collect_model
+from doctor.judge.evaluate import diagnose
+from doctor.sources.probes.gguf_header import GgufCorrupt, check_gguf
+from doctor.sources.probes.gguf_model import collect_model
 
 from .fuzz_targets import (
     U32_EXTREMES,

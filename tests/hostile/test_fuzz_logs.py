@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.errors import InputError
-from doctor.estimate import derive
-from doctor.evaluate import diagnose
-from doctor.facts import Facts
-from doctor.logs.analyze import analyze_stream
+from doctor.core.errors import InputError
+from doctor.core.facts import Facts
+from doctor.derive.estimate import derive
+from doctor.judge.evaluate import diagnose
+from doctor.sources.logs.analyze import analyze_stream
 
 from .fuzz_targets import (
     check_inert_facts,

@@ -20,12 +20,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.errors import RuleError
-from doctor.evaluate import build_report
-from doctor.facts import Facts, Source
-from doctor.predicates import compile_regex
-from doctor.rulebase import RuleBase, load_rulebase, parse_rules
-from doctor.templates import render
+from doctor.core.errors import RuleError
+from doctor.core.facts import Facts, Source
+from doctor.core.format import render
+from doctor.judge.evaluate import build_report
+from doctor.judge.predicates import compile_regex
+from doctor.judge.rulebase import RuleBase, load_rulebase, parse_rules
 
 from .fuzz_targets import (
     HOSTILE_YAML,
@@ -213,7 +213,7 @@ def test_loading_and_judging_touch_no_file_process_or_network(monkeypatch: pytes
     hostile[0]["when"] = {"all": [{"fact": "config.n_ctx", "exists": True},
                                   {"fact": "model.path", "matches": "^/etc/passwd$|(a+)+$"}]}
     texts.append(yaml.safe_dump(hostile))
-    from doctor.logs.analyze import analyze_bytes
+    from doctor.sources.logs.analyze import analyze_bytes
 
     facts = analyze_bytes((ROOT / "fixtures/logs/llama-cpp-python/prompt-too-long.log").read_bytes(), "log")
     facts.set("model.path", "/etc/passwd", Source("log", "test"))

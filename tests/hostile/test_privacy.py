@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from doctor.evaluate import diagnose
-from doctor.live import EndEvent, FindingEvent
-from doctor.live_judge import LiveJudge
-from doctor.redact import Redactor
-from doctor.trace import facts_from_recording, read_recording
-from engine_adapter.session import TraceSession
+from doctor.core.events import EndEvent, FindingEvent
+from doctor.core.redact import Redactor
+from doctor.judge.evaluate import diagnose
+from doctor.judge.live_judge import LiveJudge
+from doctor.sources.live.session import TraceSession
+from doctor.sources.live.trace import facts_from_recording, read_recording
 
 from .fuzz_targets import rulebase
 

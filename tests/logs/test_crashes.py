@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from doctor.evaluate import diagnose
-from doctor.facts import Event
-from doctor.logs.analyze import LogAnalyzer, analyze_bytes
-from doctor.logs.crashes import CAUSES
+from doctor.core.facts import Event
+from doctor.judge.evaluate import diagnose
+from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes
+from doctor.sources.logs.crashes import CAUSES
 
 CRASHES = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "crashes"
 AMX_LOG = CRASHES / "amx-crash-llama-cpp-python.log"

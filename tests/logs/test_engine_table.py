@@ -1,4 +1,4 @@
-"""The engine table (doctor/engines.py) is the one place an engine is named.
+"""The engine table (doctor/core/engines.py) is the one place an engine is named.
 
 A toy engine is added here with one parser module (tests/logs/toy_engine.py), one table row
 (`register`) and one rule file (written to tmp_path, in the engine's own rule folder), touching
@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from doctor import engines
 from doctor.cli import build_parser, main
-from doctor.logs import analyze as analyze_mod
-from doctor.logs.analyze import LogAnalyzer, analyze_bytes, analyze_stream
-from doctor.logs.detect import Detection
-from doctor.logs.registry import engine_parser_classes, parser_classes
-from doctor.logs.sessions import MARKERS
+from doctor.core import engines
+from doctor.sources.logs import analyze as analyze_mod
+from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes, analyze_stream
+from doctor.sources.logs.detect import Detection
+from doctor.sources.logs.registry import engine_parser_classes, parser_classes
+from doctor.sources.logs.sessions import MARKERS
 from tests.logs.toy_engine import ToyParser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,7 +198,7 @@ def test_every_engine_the_parsers_vote_for_on_the_fixture_logs_is_in_the_table(
 
 
 def test_session_start_lines_and_metric_families_are_of_table_engines() -> None:
-    from engine_adapter.prometheus import ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES
+    from doctor.sources.live.prometheus import ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES
 
     assert {family for family, _, _ in MARKERS} <= set(engines.names())
     for per_engine in (ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES):

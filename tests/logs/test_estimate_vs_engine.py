@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from doctor.estimate import derive
-from doctor.evaluate import diagnose
-from doctor.logs.analyze import analyze_bytes
-from doctor.rulebase import load_rulebase
-from probes.gguf_model import collect_model
+from doctor.derive.estimate import derive
+from doctor.judge.evaluate import diagnose
+from doctor.judge.rulebase import load_rulebase
+from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.probes.gguf_model import collect_model
 from tests.scan.conftest import smollm2_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def test_a_drifted_term_is_named_with_the_difference(smol_model) -> None:
     """Same real log, an estimate made for the wrong K type (f32 instead of f16): the KV term is off."""
     facts = analyze_bytes((BUFFERS / "ctx4096_f16.log").read_bytes())
     facts.merge(smol_model)
-    from doctor.facts import Source
+    from doctor.core.facts import Source
 
     facts.set("config.type_k", "f32", Source("test", "a setting the estimate got wrong"))
     facts.set("config.type_v", "f32", Source("test", "a setting the estimate got wrong"))
@@ -58,7 +58,7 @@ def test_a_drifted_term_is_named_with_the_difference(smol_model) -> None:
 def test_the_compute_drift_on_mla_is_reported(tmp_path: Path) -> None:
     """DeepSeek-V2-Lite with 4 split sequences and flash attention: llama.cpp reserves 212.00 MiB of
     compute, llm-doctor's model says 240.26 (the allocator found a hole for the expert sum there); at
-    4096 cells with one sequence the two agree (the shared-expert layout, doctor/estimate_arch.py)."""
+    4096 cells with one sequence the two agree (the shared-expert layout, doctor/derive/arch.py)."""
     sys.path.insert(0, str(ROOT / "fixtures" / "gguf"))
     from make_arch_gguf import build, load_arch_spec
 

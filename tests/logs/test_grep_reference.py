@@ -12,7 +12,7 @@ import pytest
 
 from bench.analyze_throughput import ere, grep_cmd, trigger_file
 from bench.gen_log import generate
-from doctor.logs.analyze import LogAnalyzer
+from doctor.sources.logs.analyze import LogAnalyzer
 
 
 def test_ere_translation() -> None:

@@ -1,4 +1,4 @@
-"""The parsers' declared line kinds (doctor/logs/base.py) and the per-analysis state they share.
+"""The parsers' declared line kinds (doctor/sources/logs/base.py) and the per-analysis state they share.
 
 - every parser gets its triggers, gate and literal index from its one table of line kinds;
 - routing by literal finds what trying every kind of every parser finds (all parsers, not only
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from doctor.logs.analyze import LogAnalyzer, analyze_stream
-from doctor.logs.base import AnalysisState, LineKind, LineKinds, LogParser
-from doctor.logs.line import make_line
-from doctor.logs.matcher import LiteralIndex, gated
-from doctor.logs.pytorch import TorchOomBoard
-from doctor.logs.registry import parser_classes
+from doctor.sources.logs.analyze import LogAnalyzer, analyze_stream
+from doctor.sources.logs.base import AnalysisState, LineKind, LineKinds, LogParser
+from doctor.sources.logs.line import make_line
+from doctor.sources.logs.matcher import LiteralIndex, gated
+from doctor.sources.logs.pytorch import TorchOomBoard
+from doctor.sources.logs.registry import parser_classes
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 LOGS = sorted(FIXTURES.rglob("*.log"))

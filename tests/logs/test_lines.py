@@ -1,4 +1,4 @@
-"""The line policy (doctor/logs/lines.py): every reader of log bytes gives the same line numbers and
+"""The line policy (doctor/core/lines.py): every reader of log bytes gives the same line numbers and
 texts — the analyzer's scanner, the follower of `watch --log` fed in any read sizes, and the TUI's
 log pane — so a finding's line N is the line the pane shows as N."""
 
@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.live import LiveEvent, LogEvent
-from doctor.logs.analyze import analyze_bytes
-from doctor.logs.lines import MAX_LINE, SNIFF, EndSniffer, LineSplitter, block_lines, decode, split_lines
-from doctor.logs.stream import LineScanner
-from doctor.sanitize import strip_controls
-from doctor.tui import log_source
-from doctor.tui.log_source import LogSource, shown
-from engine_adapter.follower import follow_log
-from engine_adapter.session import TraceSession
+from doctor.core.events import LiveEvent, LogEvent
+from doctor.core.lines import MAX_LINE, SNIFF, EndSniffer, LineSplitter, block_lines, decode, split_lines
+from doctor.core.sanitize import strip_controls
+from doctor.sources.live.follower import follow_log
+from doctor.sources.live.session import TraceSession
+from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.stream import LineScanner
+from doctor.views.tui import log_source
+from doctor.views.tui.log_source import LogSource, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 KV_OOM = ROOT / "fixtures" / "traces" / "tui" / "kv-oom.log"  # a real llama.cpp log, just under SNIFF

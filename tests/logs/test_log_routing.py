@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import doctor.logs.llamacpp as llamacpp_module
-from doctor.logs import ollama, tgi, vllm
-from doctor.logs.analyze import LogAnalyzer, analyze_stream
-from doctor.logs.line import make_line
-from doctor.logs.matcher import (
+import doctor.sources.logs.llamacpp as llamacpp_module
+from doctor.sources.logs import ollama, tgi, vllm
+from doctor.sources.logs.analyze import LogAnalyzer, analyze_stream
+from doctor.sources.logs.line import make_line
+from doctor.sources.logs.matcher import (
     GatedPattern,
     LiteralIndex,
     compile_triggers,
@@ -204,7 +204,7 @@ def test_candidate_lines_and_numbers_do_not_depend_on_chunking(path: Path) -> No
 
 
 def test_span_finder_agrees_with_search() -> None:
-    from doctor.logs.registry import parser_classes
+    from doctor.sources.logs.registry import parser_classes
 
     fragments = [f for cls in parser_classes() for f in cls.triggers]
     pattern = compile_triggers(fragments)

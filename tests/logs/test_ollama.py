@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.logs.analyze import analyze_bytes
-from doctor.logs.line import make_line
-from doctor.logs.ollama import go_duration_ms, slog_pairs, unwrap
+from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.line import make_line
+from doctor.sources.logs.ollama import go_duration_ms, slog_pairs, unwrap
 
 OLLAMA = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "ollama"
 
@@ -206,7 +206,7 @@ def test_runner_exit_status_in_both_notations() -> None:
 
 
 def test_every_produced_fact_is_catalogued(analyze) -> None:
-    from doctor import catalog
+    from doctor.core import catalog
 
     for path in sorted(OLLAMA.glob("*.log")):
         for fact in analyze(path).facts:

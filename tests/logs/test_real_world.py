@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from doctor.evaluate import diagnose
-from doctor.logs.analyze import analyze_bytes
-from doctor.logs.gpu_failures import gpu_failure_cause
-from doctor.path_storage import path_storage
+from doctor.core.path_storage import path_storage
+from doctor.judge.evaluate import diagnose
+from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.gpu_failures import gpu_failure_cause
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from doctor.logs.analyze import LogAnalyzer
-from doctor.logs.stream import LineScanner, looks_binary
+from doctor.sources.logs.analyze import LogAnalyzer
+from doctor.sources.logs.stream import LineScanner, looks_binary
 
 TRIGGER = re.compile(rb"HIT")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.logs.analyze import analyze_bytes
+from doctor.sources.logs.analyze import analyze_bytes
 
 TGI = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "tgi"
 
@@ -133,7 +133,7 @@ def test_json_output_mode() -> None:
 
 
 def test_every_produced_fact_is_catalogued(analyze) -> None:
-    from doctor import catalog
+    from doctor.core import catalog
 
     for path in sorted(TGI.glob("*.log")):
         for fact in analyze(path).facts:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.logs.analyze import LogAnalyzer, analyze_bytes
-from doctor.logs.line import make_line
-from doctor.logs.vllm import Frames, parse_size, torch_oom
+from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes
+from doctor.sources.logs.line import make_line
+from doctor.sources.logs.vllm import Frames, parse_size, torch_oom
 
 VLLM = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "vllm"
 
@@ -212,7 +212,7 @@ def test_incremental_snapshots_do_not_repeat_ooms() -> None:
 
 
 def test_every_produced_fact_is_catalogued(analyze) -> None:
-    from doctor import catalog
+    from doctor.core import catalog
 
     for path in sorted(VLLM.glob("*.log")):
         for fact in analyze(path).facts:

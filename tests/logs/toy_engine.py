@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from doctor.logs.base import LogParser
-from doctor.logs.line import LogLine
+from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.line import LogLine
 
 START = re.compile(r"^toyd (\d+\.\d+\.\d+) listening on ")
 WINDOW = re.compile(r"^toyd: context window (\d+) tokens")

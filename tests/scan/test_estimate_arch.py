@@ -24,7 +24,7 @@ from bench.arch_table import ARCH_LOGS, compare, model_facts, reference  # noqa:
 INDEX = json.loads((ARCH_LOGS / "index.json").read_text())
 RUNS = sorted(INDEX["runs"].items())
 # Settings where ggml's best-fit allocator leaves the final hidden state somewhere else than the
-# usual layout (doctor/estimate_arch.py says which tensors sit under each peak): DeepSeek-V2-Lite
+# usual layout (doctor/derive/arch.py says which tensors sit under each peak): DeepSeek-V2-Lite
 # with 4 streams and flash attention (a hole below ffn_inp takes the expert sum: estimate +13%),
 # Gemma 3 with a q8_0 cache at 32k (the SWA mask is still allocated under the last layer: -6.6%),
 # LFM2 at 4096 with flash attention (the sum lands one slot higher: -5.6%).
@@ -61,7 +61,7 @@ def test_estimate_matches_llama_cpp(key: str, models: dict[str, object]) -> None
 def test_shared_experts_put_the_final_hidden_state_above_the_routed_experts(models: dict[str, object]) -> None:
     """DeepSeek-V2-Lite at 4096 cells: llama.cpp's 240.26 MiB is the f32 logits (512 x 102400 x 4)
     over 10 rows of n_embd and the router's tensors; without the shared-expert term it was 208 MiB."""
-    from doctor.estimate_arch import ComputeExtra, adjust_peaks
+    from doctor.derive.arch import ComputeExtra, adjust_peaks
 
     key = "deepseek-v2-lite__c4096"
     row = compare("deepseek-v2-lite", "c4096", (ARCH_LOGS / f"{key}.log").read_text(), models["deepseek-v2-lite"])
@@ -100,8 +100,8 @@ def test_recurrent_state_grows_with_sequences_not_context() -> None:
 
 def test_a_layer_count_no_model_can_have_is_not_expanded() -> None:
     """A log line claiming 10**12 layers (found by the log fuzzer: MemoryError) gives no state, not a list of 10**12."""
-    from doctor.estimate_arch import state_per_layer
-    from doctor.facts import Facts
+    from doctor.core.facts import Facts
+    from doctor.derive.arch import state_per_layer
 
     facts = Facts.from_values({"model.arch": "mamba", "model.n_layer": 10**12, "model.n_embd": 768})
     assert state_per_layer(facts) is None

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.estimate import (
+from doctor.core.facts import Facts, Source
+from doctor.derive.estimate import (
     GPU_RUNTIME_OVERHEAD,
     MIB,
     ComputeShape,
@@ -25,8 +26,7 @@ from doctor.estimate import (
     place_weights,
     swa_cells,
 )
-from doctor.facts import Facts, Source
-from probes.gguf_model import collect_model
+from doctor.sources.probes.gguf_model import collect_model
 
 GIB = 1 << 30
 LAYOUT = WeightLayout(layer_bytes=[100] * 4, input_bytes=50, output_bytes=30)
@@ -88,7 +88,7 @@ def test_small_and_odd_contexts_follow_llama_cpps_order() -> None:
     assert kv_layer_bytes(shape, 1100, swa_full=False, n_ubatch=512, n_batch=512)[0] == 2 * 128 * 1280 * 2 * 2
     # the compute buffer: a context of 128 reserves a 128-token graph over 256 cells, not 512 tokens
     p = plan(n_ctx=128, flash_attn=False, n_gpu_layers=0)
-    logits = 128 * (128256 * 4 + 2 * 4096 * 4)  # f16 K cache: 2 x n_embd per token (doctor/estimate_arch.py)
+    logits = 128 * (128256 * 4 + 2 * 4096 * 4)  # f16 K cache: 2 x n_embd per token (doctor/derive/arch.py)
     assert budget(p).compute_host == max(logits, 128 * 256 * (32 * 4 + 4) + 128 * 4 * (5 * 4096 + 2 * 1024))
 
 
@@ -220,7 +220,7 @@ def test_a_recurrent_model_says_unknown_rather_than_guess(model_files) -> None:
 
 def test_the_estimate_matches_the_real_runs_own_kv(smollm2: Path) -> None:
     """derive() on a saved SmolLM2 model + the settings of the real engine's log gives its KV bytes."""
-    from doctor.logs.analyze import analyze_bytes
+    from doctor.sources.logs.analyze import analyze_bytes
 
     buffers = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama-cpp-python" / "buffers"
     log = buffers / "ctx4096_q4_0_fa.log"
@@ -258,7 +258,7 @@ def test_the_cpu_work_buffer_is_the_largest_converted_operand(smol: Facts) -> No
 
 
 def test_the_work_buffer_is_part_of_the_host_need_and_the_verdict(smol: Facts) -> None:
-    from doctor.estimate import HOST_CACHE_MARGIN, HOST_PRIVATE_OVERHEAD
+    from doctor.derive.estimate import HOST_CACHE_MARGIN, HOST_PRIVATE_OVERHEAD
 
     f = smol_plan(smol, 8192)
     work = f.value("derived.cpu_work_bytes")
@@ -283,7 +283,7 @@ def test_with_every_layer_on_the_gpu_the_host_has_no_work_buffer(smol: Facts) ->
 def test_the_least_memory_leaves_out_only_the_mapped_weights(smol: Facts) -> None:
     """Under a cgroup limit the kernel evicts memory-mapped weights instead of killing the process
     (bench/fit_vs_llamacpp.py): the least memory is the rest + the page cache it keeps for them."""
-    from doctor.estimate import HOST_CACHE_MARGIN, HOST_MAPPED_MINIMUM, HOST_PRIVATE_OVERHEAD
+    from doctor.derive.estimate import HOST_CACHE_MARGIN, HOST_MAPPED_MINIMUM, HOST_PRIVATE_OVERHEAD
 
     f = smol_plan(smol, 8192, kv="f32")
     need, mapped = f.value("derived.host_need_bytes"), f.value("derived.weights_mapped_bytes")

@@ -1,4 +1,4 @@
-"""The repacked weight copy (doctor/estimate_repack.py) against the AMX buffers llama.cpp printed on a
+"""The repacked weight copy (doctor/derive/repack.py) against the AMX buffers llama.cpp printed on a
 real Intel Xeon with AMX (fixtures/logs/llama-cpp-python/repack/, recorded by fixtures/record_repack.py),
 and against the AMD log of the same model where llama.cpp makes no copy. The models are sparse GGUFs
 with the recorded files' own tensor tables, read by the real GGUF probe; host facts come from recorded
@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from doctor import estimate_repack
-from doctor.estimate import derive
-from doctor.evaluate import diagnose
-from doctor.facts import Facts, Source
-from doctor.logs.analyze import analyze_bytes
-from doctor.rulebase import load_rulebase
-from probes.base import Roots
-from probes.cpu import INFERENCE_FLAGS, cpuinfo
-from probes.gguf_model import collect_model
+from doctor.core.facts import Facts, Source
+from doctor.derive import repack as estimate_repack
+from doctor.derive.estimate import derive
+from doctor.judge.evaluate import diagnose
+from doctor.judge.rulebase import load_rulebase
+from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.probes.base import Roots
+from doctor.sources.probes.cpu import INFERENCE_FLAGS, cpuinfo
+from doctor.sources.probes.gguf_model import collect_model
 
 ROOT = Path(__file__).resolve().parents[2]
 REPACK = ROOT / "fixtures" / "logs" / "llama-cpp-python" / "repack"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.estimate import KvShape, derive, kv_bytes, shape_from_facts
-from doctor.facts import Facts, Source
-from probes.gguf_model import collect_model
+from doctor.core.facts import Facts, Source
+from doctor.derive.estimate import KvShape, derive, kv_bytes, shape_from_facts
+from doctor.sources.probes.gguf_model import collect_model
 
 BUFFERS = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama-cpp-python" / "buffers"
 KV_LINE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\), "

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import probes.gguf_model as gm
-from probes.gguf_model import cache_folder, collect_model, read_model
+import doctor.sources.probes.gguf_model as gm
+from doctor.sources.probes.gguf_model import cache_folder, collect_model, read_model
 from tests.scan.conftest import build_gguf, load_spec
 
 
@@ -132,7 +132,7 @@ def test_a_scan_reads_the_model_file_once_and_not_at_all_when_cached(
         small_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str], cached: bool) -> None:
     from doctor.cli import main
-    from probes import gguf_header
+    from doctor.sources.probes import gguf_header
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("LLM_DOCTOR_NO_CACHE", "" if cached else "1")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.gguf_header import GGML_TYPES, GgufCorrupt, check_gguf
-from probes.gguf_model import FILE_TYPES, collect_model, header_metadata, read_model, shard_paths
+from doctor.sources.probes.gguf_header import GGML_TYPES, GgufCorrupt, check_gguf
+from doctor.sources.probes.gguf_model import FILE_TYPES, collect_model, header_metadata, read_model, shard_paths
 from tests.scan.conftest import build_gguf, load_spec
 
 
@@ -84,7 +84,7 @@ def test_the_type_tables_match_the_gguf_package() -> None:
 
 
 def test_a_type_newer_than_the_table_is_looked_up_in_the_gguf_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    import probes.gguf_header as gh
+    import doctor.sources.probes.gguf_header as gh
 
     monkeypatch.delitem(gh.GGML_TYPES, 12)
     assert gh.ggml_type(12) == ("Q4_K", 256, 144)
@@ -135,7 +135,7 @@ def test_corrupt_files_are_refused_with_the_reason(tmp_path: Path, how: str, rea
 
 
 def test_a_corrupt_file_fires_the_model_rule(tmp_path: Path, rulebase) -> None:
-    from doctor.evaluate import diagnose
+    from doctor.judge.evaluate import diagnose
 
     path = build_gguf(load_spec("llama-3-8b-instruct-q4_k_m"), tmp_path / "cut.gguf", corrupt="truncated")
     report = diagnose(collect_model(str(path)), rulebase, command="scan", mode="scan")
@@ -172,7 +172,7 @@ def test_kept_metadata_strings_are_bounded_in_all(tmp_path: Path) -> None:
     header of 65536 such keys cannot make the walk hold gigabytes."""
     import struct
 
-    from probes import gguf_header as gh
+    from doctor.sources.probes import gguf_header as gh
 
     path = tmp_path / "strings.gguf"
     n, length = 300, 1 << 16

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.gpu
 
 
 def test_nvml_probe_on_the_real_gpu() -> None:
-    from probes.base import Roots
-    from probes.gpu import collect_gpus
+    from doctor.sources.probes.base import Roots
+    from doctor.sources.probes.gpu import collect_gpus
 
     facts = collect_gpus(Roots())
     assert facts.value("host.gpu.count") >= 1 and facts.value("host.gpu.vendor") == "nvidia"
@@ -31,10 +31,10 @@ def test_nvml_probe_on_the_real_gpu() -> None:
 def test_recording_replays_to_the_same_facts(tmp_path: Path) -> None:
     import pynvml
 
-    from probes.base import Roots
-    from probes.gpu import collect_gpus
-    from probes.record import nvml_answers
-    from probes.replay import RecordedNvml
+    from doctor.sources.probes.base import Roots
+    from doctor.sources.probes.gpu import collect_gpus
+    from doctor.sources.probes.record import nvml_answers
+    from doctor.sources.probes.replay import RecordedNvml
 
     live = collect_gpus(Roots())
     replayed = collect_gpus(Roots(nvml=RecordedNvml(nvml_answers(pynvml))))
@@ -44,8 +44,8 @@ def test_recording_replays_to_the_same_facts(tmp_path: Path) -> None:
 
 
 def test_torch_bandwidth_benchmarks() -> None:
-    from probes.base import Reporter
-    from probes.gpubench import bench_facts, run_bench
+    from doctor.sources.probes.base import Reporter
+    from doctor.sources.probes.gpubench import bench_facts, run_bench
 
     answer = run_bench(seconds=6)
     assert answer.get("cuda") is True, answer

@@ -17,8 +17,8 @@ from make_arch_gguf import build, load_arch_spec  # noqa: E402
 
 from bench.arch_table import ARCH_LOGS, projector_row  # noqa: E402
 from doctor.cli import main  # noqa: E402
-from doctor.estimate_split import DeviceSum  # noqa: E402
-from probes.gguf_mmproj import collect_mmproj  # noqa: E402
+from doctor.derive.split import DeviceSum  # noqa: E402
+from doctor.sources.probes.gguf_mmproj import collect_mmproj  # noqa: E402
 
 INDEX = json.loads((ARCH_LOGS / "index.json").read_text())["mmproj"]
 MIB = 1 << 20

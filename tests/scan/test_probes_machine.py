@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from doctor.facts import Facts
-from probes import registry
-from probes.base import Probe, ProbeContext, Reporter, Roots, run_probe
-from probes.cpu import collect_cpu
-from probes.engine import collect_engine
-from probes.gpu import collect_gpus
-from probes.gpubench import bench_facts
-from probes.memory import collect_memory
-from probes.pcie import link_gbs, nvml_bus_to_sysfs, speed_to_gen
-from probes.readbench import cached_fraction, mapped_by, measure_read
-from probes.replay import RecordedNvml, load_machine
+from doctor.core.facts import Facts
+from doctor.sources.probes import registry
+from doctor.sources.probes.base import Probe, ProbeContext, Reporter, Roots, run_probe
+from doctor.sources.probes.cpu import collect_cpu
+from doctor.sources.probes.engine import collect_engine
+from doctor.sources.probes.gpu import collect_gpus
+from doctor.sources.probes.gpubench import bench_facts
+from doctor.sources.probes.memory import collect_memory
+from doctor.sources.probes.pcie import link_gbs, nvml_bus_to_sysfs, speed_to_gen
+from doctor.sources.probes.readbench import cached_fraction, mapped_by, measure_read
+from doctor.sources.probes.replay import RecordedNvml, load_machine
 from tests.scan.conftest import MACHINES
 
 GIB = 1 << 30

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from probes.base import Roots
-from probes.blockdev import resolve_devnum
-from probes.mountinfo import find_mount, parse_mountinfo, unescape
-from probes.replay import load_machine
-from probes.storage import collect_storage
+from doctor.sources.probes.base import Roots
+from doctor.sources.probes.blockdev import resolve_devnum
+from doctor.sources.probes.mountinfo import find_mount, parse_mountinfo, unescape
+from doctor.sources.probes.replay import load_machine
+from doctor.sources.probes.storage import collect_storage
 from tests.scan.conftest import MACHINES
 
 

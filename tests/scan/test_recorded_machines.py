@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.catalog import is_known
 from doctor.cli import main
+from doctor.core.catalog import is_known
 from tests.scan.conftest import MACHINES
 
 SCENARIOS = [(m.name, i, sc) for m in sorted(MACHINES.iterdir()) if (m / "machine.json").is_file()

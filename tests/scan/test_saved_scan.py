@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from doctor.cli import main
-from doctor.rulebase import load_rulebase
+from doctor.judge.rulebase import load_rulebase
 from tests.scan.conftest import MACHINES
 
 MACHINE = MACHINES / "nvme-workstation-rtx4090"

@@ -11,7 +11,7 @@ import pytest
 
 from doctor.cli import main
 from doctor.commands.scan import trace_only
-from doctor.facts import Facts, Source
+from doctor.core.facts import Facts, Source
 
 
 def scan(args: list[str], capsys: pytest.CaptureFixture[str], fmt: str = "json") -> tuple[int, dict, str]:

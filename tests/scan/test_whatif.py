@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from doctor.cli import main
-from doctor.errors import UsageError
-from doctor.estimate import GPU_RUNTIME_OVERHEAD, HOST_CACHE_MARGIN, HOST_PRIVATE_OVERHEAD, HOST_RUNTIME_OVERHEAD
-from doctor.whatif import parse_size
+from doctor.core.errors import UsageError
+from doctor.derive.estimate import GPU_RUNTIME_OVERHEAD, HOST_CACHE_MARGIN, HOST_PRIVATE_OVERHEAD, HOST_RUNTIME_OVERHEAD
+from doctor.derive.whatif import parse_size
 
 MIB = 1 << 20
 GIB = 1 << 30

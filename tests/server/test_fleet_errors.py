@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pytest
 
-from engine_adapter.prometheus import parse_selector, window
+from doctor.sources.live.prometheus import parse_selector, window
 from tests.server.harness import HOST, free_port
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from doctor.commands.fleet import build_view
-from doctor.facts import Facts, Source
-from doctor.report import Report
-from doctor.tui.app import DoctorApp
-from doctor.tui.fleet_screen import FleetScreen
-from doctor.tui.report_screen import ReportScreen
-from engine_adapter.prometheus import Fleet, Instance
+from doctor.core.facts import Facts, Source
+from doctor.core.report import Report
+from doctor.sources.live.prometheus import Fleet, Instance
+from doctor.views.tui.app import DoctorApp
+from doctor.views.tui.fleet_screen import FleetScreen
+from doctor.views.tui.report_screen import ReportScreen
 from tests.tui.conftest import run_async, screen_text, settle
 
 

@@ -9,12 +9,12 @@ from pathlib import Path
 from textual import events
 
 from doctor.commands.analyze import paste_diagnosis
-from doctor.live import EndEvent, FindingEvent, LogEvent, SettingsEvent, StepEvent
-from doctor.tui.app import DoctorApp, make_paste_app, make_watch_app
-from doctor.tui.log_source import LogSource
-from doctor.tui.log_view import LogView
-from doctor.tui.paste_screen import PasteArea
-from doctor.tui.report_screen import ReportScreen
+from doctor.core.events import EndEvent, FindingEvent, LogEvent, SettingsEvent, StepEvent
+from doctor.views.tui.app import DoctorApp, make_paste_app, make_watch_app
+from doctor.views.tui.log_source import LogSource
+from doctor.views.tui.log_view import LogView
+from doctor.views.tui.paste_screen import PasteArea
+from doctor.views.tui.report_screen import ReportScreen
 
 from .conftest import TUI_FIXTURES, run_async, screen_text, settle, terminal_output
 

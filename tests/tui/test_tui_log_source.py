@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.inputs import read_input
-from doctor.tui import log_source
-from doctor.tui.log_source import LogSource, is_plain_log
+from doctor.sources.inputs import read_input
+from doctor.views.tui import log_source
+from doctor.views.tui.log_source import LogSource, is_plain_log
 
 from .conftest import LOGS, TUI_FIXTURES
 

@@ -7,12 +7,12 @@ from textual.message import Message
 
 from doctor.commands.analyze import paste_diagnosis
 from doctor.commands.output import exit_code
-from doctor.tui import app as app_module
-from doctor.tui.app import make_paste_app, run_paste_app
-from doctor.tui.log_view import LogView
-from doctor.tui.messages import PasteDiagnosed
-from doctor.tui.paste_screen import PasteArea, PasteScreen, clean_paste
-from doctor.tui.report_screen import ReportScreen
+from doctor.views.tui import app as app_module
+from doctor.views.tui.app import make_paste_app, run_paste_app
+from doctor.views.tui.log_view import LogView
+from doctor.views.tui.messages import PasteDiagnosed
+from doctor.views.tui.paste_screen import PasteArea, PasteScreen, clean_paste
+from doctor.views.tui.report_screen import ReportScreen
 
 from .conftest import TUI_FIXTURES, notices, posted, run_async, settle
 

@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 from textual.message import Message
 
-from doctor.report import Report
-from doctor.tui.app import DoctorApp
-from doctor.tui.finding_detail import FindingDetail, detail_content
-from doctor.tui.log_source import LogSource
-from doctor.tui.log_view import LogView
-from doctor.tui.messages import CheckSelected, EvidenceShown, FixCopied, ReportExported
-from doctor.tui.modals import ExportScreen, HelpScreen
-from doctor.tui.report_screen import ChecksList, ReportScreen
-from doctor.tui.view import finding_view
+from doctor.core.report import Report
+from doctor.views.tui.app import DoctorApp
+from doctor.views.tui.finding_detail import FindingDetail, detail_content
+from doctor.views.tui.log_source import LogSource
+from doctor.views.tui.log_view import LogView
+from doctor.views.tui.messages import CheckSelected, EvidenceShown, FixCopied, ReportExported
+from doctor.views.tui.modals import ExportScreen, HelpScreen
+from doctor.views.tui.report_screen import ChecksList, ReportScreen
+from doctor.views.tui.view import finding_view
 
 from .conftest import LOGS, TUI_FIXTURES, notices, posted, run_async, screen_text, settle
 
@@ -93,7 +93,7 @@ def test_keys_move_between_checks_and_evidence_lines(analyze) -> None:
 
 
 def test_log_pane_pages_through_a_window_bigger_than_memory(analyze, monkeypatch) -> None:
-    from doctor.tui import log_view
+    from doctor.views.tui import log_view
 
     monkeypatch.setattr(log_view, "WINDOW", 60)
     monkeypatch.setattr(log_view, "EDGE", 10)

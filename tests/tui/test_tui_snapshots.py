@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from doctor.commands.analyze import paste_diagnosis
-from doctor.report import Report
-from doctor.tui.app import DoctorApp, make_paste_app, make_watch_app
-from doctor.tui.log_source import LogSource
-from doctor.tui.log_view import LogView
-from doctor.tui.paste_screen import PasteArea
-from doctor.tui.replay import Replay
-from doctor.tui.report_screen import ReportScreen
+from doctor.core.report import Report
+from doctor.views.tui.app import DoctorApp, make_paste_app, make_watch_app
+from doctor.views.tui.log_source import LogSource
+from doctor.views.tui.log_view import LogView
+from doctor.views.tui.paste_screen import PasteArea
+from doctor.views.tui.replay import Replay
+from doctor.views.tui.report_screen import ReportScreen
 
 from .conftest import TUI_FIXTURES, settle
 

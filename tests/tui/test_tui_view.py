@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from doctor.facts import Facts, Source
-from doctor.report import Assessment, Check, Evidence, Finding, Fix, Report
-from doctor.tui.export import export_report
-from doctor.tui.view import (
+from doctor.core.facts import Facts, Source
+from doctor.core.report import Assessment, Check, Evidence, Finding, Fix, Report
+from doctor.views.tui.export import export_report
+from doctor.views.tui.view import (
     MARK_RANK,
     banner_info,
     detail_view,

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from textual.message import Message
 
-from doctor.live import EndEvent, FindingEvent, LiveEvent, StepEvent
-from doctor.tui import app as app_module
-from doctor.tui.app import make_watch_app, run_watch_app
-from doctor.tui.messages import FindingChanged, RunEnded, WatchPaused
-from doctor.tui.modals import FindingScreen
-from doctor.tui.replay import Replay, iter_recording
-from doctor.tui.report_screen import ReportScreen
-from doctor.tui.watch_screen import FindingsFeed, WatchScreen, gauges_content, timeline_content
+from doctor.core.events import EndEvent, FindingEvent, LiveEvent, StepEvent
+from doctor.views.tui import app as app_module
+from doctor.views.tui.app import make_watch_app, run_watch_app
+from doctor.views.tui.messages import FindingChanged, RunEnded, WatchPaused
+from doctor.views.tui.modals import FindingScreen
+from doctor.views.tui.replay import Replay, iter_recording
+from doctor.views.tui.report_screen import ReportScreen
+from doctor.views.tui.watch_screen import FindingsFeed, WatchScreen, gauges_content, timeline_content
 
 from .conftest import posted, run_async, screen_text, settle
 
@@ -184,7 +184,7 @@ def test_a_source_that_fails_is_reported_not_raised() -> None:
 
 
 def test_charts_fit_the_width(recording: Path) -> None:
-    from doctor.tui.watch_state import WatchState
+    from doctor.views.tui.watch_state import WatchState
 
     state = WatchState()
     for event in iter_recording(recording):
@@ -196,7 +196,7 @@ def test_charts_fit_the_width(recording: Path) -> None:
 
 
 def test_a_callback_source_through_the_event_queue(recording: Path) -> None:
-    from doctor.tui.event_queue import EventQueue
+    from doctor.views.tui.event_queue import EventQueue
 
     events = list(iter_recording(recording))
     queue = EventQueue()
@@ -225,7 +225,7 @@ def test_a_callback_source_through_the_event_queue(recording: Path) -> None:
 
 
 def _closed_queue():
-    from doctor.tui.event_queue import EventQueue
+    from doctor.views.tui.event_queue import EventQueue
 
     q = EventQueue()
     q.close()
@@ -234,8 +234,8 @@ def _closed_queue():
 
 
 def test_output_pane_shows_the_tail_with_the_loop_marked() -> None:
-    from doctor.tui.watch_screen import output_content
-    from doctor.tui.watch_state import WatchState
+    from doctor.views.tui.watch_screen import output_content
+    from doctor.views.tui.watch_state import WatchState
 
     state = WatchState()
     words = ("Once upon a time there was a robot who painted. " + "The sea is blue and deep. " * 40).split(" ")
@@ -256,9 +256,9 @@ def test_output_pane_shows_the_tail_with_the_loop_marked() -> None:
 def test_output_pane_shows_the_log_tail_until_there_is_output() -> None:
     """watch --log / watch -- CMD: no generated text, so the pane shows the newest log lines, numbered
     and inert; once tokens arrive it shows them instead."""
-    from doctor.live import LogEvent
-    from doctor.tui.watch_screen import output_content
-    from doctor.tui.watch_state import LOG_KEPT, WatchState
+    from doctor.core.events import LogEvent
+    from doctor.views.tui.watch_screen import output_content
+    from doctor.views.tui.watch_state import LOG_KEPT, WatchState
 
     state = WatchState()
     assert output_content(state).plain == "(no output yet)"

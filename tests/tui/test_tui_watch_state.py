@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from doctor.errors import InputError
-from doctor.live import EndEvent, FindingEvent, IncidentEvent, PhaseEvent, StepEvent
-from doctor.tui.charts import bar, sparkline
-from doctor.tui.replay import Replay, iter_recording, read_header
-from doctor.tui.watch_state import SPIKE_FACTOR, WatchState, loop_ranges
+from doctor.core.errors import InputError
+from doctor.core.events import EndEvent, FindingEvent, IncidentEvent, PhaseEvent, StepEvent
+from doctor.views.tui.charts import bar, sparkline
+from doctor.views.tui.replay import Replay, iter_recording, read_header
+from doctor.views.tui.watch_state import SPIKE_FACTOR, WatchState, loop_ranges
 
 
 def _state(recording: Path) -> tuple[WatchState, list]:
@@ -161,7 +161,7 @@ def test_bar_and_sparkline() -> None:
 
 
 def test_recording_is_the_shape_the_trace_reader_accepts(recording: Path) -> None:
-    from doctor.trace import facts_from_recording
+    from doctor.sources.live.trace import facts_from_recording
 
     with recording.open("rb") as handle:
         facts = facts_from_recording(handle, recording.name)
@@ -192,7 +192,7 @@ def test_a_triage_restart_starts_the_figures_afresh() -> None:
 
 
 def test_the_same_rule_in_two_sessions_is_two_findings_and_a_notice_is_shown() -> None:
-    from doctor.live import NoticeEvent
+    from doctor.core.events import NoticeEvent
 
     state = WatchState()
     base = {"slug": "generation-hits-context-end", "severity": "error", "confidence": "high", "title": "t",

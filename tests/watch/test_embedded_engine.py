@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.errors import EngineError, UsageError
-from doctor.evaluate import diagnose
-from doctor.live import (
+from doctor.core.errors import EngineError, UsageError
+from doctor.core.events import (
     EndEvent,
     FactsEvent,
     FindingEvent,
@@ -26,11 +25,12 @@ from doctor.live import (
     SettingsEvent,
     StepEvent,
 )
-from doctor.live_judge import LiveJudge
-from doctor.rulebase import RuleBase, load_rulebase
-from doctor.trace import facts_from_recording
-from engine_adapter.models import default_model_path
-from engine_adapter.runner import EmbeddedRun, RunSettings, run_embedded
+from doctor.judge.evaluate import diagnose
+from doctor.judge.live_judge import LiveJudge
+from doctor.judge.rulebase import RuleBase, load_rulebase
+from doctor.sources.live.models import default_model_path
+from doctor.sources.live.runner import EmbeddedRun, RunSettings, run_embedded
+from doctor.sources.live.trace import facts_from_recording
 from tests.conftest import worked_around
 
 pytestmark = pytest.mark.engine
@@ -263,7 +263,7 @@ def test_an_engine_abort_is_reported_not_fatal(rules: RuleBase, tmp_path: Path) 
     assert [s.step for s in run.steps] == [1, 2, 3, 4, 5]  # everything up to the abort reached the parent
     assert run.facts.events("crash")
     # the recording holds the whole run, crash included, and replays to the same findings
-    from doctor.trace import read_recording
+    from doctor.sources.live.trace import read_recording
 
     with record.open("rb") as handle:
         _, events, damaged = read_recording(handle)

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.live import FindingEvent, LiveEvent, LogEvent
-from doctor.live_judge import LiveJudge
-from doctor.logs.lines import LineSplitter, block_lines
-from doctor.rulebase import RuleBase
-from engine_adapter.follower import LogFollower, follow_log
-from engine_adapter.session import TraceSession
+from doctor.core.events import FindingEvent, LiveEvent, LogEvent
+from doctor.core.lines import LineSplitter, block_lines
+from doctor.judge.live_judge import LiveJudge
+from doctor.judge.rulebase import RuleBase
+from doctor.sources.live.follower import LogFollower, follow_log
+from doctor.sources.live.session import TraceSession
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "fixtures" / "logs"
@@ -220,7 +220,7 @@ def _follow_with(path: Path, rulebase: RuleBase, line_events: str, record: Path 
 def test_every_line_is_parsed_whatever_the_consumer_is_shown(tmp_path: Path, rulebase: RuleBase, mode: str) -> None:
     """The ticker and the final-report formats get no LogEvents, the TUI the newest of each batch;
     the parsers, the findings, the line count and the recording are the same in every mode."""
-    from doctor.trace import read_recording
+    from doctor.sources.live.trace import read_recording
 
     path = tmp_path / "server.log"
     path.write_bytes(SERVER_LOG.read_bytes() * 3)
@@ -259,7 +259,7 @@ def test_a_pipe_never_guesses_cr_line_ends() -> None:
     assert splitter.feed(b"\rloading 10%\rloading 20%") == []
     assert splitter.feed(b"\ndone\n") == [b"\rloading 10%\rloading 20%", b"done"]
     files = LineSplitter(sniff_cr=True)
-    # a file's head decides (doctor/logs/lines.py): no LF yet, too short to tell -> held until it ends
+    # a file's head decides (doctor/core/lines.py): no LF yet, too short to tell -> held until it ends
     assert files.feed(b"one\rtwo\r") == []
     assert files.finish() == [b"one", b"two"]
     # ... or until an LF shows: a CR at the end of a read was half of a CRLF, not a CR-only file

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from doctor.live import FactsEvent, IncidentEvent
-from doctor.live_judge import LiveJudge
-from doctor.rulebase import RuleBase
-from engine_adapter.metrics import MetricsPoller, MetricsState, follow_metrics, parse_samples, to_facts, update
-from engine_adapter.session import TraceSession
+from doctor.core.events import FactsEvent, IncidentEvent
+from doctor.judge.live_judge import LiveJudge
+from doctor.judge.rulebase import RuleBase
+from doctor.sources.live.metrics import MetricsPoller, MetricsState, follow_metrics, parse_samples, to_facts, update
+from doctor.sources.live.session import TraceSession
 from tests.watch.conftest import MetricsPages
 
 PAGES = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "metrics"

@@ -12,12 +12,20 @@ from typing import Any
 
 import pytest
 
-from doctor.evaluate import diagnose
-from doctor.live import IncidentEvent
-from doctor.live_judge import LiveJudge
-from doctor.rulebase import RuleBase
-from engine_adapter.metrics import MetricsPoller, MetricsState, follow_metrics, parse_scrape, quantile, to_facts, update
-from engine_adapter.session import TraceSession
+from doctor.core.events import IncidentEvent
+from doctor.judge.evaluate import diagnose
+from doctor.judge.live_judge import LiveJudge
+from doctor.judge.rulebase import RuleBase
+from doctor.sources.live.metrics import (
+    MetricsPoller,
+    MetricsState,
+    follow_metrics,
+    parse_scrape,
+    quantile,
+    to_facts,
+    update,
+)
+from doctor.sources.live.session import TraceSession
 from tests.watch.conftest import MetricsPages
 
 PAGES = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "metrics"

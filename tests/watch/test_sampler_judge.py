@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from doctor.facts import Facts, Source
-from doctor.live_judge import UPDATE_EVERY_MS, LiveJudge
-from doctor.rulebase import RuleBase
-from engine_adapter.sampler import NvmlHandle, ResourceSampler, cgroup_quota
+from doctor.core.facts import Facts, Source
+from doctor.judge.live_judge import UPDATE_EVERY_MS, LiveJudge
+from doctor.judge.rulebase import RuleBase
+from doctor.sources.live.sampler import NvmlHandle, ResourceSampler, cgroup_quota
 
 
 class RecordedNvml:

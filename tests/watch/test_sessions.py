@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from doctor.evaluate import SessionMemo, diagnose
-from doctor.live import FindingEvent, LiveEvent, NoticeEvent
-from doctor.live_judge import LiveJudge
-from doctor.logs.analyze import analyze_bytes
-from doctor.render.markdown import render_markdown
-from doctor.render.style import Style
-from doctor.render.text import render_text
-from doctor.report import Report
-from doctor.rulebase import RuleBase
-from doctor.trace import facts_from_recording
-from engine_adapter.follower import follow_log
-from engine_adapter.session import TraceSession
+from doctor.core.events import FindingEvent, LiveEvent, NoticeEvent
+from doctor.core.report import Report
+from doctor.judge.evaluate import SessionMemo, diagnose
+from doctor.judge.live_judge import LiveJudge
+from doctor.judge.rulebase import RuleBase
+from doctor.sources.live.follower import follow_log
+from doctor.sources.live.session import TraceSession
+from doctor.sources.live.trace import facts_from_recording
+from doctor.sources.logs.analyze import analyze_bytes
+from doctor.views.render.markdown import render_markdown
+from doctor.views.render.style import Style
+from doctor.views.render.text import render_text
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 SLOTS = LOGS / "llama.cpp" / "server-slots-truncated.log"  # 4 slots of 2048: a 3174-token request cut
@@ -151,7 +151,7 @@ def test_a_followed_log_that_starts_over_is_a_new_session(tmp_path: Path, ruleba
 
 
 def test_the_tui_lists_earlier_sessions_findings(rulebase: RuleBase) -> None:
-    from doctor.tui.view import group_checks, header_info
+    from doctor.views.tui.view import group_checks, header_info
 
     facts = analyze_bytes(SLOTS.read_bytes() + FULL.read_bytes(), "stdin")
     report = diagnose(facts, rulebase, command="analyze", mode="analyze")
@@ -179,7 +179,7 @@ def test_cat_a_b_into_analyze_stdin_keeps_the_first_runs_error() -> None:
 
 
 def test_redact_covers_every_session(rulebase: RuleBase) -> None:
-    from doctor.redact import Redactor
+    from doctor.core.redact import Redactor
 
     first = SLOTS.read_bytes().replace(b"/srv/llm/", b"/home/alice/models/")
     facts = analyze_bytes(first + FULL.read_bytes(), "stdin")

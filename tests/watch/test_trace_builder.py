@@ -7,10 +7,8 @@ import json
 
 import pytest
 
-from doctor.errors import InputError
-from doctor.evaluate import diagnose
-from doctor.facts import Facts
-from doctor.live import (
+from doctor.core.errors import InputError
+from doctor.core.events import (
     EndEvent,
     FactsEvent,
     FindingEvent,
@@ -23,7 +21,9 @@ from doctor.live import (
     StepEvent,
     event_from_json,
 )
-from doctor.trace import TraceBuilder, facts_from_recording, header, read_recording
+from doctor.core.facts import Facts
+from doctor.judge.evaluate import diagnose
+from doctor.sources.live.trace import TraceBuilder, facts_from_recording, header, read_recording
 
 
 def _events(steps: list[float], tokens: list[str], n_ctx: int = 512, prompt: int = 10) -> list:
@@ -87,7 +87,7 @@ def test_snapshot_can_be_taken_again_and_again() -> None:
 
 
 def _rulebase():
-    from doctor.rulebase import load_rulebase
+    from doctor.judge.rulebase import load_rulebase
 
     return load_rulebase([], env={})
 
@@ -209,7 +209,7 @@ def test_not_a_recording_is_one_clear_error(first: bytes) -> None:
 
 
 def test_analyze_reads_a_recording_through_inputs(tmp_path) -> None:
-    from doctor.inputs import read_input
+    from doctor.sources.inputs import read_input
 
     path = tmp_path / "run.jsonl"
     path.write_bytes(_recording(_events([10.0, 11.0], ["a", "b", "c"])))
@@ -219,7 +219,7 @@ def test_analyze_reads_a_recording_through_inputs(tmp_path) -> None:
 
 
 def test_child_messages_become_events_with_text_made_safe() -> None:
-    from engine_adapter.messages import step_event, to_event
+    from doctor.sources.live.messages import step_event, to_event
 
     step = step_event([4, 12.5, "line\n\x1b]0;title\x07next\tcol", 22, 301.5], n_ctx=512)
     assert step is not None

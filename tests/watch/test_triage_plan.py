@@ -1,12 +1,12 @@
-"""Crash triage's decisions (engine_adapter/triage.py): which run comes next, when it stops, what it says.
+"""Crash triage's decisions (doctor/sources/live/triage.py): which run comes next, when it stops, what it says.
 
 Pure: attempts are made up here; the runs themselves are tested in test_triage_runs.py.
 """
 
 from __future__ import annotations
 
-from engine_adapter.runner import RunSettings
-from engine_adapter.triage import (
+from doctor.sources.live.runner import RunSettings
+from doctor.sources.live.triage import (
     MIN_RUN_S,
     Attempt,
     TriagePlan,

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from doctor.evaluate import diagnose
-from doctor.live import EndEvent, IncidentEvent, SettingsEvent
-from doctor.live_judge import LiveJudge
-from doctor.rulebase import RuleBase, load_rulebase
-from doctor.trace import facts_from_recording
-from engine_adapter.models import default_model_path
-from engine_adapter.runner import RunSettings, run_embedded
+from doctor.core.events import EndEvent, IncidentEvent, SettingsEvent
+from doctor.judge.evaluate import diagnose
+from doctor.judge.live_judge import LiveJudge
+from doctor.judge.rulebase import RuleBase, load_rulebase
+from doctor.sources.live.models import default_model_path
+from doctor.sources.live.runner import RunSettings, run_embedded
+from doctor.sources.live.trace import facts_from_recording
 from tests.conftest import crash_reported
 
 pytestmark = pytest.mark.engine

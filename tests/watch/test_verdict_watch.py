@@ -21,11 +21,11 @@ from typing import ClassVar
 
 import pytest
 
-from doctor.live import EndEvent, FindingEvent, LiveEvent, SettingsEvent
-from doctor.live_judge import LiveJudge
-from doctor.rulebase import RuleBase, load_rulebase
-from engine_adapter.runner import RunSettings, run_embedded
-from engine_adapter.session import TraceSession
+from doctor.core.events import EndEvent, FindingEvent, LiveEvent, SettingsEvent
+from doctor.judge.live_judge import LiveJudge
+from doctor.judge.rulebase import RuleBase, load_rulebase
+from doctor.sources.live.runner import RunSettings, run_embedded
+from doctor.sources.live.session import TraceSession
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA_SERVER_LOG = ROOT / "fixtures" / "logs" / "llama-server" / "session-slowdown-then-full.log"

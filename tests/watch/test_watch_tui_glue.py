@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.commands import watch
-from doctor.live import EndEvent, LiveEvent, LogEvent
-from doctor.report import Report
+from doctor.core.events import EndEvent, LiveEvent, LogEvent
+from doctor.core.report import Report
 
 SERVER_LOG = (Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama-server"
               / "session-slowdown-then-full.log")
@@ -23,7 +23,7 @@ class Outcome:
 
 
 class RecordingTui:
-    """Stands in for doctor.tui.app: drains the events like the watch screen's worker does."""
+    """Stands in for doctor.views.tui.app: drains the events like the watch screen's worker does."""
 
     def __init__(self, stop_after: int | None = None) -> None:
         self.events: list[LiveEvent] = []

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from doctor.errors import EngineError
-from doctor.live import EndEvent, LiveEvent, LogEvent, SampleEvent
-from doctor.live_judge import LiveJudge
-from doctor.rulebase import RuleBase
-from engine_adapter.session import TraceSession
-from engine_adapter.wrapper import wrap_command
+from doctor.core.errors import EngineError
+from doctor.core.events import EndEvent, LiveEvent, LogEvent, SampleEvent
+from doctor.judge.live_judge import LiveJudge
+from doctor.judge.rulebase import RuleBase
+from doctor.sources.live.session import TraceSession
+from doctor.sources.live.wrapper import wrap_command
 
 SERVER_LOG = (Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama-server"
               / "session-slowdown-then-full.log")

@@ -1,0 +1,208 @@
+"""One watch session: every live event goes through here, in order, exactly once.
+
+`emit(event)` stamps the time, feeds the trace builder (doctor/sources/live/trace.py), appends the event to the
+recording (`--record`: NDJSON after a header line, flushed after every batch so a crash of the
+engine — or of llm-doctor — leaves everything up to that point on disk), hands it to the consumer
+(`on_event`: the ndjson printer, the text ticker, the TUI) and keeps it if asked. `evaluate()`
+re-runs the rules on the facts so far (at most every `eval_interval_s`, or at once on phases and
+incidents) and emits the findings that fired or resolved. `finish()` writes the end, with the final
+report. The embedded runner, the log follower and the command wrapper all use it, which is why a
+recording replays to the same findings as the live run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from typing import IO, Any, Protocol
+
+from doctor.core.errors import InputError
+from doctor.core.events import EndEvent, FindingEvent, IncidentEvent, LiveEvent, LogEvent, PhaseEvent, SettingsEvent
+from doctor.core.facts import Facts
+from doctor.core.lines import block_lines
+from doctor.core.report import Report
+from doctor.core.sanitize import strip_controls
+from doctor.sources.live.trace import TraceBuilder, header
+
+# with line_events="tail", a consumer that shows log lines (the TUI's log pane) gets at most this many of
+# each batch, the newest: a flood of output cannot queue up behind a screen that shows a few dozen
+TAIL_LINES_PER_BATCH = 200
+EVAL_INTERVAL_S = 1.0  # a rules pass costs the watcher ~10 ms of CPU; the engine may need every core
+
+
+class Judge(Protocol):
+    """What a session needs to re-judge a run as it goes: the command hands one in (doctor/judge/live_judge.py's
+    LiveJudge), so this source observes and never runs the rules itself."""
+
+    def update(self, facts: Facts, t_ms: float = 0.0, errors: list[str] | None = None,
+               final: bool = False) -> tuple[Report, list[FindingEvent]]: ...
+
+
+class Recorder:
+    """Writes a recording: the header line, then one event per line (redacted line by line when a
+    doctor.core.redact.Redactor is given: `watch --record FILE --redact`)."""
+
+    def __init__(self, path: str, head: dict[str, Any], redactor: Any = None) -> None:
+        self.path = path
+        self.redactor = redactor
+        try:
+            self.handle: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._write(head)
+            self.handle.flush()
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write the recording ({exc.strerror or exc})") from None
+        self.failed: str | None = None
+
+    def _write(self, data: dict[str, Any]) -> None:
+        assert self.handle is not None
+        if self.redactor is not None:
+            data = self.redactor.event(data)
+        self.handle.write(json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
+
+    def write(self, event: LiveEvent) -> None:
+        if self.handle is None:
+            return
+        try:
+            self._write(event.to_json())
+        except OSError as exc:  # disk full mid-run: stop recording, keep watching
+            self.failed = f"{self.path}: recording stopped ({exc.strerror or exc})"
+            self.close()
+
+    def flush(self) -> None:
+        if self.handle is not None:
+            try:
+                self.handle.flush()
+            except OSError as exc:
+                self.failed = f"{self.path}: recording stopped ({exc.strerror or exc})"
+                self.close()
+
+    def close(self) -> None:
+        if self.handle is not None:
+            with contextlib.suppress(OSError):
+                self.handle.close()
+            self.handle = None
+
+
+class TraceSession:
+    def __init__(self, name: str, *, source: str, settings: dict[str, Any] | None = None,
+                 on_event: Callable[[LiveEvent], None] | None = None, record: str | None = None,
+                 judge: Judge | None = None, keep_events: bool = True, t0: float | None = None,
+                 eval_interval_s: float = EVAL_INTERVAL_S, redactor: Any = None, line_events: str = "all") -> None:
+        self.t0 = time.monotonic() if t0 is None else t0
+        self.builder = TraceBuilder(name)
+        self.on_event = on_event
+        # which log lines of a followed file or wrapped command reach on_event as LogEvents: "all"
+        # (the ndjson stream), "tail" (the newest of each batch: the TUI) or "none" (the ticker and the
+        # final-report formats ignore them); the parsers, the recording and kept events get every line
+        self.line_events = line_events
+        self.judge = judge
+        self.keep_events = keep_events
+        self.events: list[LiveEvent] = []
+        self.redactor = redactor  # learns the prompt and output as the run goes, to redact quotes of them
+        self.recorder = Recorder(record, header(source, settings), redactor) if record else None
+        self.eval_interval_s = eval_interval_s
+        self.last_eval = 0.0
+        self.dirty = False
+        self.report: Report | None = None
+        self.consumer_error: str | None = None
+
+    def now_ms(self) -> float:
+        return round((time.monotonic() - self.t0) * 1000.0, 3)
+
+    def emit(self, event: LiveEvent, *, feed: bool = True) -> None:
+        if not event.t_ms:
+            event.t_ms = self.now_ms()
+        if feed:
+            self.builder.feed(event)
+            self.dirty = True
+        if self.recorder is not None:
+            self.recorder.write(event)
+        if self.keep_events:
+            self.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+        if isinstance(event, PhaseEvent | IncidentEvent | SettingsEvent):
+            self.evaluate(force=True)
+
+    def emit_log_block(self, block: bytes, first_line: int, stream: str) -> int:
+        """Complete lines (a block of LF-ended lines, doctor/core/lines.py LineSplitter) read from
+        a followed file or a wrapped command, numbered from `first_line`; returns how many. The parsers
+        get the block in one piece; LogEvents are built only for whoever needs each line (the
+        recording, kept events, a consumer per `line_events`)."""
+        count = block.count(b"\n")
+        if not count:
+            return 0
+        self.builder.feed_log_block(block, count)
+        self.dirty = True
+        show_from = count  # the first line on_event gets
+        if self.on_event is not None and self.line_events == "all":
+            show_from = 0
+        elif self.on_event is not None and self.line_events == "tail":
+            show_from = max(0, count - TAIL_LINES_PER_BATCH)
+        first = 0 if self.recorder is not None or self.keep_events else show_from
+        if first >= count:
+            return count
+        t_ms = self.now_ms()
+        for i, raw in enumerate(block_lines(block, last=count - first), start=first):
+            event = LogEvent(t_ms=t_ms, line=first_line + i, text=strip_controls(raw.decode("utf-8", "replace")),
+                             stream=stream)
+            if self.recorder is not None:
+                self.recorder.write(event)
+            if self.keep_events:
+                self.events.append(event)
+            if self.on_event is not None and i >= show_from:
+                self.on_event(event)
+        return count
+
+    def flush(self) -> None:
+        if self.recorder is not None:
+            self.recorder.flush()
+
+    def snapshot(self) -> Facts:
+        return self.builder.snapshot()
+
+    def evaluate(self, force: bool = False, errors: list[str] | None = None) -> None:
+        """Re-judge the facts so far; emit FindingEvents for what changed."""
+        if self.judge is None or not self.dirty:
+            return
+        now = time.monotonic()
+        if not force and now - self.last_eval < self.eval_interval_s:
+            return
+        self.last_eval = now
+        self.dirty = False
+        self.report, changes = self.judge.update(self.snapshot(), self.now_ms(), errors)
+        if self.redactor is not None:
+            self.redactor.learn(self.report.facts)
+        for change in changes:
+            self.emit(change, feed=False)
+
+    def finish(self, end: EndEvent, errors: list[str] | None = None) -> EndEvent:
+        """Close the run: feed the end, judge the final facts, emit the changes, then the end itself."""
+        if not end.t_ms:
+            end.t_ms = self.now_ms()
+        self.builder.feed(end)
+        self.dirty = True
+        if self.recording_problem:  # disk full mid-run: the report says so (the recording cannot)
+            errors = [*(errors or []), self.recording_problem]
+        if self.judge is not None:
+            self.report, changes = self.judge.update(self.snapshot(), end.t_ms, errors, final=True)
+            if self.redactor is not None:
+                self.redactor.learn(self.report.facts)
+            for change in changes:
+                self.emit(change, feed=False)
+            end.report = self.report.to_json()
+        self.emit(end, feed=False)
+        self.flush()
+        if self.recorder is not None:
+            self.recorder.close()
+        return end
+
+    @property
+    def recording_problem(self) -> str | None:
+        return self.recorder.failed if self.recorder is not None else None
+
+
+def finding_events(events: list[LiveEvent]) -> list[FindingEvent]:
+    return [e for e in events if isinstance(e, FindingEvent)]

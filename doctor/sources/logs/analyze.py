@@ -1,0 +1,299 @@
+"""Turn a log (file, pipe or growing file) into a Facts snapshot.
+
+`LogAnalyzer` is incremental: feed it bytes as they arrive and ask for a `snapshot()` at any time
+(watch --log does this); `analyze_stream` reads a whole stream in fixed-size chunks, so memory
+stays flat on logs of any size. The scanner finds candidate lines with every parser's triggers;
+each candidate is decoded, made inert and given to every parser — except to a parser with a `gate`
+when one RE2 set match on the raw bytes shows the line is not one of its own (only for plain lines,
+whose text is their raw bytes, so the parser's own gate would say the same). The same match hands
+the gates that pass, and every parser's literal index (doctor/sources/logs/base.py, LineKinds), their answers
+for that line.
+
+Sessions: an engine start line (doctor/sources/logs/sessions.py) that begins another run, or a truncation or
+rotation of a followed file (`new_session`), closes the session so far with its own snapshot and
+starts the parsers afresh; the snapshot's facts are the latest session's, and `Facts.sessions` lists
+every session (earlier ones with their facts). After a truncation or rotation, lines count from 1.
+
+Pure apart from reading the given stream.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import BinaryIO
+
+from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
+from doctor.sources.logs.base import AnalysisState, LogParser
+from doctor.sources.logs.detect import detect
+from doctor.sources.logs.line import LogLine, decode, make_line
+from doctor.sources.logs.matcher import BytesPattern, LiteralIndex, compile_triggers, set_matcher, verdict
+from doctor.sources.logs.registry import parser_classes
+from doctor.sources.logs.sessions import FRAGMENTS as START_FRAGMENTS
+from doctor.sources.logs.sessions import OpenSession, StartMarker, start_marker
+from doctor.sources.logs.stream import CHUNK, LineScanner, open_input, rewindable
+
+
+def _trigger_pattern(parsers: list[LogParser]) -> BytesPattern:
+    fragments: list[str] = []
+    seen: set[str] = set()
+    for frag in START_FRAGMENTS:  # engine start lines begin sessions: every one must be a candidate
+        if frag not in seen:
+            seen.add(frag)
+            fragments.append(frag)
+    for parser in parsers:
+        for frag in parser.triggers:
+            if frag not in seen:
+                seen.add(frag)
+                fragments.append(frag)
+    return compile_triggers(fragments)
+
+
+STARTUP_EVENTS = frozenset({"no_gpu", "gpu_init_failed", "warning", "ctx_over_train"})
+
+
+class _Router:
+    """Which parsers a plain line goes to, in one RE2 set match on its raw bytes: the set holds every
+    parser's gate and, for each parser's LiteralIndex (`literal_index`, from its line kinds), that index's
+    literals, whose hits are handed to the index so the parser need not match the line again."""
+
+    def __init__(self, parsers: list[LogParser], gated: list[int], indexes: list[tuple[LiteralIndex, int, int]],
+                 matcher: Callable[[bytes], list[int]]) -> None:
+        self.parsers = parsers
+        self.gated = gated  # indices (into the parser list) of the parsers with a gate
+        self.verdicts = [verdict(parsers[i].gate or ()) for i in gated]  # their gates' verdict slots
+        self.indexes = indexes  # (index, first set pattern, end): its literals' place in the set
+        self.matcher = matcher  # RE2 set: pattern k < len(gated) = the gate of parser gated[k]
+        # set pattern k >= len(gated): (which index, its bit there)
+        self._owner = {k: (slot, 1 << (k - first)) for slot, (_, first, end) in enumerate(indexes)
+                       for k in range(first, end)}
+        self._targets: dict[tuple[int, ...], list[LogParser]] = {}
+
+    @classmethod
+    def build(cls, parsers: list[LogParser]) -> _Router | None:
+        gated = [i for i, p in enumerate(parsers) if p.gate]
+        patterns = ["|".join(f"(?:{f})" for f in parsers[i].gate or ()) for i in gated]
+        indexes: list[tuple[LiteralIndex, int, int]] = []
+        for parser in parsers:
+            index = getattr(parser, "literal_index", None)
+            if isinstance(index, LiteralIndex) and all(index is not x for x, _, _ in indexes):
+                indexes.append((index, len(patterns), len(patterns) + len(index.patterns)))
+                patterns += index.patterns
+        if not gated:
+            return None
+        # None without RE2, or when it refuses a gate: every parser then sees every line, as before
+        matcher = set_matcher(patterns)
+        return cls(parsers, gated, indexes, matcher) if matcher is not None else None
+
+    def rebind(self, parsers: list[LogParser]) -> _Router:
+        """The same router for fresh parsers of the same classes (a new session): the RE2 set is kept."""
+        self.parsers = parsers
+        self._targets = {}
+        return self
+
+    def targets(self, line: LogLine, raw: bytes) -> list[LogParser]:
+        """The parsers to feed: all of them, less the gated ones whose gate the line fails. Told from
+        the raw bytes only where they are the text the parsers see (no JSON, quote, control or
+        non-ASCII rewriting); otherwise every parser gets the line and asks its own gate."""
+        if line.fields or len(line.text) != len(raw) or not raw.isascii():
+            return self.parsers
+        hits = self.matcher(raw)
+        n_gates = len(self.gated)
+        text = line.text
+        passed = []
+        bits = [0] * len(self.indexes)
+        owner = self._owner
+        for k in hits:
+            if k < n_gates:
+                passed.append(k)
+                self.verdicts[k].passed = text  # this gate passes: the parser's own check need not search
+            else:
+                slot, bit = owner[k]
+                bits[slot] |= bit
+        for (index, _, _), found_bits in zip(self.indexes, bits, strict=True):
+            index.prime_bits(text, found_bits)
+        key = tuple(sorted(passed))
+        found = self._targets.get(key)
+        if found is None:
+            dropped = {self.gated[k] for k in range(n_gates) if k not in key}
+            found = self._targets[key] = [p for i, p in enumerate(self.parsers) if i not in dropped]
+        return found
+
+
+class LogAnalyzer:
+    def __init__(self, name: str = "input", parsers: list[LogParser] | None = None) -> None:
+        self.name = name
+        self.parsers = parsers if parsers is not None else [cls() for cls in parser_classes()]
+        self._bind_fresh(self.parsers)
+        self.scanner = LineScanner(_trigger_pattern(self.parsers))
+        self.skipped_lines = 0
+        self.sessions: list[Session] = []  # the closed ones, oldest first (at most MAX_SESSIONS kept)
+        self.sessions_closed = 0
+        self.open = OpenSession()
+
+    def _bind_fresh(self, parsers: list[LogParser], router: _Router | None = None) -> None:
+        self.parsers = parsers
+        self.facts = Facts()
+        self.facts.events_observed = True
+        self.facts.inputs.append(self.name)
+        self.state = AnalysisState()  # what the parsers of this session share (doctor/sources/logs/base.py)
+        for parser in self.parsers:
+            parser.bind(self.facts, self.state)
+        self.router = router.rebind(parsers) if router is not None else _Router.build(self.parsers)
+        # the parsers that ever ask for the text between candidates (the others never do)
+        self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
+        self.skipped_lines = 0
+        self._summarised = 0  # facts in the last snapshot before detection added its own
+
+    # -- sessions ----------------------------------------------------------------------------
+    def new_session(self, started_by: str, text: str | None = None, restart_lines: bool = False) -> None:
+        """Close the session so far and begin another: `started_by` "truncated" or "rotated" (a followed
+        file; then `restart_lines`: the new file is numbered from line 1) or "engine start"."""
+        if restart_lines:
+            self._consume(self.scanner.finish())
+        last = self.scanner.lines
+        if last >= self.open.first_line:  # the session so far read lines: it is kept
+            self._close(last)
+        if restart_lines:
+            self.scanner = LineScanner(self.scanner.trigger)
+        self.open = OpenSession(first_line=self.scanner.lines + 1, started_by=started_by, text=text)
+
+    def _has_run(self) -> bool:
+        """Whether the session so far got past starting: it ran (run facts) or ended (an OOM, a crash,
+        a failed load...). Start-up warnings printed before an engine's banner (no usable GPU) are not."""
+        return (any(k not in STARTUP_EVENTS for k in self.facts.event_counts)
+                or self.facts.has_prefix("run."))
+
+    def _close(self, last_line: int) -> None:
+        snap = self.snapshot()
+        snap.sessions = []
+        self.sessions_closed += 1
+        self.sessions.append(Session(
+            number=self.sessions_closed, input=self.name, first_line=self.open.first_line,
+            last_line=max(last_line, self.open.first_line), started_by=self.open.started_by, text=self.open.text,
+            engine=snap.value("engine.name"), facts=snap))
+        del self.sessions[:-MAX_SESSIONS]
+        self._bind_fresh([type(p)() for p in self.parsers], self.router)
+
+    def _start_line(self, marker: StartMarker, number: int, text: str) -> bool:
+        """An engine start line: True when it began a new session (the parsers were replaced)."""
+        ollama = any(p.votes.get("ollama") for p in self.parsers)
+        if self.open.begins_new(marker, self._has_run(), ollama):
+            self._close(number - 1)
+            self.open = OpenSession(first_line=number, started_by="engine start", text=text[:300])
+            self.open.note(marker)
+            return True
+        self.open.note(marker)
+        return False
+
+    def feed(self, data: bytes) -> None:
+        self._consume(self.scanner.feed(data))
+
+    def finish(self) -> Facts:
+        self._consume(self.scanner.finish())
+        return self.snapshot()
+
+    def _consume(self, items: object) -> None:
+        parsers = self.parsers
+        route = self.router.targets if self.router is not None else None
+        capturing = self._capturing
+        wants = capturing[0].wants_capture if len(capturing) == 1 else None
+        capture_any = self.scanner.capture  # a gap may come in a later feed() than its trigger line
+        for raw in items:  # type: ignore[attr-defined]
+            text = raw.text
+            if text is not None:
+                line = make_line(raw.number, text, raw.next)
+                marker = start_marker(text)
+                if marker is not None and self._start_line(marker, raw.number, line.raw):
+                    parsers = self.parsers  # a new session: fresh parsers
+                    route = self.router.targets if self.router is not None else None
+                    capturing = self._capturing
+                    wants = capturing[0].wants_capture if len(capturing) == 1 else None
+                for parser in route(line, text) if route is not None else parsers:
+                    try:
+                        parser.feed(line)
+                    except (ValueError, OverflowError, ArithmeticError):
+                        # a line shaped like a known one but with numbers no engine prints
+                        # (30 000 digits, ...): it is not that line; go on with the next
+                        self.skipped_lines += 1
+                if capturing:
+                    capture_any = wants() if wants is not None else any(p.wants_capture() for p in capturing)
+                    self.scanner.capture = capture_any
+            elif raw.gap is not None and capture_any:
+                gap = decode(raw.gap)
+                for parser in capturing:
+                    if parser.wants_capture():
+                        parser.feed_gap(raw.number, gap)
+
+    def snapshot(self) -> Facts:
+        """The facts so far, with whole-input summaries; the analyzer can go on afterwards."""
+        facts = Facts()
+        facts.merge(self.facts)
+        facts.events_observed = True
+        for parser in self.parsers:
+            try:
+                parser.summarize(facts)
+            except (ValueError, OverflowError, ArithmeticError):
+                # numbers no engine prints (1e309 MiB buffers, ...) reached a whole-input sum: that
+                # parser's summary is left out rather than the whole snapshot
+                self.skipped_lines += 1
+        votes: Counter[str] = Counter()
+        for parser in self.parsers:
+            votes.update(parser.votes)
+        self._summarised = len(facts)  # facts the parsers read (some only as whole-input summaries)
+        found = detect(votes)
+        src = Source("log", "detect", text=f"signature lines: {found.scores}")
+        if found.engine:
+            facts.set("engine.name", found.engine, src)
+        else:
+            facts.unknown("engine.name", "no engine's signature lines were recognised", src)
+        facts.set("engine.detect_confidence", found.confidence, src)
+        facts.set("engine.detected", found.seen, src)
+        facts.set("run.log_lines", self.scanner.lines, Source("log", "scanner"))
+        recognised = self.recognised(votes)
+        facts.set("run.recognised", recognised, Source("log", "scanner", text=self._recognised_text(votes)))
+        # events are judged only where engine lines were read: "no OOM line" in a file of other text
+        # (or in nothing) is not evidence that there was no OOM
+        facts.events_observed = recognised
+        if self.sessions:
+            facts.sessions = [*self.sessions, Session(
+                number=self.sessions_closed + 1, input=self.name, first_line=self.open.first_line,
+                last_line=max(self.scanner.lines, self.open.first_line), started_by=self.open.started_by,
+                text=self.open.text, engine=facts.value("engine.name"))]
+        return facts
+
+    def recognised(self, votes: Counter[str] | None = None) -> bool:
+        """Whether any line so far was an engine's: a signature line, a fact or an event read from it."""
+        if votes is None:
+            votes = Counter()
+            for parser in self.parsers:
+                votes.update(parser.votes)
+        return bool(+votes) or len(self.facts) > 0 or self._summarised > 0 or bool(self.facts.event_counts)
+
+    def _recognised_text(self, votes: Counter[str]) -> str:
+        lines = self.scanner.lines
+        if not lines:
+            return f"{self.name} is empty: no line to read"
+        if not self.recognised(votes):
+            return f"none of the {lines} line(s) of {self.name} is an engine's log line llm-doctor knows"
+        signature = sum(v for v in votes.values() if v > 0)
+        return f"{signature} engine signature line(s), {self._summarised} fact(s) and " \
+               f"{sum(self.facts.event_counts.values())} event(s) read from {lines} line(s)"
+
+
+def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) -> Facts:
+    stream = open_input(rewindable(stream))
+    analyzer = LogAnalyzer(name)
+    analyzer.scanner.hold_last = True  # the whole input is read: a wrapped last line is joined to the one before
+    while True:
+        data = stream.read(chunk)
+        if not data:
+            break
+        analyzer.feed(data)
+    return analyzer.finish()
+
+
+def analyze_bytes(data: bytes, name: str = "input") -> Facts:
+    import io
+
+    return analyze_stream(io.BytesIO(data), name)

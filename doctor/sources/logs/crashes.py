@@ -1,0 +1,682 @@
+"""Crash causes: which known engine failure a crash in a log is, with the fix in each engine's words.
+
+`CAUSES` is the table: for every cause, the family of messages that name it across engine versions
+(as the engines print them: llama.cpp / ggml, llama-cpp-python, Ollama, PyTorch under vLLM/TGI,
+and the kernel's own segfault lines in a journal), what it means, how sure a match is, and the fix
+for each engine. `CrashParser` reads a log for those messages and for the evidence some causes need
+(the AMX / CPU_REPACK weight buffers, `AMX_INT8 = 1` in the system line, the CPU model, backtrace
+frames), and at each summary writes one `crash_cause` event per cause found, plus `crash_evidence`
+events for the lines that support it. rules/crash.yaml (LD960, class engine.crash) renders them;
+a crash no entry explains stays with the generic LD950.
+
+Where each fix was checked is in `Fixes.checked`; README.md of fixtures/logs/crashes lists the
+strings' sources. Pure: text in, events out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from doctor.core.facts import Event, Facts, Scalar
+from doctor.sources.logs.base import LineKind, LineKinds, LogParser
+from doctor.sources.logs.line import LogLine
+from doctor.sources.logs.matcher import gated
+
+MAX_CRASHES = 64  # crash lines kept per input (a journal of a crash loop repeats them)
+BACKTRACE_WINDOW = 80  # lines after a crash in which its backtrace frames are read
+
+
+# -- the table -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Fixes:
+    text: str  # in words, for every engine
+    llama_cpp: str
+    lcp: str  # llama-cpp-python
+    ollama: str
+    vllm: str = ""
+    checked: str = ""  # where each fix was checked (source read, doc, public report)
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    id: str
+    title: str  # what happened, in a few words
+    meaning: str  # one sentence: why it happens
+    fixes: Fixes
+    family: tuple[str, ...]  # the messages that name it, across engine versions (documentation and tests)
+
+
+_REBUILD_NATIVE = 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall --no-cache-dir llama-cpp-python'
+
+AMX = Cause(
+    "amx_repack", "llama.cpp's AMX / weight-repacking CPU kernel crashed",
+    "llama.cpp moves supported quantised weights into an 'extra' CPU buffer (AMX on Intel Xeons of the "
+    "Sapphire, Emerald and Granite Rapids generations, CPU_REPACK elsewhere) and multiplies them with a "
+    "special kernel; on some of these machines and builds that kernel crashes on the first batch of two or "
+    "more tokens. It is an engine bug, not a problem of the model or the settings (Ollama traced it in its "
+    "own builds to AMX code compiled by GCC 11, fixed in Ollama 0.32.2 by building with GCC 13).",
+    Fixes(
+        "Turn weight repacking off (llama.cpp -nr / --no-repack: the extra buffer types are not used), or use a "
+        "build without AMX.",
+        "-nr   (--no-repack; or LLAMA_ARG_REPACK=false in the environment; builds from about Aug 2025 have it); "
+        "or build without AMX: cmake -B build -DGGML_NATIVE=OFF",
+        "turn the extra buffer types off (what llama.cpp's -nr / --no-repack does); 0.3.36 has no Llama() "
+        "argument for it: before creating Llama, run  import llama_cpp.llama_cpp as C; "
+        "_p = C.llama_model_default_params; C.llama_model_default_params = lambda: (q := _p(), "
+        "setattr(q, 'use_extra_bufts', False), q)[2]  — or rebuild without AMX: " + _REBUILD_NATIVE,
+        "Ollama 0.30-0.32.1: upgrade to 0.32.2 or later (its Linux build moved to GCC 13: 'GCC 11 builds broken "
+        "AMX code which causes the Sapphire Rapids CPU backend to crash'), or set LLAMA_ARG_REPACK=false in the "
+        "environment of `ollama serve` (it is passed on to the llama-server runner); 0.5.8-0.5.11: upgrade "
+        "(0.5.12 dropped the AMX CPU backend)",
+        checked="llama.cpp common/arg.cpp (-nr/--no-repack, env LLAMA_ARG_REPACK, parse_bool_value) and "
+        "common/common.cpp (use_extra_bufts = !no_extra_bufts), ggml/src/ggml-cpu/CMakeLists.txt (GGML_NATIVE "
+        "adds -march=native; with it OFF the AMX options default OFF), ggml-cpu.cpp (the AMX buffer type exists "
+        "only with __AMX_INT8__), all in the llama.cpp vendored by llama-cpp-python 0.3.36; llama_cpp/llama.py "
+        "0.3.36 (Llama() calls llama_cpp.llama_model_default_params() at load) and "
+        "../shared/reference/engine-crash-amx (the patch makes the crashing run complete); use_extra_bufts is "
+        "in llama.h of the llama.cpp vendored by Ollama v0.11.5 (e54d41b, Aug 2025), not v0.11.0 (de4c07f); "
+        "Ollama commits "
+        "51fc001 (v0.32.2, fixes ollama#17006 #17205), 5f8c031 (v0.5.12 'remove amx'), dcfb7a1 (v0.5.8 CPU "
+        "variants), llm/llama_server.go SetupLlamaServerCommandEnv (os.Environ() passed to llama-server)",
+    ),
+    ("load_tensors: AMX model buffer size = N MiB", "ggml_backend_amx_buffer_set_tensor: amx repack tensor ...",
+     "CPU_REPACK model buffer size = N MiB", "system_info ... AMX_INT8 = 1 ...",
+     "Fatal Python error: Segmentation fault", "Segmentation fault (core dumped)",
+     "kernel: python3[N]: segfault at ... in libggml-cpu.so[...]",
+     "traps: ollama[N] general protection fault ip:... in libggml-cpu-sapphirerapids.so[...]",
+     "#0 ... in ggml_backend_amx_mul_mat(...)", "#2 ... in ggml_cpu_extra_compute_forward ()"),
+)
+
+ILLEGAL_INSTRUCTION = Cause(
+    "illegal_instruction", "The engine build uses a CPU instruction this processor does not have",
+    "A build made for another CPU (-march=native on a newer machine, or an AVX-512 / AVX2 build) stops with "
+    "SIGILL at the first instruction this CPU lacks.",
+    Fixes(
+        "Use a build made for this CPU: build it on this machine, or turn native optimisation off.",
+        "cmake -B build -DGGML_NATIVE=OFF   (or build on this machine; release builds with "
+        "-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON pick the CPU variant at run time)",
+        _REBUILD_NATIVE + "   (a wheel built on another machine with GGML_NATIVE)",
+        "no known setting: Ollama picks its CPU backend variant itself; report the CPU (lscpu) with the log "
+        "at github.com/ollama/ollama/issues",
+        checked="llama.cpp ggml/CMakeLists.txt (GGML_NATIVE, GGML_BACKEND_DL, GGML_CPU_ALL_VARIANTS) and "
+        "ggml/src/ggml-cpu/CMakeLists.txt, vendored by llama-cpp-python 0.3.36; Ollama "
+        "ml/backend/ggml/ggml/src/CMakeLists.txt (CPU variants)",
+    ),
+    ("Illegal instruction (core dumped)", "Fatal Python error: Illegal instruction",
+     "traps: llama-server[N] trap invalid opcode ip:... in libggml-cpu.so[...]",
+     "signal: illegal instruction (core dumped)", "exit status 0xc000001d"),
+)
+
+K_SHIFT = Cause(
+    "context_shift_unsupported", "Context shift on a model that cannot shift",
+    "When the context fills, llama.cpp's context shift discards old tokens and re-rotates the keys ('K-shift'); "
+    "models whose KV cache cannot be rotated that way (DeepSeek-2 MLA in 2024 builds, multi-position RoPE, "
+    "recurrent or some hybrid caches) abort instead.",
+    Fixes(
+        "Keep the conversation inside the context (a larger context, or shorter requests), or turn context "
+        "shift off so a full context ends the request instead of the process.",
+        "--no-context-shift  (or a larger --ctx-size); builds since about Aug/Sep 2025 have context shift off "
+        "by default and disable it for models that cannot shift",
+        "Llama(..., n_ctx=<larger>)  (llama-cpp-python does not shift the context itself)",
+        "PARAMETER num_ctx <larger>  (or OLLAMA_CONTEXT_LENGTH); newer Ollama releases disable the shift for "
+        "such models",
+        checked="llama.cpp src/llama-kv-cache.cpp (GGML_ABORT text, get_can_shift) and common/arg.cpp "
+        "(--context-shift / --no-context-shift), tools/server/server-context.cpp ('ctx_shift is not supported "
+        "by this context, it will be disabled'), vendored by llama-cpp-python 0.3.36; older abort texts in the "
+        "llama.cpp vendored by Ollama v0.3.14/v0.5.0 ('Deepseek2 does not support K-shift'), v0.6.0 ('The "
+        "current context does not support K-shift'), v0.9.0-v0.13.0; Ollama llm/status.go errorPrefixes",
+    ),
+    ("llama.cpp:18021: Deepseek2 does not support K-shift",
+     "src/llama.cpp:9638: The current context does not support K-shift",
+     "src/llama-kv-cache.cpp:630: The current KV cache / model configuration does not support K-shift"),
+)
+
+UNKNOWN_ARCH = Cause(
+    "unknown_architecture", "The model's architecture is newer than this engine build",
+    "The GGUF declares an architecture the engine's llama.cpp does not know yet, so it refuses the file; the "
+    "file itself is usually fine.",
+    Fixes(
+        "Upgrade the engine to a build that knows the architecture (the model card or the llama.cpp release "
+        "notes name the first build that supports it).",
+        "update llama.cpp (git pull && cmake --build build, or a newer release)",
+        "pip install --upgrade --force-reinstall --no-cache-dir llama-cpp-python   (a release whose vendored "
+        "llama.cpp knows the architecture; or build from source against a newer llama.cpp)",
+        "upgrade Ollama (the error 'this model is not supported by your version of Ollama' says the same)",
+        "pip install --upgrade vllm   (or a release that lists the architecture as supported)",
+        checked="llama.cpp src/llama-model.cpp (both throws), llama_cpp/_internals.py 0.3.36 (ValueError "
+        "'Failed to load model from file'); Ollama v0.13.0 llm/server.go (the 'not supported by your version' "
+        "rewrite); public report abetlen/llama-cpp-python#1994 (../shared/corpus/108: llama4, support landed "
+        "in llama.cpp b5074)",
+    ),
+    ("llama_model_load: error loading model: error loading model architecture: unknown model architecture: 'X'",
+     "llama_model_load: error loading model: unknown model architecture: 'X'",
+     "unsupported model architecture: 'X'",
+     "ValueError: Failed to load model from file: PATH   (after one of the above)",
+     "Error: this model is not supported by your version of Ollama. You may need to upgrade"),
+)
+
+_CUDA_CHECKED = ("ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_error ('CUDA error: %s', 'current device: %d, in "
+                 "function %s at %s:%d', GGML_ABORT) and common.cuh (CUBLAS_CHECK, cublas_get_error_str), "
+                 "vendored by llama-cpp-python 0.3.36; 2023 format 'CUDA error %d at %s:%d: %s' "
+                 "(ggml-org/llama.cpp#3199 via engine_log_signatures.md); PyTorch's c10 CUDA error text")
+
+ILLEGAL_ADDRESS = Cause(
+    "cuda_illegal_address", "A GPU kernel read or wrote outside its memory",
+    "CUDA reports an illegal memory access (or a misaligned address / unspecified launch failure) when a "
+    "kernel goes out of bounds; the error surfaces at the next synchronisation, so the function named is often "
+    "not the culprit. It is an engine or driver bug, usually tied to one feature: flash attention, CUDA graphs, "
+    "a multi-GPU split, or a quantisation type.",
+    Fixes(
+        "Find the feature that triggers it and turn it off, then update the engine: flash attention off, one GPU, "
+        "CUDA_LAUNCH_BLOCKING=1 to see the kernel that failed.",
+        "-fa off   (then -sm none / CUDA_VISIBLE_DEVICES=0 for one GPU; CUDA_LAUNCH_BLOCKING=1 to find the "
+        "kernel); update llama.cpp",
+        "Llama(..., flash_attn=False); CUDA_LAUNCH_BLOCKING=1 to find the kernel; pip install --upgrade "
+        "llama-cpp-python",
+        "OLLAMA_FLASH_ATTENTION=0 on the server, CUDA_VISIBLE_DEVICES=<one GPU>; upgrade Ollama",
+        "--enforce-eager   (no CUDA graphs); CUDA_LAUNCH_BLOCKING=1 to find the kernel; upgrade vLLM",
+        checked=_CUDA_CHECKED + "; llama.cpp common/arg.cpp (-fa, -sm), llama_cpp/llama.py (flash_attn), "
+        "Ollama envconfig/config.go (OLLAMA_FLASH_ATTENTION)",
+    ),
+    ("CUDA error: an illegal memory access was encountered", "  current device: 0, in function F at FILE:LINE",
+     "FILE:LINE: CUDA error", "CUDA error 700 at FILE:LINE: an illegal memory access was encountered",
+     "RuntimeError: CUDA error: an illegal memory access was encountered",
+     "CUDA error: misaligned address", "CUDA error: unspecified launch failure"),
+)
+
+NO_KERNEL_IMAGE = Cause(
+    "cuda_arch_missing", "The engine was not built for this GPU's architecture",
+    "'no kernel image is available for execution on the device' means the build contains no code for this "
+    "GPU's compute capability (a build for newer or older GPUs only).",
+    Fixes(
+        "Use a build compiled for this GPU's compute capability.",
+        "cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=<compute capability, e.g. 86>",
+        'CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=<e.g. 86>" pip install --force-reinstall '
+        "--no-cache-dir llama-cpp-python",
+        "upgrade Ollama, or check that the GPU's compute capability is supported (docs/gpu.md)",
+        "install a vLLM / PyTorch build for this GPU (pip install vllm with the matching CUDA)",
+        checked=_CUDA_CHECKED + "; CMAKE_CUDA_ARCHITECTURES in llama.cpp ggml/src/ggml-cuda/CMakeLists.txt",
+    ),
+    ("CUDA error: no kernel image is available for execution on the device",),
+)
+
+CUDA_DRIVER = Cause(
+    "cuda_driver_old", "The NVIDIA driver is older than the CUDA runtime the engine was built with",
+    "The engine's CUDA runtime needs a newer kernel driver than the one installed.",
+    Fixes(
+        "Update the NVIDIA driver, or use an engine build for the CUDA version the driver supports (nvidia-smi "
+        "shows it).",
+        "update the NVIDIA driver, or build with the CUDA toolkit your driver supports",
+        "update the NVIDIA driver, or reinstall llama-cpp-python built with an older CUDA toolkit",
+        "update the NVIDIA driver",
+        "update the NVIDIA driver, or install the vLLM/PyTorch wheel for your driver's CUDA version",
+        checked=_CUDA_CHECKED + " (cudaGetErrorString texts)",
+    ),
+    ("CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+     "CUDA error: the provided PTX was compiled with an unsupported toolchain."),
+)
+
+CUBLAS = Cause(
+    "cublas_error", "A cuBLAS call failed (not for lack of memory)",
+    "A matrix multiplication in cuBLAS failed: an unsupported type or shape on this GPU, a driver / cuBLAS "
+    "mismatch, or an earlier kernel fault that cuBLAS only reported.",
+    Fixes(
+        "Update the engine and the driver; to narrow it down run with CUDA_LAUNCH_BLOCKING=1, and try without "
+        "flash attention or with another quantisation.",
+        "update llama.cpp; -fa off; CUDA_LAUNCH_BLOCKING=1 to find the call",
+        "pip install --upgrade llama-cpp-python; CUDA_LAUNCH_BLOCKING=1 to find the call",
+        "upgrade Ollama; OLLAMA_FLASH_ATTENTION=0",
+        "--enforce-eager; check --dtype against the GPU (bfloat16 needs compute capability 8.0); upgrade vLLM",
+        checked=_CUDA_CHECKED,
+    ),
+    ("CUDA error: CUBLAS_STATUS_EXECUTION_FAILED", "  cublasGemmEx(...)",
+     "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx( handle, ...)`",
+     "cuBLAS error 13 at FILE:LINE"),
+)
+
+CUDA_OTHER = Cause(
+    "cuda_error", "A CUDA call failed",
+    "The GPU runtime returned an error the engine cannot recover from; the lines after 'CUDA error' name the "
+    "call and the function.",
+    Fixes(
+        "Read the error text and the function it names; update the engine and the driver; run with "
+        "CUDA_LAUNCH_BLOCKING=1 to see where it happens.",
+        "update llama.cpp; CUDA_LAUNCH_BLOCKING=1; report the three 'CUDA error' lines with your command",
+        "pip install --upgrade llama-cpp-python; CUDA_LAUNCH_BLOCKING=1",
+        "upgrade Ollama; OLLAMA_DEBUG=1 to see the runner's lines",
+        "CUDA_LAUNCH_BLOCKING=1; upgrade vLLM",
+        checked=_CUDA_CHECKED,
+    ),
+    ("CUDA error: <cudaGetErrorString text>", "HIP error: invalid device function"),
+)
+
+
+def _assert(cid: str, title: str, meaning: str, fixes: Fixes, *family: str) -> Cause:
+    return Cause(cid, title, meaning, fixes, family)
+
+
+_ASSERT_SRC = "vendored by llama-cpp-python 0.3.36 and by Ollama v0.3.14-v0.13.0"
+
+ASSERT_N_BATCH = _assert(
+    "assert_n_batch", "One decode call got more tokens than n_batch",
+    "llama_decode was given more tokens at once than the logical batch size (n_batch): an application that "
+    "passes a whole prompt or embedding input in one batch, larger than n_batch.",
+    Fixes(
+        "Raise the batch size to at least the longest input, or split the input into batches of n_batch.",
+        "-b <tokens> -ub <tokens>",
+        "Llama(..., n_batch=<tokens>, n_ubatch=<tokens>)",
+        "PARAMETER num_batch <tokens>",
+        checked="llama.cpp src/llama-context.cpp (GGML_ASSERT(n_tokens_all <= cparams.n_batch)), " + _ASSERT_SRC,
+    ),
+    "GGML_ASSERT(n_tokens_all <= cparams.n_batch) failed", "GGML_ASSERT: llama.cpp:N: n_tokens_all <= cparams.n_batch",
+)
+ASSERT_UBATCH = _assert(
+    "assert_ubatch_embeddings", "An embedding / encoder input is longer than the physical batch",
+    "Embedding, reranking and encoder models (non-causal attention) must see a whole input in one micro-batch, "
+    "so an input longer than n_ubatch aborts.",
+    Fixes(
+        "Set the physical batch (n_ubatch) and n_batch to at least the longest input, or truncate inputs.",
+        "-ub <tokens> -b <tokens>",
+        "Llama(..., embedding=True, n_batch=<tokens>, n_ubatch=<tokens>)",
+        "PARAMETER num_batch <tokens>  (or truncate inputs to the model's context)",
+        checked="llama.cpp src/llama-context.cpp (both asserts), " + _ASSERT_SRC,
+    ),
+    "GGML_ASSERT((cparams.causal_attn || cparams.n_ubatch >= n_tokens_all) && \"non-causal attention requires "
+    "n_ubatch >= n_tokens\") failed",
+    "GGML_ASSERT(cparams.n_ubatch >= n_tokens && \"encoder requires n_ubatch >= n_tokens\") failed",
+)
+ASSERT_CPY_INT_MAX = _assert(
+    "assert_cuda_cpy_2gb", "A CUDA copy of more than 2 GiB (a very large context)",
+    "Older ggml CUDA builds could not copy a tensor over INT_MAX bytes; a very large context (its KV cache "
+    "copied during a context shift, defragmentation or a quantised-cache conversion) hits it. The llama.cpp "
+    "vendored by llama-cpp-python 0.3.36 no longer has this limit.",
+    Fixes(
+        "Update the engine (newer ggml lifted the limit), or use a smaller context.",
+        "update llama.cpp (or a smaller --ctx-size)",
+        "pip install --upgrade llama-cpp-python (or a smaller n_ctx)",
+        "upgrade Ollama (or a smaller num_ctx)",
+        checked="ggml/src/ggml-cuda/cpy.cu: GGML_ASSERT(ggml_nbytes(src0) <= INT_MAX) in the ggml vendored by "
+        "Ollama v0.3.14, v0.6.0, v0.13.0; absent from the llama.cpp vendored by llama-cpp-python 0.3.36",
+    ),
+    "GGML_ASSERT(ggml_nbytes(src0) <= INT_MAX) failed",
+)
+ASSERT_SAMPLER = _assert(
+    "assert_no_token_sampled", "The sampler had no token left to pick",
+    "Every candidate token was filtered out: usually NaN or infinite logits (a broken quantisation, or an "
+    "fp16 overflow on this backend), or a grammar / logit bias that excludes every token.",
+    Fixes(
+        "Check the logits: try another quantisation of the model or CPU only (no GPU layers) to compare, and "
+        "remove a grammar or logit bias that may exclude every token.",
+        "-ngl 0 to compare; another quant; drop --grammar / --logit-bias",
+        "Llama(..., n_gpu_layers=0) to compare; another quant; drop grammar= / logit_bias=",
+        "PARAMETER num_gpu 0 to compare; another quant of the model",
+        checked="llama.cpp src/llama-sampler.cpp (src/llama-sampling.cpp in older builds): GGML_ASSERT(cur_p.selected "
+        ">= 0 && cur_p.selected < (int32_t) cur_p.size), " + _ASSERT_SRC,
+    ),
+    "GGML_ASSERT(cur_p.selected >= 0 && cur_p.selected < (int32_t) cur_p.size) failed",
+)
+ASSERT_GET_ROWS = _assert(
+    "assert_token_out_of_vocab", "A token id outside the model's vocabulary",
+    "The embedding lookup got a token id larger than the vocabulary: tokens made by another tokenizer "
+    "(a draft model with a different vocabulary, tokens cached from another model) or a GGUF whose vocabulary "
+    "and embedding sizes disagree.",
+    Fixes(
+        "Tokenize with the model's own tokenizer; for speculative decoding use a draft model with the same "
+        "vocabulary; re-download the GGUF if its vocabulary does not match its embeddings.",
+        "use a draft model (-md) with the same vocabulary; re-download the model",
+        "tokenize with llm.tokenize() of the same Llama; draft model with the same vocabulary",
+        "re-pull the model (ollama pull <model>)",
+        checked="ggml/src/ggml-cpu/ops.cpp get_rows: GGML_ASSERT(i01 >= 0 && i01 < ne01), " + _ASSERT_SRC,
+    ),
+    "GGML_ASSERT(i01 >= 0 && i01 < ne01) failed",
+)
+ASSERT_EXPERTS = _assert(
+    "assert_too_many_experts", "The model has more experts than this engine build supports",
+    "LLAMA_MAX_EXPERTS was 160 in mid-2024 builds, 256 in early 2025, 384 in late 2025 and 1024 in the llama.cpp "
+    "of llama-cpp-python 0.3.36; a mixture-of-experts model with more experts needs a newer build.",
+    Fixes(
+        "Upgrade the engine to a build that supports this many experts.",
+        "update llama.cpp",
+        "pip install --upgrade llama-cpp-python",
+        "upgrade Ollama",
+        checked="src/llama-model.cpp GGML_ASSERT(hparams.n_expert <= LLAMA_MAX_EXPERTS) and src/llama-hparams.h "
+        "(160 in Ollama v0.3.14's llama.cpp, 256 in v0.6.0, 384 in v0.13.0, 1024 in llama-cpp-python 0.3.36)",
+    ),
+    "GGML_ASSERT(hparams.n_expert <= LLAMA_MAX_EXPERTS) failed",
+)
+ASSERT_HOST_MEMORY = _assert(
+    "assert_host_alloc", "ggml could not allocate host memory",
+    "ggml_init's malloc of its context buffer failed: the process ran out of RAM (or hit a memory limit).",
+    Fixes(
+        "Free RAM or raise the memory limit; use a smaller context or model.",
+        "a smaller --ctx-size; check free -h and the container's memory limit",
+        "Llama(..., n_ctx=<smaller>); check free -h and the container's memory limit",
+        "PARAMETER num_ctx <smaller>; check the host's free memory",
+        checked="ggml/src/ggml.c ggml_init: GGML_ASSERT(ctx->mem_buffer != NULL), " + _ASSERT_SRC,
+    ),
+    "GGML_ASSERT(ctx->mem_buffer != NULL) failed",
+)
+
+CAUSES: tuple[Cause, ...] = (
+    AMX, ILLEGAL_INSTRUCTION, K_SHIFT, UNKNOWN_ARCH, ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS,
+    CUDA_OTHER, ASSERT_N_BATCH, ASSERT_UBATCH, ASSERT_CPY_INT_MAX, ASSERT_SAMPLER, ASSERT_GET_ROWS,
+    ASSERT_EXPERTS, ASSERT_HOST_MEMORY,
+)
+BY_ID = {c.id: c for c in CAUSES}
+CUDA_CAUSES = (ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS, CUDA_OTHER)
+CUDA_BLOCK = 4  # lines of a "CUDA error" block: the error, "current device ...", the failing call
+
+
+# -- matching --------------------------------------------------------------------------------------
+
+def _assert_re(expr: str) -> object:
+    """A GGML_ASSERT of `expr` in both of its formats: `FILE:LINE: GGML_ASSERT(expr) failed` (ggml_abort,
+    since mid 2024) and `GGML_ASSERT: FILE:LINE: expr` (the fprintf of earlier builds)."""
+    return gated(r"GGML_ASSERT(?:\(|: \S+:\d+: )" + re.escape(expr))
+
+
+# Lines that name their cause by themselves: (cause, confidence, pattern). First match wins.
+EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
+    (K_SHIFT, "high", gated(r"does not support K-shift")),
+    # an empty name (no general.architecture key) is a file that is not a model: LD901/LD903, not this
+    (UNKNOWN_ARCH, "high", gated(r"(?:unknown|unsupported) model architecture: '([^']+)'")),
+    # an empty name (no general.architecture key) is a file that is not a model: LD901/LD903, not this
+    (UNKNOWN_ARCH, "high", gated(r"this model is not supported by your version of Ollama")),
+    (NO_KERNEL_IMAGE, "high", gated(r"no kernel image is available for execution on the device")),
+    (CUDA_DRIVER, "high", gated(r"CUDA driver version is insufficient for CUDA runtime version"
+                                r"|PTX was compiled with an unsupported toolchain")),
+    (ILLEGAL_ADDRESS, "high", gated(r"an illegal memory access was encountered|\bmisaligned address\b"
+                                    r"|unspecified launch failure")),
+    (CUBLAS, "high", gated(r"CUBLAS_STATUS_(?!ALLOC_FAILED|SUCCESS)[A-Z_]+|cuBLAS error \d+ at ")),
+    (ASSERT_N_BATCH, "high", _assert_re("n_tokens_all <= cparams.n_batch")),
+    (ASSERT_UBATCH, "high", gated(r"non-causal attention requires n_ubatch >= n_tokens"
+                                  r"|encoder requires n_ubatch >= n_tokens")),
+    (ASSERT_CPY_INT_MAX, "high", _assert_re("ggml_nbytes(src0) <= INT_MAX")),
+    (ASSERT_SAMPLER, "high", _assert_re("cur_p.selected >= 0")),
+    (ASSERT_GET_ROWS, "high", _assert_re("i01 >= 0 && i01 < ne01")),
+    (ASSERT_EXPERTS, "high", _assert_re("hparams.n_expert <= LLAMA_MAX_EXPERTS")),
+    (ASSERT_HOST_MEMORY, "high", _assert_re("ctx->mem_buffer != NULL")),
+)
+# a CUDA/HIP error whose text is none of the above (out of memory is the OOM rules' to explain)
+CUDA_ERROR = gated(r"\b(?:CUDA|HIP|ROCm|MUSA) error(?::| \d+ at \S+:\d+:)\s*"
+                   r"(?!out of memory|CUBLAS_STATUS_ALLOC_FAILED|the resource allocation failed)(\S.*)$")
+CUDA_WHERE = gated(r"current device: (-?\d+), in function (\w+) at (\S+)")
+CUBLAS_CALL = gated(r"(?:^|\s)(cublas[A-Z]\w*)\(")
+LCP_LOAD_FAILED = gated(r"Failed to load model from file: ")
+# the process died by a signal: segfault family, and SIGILL
+SEGV = gated(r"Segmentation fault|\bsegfault at\b|general protection fault|\bSIGSEGV\b|signal: segmentation fault"
+             r"|exit status 0xc0000005|Signals\.SIGSEGV")
+SIGILL = gated(r"Illegal instruction|trap invalid opcode|\bSIGILL\b|signal: illegal instruction"
+               r"|exit status 0xc000001d")
+# the kernel's own lines: "comm[pid]: segfault at ..." / "traps: comm[pid] general protection fault ..."
+KERNEL_TRAP = gated(r"\S+\[\d+\]:? (?:segfault at|general protection fault|trap invalid opcode)")
+ENGINE_WORDS = re.compile(r"llama|python|ollama|ggml|vllm|text-generation|koboldcpp|lms", re.IGNORECASE)
+# evidence for the AMX / repack crash
+AMX_BUFFER = gated(r"\b(AMX|CPU_REPACK|CPU_AARCH64|[A-Za-z]+-REPACK) model buffer size")
+AMX_REPACK_LINE = gated(r"amx repack tensor")
+AMX_FEATURE = gated(r"\bAMX_INT8 = 1\b")
+AMX_FRAME = gated(r"ggml_backend_amx_\w+|ggml::cpu::amx::|ggml_cpu_extra_\w+|ggml::cpu::repack::\w+"
+                  r"|libggml-cpu-sapphirerapids")
+AMX_VARIANT = gated(r"libggml-cpu-sapphirerapids|ggml-cpu-sapphirerapids\.dll")
+# an Intel Xeon generation with AMX: 4th/5th gen Scalable (x4xx / x5xx), Xeon W-2400/3400/2500/3500,
+# Xeon Max 9400, Xeon 6 with P-cores (6xxxP); QEMU/cloud model names and the kernel's family/model line
+AMX_CPU = gated(r"Xeon\(R\) (?:Platinum|Gold|Silver|Bronze) [3-9][45]\d\d|Xeon\(R\) w[3579]-[23][45]\d\d"
+                r"|Xeon\(R\) (?:CPU )?Max 94\d\d|Xeon\(R\) 6\d\d\dP\b|Sapphire ?Rapids|Emerald ?Rapids"
+                r"|Granite ?Rapids|family: 0x6, model: 0x(?:8f|cf|ad|ae)\b|\bamx_int8\b")
+
+# The kinds of line this parser reads, in the order it tries them. Their `lines` are its gate (the
+# analyzer hands it no others); their `scan` the candidate lines it adds to the scan: only those no
+# other parser's triggers already select (the llama.cpp parser's take every line with "error",
+# "failed", "GGML_A", "buffer size =", "Segmentation fault", "SIGSEGV", "SSE3 = "...), so the scan
+# over every byte stays as fast.
+KINDS = LineKinds(
+    LineKind("explicit", "_explicit", tuple(pattern for _, _, pattern in EXPLICIT),
+             (r"K-shift", r"model architecture", r"not supported by your version", r"kernel image",
+              r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
+              r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT"),
+             scan=(r"K-shift", r"model architecture")),
+    # the lines after a CUDA error that say where it happened
+    LineKind("cuda_detail", "_cuda_detail", (CUDA_WHERE, CUBLAS_CALL), (r"current device: ", r"cublas[A-Z]\w*\(")),
+    LineKind("cuda_error", "_cuda_error", (CUDA_ERROR,), (r"(?:CUDA|HIP|ROCm|MUSA) error",), scan=()),
+    LineKind("lcp_load_failed", "_lcp_load_failed", (LCP_LOAD_FAILED,), (r"Failed to load model from file",), scan=()),
+    LineKind("amx_evidence", "_amx_evidence",
+             (AMX_BUFFER, AMX_REPACK_LINE, AMX_FEATURE, AMX_VARIANT, AMX_FRAME, AMX_CPU),
+             (r"model buffer size", r"amx repack", r"AMX_INT8 = 1", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_",
+              r"sapphirerapids", r"Xeon|Rapids|family: 0x6, model|amx_int8"),
+             scan=(r"amx repack", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_|sapphirerapids",
+                   r"Xeon|Rapids|amx_int8")),
+    LineKind("signal", "_signal", (SIGILL, SEGV),
+             (r"Segmentation fault|segfault at|general protection fault|SIGSEGV|signal: segmentation|0xc0000005",
+              r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d"),
+             scan=(r"segfault at|general protection|signal: segm",
+                   r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d")),
+)
+GATE = KINDS.gate
+TRIGGERS = KINDS.triggers
+
+
+@dataclass(slots=True)
+class _Crash:
+    line: LogLine
+    kind: str  # segv | sigill
+
+
+@dataclass(slots=True)
+class _Found:
+    cause: Cause
+    confidence: str
+    line: LogLine
+    detail: str = ""
+    support: list[LogLine] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _State:
+    explicit: list[_Found] = field(default_factory=list)
+    crashes: list[_Crash] = field(default_factory=list)
+    amx_strong: list[LogLine] = field(default_factory=list)  # AMX buffer or amx repack lines (first of each)
+    repack: LogLine | None = None  # a CPU_REPACK (non-AMX) weight buffer
+    amx_build: LogLine | None = None  # AMX_INT8 = 1 in the system line, or the AMX CPU variant loaded
+    amx_cpu: LogLine | None = None  # a CPU model / flags with AMX
+    frames: list[LogLine] = field(default_factory=list)  # backtrace frames through the AMX / extra kernels
+    pending_cuda: _Found | None = None  # a "CUDA error: X" that no explicit entry named (yet)
+    cuda_block: _Found | None = None  # the latest CUDA finding: its "current device" line follows
+
+
+class CrashParser(LogParser):
+    """Finds the crash causes of CAUSES in any engine's log. Votes for no engine."""
+
+    name = "crashes"
+    kinds = KINDS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = _State()
+
+    def feed(self, line: LogLine) -> None:
+        if not self.passes_gate(line.text):
+            return
+        s = self.s
+        if s.pending_cuda is not None and line.number - s.pending_cuda.line.number > CUDA_BLOCK:
+            self._flush_cuda()
+        self.dispatch(line)
+
+    # -- line kinds ------------------------------------------------------------------------------
+    def _explicit(self, line: LogLine) -> bool:
+        t = line.text
+        for cause, confidence, pattern in EXPLICIT:
+            m = pattern.search(t)  # type: ignore[attr-defined]
+            if m:
+                detail = m.group(0)
+                if cause.id.startswith("assert_"):
+                    detail = cause.family[0]  # one spelling for both formats and for Ollama's restatement
+                elif cause is UNKNOWN_ARCH and m.groups() and m.group(1) is not None:
+                    detail = f"architecture '{m.group(1)}'"
+                found = _Found(cause, confidence, line, detail)
+                if cause in CUDA_CAUSES:
+                    s = self.s
+                    if s.pending_cuda is not None and line.number - s.pending_cuda.line.number <= CUDA_BLOCK:
+                        s.pending_cuda = None  # "CUDA error: <this text>": the explicit match says more
+                    s.cuda_block = found
+                self._found(found)
+                return True
+        return False
+
+    def _cuda_detail(self, line: LogLine) -> bool:
+        """A line of the block after the latest CUDA error: where it happened, or the cuBLAS call."""
+        t = line.text
+        s = self.s
+        block = s.cuda_block
+        if block is not None and line.number - block.line.number <= CUDA_BLOCK:
+            m = CUDA_WHERE.search(t)
+            if m:
+                if " in " not in block.detail:
+                    block.detail = f"{block.detail} in {m.group(2)} ({m.group(3).rsplit('/', 1)[-1]})"
+                block.support.append(line)
+                return True
+            m = CUBLAS_CALL.search(t)
+            if m and block is s.pending_cuda:
+                block.cause, block.confidence = CUBLAS, "high"
+                block.detail = f"{block.detail}, calling {m.group(1)}"
+                block.support.append(line)
+                return True
+        return False
+
+    def _cuda_error(self, line: LogLine) -> bool:
+        m = CUDA_ERROR.search(line.text)
+        if not m:
+            return False
+        self._flush_cuda()
+        self.s.pending_cuda = self.s.cuda_block = _Found(CUDA_OTHER, "medium", line, m.group(0).strip()[:160])
+        return True
+
+    def _lcp_load_failed(self, line: LogLine) -> bool:
+        if not LCP_LOAD_FAILED.search(line.text):
+            return False
+        found = self._last(UNKNOWN_ARCH)
+        if found is not None and line.number - found.line.number <= 20:
+            found.support.append(line)
+        return True
+
+    def _signal(self, line: LogLine) -> bool:
+        """The process died by a signal (classified at the summary, with the evidence around it)."""
+        t = line.text
+        s = self.s
+        if len(s.crashes) < MAX_CRASHES and not _another_process(t):
+            if SIGILL.search(t):
+                s.crashes.append(_Crash(line, "sigill"))
+            elif SEGV.search(t):
+                s.crashes.append(_Crash(line, "segv"))
+        return False
+
+    def _flush_cuda(self) -> None:
+        s = self.s
+        if s.pending_cuda is not None:
+            self._found(s.pending_cuda)
+            s.pending_cuda = None
+
+    def _amx_evidence(self, line: LogLine) -> bool:
+        """Evidence for the AMX / repack crash; never takes the line (it may be the crash itself)."""
+        self._amx_line(line)
+        return False
+
+    def _amx_line(self, line: LogLine) -> None:
+        t = line.text
+        s = self.s
+        m = AMX_BUFFER.search(t)
+        if m:
+            if m.group(1) == "AMX":
+                if not any("buffer" in x.text for x in s.amx_strong):
+                    s.amx_strong.append(line)
+            elif s.repack is None:
+                s.repack = line
+            return
+        if AMX_REPACK_LINE.search(t):
+            if not any("repack" in x.text for x in s.amx_strong):
+                s.amx_strong.append(line)
+            return
+        if AMX_FEATURE.search(t) or (AMX_VARIANT.search(t) and "backend" in t):
+            s.amx_build = s.amx_build or line
+            return
+        if AMX_FRAME.search(t) and not SEGV.search(t):
+            if len(s.frames) < 8:
+                s.frames.append(line)
+            return
+        if AMX_CPU.search(t) and s.amx_cpu is None:
+            s.amx_cpu = line
+
+    def _found(self, found: _Found) -> None:
+        if any(f.cause is found.cause and f.detail == found.detail for f in self.s.explicit):
+            return  # the same failure restated (Ollama repeats the runner's last error line)
+        if len(self.s.explicit) < MAX_CRASHES:
+            self.s.explicit.append(found)
+
+    def _last(self, cause: Cause) -> _Found | None:
+        return next((f for f in reversed(self.s.explicit) if f.cause is cause), None)
+
+    # -- summary --------------------------------------------------------------------------------
+    def summarize(self, facts: Facts) -> None:
+        s = self.s
+        found = list(s.explicit)
+        if s.pending_cuda is not None and not any(f.cause is s.pending_cuda.cause and f.detail == s.pending_cuda.detail
+                                                  for f in found):
+            found.append(s.pending_cuda)
+        for crash in s.crashes:
+            f = self._classify(crash)
+            if f is not None and not any(x.cause is f.cause for x in found):
+                found.append(f)
+        for f in found:
+            self._emit(facts, f)
+
+    def _classify(self, crash: _Crash) -> _Found | None:
+        s = self.s
+        n = crash.line.number
+        if crash.kind == "sigill":
+            return _Found(ILLEGAL_INSTRUCTION, "high", crash.line, "illegal instruction")
+        before = [x for x in s.amx_strong if x.number < n]
+        frames = [x for x in s.frames if abs(x.number - n) <= BACKTRACE_WINDOW]
+        amx_frames = [x for x in frames if "amx" in x.text or "sapphirerapids" in x.text]
+        in_amx_lib = AMX_VARIANT.search(crash.line.text) is not None
+        what = _signal_words(crash.line.text)
+        if before or amx_frames or in_amx_lib:
+            support = before + amx_frames
+            where = "the AMX buffer" if before else "the AMX kernel"
+            return _Found(AMX, "high", crash.line, f"{what} after weights went to {where}", support)
+        build = s.amx_build if s.amx_build is not None and s.amx_build.number < n else None
+        repack = s.repack if s.repack is not None and s.repack.number < n else None
+        if repack is not None or frames:
+            support = [x for x in (repack,) if x is not None] + frames
+            return _Found(AMX, "medium", crash.line, f"{what} after weights went to the CPU_REPACK buffer", support)
+        if build is not None:
+            return _Found(AMX, "medium", crash.line, f"{what} with an AMX build (AMX_INT8 = 1)", [build])
+        if s.amx_cpu is not None:
+            return _Found(AMX, "low", crash.line, f"{what} on an Intel Xeon with AMX", [s.amx_cpu])
+        return None
+
+    def _emit(self, facts: Facts, f: _Found) -> None:
+        c = f.cause
+        fx = c.fixes
+        detail = f" ({f.detail})" if f.detail else ""
+        summary = f"{c.title}{detail}. {c.meaning}"
+        data: dict[str, Scalar] = {"cause": c.id, "confidence": f.confidence, "title": c.title, "detail": f.detail,
+                "summary": summary[:900], "fix": fx.text, "fix_llama_cpp": fx.llama_cpp, "fix_lcp": fx.lcp,
+                "fix_ollama": fx.ollama, "fix_vllm": fx.vllm or fx.text}
+        facts.add_event(Event(kind="crash_cause", line=f.line.number, text=f.line.raw[:400], source=self.name,
+                              data=data))
+        for support in f.support:  # the same data: whichever line comes first renders the finding
+            facts.add_event(Event(kind="crash_evidence", line=support.number, text=support.raw[:400],
+                                  source=self.name, data=data))
+
+
+def _another_process(text: str) -> bool:
+    """A kernel line about a process that is no engine (a journal holds every program's segfaults)."""
+    m = KERNEL_TRAP.search(text)
+    return m is not None and not ENGINE_WORDS.search(text)
+
+
+def _signal_words(text: str) -> str:
+    if "general protection" in text:
+        return "a general protection fault"
+    return "a segmentation fault"

@@ -1,0 +1,354 @@
+"""The matchers of the log path: the trigger scan over raw bytes, and literal gates for line patterns.
+
+Python's `re` tries each alternative at each position, which crawls on a pattern of a hundred
+alternatives. RE2 (google-re2) compiles the alternation to an automaton and scans at hundreds of
+MB/s; it is used when installed, with `re` as the fallback so the tool still works without it.
+Fragments must use the syntax both engines share (no look-around, no backreferences).
+
+A parser runs dozens of patterns on each candidate line, and `re` walks the whole line for each
+one. `gated(pattern)` reads the pattern's own syntax tree for the substrings every match must
+contain (one of a set) and checks those with `in` (a fast byte search) before running the regex:
+same matches, found only where they can be. `LiteralIndex` tells which of many such literals a
+line holds in one RE2 set match (every parser routes its line kinds with it, doctor/sources/logs/base.py);
+`set_matcher`, `span_finder` and `text_filter` call RE2 without the binding's per-call overhead
+where it allows; a `Verdict` lets whoever already matched a gate on a line say so. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
+
+try:  # the parser `re` itself uses; private, so any surprise means "no gate", never a wrong answer
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python < 3.11
+    import sre_parse as _sre_parse
+
+
+class BytesPattern(Protocol):
+    def search(self, data: bytes, pos: int = ...) -> re.Match[bytes] | None: ...
+
+
+def compile_triggers(fragments: list[str]) -> BytesPattern:
+    source = "|".join(f"(?:{f})" for f in fragments).encode()
+    try:
+        import re2
+    except ImportError:
+        return re.compile(source)
+    try:
+        options = re2.Options()
+        options.max_mem = 64 << 20
+        return re2.compile(source, options)
+    except Exception:
+        return re.compile(source)
+
+
+def span_finder(pattern: BytesPattern) -> Callable[[bytes, int, int], tuple[int, int] | None]:
+    """`find(data, pos, endpos)`: the span of the first match in data[pos:endpos], or None. With RE2
+    it calls the compiled program directly (the Python wrapper's generator and match object cost
+    more than the search on a line-sized hop); otherwise it is `pattern.search`."""
+    program = getattr(pattern, "_regexp", None)
+    try:
+        import re2
+
+        anchor = re2._Anchor.UNANCHORED
+        direct = program.Match  # type: ignore[union-attr]
+        probe = direct(anchor, b"", 0, 0)
+        if not isinstance(probe, list) or len(probe[0]) != 2:  # the shape we rely on: [(start, end), ...]
+            raise TypeError
+    except Exception:
+        def find(data: bytes, pos: int, endpos: int) -> tuple[int, int] | None:
+            m = pattern.search(data, pos, endpos)  # type: ignore[call-arg]
+            return None if m is None else m.span()
+
+        return find
+
+    def find_direct(data: bytes, pos: int, endpos: int) -> tuple[int, int] | None:
+        span: tuple[int, int] = direct(anchor, data, pos, endpos)[0]
+        return None if span[0] < 0 else span
+
+    return find_direct
+
+
+class Verdict:
+    """The last text known to pass one gate (a fragment list), told by whoever matched it already
+    (the log router, in its one pass over the raw bytes). One text at a time; a reader that finds
+    another text there simply runs the gate itself."""
+
+    __slots__ = ("passed",)
+
+    def __init__(self) -> None:
+        self.passed: str | None = None
+
+
+_VERDICTS: dict[tuple[str, ...], Verdict] = {}
+
+
+def verdict(fragments: Iterable[str]) -> Verdict:
+    """The shared verdict slot of the gate made of these fragments (equal lists share one)."""
+    return _VERDICTS.setdefault(tuple(fragments), Verdict())
+
+
+def text_filter(fragments: Iterable[str]) -> Callable[[str], object]:
+    """`test(text)`: true when `text` holds a match of one of `fragments` (RE2 when installed). The
+    text is encoded once and searched as bytes (what the RE2 binding does for a str, less its
+    per-call offset bookkeeping); a lone surrogate raises UnicodeEncodeError, as it does there.
+    A text the gate's Verdict names is known to pass without a search."""
+    fragments = tuple(fragments)
+    source = "|".join(f"(?:{f})" for f in fragments)
+    try:
+        import re2
+
+        pattern = re2.compile(source)
+    except Exception:  # RE2 missing or refusing the pattern: the standard engine works
+        return re.compile(source).search
+    find = span_finder(pattern)
+    known = verdict(fragments)
+
+    def test(text: str) -> object:
+        if known.passed is text:
+            return True
+        data = text.encode("utf-8")
+        return find(data, 0, len(data))
+
+    return test
+
+
+# -- literal gates ---------------------------------------------------------------------------------
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
+def required_literals(pattern: re.Pattern[str] | str, flags: int = 0) -> tuple[str, ...] | None:
+    """Substrings such that every match of `pattern` contains at least one of them; None when the
+    pattern names none (or uses case-insensitive matching, where a plain `in` would not do)."""
+    if isinstance(pattern, re.Pattern):
+        flags, pattern = pattern.flags, pattern.pattern
+    if not isinstance(pattern, str) or flags & re.IGNORECASE:
+        return None
+    try:
+        found = _sequence(list(_sre_parse.parse(pattern, flags)))
+    except Exception:  # an unexpected tree shape in some Python version: no gate
+        return None
+    return tuple(sorted(found, key=lambda s: (-len(s), s))) if found else None
+
+
+def _sequence(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
+    """Best requirement of a sequence: a run of consecutive literals, or what one item requires."""
+    best: frozenset[str] | None = None
+    run: list[str] = []
+
+    def consider(candidate: frozenset[str] | None) -> None:
+        nonlocal best
+        if candidate and (best is None or _rank(candidate) > _rank(best)):
+            best = candidate
+
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL":
+            run.append(chr(av))
+            continue
+        if run:
+            consider(frozenset(["".join(run)]))
+            run = []
+        if name == "SUBPATTERN":
+            _group, add_flags, _del_flags, sub = av
+            if not add_flags & re.IGNORECASE:
+                consider(_sequence(list(sub)))
+        elif name == "ATOMIC_GROUP":
+            consider(_sequence(list(av)))
+        elif name == "BRANCH":
+            alternatives = [_sequence(list(branch)) for branch in av[1]]
+            if alternatives and all(alternatives):
+                consider(_simplify(frozenset().union(*alternatives)))  # type: ignore[arg-type]
+        elif name in _REPEATS:
+            low, _high, sub = av
+            if low >= 1:
+                consider(_sequence(list(sub)))
+    if run:
+        consider(frozenset(["".join(run)]))
+    return best
+
+
+def _simplify(literals: frozenset[str]) -> frozenset[str]:
+    """Drop a literal that contains another one of the set: finding the shorter one is enough."""
+    return frozenset(s for s in literals if not any(o != s and o in s for o in literals))
+
+
+def _rank(literals: frozenset[str]) -> tuple[bool, int, int]:
+    shortest = min(len(s) for s in literals)
+    return shortest >= 4, -len(literals), shortest
+
+
+_UNSET: Any = object()
+
+
+class GatedPattern:
+    """`re.compile(source, flags)` behind a literal gate: `search`, `findall` and `finditer` run the
+    regex only on text that holds one of its required literals, so they find exactly what the plain
+    pattern finds. Compiled, and its literals read, on first use: a parser module holds dozens of
+    patterns and a short log touches few of them (start-up is part of every command)."""
+
+    __slots__ = ("_flags", "_literals", "_regex", "findall", "finditer", "pattern", "search")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self.pattern = source
+        self._flags = flags
+        self._regex: re.Pattern[str] | None = None
+        self._literals: tuple[str, ...] | None = _UNSET
+        self.search: Callable[..., re.Match[str] | None] = self._first_search
+        self.findall: Callable[..., list[Any]] = self._first_findall
+        self.finditer: Callable[..., Iterator[re.Match[str]]] = self._first_finditer
+
+    @property
+    def literals(self) -> tuple[str, ...] | None:
+        """The required literals (one of them is in every match), or None: no gate."""
+        if self._literals is _UNSET:
+            self._literals = required_literals(self.pattern, self._flags)
+        return self._literals
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        if self._regex is None:
+            self._ready()
+        assert self._regex is not None
+        return self._regex
+
+    def _ready(self) -> None:
+        regex = self._regex = re.compile(self.pattern, self._flags)
+        search, findall, finditer = regex.search, regex.findall, regex.finditer
+        literals = self.literals
+        if not literals:
+            self.search, self.findall, self.finditer = search, findall, finditer
+            return
+        if len(literals) == 1:
+            literal = literals[0]
+
+            def opened(text: str) -> bool:
+                return literal in text
+
+            def gated_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+                return search(text, pos, endpos) if literal in text else None
+        else:
+            def opened(text: str) -> bool:
+                for lit in literals:  # noqa: SIM110 - a loop is faster than any() over a generator here
+                    if lit in text:
+                        return True
+                return False
+
+            def gated_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+                for lit in literals:
+                    if lit in text:
+                        return search(text, pos, endpos)
+                return None
+
+        def gated_findall(text: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
+            return findall(text, pos, endpos) if opened(text) else []
+
+        def gated_finditer(text: str, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[str]]:
+            return finditer(text, pos, endpos) if opened(text) else iter(())
+
+        self.search, self.findall, self.finditer = gated_search, gated_findall, gated_finditer
+
+    def _first_search(self, *args: Any) -> re.Match[str] | None:
+        self._ready()
+        return self.search(*args)
+
+    def _first_findall(self, *args: Any) -> list[Any]:
+        self._ready()
+        return self.findall(*args)
+
+    def _first_finditer(self, *args: Any) -> Iterator[re.Match[str]]:
+        self._ready()
+        return self.finditer(*args)
+
+    def __getattr__(self, name: str) -> Any:  # match, sub, groups, flags, ...: the plain pattern's
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.regex, name)
+
+    def __repr__(self) -> str:
+        return f"gated({self.pattern!r})"
+
+
+def gated(source: str | re.Pattern[str], flags: int = 0) -> Any:
+    """`re.compile(source, flags)` behind a literal gate (same matches); see GatedPattern. A pattern
+    already compiled is returned as it is."""
+    if isinstance(source, re.Pattern):
+        return source
+    return GatedPattern(source, flags)
+
+
+def set_matcher(patterns: list[str]) -> Callable[[bytes], list[int]] | None:
+    """`match(data)`: the indices of every pattern found in `data`, from one RE2 set (all at once,
+    one pass); None without RE2 or when it refuses a pattern. Calls the compiled set directly where
+    the binding allows, as `span_finder` does."""
+    try:
+        import re2
+
+        matcher = re2.Set.SearchSet()
+        for pattern in patterns:
+            matcher.Add(pattern)
+        matcher.Compile()
+    except Exception:
+        return None
+    direct = getattr(matcher, "_set", None)
+    try:
+        if direct is not None and isinstance(direct.Match(b""), list):  # the shape we rely on
+            return direct.Match
+    except Exception:
+        pass
+
+    def match(data: bytes) -> list[int]:
+        return matcher.Match(data) or []
+
+    return match
+
+
+class LiteralIndex:
+    """Which of many literals a text holds, as a bit set (bit i: `literals[i] in text`), found in one
+    RE2 set match instead of one `in` test per literal. Exact: without RE2 it tests each literal."""
+
+    def __init__(self, literals: list[str]) -> None:
+        if any(not s or not s.isascii() for s in literals):
+            raise ValueError("literal index: literals must be non-empty ASCII")
+        self.literals = list(literals)
+        # each literal as an RE2 pattern matching exactly it (every non-word character escaped)
+        self.patterns = ["".join(c if c.isalnum() or c == "_" else f"\\x{ord(c):02x}" for c in s)
+                         for s in self.literals]
+        self._match = set_matcher(self.patterns)
+        self._primed: tuple[str | None, int] = (None, 0)
+
+    def prime(self, text: str, hits: Iterable[int]) -> None:
+        """Hand over the bits of `text`, found by someone who matched these literals (`patterns`)
+        together with other patterns in one pass (the log router); `bits(text)` then returns them.
+        One text at a time; kept as one tuple so a reader never pairs a text with another's bits."""
+        bits = 0
+        for i in hits:
+            bits |= 1 << i
+        self._primed = (text, bits)
+
+    def prime_bits(self, text: str, bits: int) -> None:
+        """`prime` with the bits already made."""
+        self._primed = (text, bits)
+
+    def mask(self, *literals: str) -> int:
+        """The bits of these literals (each must be in the index)."""
+        bits = 0
+        for s in literals:
+            bits |= 1 << self.literals.index(s)
+        return bits
+
+    def bits(self, text: str) -> int:
+        primed = self._primed
+        if primed[0] is text:
+            return primed[1]
+        if self._match is None:
+            return sum(1 << i for i, s in enumerate(self.literals) if s in text)
+        # ASCII literals are found in UTF-8 bytes exactly where they are in the text; lone surrogates
+        # (from JSON escapes) are passed through rather than refused
+        bits = 0
+        for i in self._match(text.encode("utf-8", "surrogatepass")):
+            bits |= 1 << i
+        return bits

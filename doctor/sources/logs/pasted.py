@@ -1,0 +1,158 @@
+"""Settings and output pasted beside a log: greedy sampling settings, and the text the model wrote.
+
+People report a loop by pasting their call (`llm(prompt, temperature=0)`, a JSON request with
+`"temperature": 0`, `--temp 0`, `PARAMETER temperature 0`, `do_sample=False`) next to the answer
+that repeats one paragraph. No engine printed that answer, so no engine parser reads it. Once a
+greedy setting is seen, this parser keeps the prose between the candidate lines (lines that look
+like log records - timestamps, levels, key=value - are left out) as the output, which the
+repetition check (doctor/core/repetition.py, through run.output_text) then reads. It casts no engine vote
+and never overrides output or settings an engine parser read.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+import re
+
+from doctor.core.facts import Facts, Source
+from doctor.sources.logs.base import LineKind, LineKinds, LogParser
+from doctor.sources.logs.line import LogLine
+from doctor.sources.logs.matcher import gated
+
+TEMPERATURE = gated(r"""(?:\btemperature['"]?\s*[=:]\s*|--temp(?:erature)?[ =]|PARAMETER temperature |"""
+                    r"""parameter temperature )(-?\d+(?:\.\d+)?)""")
+TOP_K = gated(r"""\btop_k['"]?\s*[=:]\s*(\d+)|--top-k[ =](\d+)""")
+GREEDY_FLAG = gated(r"""\bdo_sample['"]?\s*[=:]\s*(?:False|false)\b|\bgreedy\b""")
+PENALTY = gated(r"""\b(?:repeat_penalty|repetition_penalty)['"]?\s*[=:]\s*(\d+(?:\.\d+)?)"""
+                r"""|--repeat-penalty[ =](\d+(?:\.\d+)?)""")
+# a container's CPU limit in the command or compose file pasted with the log
+CPUS = gated(r"""--cpus[= ]['"]?(\d+(?:\.\d+)?)|^\s*cpus:\s*['"]?(\d+(?:\.\d+)?)""")
+CPUSET = gated(r"""--cpuset-cpus[= ]['"]?([\d,\-]+)""")
+# a physical line that is a log record rather than prose a model wrote
+LOG_RECORD = re.compile(r"^\s*(?:\S+\s+\|\s|\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"
+                        r"time=|level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\b|\w+(?:\.\w+)*: |"
+                        r"File \"|Traceback|\{|>>>|\$ )")
+MAX_OUTPUT = 64 * 1024
+MAX_SCANNED = 256 * 1024  # a paste is short: past this much text between candidates, stop looking
+
+# every kind reads the line and none takes it (a pasted command line may set several of them)
+KINDS = LineKinds(
+    LineKind("temperature", "_temperature", (TEMPERATURE,),
+             (r"temperature['\"]?\s*[=:]|--temp|PARAMETER temperature|parameter temperature",)),
+    LineKind("top_k", "_top_k", (TOP_K,), (r"top_k['\"]?\s*[=:]|--top-k",)),
+    LineKind("greedy", "_greedy", (GREEDY_FLAG,), (r"do_sample['\"]?\s*[=:]|\bgreedy\b",)),
+    LineKind("penalty", "_penalty", (PENALTY,), (r"repeat_penalty|repetition_penalty|--repeat-penalty",)),
+    LineKind("cpus", "_cpus", (CPUS,), (r"--cpus|cpus: ",)),
+    LineKind("cpuset", "_cpuset", (CPUSET,), (r"--cpuset-cpus",)),
+)
+TRIGGERS = KINDS.triggers
+
+
+class PastedParser(LogParser):
+    name = "pasted"
+    kinds = KINDS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.greedy_line: LogLine | None = None
+        self.settings: dict[str, tuple[float, LogLine]] = {}
+        self.output: list[str] = []
+        self.output_line: int | None = None
+        self.size = 0
+        self.scanned = 0
+        self.cpus: tuple[float, LogLine] | None = None
+        self.cpuset: tuple[int, LogLine] | None = None
+
+    def feed(self, line: LogLine) -> None:
+        if self.passes_gate(line.text):
+            self.dispatch(line)
+
+    def _temperature(self, line: LogLine) -> bool:
+        m = TEMPERATURE.search(line.text)
+        if m:
+            value = float(m.group(1))
+            self.settings.setdefault("temperature", (value, line))
+            if value <= 0.1:
+                self.greedy_line = self.greedy_line or line
+        return False
+
+    def _top_k(self, line: LogLine) -> bool:
+        m = TOP_K.search(line.text)
+        if m:
+            value = float(m.group(1) or m.group(2))
+            self.settings.setdefault("top_k", (value, line))
+            if value == 1:
+                self.greedy_line = self.greedy_line or line
+        return False
+
+    def _greedy(self, line: LogLine) -> bool:
+        if GREEDY_FLAG.search(line.text):
+            self.greedy_line = self.greedy_line or line
+            self.settings.setdefault("temperature", (0.0, line))  # greedy decoding: temperature 0 in effect
+        return False
+
+    def _penalty(self, line: LogLine) -> bool:
+        m = PENALTY.search(line.text)
+        if m:
+            self.settings.setdefault("repeat_penalty", (float(m.group(1) or m.group(2)), line))
+        return False
+
+    def _cpus(self, line: LogLine) -> bool:
+        m = CPUS.search(line.text)
+        if m:
+            self.cpus = (float(m.group(1) or m.group(2)), line)
+        return False
+
+    def _cpuset(self, line: LogLine) -> bool:
+        m = CPUSET.search(line.text)
+        if m:
+            count = 0
+            for part in m.group(1).split(","):
+                lo, _, hi = part.partition("-")
+                if lo.isdigit() and (not hi or hi.isdigit()):
+                    count += int(hi) - int(lo) + 1 if hi else 1
+            if count:
+                self.cpuset = (count, line)
+        return False
+
+    def wants_capture(self) -> bool:
+        return self.greedy_line is not None and self.size < MAX_OUTPUT and self.scanned < MAX_SCANNED
+
+    def feed_gap(self, number: int, text: str) -> None:
+        self.scanned += len(text)
+        kept = [ln for ln in text.splitlines() if ln.strip() and not LOG_RECORD.match(ln)]
+        if not kept:
+            return
+        if self.output_line is None:
+            self.output_line = number
+        chunk = "\n".join(kept) + "\n"
+        self.output.append(chunk)
+        self.size += len(chunk)
+
+    def summarize(self, facts: Facts) -> None:
+        self._summarize_cpus(facts)
+        if self.greedy_line is None:
+            return
+        for key, (value, line) in self.settings.items():
+            name = f"sampling.{key}"
+            if not facts.has(name):
+                facts.set(name, int(value) if key == "top_k" else value, self.src(line))
+        if self.output and not facts.has("run.output_text"):
+            facts.set("run.output_text", "".join(self.output)[-8192:],
+                      Source("log", self.name, self.output_line, "pasted output"))
+
+    def _summarize_cpus(self, facts: Facts) -> None:
+        """docker --cpus / compose cpus: (a CFS quota) and --cpuset-cpus: the cores the engine may use."""
+        limits: list[tuple[float, LogLine]] = []
+        if self.cpus is not None and self.cpus[0] > 0:
+            limits.append(self.cpus)
+            if not facts.has("host.cpu.quota_cores"):
+                facts.set("host.cpu.quota_cores", self.cpus[0], self.src(self.cpus[1]))
+        if self.cpuset is not None:
+            limits.append((float(self.cpuset[0]), self.cpuset[1]))
+            if not facts.has("host.cpu.affinity_cores"):
+                facts.set("host.cpu.affinity_cores", self.cpuset[0], self.src(self.cpuset[1]))
+        if limits and not facts.has("host.cpu.usable_cores"):
+            value, line = min(limits, key=lambda x: x[0])
+            facts.set("host.cpu.usable_cores", max(1, int(value)), self.src(line))

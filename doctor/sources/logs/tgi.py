@@ -1,0 +1,399 @@
+"""Hugging Face text-generation-inference (TGI) logs: launcher, router and shard messages.
+
+What is read (format strings from TGI's source, see fixtures/logs/tgi/README.md):
+- the launcher's `Args { ... }` (one line before v2, pretty-printed over many lines from v2), the
+  `Default max_batch_prefill_tokens`, `Reducing the max batch prefill ...` and sharding lines;
+- shard start and failure (`Starting shard`, `Shard ready in`, `Shard N failed to start`,
+  `Error: ShardCannotStart`, `Shard N crashed`, `Webserver Crashed`);
+- warm-up: `Warming up model`, the shard's `KV-cache blocks: N, size: S`, `Setting max batch total
+  tokens to N`, and its failures: `Not enough memory to handle N prefill tokens` (the warm-up batch
+  of --max-batch-prefill-tokens did not fit), `Not enough memory to handle max_total_tokens=N` (the
+  KV blocks cannot hold one request of --max-total-tokens);
+- request validation against --max-input-tokens / --max-total-tokens, and whether the prompt alone
+  or the prompt plus max_new_tokens was too long;
+- PyTorch out-of-memory errors (shared with the vLLM parser through `TorchOomBoard`), placed by the
+  shard method that failed (`Method Warmup encountered an error`) or the start-up step.
+
+Lines are recognised by message text; the tracing targets (`text_generation_launcher`,
+`text_generation_router`, ...) are what the engine detection counts.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from doctor.core.facts import Facts, Source
+from doctor.sources.logs.base import LineKind, LineKinds, LogParser
+from doctor.sources.logs.line import LogLine
+from doctor.sources.logs.matcher import gated
+from doctor.sources.logs.pytorch import (
+    FRAME,
+    FRAME_LINES,
+    OOM_LINES,
+    OOM_PATTERNS,
+    TRACEBACK,
+    Frames,
+    LargestRequest,
+    TorchOomBoard,
+    rejection_data,
+    torch_oom,
+)
+
+TARGET = gated(r"\btext_generation_(?:launcher|router|server|client|router_v\d)\b")
+ARG = gated(r"\b(max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
+            r"|max_batch_total_tokens|num_shard|quantize|cuda_memory_fraction|max_concurrent_requests"
+            r"|kv_cache_dtype|model_id): (Some\(\s*)?(\"[^\"]*\"|[\w.\-]+)?")
+DEFAULTS = gated(r"Default `(max_input_tokens|max_total_tokens|max_batch_prefill_tokens)` to (\d+)"
+                 r"|Maximum (input|total) tokens defaulted to (\d+)")
+MODEL_SUPPORTS = gated(r"Model supports up to (\d+) but tgi will now set its default to (\d+)")
+REDUCED_PREFILL = gated(r"Reducing the max batch prefill from (\d+) to (\d+) because there is not enough VRAM")
+SHARDING = gated(r"Sharding model on (\d+) processes")
+SHARD_START = gated(r"Starting shard\b")
+SHARD_READY = gated(r"Shard ready in ([\d.]+)(ms|s|µs|us|m)\b")
+WARMING = gated(r"Warming up model")
+KV_BLOCKS = gated(r"KV-cache blocks: (\d+), size: (\d+)")
+BATCH_TOTAL = gated(r"Setting max batch total tokens to (\d+)|Inferred max batch total tokens: (\d+)")
+METHOD_FAILED = gated(r"Method (\w+) encountered an error")
+INIT_FAILED = gated(r"Error when initializing model")
+# the message is also quoted back lower-cased or without its Error: Warmup(...) frame
+PREFILL_OOM = gated(r"[Nn]ot enough memory to handle (\d+) prefill tokens")
+TOTAL_OOM = gated(r"[Nn]ot enough memory to handle `max_total_tokens=(\d+)`|NotEnoughMemory\((\d+)\)")
+TOTAL_OVER_BATCH = gated(r"`max_total_tokens` must be <= `max_batch_total_tokens`\. Given: (\d+) and (\d+)")
+INPUT_TOTAL = gated(r"`inputs` tokens \+ `max_new_tokens` must be <= (\d+)\. "
+                    r"Given: (\d+) `inputs` tokens and (\d+) `max_new_tokens`")
+INPUT_LEN = gated(r"`inputs` must have less than (\d+) tokens\. Given: (\d+)")
+MAX_NEW = gated(r"`max_new_tokens` must be <= (\d+)\. Given: (\d+)")
+ARGS_INPUT_TOTAL = gated(r"`max_input_(?:tokens|length)`\s*\((\d+)\) must be < `max_total_tokens`\s*\((\d+)\)")
+SHARD_FAILED = gated(r"Shard (\d+) failed to start|Error: ShardCannotStart|Error: ShardDisconnected")
+# a shard died while serving; "Webserver Crashed" after a failed warm-up is a consequence, not a crash
+CRASHED = gated(r"Shard (\d+) crashed|Error: ShardFailed")
+GRAPH_WARMUP_FAILED = gated(r"cuda graph warmup failed", re.IGNORECASE)
+SIGNATURE = gated(r"Error: (?:ShardCannotStart|Warmup\(|Backend\(|WebserverFailed)"
+                  r"|`inputs` tokens \+ `max_new_tokens`"
+                  r"|prefill tokens\. You need to decrease `--max-batch-prefill-tokens`"
+                  r"|KV-cache blocks: \d+, size: \d+")
+
+# the start-up stages and the phase an OOM in each would be
+STAGE_PHASE: dict[str, tuple[str | None, str | None]] = {
+    "start": (None, None), "load": ("weights", "load_model"), "loaded": ("compute", "warmup"),
+    "warmup": ("compute", "warmup"), "run": ("runtime", "serving"),
+}
+METHOD_PHASE: dict[str, tuple[str, str]] = {
+    "Warmup": ("compute", "warmup"), "Prefill": ("runtime", "prefill"), "Decode": ("runtime", "decode"),
+}
+HINT_WINDOW = 200  # lines a method failure or handled warm-up covers
+
+
+def _duration_ms(value: str, unit: str) -> float:
+    scale = {"ms": 1.0, "s": 1000.0, "µs": 0.001, "us": 0.001, "m": 60000.0}[unit]
+    return round(float(value) * scale, 1)
+
+
+@dataclass(slots=True)
+class _State:
+    stage: str = "start"
+    method: tuple[str, str] | None = None
+    method_line: int = 0
+    handled_until: int = 0
+    prefill_seen: set[int] = field(default_factory=set)
+    total_seen: set[int] = field(default_factory=set)
+    failed: bool = False
+    crashed: bool = False
+    largest: LargestRequest = field(default_factory=LargestRequest)
+
+
+# The lines read, by kind. Phases: "frame" reads traceback frames, "oom" PyTorch's OOM messages,
+# "read" TGI's own; a message wrapped over two lines is read joined with the next ("oom" and "read"
+# again). The PyTorch lines are in the vLLM parser's triggers already: TGI adds them to its gate only.
+KINDS = LineKinds(
+    LineKind("header", None, (), (r"text_generation_launcher",)),
+    LineKind("frame", "_frame", (TRACEBACK, FRAME), FRAME_LINES, scan=(), phase="frame"),
+    LineKind("oom", "_oom", OOM_PATTERNS, OOM_LINES, scan=(), phase="oom"),
+    LineKind("args", "_args", (ARG, "Args {"),
+             (r"Args \{", r"(?:max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
+              r"|max_batch_total_tokens|num_shard|quantize|cuda_memory_fraction|model_id): ")),
+    LineKind("startup", "_startup",
+             (DEFAULTS, MODEL_SUPPORTS, REDUCED_PREFILL, SHARDING, SHARD_START, SHARD_READY, WARMING, KV_BLOCKS,
+              BATCH_TOTAL, METHOD_FAILED, INIT_FAILED),
+             (r"max batch prefill", r"Sharding model on", r"Default `max_", r"tokens defaulted to",
+              r"Model supports up to", r"Shard ", r"Warming up model", r"KV-cache blocks", r"max batch total tokens",
+              r"encountered an error", r"Error when initializing model")),
+    LineKind("graph_warmup", "_graph_warmup", (GRAPH_WARMUP_FAILED,), (r"cuda graph warmup failed",)),
+    LineKind("memory", "_memory", (PREFILL_OOM, TOTAL_OOM, TOTAL_OVER_BATCH),
+             (r"NotEnoughMemory", r"must be <= `max_batch_total_tokens`", r"[Nn]ot enough memory to handle")),
+    LineKind("validation", "_validation", (INPUT_TOTAL, INPUT_LEN, MAX_NEW, ARGS_INPUT_TOTAL),
+             (r"`inputs` ", r"`max_new_tokens` must be", r"must be < `max_total_tokens`")),
+    LineKind("failure", "_failure", (SHARD_FAILED, CRASHED),
+             (r"Error: (?:Shard|Webserver|Warmup|Backend)", r"Webserver Crashed")),
+    phases=("frame", "oom", "read"),
+)
+TRIGGERS = KINDS.triggers
+_FRAME, _OOM, _READ = (KINDS.phase(p) for p in KINDS.phases)
+
+
+class TgiParser(LogParser):
+    name = "tgi"
+    kinds = KINDS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = _State()
+        self.frames = Frames()
+        self._framed = False  # the line being read carries a TGI tracing target
+
+    def feed(self, line: LogLine) -> None:
+        t = line.text
+        if not self.passes_gate(t):
+            return
+        framed = self._framed = bool(TARGET.search(t))
+        if framed or SIGNATURE.search(t):
+            self._vote()
+        plan = KINDS.plan(KINDS.bits(t))  # the kinds this line can be, by phase
+        if self.run(plan[_FRAME], line):
+            return
+        for candidate in (line, *line.continuations()):  # a message wrapped over two lines is read joined
+            if candidate is not line:
+                plan = KINDS.plan(KINDS.bits(candidate.text))
+            if self.run(plan[_OOM], candidate) or self.run(plan[_READ], candidate):
+                return
+
+    def _frame(self, line: LogLine) -> bool:
+        return self.frames.feed(line)
+
+    def _vote(self) -> None:
+        self.votes["tgi"] += 1
+        self.state.part(TorchOomBoard).votes["tgi"] = sum(self.votes.values())
+
+    def _new_run(self) -> None:
+        s = self.s
+        s.stage, s.method, s.failed, s.crashed = "start", None, False, False
+        s.prefill_seen.clear()
+        s.total_seen.clear()
+
+    # -- PyTorch OOM in a shard --------------------------------------------------------------------
+    def _oom(self, line: LogLine) -> bool:
+        data = torch_oom(line.text)
+        if data is None:
+            return False
+        s = self.s
+        frame = self.frames.current(line.number)
+        if frame is None and s.method is not None and line.number - s.method_line <= HINT_WINDOW:
+            frame = s.method
+        handled = line.number <= s.handled_until
+        owner = "tgi" if self._framed else None
+        self.state.part(TorchOomBoard).record("tgi", line, data, STAGE_PHASE[s.stage], frame, owner, handled=handled)
+        return True
+
+    # -- launcher arguments --------------------------------------------------------------------------
+    def _args(self, line: LogLine) -> bool:
+        t = line.text
+        if "Args {" in t:
+            self._new_run()
+        found = False
+        for m in ARG.finditer(t):
+            key, value = m.group(1), m.group(3)
+            if value is None and m.group(2) and line.next_text:
+                value = line.next_text.strip().rstrip(",")
+            if value is None or value in ("None", ""):
+                continue
+            found = True
+            value = value.strip('"')
+            if key == "model_id":
+                self.set("model.name", value, line)
+            elif key == "quantize":
+                self.set("server.tgi.quantize", value.lower(), line)
+            elif key == "cuda_memory_fraction":
+                with contextlib.suppress(ValueError):
+                    self.set("server.tgi.cuda_memory_fraction", float(value), line)
+            elif key == "kv_cache_dtype":
+                self.set("config.kv_cache_dtype", value, line)
+            elif value.isdigit():
+                target = {"max_input_tokens": "config.max_input_tokens", "max_input_length": "config.max_input_tokens",
+                          "max_total_tokens": "config.max_total_tokens",
+                          "max_batch_prefill_tokens": "config.max_batch_prefill_tokens",
+                          "max_batch_total_tokens": "server.batch_total_tokens", "num_shard": "config.num_shard",
+                          "max_concurrent_requests": "server.tgi.max_concurrent_requests"}[key]
+                self.set(target, int(value), line)
+        if found and not (TARGET.search(t) or "Args {" in t):
+            self._vote()  # a field of the pretty-printed Args block
+        return found or "Args {" in t
+
+    # -- start-up ------------------------------------------------------------------------------------
+    def _startup(self, line: LogLine) -> bool:
+        t = line.text
+        s = self.s
+        m = DEFAULTS.search(t)
+        if m:
+            key = m.group(1) or f"max_{m.group(3)}_tokens"
+            self.set(f"config.{key}", int(m.group(2) or m.group(4)), line)
+            return True
+        m = MODEL_SUPPORTS.search(t)
+        if m:
+            self.set("model.n_ctx_train", int(m.group(1)), line)
+            return True
+        m = REDUCED_PREFILL.search(t)
+        if m:
+            self.set("config.max_batch_prefill_tokens", int(m.group(2)), line)
+            self.event("warning", line, what="prefill_reduced", default=int(m.group(1)), reduced=int(m.group(2)))
+            return True
+        m = SHARDING.search(t)
+        if m:
+            self.set("config.num_shard", int(m.group(1)), line)
+            return True
+        if SHARD_START.search(t):
+            if s.stage in ("loaded", "warmup", "run"):
+                self._new_run()
+            s.stage = "load"
+            return True
+        m = SHARD_READY.search(t)
+        if m:
+            s.stage = "loaded"
+            self.set("run.load_ms", _duration_ms(m.group(1), m.group(2)), line)
+            return True
+        if WARMING.search(t):
+            s.stage = "warmup"
+            return True
+        m = KV_BLOCKS.search(t)
+        if m:
+            blocks, size = int(m.group(1)), int(m.group(2))
+            self.set("server.kv_blocks_gpu", blocks, line)
+            self.set("server.kv_tokens", blocks * size, line)
+            return True
+        m = BATCH_TOTAL.search(t)
+        if m:
+            s.stage = "run"
+            self.set("server.batch_total_tokens", int(m.group(1) or m.group(2)), line)
+            return True
+        m = METHOD_FAILED.search(t)
+        if m:
+            hint = METHOD_PHASE.get(m.group(1))
+            if hint is not None:
+                s.method, s.method_line = hint, line.number
+            return True
+        if INIT_FAILED.search(t):
+            s.method, s.method_line = ("weights", "load_model"), line.number
+            return True
+        return False
+
+    def _graph_warmup(self, line: LogLine) -> bool:
+        if GRAPH_WARMUP_FAILED.search(line.text):
+            # TGI catches this OOM, drops the CUDA graph and goes on: not a failure
+            self.s.handled_until = line.number + HINT_WINDOW
+            return True
+        return False
+
+    # -- warm-up memory failures -----------------------------------------------------------------------
+    def _memory(self, line: LogLine) -> bool:
+        t = line.text
+        s = self.s
+        m = PREFILL_OOM.search(t)
+        if m:
+            n = int(m.group(1))
+            if n not in s.prefill_seen:
+                s.prefill_seen.add(n)
+                suggest = max(256, n // 2 // 256 * 256)
+                self.event("oom", line, phase="compute", n_tokens=n, limit="max_batch_prefill_tokens",
+                           suggest=suggest, step="warmup", engine="tgi", phase_from="message")
+                if not self.facts.has("config.max_batch_prefill_tokens"):
+                    self.set("config.max_batch_prefill_tokens", n, line)
+            return True
+        m = TOTAL_OOM.search(t)
+        if m:
+            n = int(m.group(1) or m.group(2))
+            self._total_over(line, n)
+            return True
+        m = TOTAL_OVER_BATCH.search(t)
+        if m:
+            self.set("server.batch_total_tokens", int(m.group(2)), line)
+            self._total_over(line, int(m.group(1)), pool=int(m.group(2)))
+            return True
+        return False
+
+    def _total_over(self, line: LogLine, n: int, pool: int | None = None) -> None:
+        """One request of --max-total-tokens does not fit in what the KV blocks hold."""
+        self.set("config.max_total_tokens", n, line)
+        if n not in self.s.total_seen:
+            self.s.total_seen.add(n)
+            data: dict[str, Any] = {"reason": "max_total_tokens", "max_total_tokens": n}
+            if pool is not None:
+                data["kv_tokens"] = pool
+            self.event("kv_capacity", line, **data)
+
+    # -- request validation ------------------------------------------------------------------------------
+    def _validation(self, line: LogLine) -> bool:
+        t = line.text
+        m = INPUT_TOTAL.search(t)
+        if m:
+            limit, prompt, new = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            self.set("config.max_total_tokens", limit, line)
+            self._rejected(line, n_tokens=prompt + new, n_ctx=limit, prompt=prompt, completion=new,
+                           limit="max_total_tokens")
+            return True
+        m = INPUT_LEN.search(t)
+        if m:
+            limit, prompt = int(m.group(1)), int(m.group(2))
+            self.set("config.max_input_tokens", limit, line)
+            self._rejected(line, n_tokens=prompt, n_ctx=limit, prompt=prompt, limit="max_input_tokens")
+            return True
+        m = MAX_NEW.search(t)
+        if m:
+            limit, new = int(m.group(1)), int(m.group(2))
+            self.event("prompt_too_long", line, n_tokens=new, n_ctx=limit, completion=new, limit="max_new_tokens",
+                       cause="completion", room=limit)
+            return True
+        m = ARGS_INPUT_TOTAL.search(t)
+        if m:
+            self.set("config.max_input_tokens", int(m.group(1)), line)
+            self.set("config.max_total_tokens", int(m.group(2)), line)
+            return True
+        return False
+
+    def _rejected(self, line: LogLine, *, n_tokens: int, n_ctx: int, prompt: int, limit: str,
+                  completion: int | None = None) -> None:
+        self.event("prompt_too_long", line, **rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt,
+                                                             limit=limit, completion=completion))
+        self.s.largest.saw_prompt(prompt, line)
+        self.s.largest.saw_request(n_tokens, line)
+        self.set("server.limit_tokens", n_ctx, line)
+        self.set("server.limit_name", limit, line)
+
+    # -- shard and webserver failures ---------------------------------------------------------------------
+    def _failure(self, line: LogLine) -> bool:
+        t = line.text
+        s = self.s
+        m = SHARD_FAILED.search(t)
+        if m:
+            if not s.failed:
+                s.failed = True
+                self.event("load_failed", line, reason="shard", engine="tgi")
+            return True
+        if CRASHED.search(t):
+            if not s.crashed:
+                s.crashed = True
+                self.event("crash", line, engine="tgi")
+            return True
+        return False
+
+    # -- summary -----------------------------------------------------------------------------------------------
+    def summarize(self, facts: Facts) -> None:
+        s = self.s
+        self.state.part(TorchOomBoard).summarize("tgi", self.votes, facts)
+        if not self.votes:
+            return
+        s.largest.emit(facts, self.src)
+        total = facts.get("config.max_total_tokens")
+        if total is not None and total.known and not facts.has("config.n_ctx_seq"):
+            # --max-total-tokens is the context one request gets
+            facts.set("config.n_ctx_seq", total.value, total.source)
+        batch_total = facts.get("server.batch_total_tokens")
+        if batch_total is not None and batch_total.known and not facts.has("server.kv_tokens"):
+            # the router's max batch total tokens is what the shard's KV blocks hold
+            facts.set("server.kv_tokens", batch_total.value, batch_total.source)
+        kv = facts.value("server.kv_tokens")
+        if isinstance(kv, int) and not facts.has("server.max_len_fit"):
+            facts.set("server.max_len_fit", kv, Source("log", self.name, text=f"KV blocks hold {kv} tokens"))
