@@ -109,7 +109,7 @@ def compare(log: Path, model: Facts) -> Row:
 
 
 def model_facts() -> Facts:
-    from doctor.sources.live.models import default_model_path
+    from doctor.sources.models.default import default_model_path
     from doctor.sources.probes.gguf_model import collect_model
 
     return collect_model(str(default_model_path()))
@@ -125,7 +125,7 @@ def record_now(folder: Path, jobs: int = 2) -> str:
     from concurrent.futures import ThreadPoolExecutor
     from importlib.metadata import version
 
-    from doctor.sources.live.models import default_model_path
+    from doctor.sources.models.default import default_model_path
     from fixtures.record_buffers import CHILD, DROP_PREFIXES, GRID
 
     model = str(default_model_path())

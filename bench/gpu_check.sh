@@ -19,7 +19,7 @@ tests_rc=$?
 timeout 60 "$PY" -m doctor scan --bench --format text --color never -v > "$OUT/scan_bench.txt" 2> "$OUT/scan_bench.stderr"
 timeout 60 "$PY" -m doctor scan --bench --format json > "$OUT/scan_bench.json" 2>> "$OUT/scan_bench.stderr"
 timeout 60 "$PY" -m doctor.sources.probes.record "$OUT/machine" --force --bench \
-  --model "$("$PY" -c 'from doctor.sources.live.models import default_model_path; print(default_model_path())')" \
+  --model "$("$PY" -c 'from doctor.sources.models.default import default_model_path; print(default_model_path())')" \
   > "$OUT/record.txt" 2>&1
 tail -n 3 "$OUT/pytest_gpu.txt"
 exit $tests_rc

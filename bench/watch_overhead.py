@@ -89,7 +89,7 @@ def traced_run(model: str, tokens: int, threads: int | None, n_ctx: int,
     from doctor.core.events import PerfEvent, PhaseEvent, StepEvent
     from doctor.judge.live_judge import LiveJudge
     from doctor.judge.rulebase import load_rulebase
-    from doctor.sources.live.runner import RunSettings, run_embedded
+    from doctor.sources.live.embedded.runner import RunSettings, run_embedded
 
     settings = RunSettings(model_path=model, n_ctx=n_ctx, max_tokens=tokens, n_threads=threads, prompt=PROMPT,
                            temperature=0.0, repeat_penalty=1.0, seed=1, use_extra_bufts=not repack_crashes_here())
@@ -121,7 +121,7 @@ def measure(tokens: int = 256, rounds: int = 6, threads: int | None = None,
             model_arg: str | None = None) -> tuple[list[Row], list[dict[str, float]]]:
     """Rows for the overhead (traced / bare decode tokens/s) and the traced runs' numbers, which
     bench/trace_fidelity.py turns into the fidelity rows (same runs, no second set of runs)."""
-    from doctor.sources.live.models import resolve_model
+    from doctor.sources.models.default import resolve_model
 
     model = str(resolve_model(model_arg))
     n_ctx = max(512, tokens + 64)
@@ -167,8 +167,8 @@ def measure(tokens: int = 256, rounds: int = 6, threads: int | None = None,
         "ratio_median_gap": round(gap_ratio, 4),
         "tracer_us_per_step_median": per_step, "parent_cpu_share_of_decode_median": round(parent_share, 4),
         "method": "decode tokens/s from first to last token, measured inside each child; bare = plain "
-                  "Llama.generate loop in a child; traced = doctor.sources.live.runner.run_embedded with live rules "
-                  "and --record; bare and traced run in pairs, the order alternating; ratio = median of the "
+                  "Llama.generate loop in a child; traced = doctor.sources.live.embedded.runner.run_embedded with "
+                  "live rules and --record; bare and traced run in pairs, the order alternating; ratio = median of the "
                   "per-pair ratios",
     }
     step_us = 1e6 / b if b else 0.0

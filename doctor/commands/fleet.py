@@ -1,7 +1,7 @@
 """`llm-doctor fleet --prometheus URL`: every llama-server, vLLM and TGI instance a Prometheus scrapes,
 judged by the rule base one instance at a time, reported worst first.
 
-The facts come from doctor/sources/live/prometheus.py (fleet-wide PromQL over a window, the targets'
+The facts come from doctor/sources/live/metrics/prometheus.py (fleet-wide PromQL over a window, the targets'
 health, llama-server's /props); each instance gets its own Report from the same rules `watch
 --metrics` uses (mode watch), and doctor/views/render/fleet.py lays them out as text or JSON.
 """
@@ -19,7 +19,7 @@ from doctor.judge.rulebase import load_rulebase
 
 if TYPE_CHECKING:
     from doctor.judge.rulebase import RuleBase
-    from doctor.sources.live.prometheus import Fleet
+    from doctor.sources.live.metrics.endpoint.prometheus import Fleet
     from doctor.views.render.fleet import FleetView
 
 HELP = "diagnose every llama-server / vLLM / TGI instance a Prometheus scrapes"
@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from doctor.sources.live.prometheus import PrometheusClient, collect, parse_selector
+    from doctor.sources.live.metrics.endpoint.prometheus import PrometheusClient, collect, parse_selector
 
     selector = parse_selector(args.match)
     rulebase = load_rulebase(args.rules)

@@ -28,7 +28,7 @@ from doctor.core import engines
 from doctor.core.errors import EngineError, UsageError
 from doctor.core.facts import Facts, Source
 from doctor.derive.estimate import context_params
-from doctor.sources.live.triage import TRIAGE_BUDGET_S
+from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S
 
 HELP = "check this machine, a model and planned settings before deployment"
 DEFAULT_CTX_CAP = 4096
@@ -192,7 +192,7 @@ def _trace_prompt(tokens: int) -> str:
 
 def trace_settings(model_path: str, plan: Plan) -> Any:
     """The RunSettings of the short real run: the planned settings, a short prompt, a few dozen steps."""
-    from doctor.sources.live.runner import RunSettings
+    from doctor.sources.live.embedded.runner import RunSettings
 
     v = plan.values
     return RunSettings(
@@ -210,7 +210,7 @@ def run_trace(model_path: str, plan: Plan, timeout_s: float = TRACE_TIMEOUT_S,
     """The short real run: the planned settings, a short prompt, a few dozen decode steps. When the
     engine crashes, triage finds the setting that avoids it and the trace is made with that.
     `settings` replaces the planned ones (--verify's re-runs)."""
-    from doctor.sources.live.runner import run_embedded
+    from doctor.sources.live.embedded.runner import run_embedded
 
     settings = settings if settings is not None else trace_settings(model_path, plan)
     run = run_embedded(settings, host=False, timeout_s=timeout_s, triage=triage, triage_budget_s=TRIAGE_BUDGET_S,
@@ -381,7 +381,7 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise UsageError(f"--replay-machine {args.replay_machine}: {exc}") from None
         roots, storage_path, machine_name = machine.roots, machine.model_path, machine.name
-    from doctor.sources.live.models import resolve_model
+    from doctor.sources.models.default import resolve_model
 
     model_path = str(resolve_model(args.model))
     ctx = ProbeContext(roots=roots, model_path=model_path, storage_path=storage_path, bench=args.bench)

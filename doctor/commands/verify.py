@@ -2,7 +2,7 @@
 
 After the first run is judged, every finding whose fix is a setting of the embedded engine
 (doctor/judge/fixmap.py says which, and which settings) is tried: the same short job — same prompt,
-same seed — re-run in a fresh engine child (doctor.sources.live.runner.run_embedded, the machinery
+same seed — re-run in a fresh engine child (doctor.sources.live.embedded.runner.run_embedded, the machinery
 crash triage uses) with the fix applied, and judged again. A fix that raises a new finding is
 "made worse" and the recipe's next candidate is tried. Findings whose fix is not a setting say
 "not tried" and why. Then a small measured sweep: threads (1..physical cores, decode ms/token),
@@ -25,7 +25,7 @@ from doctor.core.report import Report, Sweep, Verification, Verified
 from doctor.judge import fixmap
 
 MIN_RUN_S = 8.0  # no run is started with less of the budget left
-STOP_GRACE_S = 5.0  # a run stopped at its limit may take this long to end (doctor.sources.live.runner)
+STOP_GRACE_S = 5.0  # a run stopped at its limit may take this long to end (doctor.sources.live.embedded.runner)
 RUN_LIMIT_S = 60.0  # one re-run at most
 SWEEP_TOKENS = 16  # decode steps per thread-sweep run
 MAX_THREAD_VALUES = 6

@@ -97,7 +97,7 @@ def verify_log(report: Report, rulebase: Any, model: str | None, budget_s: float
     import dataclasses
 
     from doctor.judge.live_judge import LiveJudge
-    from doctor.sources.live.runner import RunSettings, run_embedded
+    from doctor.sources.live.embedded.runner import RunSettings, run_embedded
 
     prompt_tokens = settings.pop("prompt_tokens", 64)
     words = FILLER.split()

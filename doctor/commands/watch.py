@@ -91,8 +91,8 @@ def _engine_options_given(args: argparse.Namespace) -> list[str]:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from doctor.sources.live.models import resolve_model
-    from doctor.sources.live.runner import RunSettings
+    from doctor.sources.live.embedded.runner import RunSettings
+    from doctor.sources.models.default import resolve_model
 
     model = resolve_model(args.model)
     settings = RunSettings(model_path=str(model))
@@ -202,7 +202,7 @@ def _check_writable(path: str) -> None:
 
 def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event: Callable[[LiveEvent], None],
                   stop: threading.Event, pause: threading.Event, note: Callable[[str], None]) -> Outcome:
-    from doctor.sources.live.runner import run_embedded
+    from doctor.sources.live.embedded.runner import run_embedded
 
     # triage's steps are IncidentEvents: the text ticker and the TUI show them; other formats get a note
     progress = None if getattr(args, "format", None) in (None, "text") else note
@@ -233,8 +233,8 @@ def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable
     VERIFY_MAX_TOKENS tokens) in fresh children with each fix applied, judged by the same rules."""
     from doctor.commands.verify import verify
     from doctor.judge.live_judge import LiveJudge
-    from doctor.sources.live.runner import run_embedded
-    from doctor.sources.live.triage import TRIAGE_BUDGET_S
+    from doctor.sources.live.embedded.runner import run_embedded
+    from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S
 
     seed = report.facts.value("sampling.seed")
     if settings.seed is None and isinstance(seed, int):
@@ -269,7 +269,7 @@ def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable
 
 def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: Callable[[LiveEvent], None],
                 stop: threading.Event, note: Callable[[str], None]) -> Outcome:
-    from doctor.sources.live.metrics import MetricsPoller, follow_metrics
+    from doctor.sources.live.metrics.endpoint.endpoint import MetricsPoller, follow_metrics
     from doctor.sources.live.session import TraceSession
 
     metrics = MetricsPoller(args.metrics, args.metrics_interval) if args.metrics else None
@@ -283,12 +283,12 @@ def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: 
                            on_event=on_event, record=args.record, judge=judge, keep_events=False,
                            redactor=getattr(args, "redactor", None), line_events=getattr(args, "line_events", "all"))
     if args.log:
-        from doctor.sources.live.follower import follow_log
+        from doctor.sources.live.follow.follower import follow_log
 
         end = follow_log(args.log, session, stop=stop.is_set, duration_s=args.duration, from_start=not args.from_end,
                          on_note=note, metrics=metrics)
     elif cmd:
-        from doctor.sources.live.wrapper import wrap_command
+        from doctor.sources.live.follow.wrapper import wrap_command
 
         to_stderr = args.format in ("json", "ndjson", "markdown")
         end = wrap_command(cmd, session, stop=stop.is_set, duration_s=args.duration, stdout_fd=2 if to_stderr else 1,

@@ -1,5 +1,5 @@
 """A stand-in engine child that aborts: it speaks the runner's message protocol
-(doctor/sources/live/messages.py) like the real child, prints what llama.cpp prints on its way to an
+(doctor/sources/live/embedded/messages.py) like the real child, prints what llama.cpp prints on its way to an
 assert, and then calls abort() - with no model and no llama-cpp-python, so the fault test is fast.
 
 Run by the runner as `python -m tests.hostile.abort_child --msg-fd N --t0 T` (settings on stdin).

@@ -58,7 +58,7 @@ def replayed(path: Path) -> tuple[list[Any], int, list[str]]:
 
 
 def smollm2() -> Path:
-    from doctor.sources.live.models import default_model_path
+    from doctor.sources.models.default import default_model_path
 
     try:
         return Path(default_model_path())
@@ -69,7 +69,7 @@ def smollm2() -> Path:
 # -- the engine aborts ----------------------------------------------------------------------------
 
 def test_a_child_that_calls_abort(tmp_path: Path) -> None:
-    from doctor.sources.live.runner import RunSettings, run_embedded
+    from doctor.sources.live.embedded.runner import RunSettings, run_embedded
 
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")  # never read: the stand-in child only speaks the protocol
@@ -95,7 +95,7 @@ def test_a_child_that_calls_abort(tmp_path: Path) -> None:
 def test_the_real_engine_given_an_impossible_context(tmp_path: Path) -> None:
     """n_ctx = 2**31 - 1 on SmolLM2: a KV cache of ~50 TB. llama.cpp throws std::bad_alloc and
     llama-cpp-python raises; the report names the context, the recording keeps the engine's log."""
-    from doctor.sources.live.runner import RunSettings, run_embedded
+    from doctor.sources.live.embedded.runner import RunSettings, run_embedded
 
     record = tmp_path / "run.jsonl"
     run = run_embedded(RunSettings(model_path=str(smollm2()), n_ctx=2**31 - 1, max_tokens=8), record=str(record),
@@ -114,7 +114,7 @@ def test_the_real_engine_given_an_impossible_context(tmp_path: Path) -> None:
 @pytest.mark.engine
 @pytest.mark.parametrize("fault", ["cut", "deleted"])
 def test_the_model_file_changes_under_the_running_engine(tmp_path: Path, fault: str) -> None:
-    from doctor.sources.live.runner import RunSettings, run_embedded
+    from doctor.sources.live.embedded.runner import RunSettings, run_embedded
 
     model = tmp_path / "model.gguf"
     shutil.copy(smollm2(), model)
@@ -147,7 +147,7 @@ def test_the_model_file_changes_under_the_running_engine(tmp_path: Path, fault: 
 # -- a followed log truncated and rotated ----------------------------------------------------------
 
 def test_a_followed_log_truncated_then_rotated(tmp_path: Path) -> None:
-    from doctor.sources.live.follower import follow_log
+    from doctor.sources.live.follow.follower import follow_log
 
     log = tmp_path / "server.log"
     lines = SERVER_LOG.read_bytes().splitlines(keepends=True)
@@ -196,7 +196,7 @@ def test_a_followed_log_truncated_then_rotated(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("how", "reason", "status"), [("exit", "exited", 3), ("kill", "crashed", -9),
                                                         ("segv", "crashed", -11)])
 def test_a_wrapped_command_that_dies_mid_output(tmp_path: Path, how: str, reason: str, status: int) -> None:
-    from doctor.sources.live.wrapper import wrap_command
+    from doctor.sources.live.follow.wrapper import wrap_command
 
     head = b"".join(SERVER_LOG.read_bytes().splitlines(keepends=True)[:200])
     src = tmp_path / "head.log"
@@ -307,7 +307,7 @@ def test_nvml_answering_nonsense_or_failing_at_random(rng: Random) -> None:
 
 
 def test_nvml_missing_or_failing_in_the_watch_sampler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from doctor.sources.live.sampler import NvmlHandle, ResourceSampler
+    from doctor.sources.live.embedded.sampler import NvmlHandle, ResourceSampler
 
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
     missing = NvmlHandle.open()
@@ -448,7 +448,7 @@ def big_log(tmp_path: Path) -> Path:
 
 
 def test_disk_full_mid_recording_in_process(tmp_path: Path) -> None:
-    from doctor.sources.live.follower import follow_log
+    from doctor.sources.live.follow.follower import follow_log
 
     record = tmp_path / "run.jsonl"
     session = TraceSession("server.log", source="log", record=str(record), judge=LiveJudge(rulebase()),

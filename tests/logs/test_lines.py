@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from doctor.core.events import LiveEvent, LogEvent
 from doctor.core.lines import MAX_LINE, SNIFF, EndSniffer, LineSplitter, block_lines, decode, split_lines
 from doctor.core.sanitize import strip_controls
-from doctor.sources.live.follower import follow_log
+from doctor.sources.live.follow.follower import follow_log
 from doctor.sources.live.session import TraceSession
 from doctor.sources.logs.analyze import analyze_bytes
 from doctor.sources.logs.stream import LineScanner

@@ -28,6 +28,6 @@ def prometheus_bin() -> Path:
 
 @pytest.fixture(scope="session")
 def model() -> Path:
-    from doctor.sources.live.models import default_model_path
+    from doctor.sources.models.default import default_model_path
 
     return default_model_path()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from doctor.sources.live.child import ChildRun, main
+from doctor.sources.live.embedded.child import ChildRun, main
 
 ABORT_AT_STEP = 5
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from doctor.sources.live.child import main
+from doctor.sources.live.embedded.child import main
 
 if __name__ == "__main__":
     with open(sys.argv[1], "a", encoding="utf-8") as handle:

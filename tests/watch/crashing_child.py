@@ -1,6 +1,6 @@
 """A child that crashes the way llama.cpp's AMX kernel crashes, but only under one setting.
 
-The real engine child (doctor/sources/live/child.py), except that the warm-up — the first decode of a
+The real engine child (doctor/sources/live/embedded/child.py), except that the warm-up — the first decode of a
 batch of two tokens, where `ggml_backend_amx_mul_mat` segfaults on an AMX Xeon — kills the process
 with SIGSEGV while the given setting holds (faulthandler prints "Fatal Python error: Segmentation
 fault" first, as in ../shared/reference/engine-crash-amx/crash-amx.log). Run by the runner as
@@ -18,7 +18,7 @@ import signal
 import sys
 from typing import Any
 
-from doctor.sources.live.child import ChildRun, main
+from doctor.sources.live.embedded.child import ChildRun, main
 
 CRASH_WHEN = "use_extra_bufts=true"
 

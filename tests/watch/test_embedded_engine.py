@@ -28,9 +28,9 @@ from doctor.core.events import (
 from doctor.judge.evaluate import diagnose
 from doctor.judge.live_judge import LiveJudge
 from doctor.judge.rulebase import RuleBase, load_rulebase
-from doctor.sources.live.models import default_model_path
-from doctor.sources.live.runner import EmbeddedRun, RunSettings, run_embedded
+from doctor.sources.live.embedded.runner import EmbeddedRun, RunSettings, run_embedded
 from doctor.sources.live.trace import facts_from_recording
+from doctor.sources.models.default import default_model_path
 from tests.conftest import worked_around
 
 pytestmark = pytest.mark.engine

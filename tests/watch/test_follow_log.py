@@ -13,7 +13,7 @@ from doctor.core.events import FindingEvent, LiveEvent, LogEvent
 from doctor.core.lines import LineSplitter, block_lines
 from doctor.judge.live_judge import LiveJudge
 from doctor.judge.rulebase import RuleBase
-from doctor.sources.live.follower import LogFollower, follow_log
+from doctor.sources.live.follow.follower import LogFollower, follow_log
 from doctor.sources.live.session import TraceSession
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,11 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from doctor.sources.live.metrics.endpoint.endpoint import (
+    MetricsPoller,
+    MetricsState,
+    follow_metrics,
+    parse_samples,
+    to_facts,
+    update,
+)
 
 from doctor.core.events import FactsEvent, IncidentEvent
 from doctor.judge.live_judge import LiveJudge
 from doctor.judge.rulebase import RuleBase
-from doctor.sources.live.metrics import MetricsPoller, MetricsState, follow_metrics, parse_samples, to_facts, update
 from doctor.sources.live.session import TraceSession
 from tests.watch.conftest import MetricsPages
 

@@ -11,12 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from doctor.core.events import IncidentEvent
-from doctor.judge.evaluate import diagnose
-from doctor.judge.live_judge import LiveJudge
-from doctor.judge.rulebase import RuleBase
-from doctor.sources.live.metrics import (
+from doctor.sources.live.metrics.endpoint.endpoint import (
     MetricsPoller,
     MetricsState,
     follow_metrics,
@@ -25,6 +20,11 @@ from doctor.sources.live.metrics import (
     to_facts,
     update,
 )
+
+from doctor.core.events import IncidentEvent
+from doctor.judge.evaluate import diagnose
+from doctor.judge.live_judge import LiveJudge
+from doctor.judge.rulebase import RuleBase
 from doctor.sources.live.session import TraceSession
 from tests.watch.conftest import MetricsPages
 

@@ -13,7 +13,7 @@ import pytest
 from doctor.core.facts import Facts, Source
 from doctor.judge.live_judge import UPDATE_EVERY_MS, LiveJudge
 from doctor.judge.rulebase import RuleBase
-from doctor.sources.live.sampler import NvmlHandle, ResourceSampler, cgroup_quota
+from doctor.sources.live.embedded.sampler import NvmlHandle, ResourceSampler, cgroup_quota
 
 
 class RecordedNvml:

@@ -219,7 +219,7 @@ def test_analyze_reads_a_recording_through_inputs(tmp_path) -> None:
 
 
 def test_child_messages_become_events_with_text_made_safe() -> None:
-    from doctor.sources.live.messages import step_event, to_event
+    from doctor.sources.live.embedded.messages import step_event, to_event
 
     step = step_event([4, 12.5, "line\n\x1b]0;title\x07next\tcol", 22, 301.5], n_ctx=512)
     assert step is not None

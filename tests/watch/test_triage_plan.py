@@ -1,12 +1,12 @@
-"""Crash triage's decisions (doctor/sources/live/triage.py): which run comes next, when it stops, what it says.
+"""Crash triage's decisions (doctor/sources/live/embedded/triage.py): which run comes next, when it stops, what it says.
 
 Pure: attempts are made up here; the runs themselves are tested in test_triage_runs.py.
 """
 
 from __future__ import annotations
 
-from doctor.sources.live.runner import RunSettings
-from doctor.sources.live.triage import (
+from doctor.sources.live.embedded.runner import RunSettings
+from doctor.sources.live.embedded.triage import (
     MIN_RUN_S,
     Attempt,
     TriagePlan,

@@ -19,9 +19,9 @@ from doctor.core.events import EndEvent, IncidentEvent, SettingsEvent
 from doctor.judge.evaluate import diagnose
 from doctor.judge.live_judge import LiveJudge
 from doctor.judge.rulebase import RuleBase, load_rulebase
-from doctor.sources.live.models import default_model_path
-from doctor.sources.live.runner import RunSettings, run_embedded
+from doctor.sources.live.embedded.runner import RunSettings, run_embedded
 from doctor.sources.live.trace import facts_from_recording
+from doctor.sources.models.default import default_model_path
 from tests.conftest import crash_reported
 
 pytestmark = pytest.mark.engine

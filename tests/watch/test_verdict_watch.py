@@ -24,7 +24,7 @@ import pytest
 from doctor.core.events import EndEvent, FindingEvent, LiveEvent, SettingsEvent
 from doctor.judge.live_judge import LiveJudge
 from doctor.judge.rulebase import RuleBase, load_rulebase
-from doctor.sources.live.runner import RunSettings, run_embedded
+from doctor.sources.live.embedded.runner import RunSettings, run_embedded
 from doctor.sources.live.session import TraceSession
 
 ROOT = Path(__file__).resolve().parents[2]

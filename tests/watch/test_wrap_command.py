@@ -17,8 +17,8 @@ from doctor.core.errors import EngineError
 from doctor.core.events import EndEvent, LiveEvent, LogEvent, SampleEvent
 from doctor.judge.live_judge import LiveJudge
 from doctor.judge.rulebase import RuleBase
+from doctor.sources.live.follow.wrapper import wrap_command
 from doctor.sources.live.session import TraceSession
-from doctor.sources.live.wrapper import wrap_command
 
 SERVER_LOG = (Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama-server"
               / "session-slowdown-then-full.log")

@@ -14,7 +14,7 @@ What maps where:
 - SampleEvent → run.rss_max, run.vram_max, run.cpu_load_max, run.swap_in_use;
 - LogEvent → the engine's own log lines, through the same LogAnalyzer `analyze` uses;
 - IncidentEvent → events (ctx_full, decode_failed, crash, ...); a "triage" incident's final result →
-  run.triage_* (doctor/sources/live/triage.py), and its restart marker starts the run's facts afresh (the
+  run.triage_* (doctor/sources/live/embedded/triage.py), and its restart marker starts the run's facts afresh (the
   run made again with the working setting replaces the one that crashed; host facts and the triage
   itself are kept);
 - PerfEvent → run.engine_* (llama.cpp's own counters, for the cross-check);

@@ -1,7 +1,7 @@
 """Crash triage, the decisions: which short re-run comes next, and what the runs showed.
 
 When the embedded engine dies (a signal, an abort, a native exception) the runner
-(doctor/sources/live/runner.py) re-runs a short job — the same prompt and seed, a few tokens — in fresh
+(doctor/sources/live/embedded/runner.py) re-runs a short job — the same prompt and seed, a few tokens — in fresh
 child processes, and this module decides what each run changes and when to stop:
 
 1. the original settings again, to confirm the crash reproduces (the first run counts as one);

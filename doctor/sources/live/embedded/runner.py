@@ -5,7 +5,7 @@
                    # events, and every fact the llama.cpp log parser reads from the engine's own log
     run.events     # the LiveEvents, in order (doctor/core/events.py)
 
-The child (doctor/sources/live/child.py) loads the model and generates; this parent reads its messages
+The child (doctor/sources/live/embedded/child.py) loads the model and generates; this parent reads its messages
 and its stdout/stderr, samples its CPU, memory and GPU memory, turns everything into LiveEvents,
 records them, and — when a judge is given — re-runs the rules as the run goes. An abort inside the
 engine (GGML_ABORT, a CUDA error) kills only the child: the run ends with reason "crashed", the
@@ -50,11 +50,11 @@ from doctor.core.facts import Facts
 from doctor.core.report import Report
 from doctor.core.sanitize import strip_controls
 from doctor.core.vocab import KV_TYPES
-from doctor.sources.live.messages import step_event, to_event
-from doctor.sources.live.sampler import ResourceSampler
+from doctor.sources.live.embedded.messages import step_event, to_event
+from doctor.sources.live.embedded.sampler import ResourceSampler
+from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S, Attempt, TriagePlan, TriageResult
+from doctor.sources.live.embedded.triage import eligible as triage_eligible
 from doctor.sources.live.session import Judge, TraceSession
-from doctor.sources.live.triage import TRIAGE_BUDGET_S, Attempt, TriagePlan, TriageResult
-from doctor.sources.live.triage import eligible as triage_eligible
 
 DEFAULT_PROMPT = "Here is a short story about a robot who learns to paint:"
 SAMPLE_INTERVAL_S = 0.5
@@ -66,7 +66,7 @@ FATAL_REASON = re.compile(r"(Segmentation fault|Bus error|Aborted|Floating point
 FRAME = re.compile(r"\s+File \".+\", line \d+ in ")
 FRAME_PATH = re.compile(r'File "([^"]*/)?([^"/]+/[^"/]+)"')
 CONTEXT_FULL = ("truncate", "fail")
-REPO_ROOT = str(Path(__file__).resolve().parents[3])  # the folder that holds doctor/
+REPO_ROOT = str(Path(__file__).resolve().parents[4])  # the folder that holds doctor/
 
 
 @dataclass
@@ -171,7 +171,7 @@ def child_command() -> list[str]:
         import shlex
 
         return shlex.split(override)
-    return [sys.executable, "-m", "doctor.sources.live.child"]
+    return [sys.executable, "-m", "doctor.sources.live.embedded.child"]
 
 
 def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None] | None = None,
@@ -187,7 +187,7 @@ def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None]
     between two decode steps (the wait is in no step's time); host: read host facts (cores,
     RAM, swap, model file) for the rules; command: the child's command line (tests substitute one);
     redactor: a doctor.core.redact.Redactor for the recording (`--redact`).
-    triage: when the engine dies (doctor/sources/live/triage.py says which deaths), re-run a short job in
+    triage: when the engine dies (doctor/sources/live/embedded/triage.py says which deaths), re-run a short job in
     fresh children, one setting changed at a time, within `triage_budget_s` seconds; its progress is
     an IncidentEvent "triage" per step (and a line to `on_progress`). When a change makes the job
     complete, the whole run is made again with it, in the same session, and reported; otherwise the
@@ -203,7 +203,7 @@ def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None]
                            redactor=redactor)
     session.emit(SettingsEvent(settings=settings.requested(), stage="requested"))
     if host:
-        from doctor.sources.live.hostinfo import facts_payload, host_facts
+        from doctor.sources.live.embedded.hostinfo import facts_payload, host_facts
 
         session.emit(FactsEvent(facts=facts_payload(host_facts(settings.model_path))))
     session.flush()
@@ -229,7 +229,7 @@ def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None]
 
 def _triage(first: _Parent, ended: _Ended, session: TraceSession, command: list[str], budget_s: float,
             stop: threading.Event | None, on_progress: Callable[[str], None] | None) -> TriageResult:
-    """Re-run a short job in fresh children until one completes (doctor/sources/live/triage.py decides)."""
+    """Re-run a short job in fresh children until one completes (doctor/sources/live/embedded/triage.py decides)."""
 
     def say(text: str, data: dict[str, Any] | None = None) -> None:
         session.emit(IncidentEvent(event="triage", text=f"triage: {text}", data=data or {}))

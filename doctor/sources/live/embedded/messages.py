@@ -1,6 +1,6 @@
 """The child → parent message protocol of the embedded runner, and its translation to LiveEvents.
 
-The child (doctor/sources/live/child.py) writes one compact JSON object per line on its message pipe;
+The child (doctor/sources/live/embedded/child.py) writes one compact JSON object per line on its message pipe;
 `m` says what it is and `t` is milliseconds since the parent's watch start (both processes read
 the same monotonic clock):
 

@@ -35,7 +35,7 @@ What is mapped (names from the engines' source: llama-server tools/server/server
 - run.decode_tps_min / max: `llamacpp:predicted_tokens_seconds` (a gauge, per scrape);
 - run.tokens_used_max: `llamacpp:n_tokens_max` (largest prompt + generation seen).
 - config.n_parallel, config.n_ctx_seq: llama-server's `/props` next to its /metrics, read once
-  (doctor/sources/live/llama_props.py), since the metrics carry neither the slot count nor the slot size.
+  (doctor/sources/live/metrics/llama_props.py), since the metrics carry neither the slot count nor the slot size.
 
 Machine access: one HTTP GET per scrape (urllib), bounded in size and time.
 """
@@ -402,7 +402,7 @@ class MetricsPoller:
 
     def _read_props(self) -> Facts:
         """llama-server's /metrics lack the slot count and size; its /props has them (once, bounded)."""
-        from doctor.sources.live.llama_props import props_url, read_props
+        from doctor.sources.live.metrics.endpoint.llama_props import props_url, read_props
 
         url = props_url(self.url)
         if url is None or self.fetch is not http_get:

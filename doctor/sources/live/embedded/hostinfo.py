@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from doctor.core.facts import Facts, Source
-from doctor.sources.live.sampler import cgroup_quota
+from doctor.sources.live.embedded.sampler import cgroup_quota
 
 # scan's passive probes that watch reuses when they are installed
 PROBE_NAMES = ("cpu", "memory", "storage", "gpu")

@@ -1,9 +1,9 @@
 """The embedded engine's child process: llama-cpp-python with per-step timing, streamed to the parent.
 
-Started by doctor/sources/live/runner.py as `python -m doctor.sources.live.child --msg-fd N --t0 T` with the
-RunSettings JSON on stdin. Everything it learns goes to the parent as NDJSON messages over the
-pipe `--msg-fd` (see doctor/sources/live/messages.py); its stdout and stderr go to another pipe the
-parent also reads. An abort inside llama.cpp (GGML_ABORT, a CUDA error, an assert) kills only this
+Started by doctor/sources/live/embedded/runner.py as
+`python -m doctor.sources.live.embedded.child --msg-fd N --t0 T` with the RunSettings JSON on stdin.
+Everything it learns goes to the parent as NDJSON messages over the pipe `--msg-fd` (see
+doctor/sources/live/embedded/messages.py); its stdout and stderr go to another pipe the parent also reads. An abort inside llama.cpp (GGML_ABORT, a CUDA error, an assert) kills only this
 process; the parent reports it.
 
 How it measures (probes_and_facts.md §A7, checked against llama-cpp-python 0.3.36):
@@ -46,7 +46,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from doctor.sources.live.messages import FLUSH_INTERVAL_S, LEVELS
+from doctor.sources.live.embedded.messages import FLUSH_INTERVAL_S, LEVELS
 
 MAX_BUFFERED = 256  # messages buffered before a write
 STEP_FLUSH_INTERVAL_S = 0.2  # decode steps are sent in batches at most this old
@@ -543,7 +543,7 @@ def _decode_ret(text: str) -> int | None:
 
 
 def main(argv: list[str] | None = None, run_class: type[ChildRun] = ChildRun) -> int:
-    parser = argparse.ArgumentParser(prog="doctor.sources.live.child")
+    parser = argparse.ArgumentParser(prog="doctor.sources.live.embedded.child")
     parser.add_argument("--msg-fd", type=int, required=True)
     parser.add_argument("--t0", type=float, required=True)
     args = parser.parse_args(argv)

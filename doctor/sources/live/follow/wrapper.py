@@ -27,8 +27,8 @@ from doctor.core.errors import EngineError
 from doctor.core.events import EndEvent, SettingsEvent
 from doctor.core.lines import LineSplitter, block_lines
 from doctor.core.sanitize import strip_controls
-from doctor.sources.live.runner import describe_status
-from doctor.sources.live.sampler import ResourceSampler
+from doctor.sources.live.embedded.runner import describe_status
+from doctor.sources.live.embedded.sampler import ResourceSampler
 from doctor.sources.live.session import TraceSession
 
 SAMPLE_INTERVAL_S = 1.0

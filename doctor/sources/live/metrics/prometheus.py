@@ -62,7 +62,7 @@ class Query:
     scale: float = 1.0
 
 
-# The same facts as doctor/sources/live/metrics.py sets from one /metrics page, over the window.
+# The same facts as doctor/sources/live/metrics/endpoint.py sets from one /metrics page, over the window.
 QUERIES: dict[str, list[Query]] = {
     "llama.cpp": [
         Query("server.waiting_max", "max by (instance) (max_over_time(llamacpp:requests_deferred{{{sel}}}[{d}]))",
@@ -333,7 +333,7 @@ def _job_has_engine(job: str | None, instances: dict[str, Instance]) -> bool:
 
 
 def _add_props(inst: Instance, fetch: Callable[[str, float], bytes] | None) -> None:
-    from doctor.sources.live.llama_props import read_props
+    from doctor.sources.live.metrics.endpoint.llama_props import read_props
 
     facts, problem = read_props(f"http://{inst.instance}/props", fetch)
     inst.facts.merge(facts)

@@ -1,0 +1,2 @@
+"""Servers read through their HTTP endpoints: one server's Prometheus /metrics (endpoint.py), every
+server a Prometheus scrapes (prometheus.py), llama-server's /props (llama_props.py)."""

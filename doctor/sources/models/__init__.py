@@ -1,0 +1,1 @@
+"""Where models are: the default model shipped for the embedded engine (default.py)."""
