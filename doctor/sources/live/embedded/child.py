@@ -3,7 +3,8 @@
 Started by doctor/sources/live/embedded/runner.py as
 `python -m doctor.sources.live.embedded.child --msg-fd N --t0 T` with the RunSettings JSON on stdin.
 Everything it learns goes to the parent as NDJSON messages over the pipe `--msg-fd` (see
-doctor/sources/live/embedded/messages.py); its stdout and stderr go to another pipe the parent also reads. An abort inside llama.cpp (GGML_ABORT, a CUDA error, an assert) kills only this
+doctor/sources/live/embedded/messages.py); its stdout and stderr go to another pipe the parent also reads.
+An abort inside llama.cpp (GGML_ABORT, a CUDA error, an assert) kills only this
 process; the parent reports it.
 
 How it measures (probes_and_facts.md §A7, checked against llama-cpp-python 0.3.36):
