@@ -269,7 +269,7 @@ def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable
 
 def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: Callable[[LiveEvent], None],
                 stop: threading.Event, note: Callable[[str], None]) -> Outcome:
-    from doctor.sources.live.metrics.endpoint.endpoint import MetricsPoller, follow_metrics
+    from doctor.sources.live.metrics.endpoint import MetricsPoller, follow_metrics
     from doctor.sources.live.session import TraceSession
 
     metrics = MetricsPoller(args.metrics, args.metrics_interval) if args.metrics else None

@@ -246,14 +246,14 @@ BROKEN_TREE = {
     "doctor/views/tui/b.py": "def g():\n    from . import a\n",
     "doctor/commands/__init__.py": "",
     "doctor/commands/output.py":
-        "import doctor.views.tui.app\nimport doctor.sources.live.embedded.runner\nimport doctor.judge.evaluate\n",
+        "import doctor.views.tui.app\nimport doctor.sources.live.runner\nimport doctor.judge.evaluate\n",
     "doctor/sources/live/__init__.py": "",
-    "doctor/sources/live/embedded/runner.py": "import doctor.core.facts\nfrom doctor.judge.evaluate import diagnose\n",
+    "doctor/sources/live/runner.py": "import doctor.core.facts\nfrom doctor.judge.evaluate import diagnose\n",
 }
 BREAKS = [
     "doctor/core/report.py:5: doctor.core.report imports textual.app: forbidden (textual)",
     "doctor/derive/estimate.py:1: doctor.derive.estimate imports doctor.views: doctor.views is a floor above",
-    "doctor/sources/live/embedded/runner.py:2: doctor.sources.live.embedded.runner imports doctor.judge.evaluate: "
+    "doctor/sources/live/runner.py:2: doctor.sources.live.runner imports doctor.judge.evaluate: "
     "doctor.sources and doctor.judge are independent siblings",
     "doctor/sources/logs/vllm.py:1: doctor.sources.logs.vllm imports doctor.judge.evaluate: "
     "doctor.sources and doctor.judge are independent siblings",
@@ -290,7 +290,7 @@ def test_lint_imports_catches_the_same_breaks(tmp_path: Path) -> None:
     assert "0 kept, 3 broken" in run.stdout, run.stdout[-3000:]
     for needle in ("doctor.derive.estimate -> doctor.views.render (l.1)",
                    "doctor.sources.logs.vllm -> doctor.judge.evaluate (l.1)",
-                   "doctor.sources.live.embedded.runner -> doctor.judge.evaluate (l.2)",
+                   "doctor.sources.live.runner -> doctor.judge.evaluate (l.2)",
                    "doctor.views.tui.app -> doctor.commands.output (l.3)",
                    "doctor.core.report -> textual (l.5)",
                    "doctor.views.render.text -> doctor.derive.estimate (l.2)"):

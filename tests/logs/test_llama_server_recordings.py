@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from doctor.sources.live.metrics.endpoint.endpoint import MetricsState, parse_samples, to_facts, update
+from doctor.sources.live.metrics.endpoint import MetricsState, parse_samples, to_facts, update
 
 from doctor.judge.evaluate import diagnose
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from doctor.sources.live.metrics.endpoint.endpoint import (
+from doctor.sources.live.metrics.endpoint import (
     MetricsPoller,
     MetricsState,
     follow_metrics,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doctor.sources.live.metrics.endpoint.endpoint import (
+from doctor.sources.live.metrics.endpoint import (
     MetricsPoller,
     MetricsState,
     follow_metrics,
