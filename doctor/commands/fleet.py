@@ -19,7 +19,7 @@ from doctor.judge.rulebase import load_rulebase
 
 if TYPE_CHECKING:
     from doctor.judge.rulebase import RuleBase
-    from doctor.sources.live.metrics.endpoint.prometheus import Fleet
+    from doctor.sources.live.metrics.prometheus import Fleet
     from doctor.views.render.fleet import FleetView
 
 HELP = "diagnose every llama-server / vLLM / TGI instance a Prometheus scrapes"
@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from doctor.sources.live.metrics.endpoint.prometheus import PrometheusClient, collect, parse_selector
+    from doctor.sources.live.metrics.prometheus import PrometheusClient, collect, parse_selector
 
     selector = parse_selector(args.match)
     rulebase = load_rulebase(args.rules)

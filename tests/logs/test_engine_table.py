@@ -198,7 +198,7 @@ def test_every_engine_the_parsers_vote_for_on_the_fixture_logs_is_in_the_table(
 
 
 def test_session_start_lines_and_metric_families_are_of_table_engines() -> None:
-    from doctor.sources.live.metrics.endpoint.prometheus import ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES
+    from doctor.sources.live.metrics.prometheus import ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES
 
     assert {family for family, _, _ in MARKERS} <= set(engines.names())
     for per_engine in (ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES):

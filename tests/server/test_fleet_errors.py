@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 import pytest
-from doctor.sources.live.metrics.endpoint.prometheus import parse_selector, window
+from doctor.sources.live.metrics.prometheus import parse_selector, window
 
 from tests.server.harness import HOST, free_port
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doctor.sources.live.metrics.endpoint.prometheus import Fleet, Instance
+from doctor.sources.live.metrics.prometheus import Fleet, Instance
 
 from doctor.commands.fleet import build_view
 from doctor.core.facts import Facts, Source

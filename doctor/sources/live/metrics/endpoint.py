@@ -402,7 +402,7 @@ class MetricsPoller:
 
     def _read_props(self) -> Facts:
         """llama-server's /metrics lack the slot count and size; its /props has them (once, bounded)."""
-        from doctor.sources.live.metrics.endpoint.llama_props import props_url, read_props
+        from doctor.sources.live.metrics.llama_props import props_url, read_props
 
         url = props_url(self.url)
         if url is None or self.fetch is not http_get:

@@ -333,7 +333,7 @@ def _job_has_engine(job: str | None, instances: dict[str, Instance]) -> bool:
 
 
 def _add_props(inst: Instance, fetch: Callable[[str, float], bytes] | None) -> None:
-    from doctor.sources.live.metrics.endpoint.llama_props import read_props
+    from doctor.sources.live.metrics.llama_props import read_props
 
     facts, problem = read_props(f"http://{inst.instance}/props", fetch)
     inst.facts.merge(facts)
