@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from doctor.sources.live.metrics.endpoint import MetricsState, parse_samples, to_facts, update
-
 from doctor.judge.evaluate import diagnose
+from doctor.sources.live.metrics.endpoint import MetricsState, parse_samples, to_facts, update
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "fixtures" / "logs" / "llama-server"

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 import pytest
-from doctor.sources.live.metrics.prometheus import parse_selector, window
 
+from doctor.sources.live.metrics.prometheus import parse_selector, window
 from tests.server.harness import HOST, free_port
 
 

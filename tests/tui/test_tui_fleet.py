@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from doctor.sources.live.metrics.prometheus import Fleet, Instance
-
 from doctor.commands.fleet import build_view
 from doctor.core.facts import Facts, Source
 from doctor.core.report import Report
+from doctor.sources.live.metrics.prometheus import Fleet, Instance
 from doctor.views.tui.app import DoctorApp
 from doctor.views.tui.fleet_screen import FleetScreen
 from doctor.views.tui.report_screen import ReportScreen

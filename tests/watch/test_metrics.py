@@ -5,6 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from doctor.core.events import FactsEvent, IncidentEvent
+from doctor.judge.live_judge import LiveJudge
+from doctor.judge.rulebase import RuleBase
 from doctor.sources.live.metrics.endpoint import (
     MetricsPoller,
     MetricsState,
@@ -13,10 +17,6 @@ from doctor.sources.live.metrics.endpoint import (
     to_facts,
     update,
 )
-
-from doctor.core.events import FactsEvent, IncidentEvent
-from doctor.judge.live_judge import LiveJudge
-from doctor.judge.rulebase import RuleBase
 from doctor.sources.live.session import TraceSession
 from tests.watch.conftest import MetricsPages
 

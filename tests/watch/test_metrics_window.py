@@ -11,6 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from doctor.core.events import IncidentEvent
+from doctor.judge.evaluate import diagnose
+from doctor.judge.live_judge import LiveJudge
+from doctor.judge.rulebase import RuleBase
 from doctor.sources.live.metrics.endpoint import (
     MetricsPoller,
     MetricsState,
@@ -20,11 +25,6 @@ from doctor.sources.live.metrics.endpoint import (
     to_facts,
     update,
 )
-
-from doctor.core.events import IncidentEvent
-from doctor.judge.evaluate import diagnose
-from doctor.judge.live_judge import LiveJudge
-from doctor.judge.rulebase import RuleBase
 from doctor.sources.live.session import TraceSession
 from tests.watch.conftest import MetricsPages
 
