@@ -24,11 +24,15 @@ from doctor.sources.engines._torch.pytorch import (
 from doctor.sources.engines.tgi.patterns import (
     ARG,
     ARGS_INPUT_TOTAL,
+    ARGS_KIND,
     BATCH_TOTAL,
     CRASHED,
     DEFAULTS,
+    FAILURE_KIND,
+    FRAME_KIND,
     FRAME_PHASE,
     GRAPH_WARMUP_FAILED,
+    GRAPH_WARMUP_KIND,
     HINT_WINDOW,
     INIT_FAILED,
     INPUT_LEN,
@@ -36,10 +40,12 @@ from doctor.sources.engines.tgi.patterns import (
     KINDS,
     KV_BLOCKS,
     MAX_NEW,
+    MEMORY_KIND,
     METHOD_FAILED,
     METHOD_PHASE,
     MODEL_SUPPORTS,
     OOM,
+    OOM_KIND,
     PREFILL_OOM,
     READ,
     REDUCED_PREFILL,
@@ -49,13 +55,15 @@ from doctor.sources.engines.tgi.patterns import (
     SHARDING,
     SIGNATURE,
     STAGE_PHASE,
+    STARTUP_KIND,
     TARGET,
     TOTAL_OOM,
     TOTAL_OVER_BATCH,
+    VALIDATION_KIND,
     WARMING,
     duration_ms,
 )
-from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.base import LogParser, reads
 from doctor.sources.logs.line import LogLine
 
 
@@ -99,6 +107,7 @@ class TgiParser(LogParser):
             if self.run(plan[OOM], candidate) or self.run(plan[READ], candidate):
                 return
 
+    @reads(FRAME_KIND)
     def _frame(self, line: LogLine) -> bool:
         return self.frames.feed(line)
 
@@ -113,6 +122,7 @@ class TgiParser(LogParser):
         s.total_seen.clear()
 
     # -- PyTorch OOM in a shard --------------------------------------------------------------------
+    @reads(OOM_KIND)
     def _oom(self, line: LogLine) -> bool:
         data = torch_oom(line.text)
         if data is None:
@@ -127,6 +137,7 @@ class TgiParser(LogParser):
         return True
 
     # -- launcher arguments --------------------------------------------------------------------------
+    @reads(ARGS_KIND)
     def _args(self, line: LogLine) -> bool:
         t = line.text
         if "Args {" in t:
@@ -161,6 +172,7 @@ class TgiParser(LogParser):
         return found or "Args {" in t
 
     # -- start-up ------------------------------------------------------------------------------------
+    @reads(STARTUP_KIND)
     def _startup(self, line: LogLine) -> bool:
         t = line.text
         s = self.s
@@ -217,6 +229,7 @@ class TgiParser(LogParser):
             return True
         return False
 
+    @reads(GRAPH_WARMUP_KIND)
     def _graph_warmup(self, line: LogLine) -> bool:
         if GRAPH_WARMUP_FAILED.search(line.text):
             # TGI catches this OOM, drops the CUDA graph and goes on: not a failure
@@ -225,6 +238,7 @@ class TgiParser(LogParser):
         return False
 
     # -- warm-up memory failures -----------------------------------------------------------------------
+    @reads(MEMORY_KIND)
     def _memory(self, line: LogLine) -> bool:
         t = line.text
         s = self.s
@@ -262,6 +276,7 @@ class TgiParser(LogParser):
             self.event("kv_capacity", line, **data)
 
     # -- request validation ------------------------------------------------------------------------------
+    @reads(VALIDATION_KIND)
     def _validation(self, line: LogLine) -> bool:
         t = line.text
         m = INPUT_TOTAL.search(t)
@@ -300,6 +315,7 @@ class TgiParser(LogParser):
         self.set("server.limit_name", limit, line)
 
     # -- shard and webserver failures ---------------------------------------------------------------------
+    @reads(FAILURE_KIND)
     def _failure(self, line: LogLine) -> bool:
         t = line.text
         s = self.s

@@ -25,16 +25,21 @@ from doctor.sources.engines._torch.pytorch import (
 from doctor.sources.engines.vllm.patterns import (
     BATCHED_BELOW,
     BLOCKS,
+    CAPACITY_KIND,
     CHUNKED,
     CONCURRENCY,
+    CONFIG_KIND,
     CONFIG_KV,
     CONFIG_LINE,
+    CONTEXT_KIND,
     CTX_MAX_TOKENS,
     CTX_REQUEST_HAS,
     CTX_REQUESTED,
     CTX_REQUESTED_INPUT,
     ENGINE_FAILED,
     ESTIMATED_LEN,
+    FAILURE_KIND,
+    FRAME_KIND,
     FRAME_PHASE,
     HEADER,
     INPUT_TOO_LONG,
@@ -47,8 +52,10 @@ from doctor.sources.engines.vllm.patterns import (
     MAX_SEQ_OVER_KV,
     NO_KV_MEMORY,
     OOM,
+    OOM_KIND,
     PREEMPT_TOTAL,
     PREEMPTED,
+    PREEMPTION_KIND,
     PROCESS,
     PROFILE_SPLIT,
     PROFILE_TOTAL,
@@ -56,10 +63,12 @@ from doctor.sources.engines.vllm.patterns import (
     PROMPT_LONGER,
     READ,
     STAGE,
+    STAGE_KIND,
     STAGE_MARKS,
     STAGE_ORDER,
     STAGE_PHASE,
     STATS,
+    STATS_KIND,
     STATS_NUMBER,
     TO_SERVE,
     USER_MAX_LEN,
@@ -68,7 +77,7 @@ from doctor.sources.engines.vllm.patterns import (
     clean,
     to_int,
 )
-from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.base import LogParser, reads
 from doctor.sources.logs.line import LogLine
 
 
@@ -133,6 +142,7 @@ class VllmParser(LogParser):
         self.votes["vllm"] += 1
         self.state.part(TorchOomBoard).votes["vllm"] = sum(self.votes.values())
 
+    @reads(STAGE_KIND)
     def _stage_marks(self, line: LogLine) -> bool:
         """The start-up step the line shows; never takes the line."""
         t = line.text
@@ -148,10 +158,12 @@ class VllmParser(LogParser):
                 return False
         return False
 
+    @reads(FRAME_KIND)
     def _frame(self, line: LogLine) -> bool:
         return self.frames.feed(line)
 
     # -- PyTorch OOM -------------------------------------------------------------------------
+    @reads(OOM_KIND)
     def _oom(self, line: LogLine) -> bool:
         data = torch_oom(line.text)
         if data is None:
@@ -164,6 +176,7 @@ class VllmParser(LogParser):
         return True
 
     # -- configuration -----------------------------------------------------------------------
+    @reads(CONFIG_KIND)
     def _config(self, line: LogLine) -> bool:
         t = line.text
         m = VERSION.search(t)
@@ -251,6 +264,7 @@ class VllmParser(LogParser):
                 self.set("model.name", value, line)
 
     # -- KV capacity ---------------------------------------------------------------------------
+    @reads(CAPACITY_KIND)
     def _capacity(self, line: LogLine) -> bool:
         t = line.text
         s = self.s
@@ -333,6 +347,7 @@ class VllmParser(LogParser):
         return False
 
     # -- requests rejected for length ------------------------------------------------------------
+    @reads(CONTEXT_KIND)
     def _context(self, line: LogLine) -> bool:
         t = line.text
         m = INPUT_TOO_LONG.search(t)
@@ -392,6 +407,7 @@ class VllmParser(LogParser):
         self.s.capacity_seen.add(key)
         self.event("kv_capacity", line, reason=reason, **data)
 
+    @reads(PREEMPTION_KIND)
     def _preemption(self, line: LogLine) -> bool:
         t = line.text
         m = PREEMPTED.search(t)
@@ -408,6 +424,7 @@ class VllmParser(LogParser):
         self.event("preempted", line, **data)
         return True
 
+    @reads(STATS_KIND)
     def _stats(self, line: LogLine) -> bool:
         t = line.text
         m = STATS.search(t)
@@ -445,6 +462,7 @@ class VllmParser(LogParser):
             self.event("preempted", line, n=int(preempted))
         return True
 
+    @reads(FAILURE_KIND)
     def _failure(self, line: LogLine) -> bool:
         if ENGINE_FAILED.search(line.text):
             if not self.s.crashed:
