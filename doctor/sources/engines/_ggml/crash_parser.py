@@ -43,6 +43,7 @@ from doctor.sources.engines._ggml.crashes import (
     ILLEGAL_INSTRUCTION,
     UNKNOWN_ARCH,
     Cause,
+    fix_data,
 )
 from doctor.sources.logs.base import LogParser, reads
 from doctor.sources.logs.line import LogLine
@@ -257,12 +258,10 @@ class CrashParser(LogParser):
 
     def _emit(self, facts: Facts, f: _Found) -> None:
         c = f.cause
-        fx = c.fixes
         detail = f" ({f.detail})" if f.detail else ""
         summary = f"{c.title}{detail}. {c.meaning}"
         data: dict[str, Scalar] = {"cause": c.id, "confidence": f.confidence, "title": c.title, "detail": f.detail,
-                "summary": summary[:900], "fix": fx.text, "fix_llama_cpp": fx.llama_cpp, "fix_lcp": fx.lcp,
-                "fix_ollama": fx.ollama, "fix_vllm": fx.vllm or fx.text}
+                                   "summary": summary[:900], **fix_data(c)}
         facts.add_event(Event(kind="crash_cause", line=f.line.number, text=f.line.raw[:400], source=self.name,
                               data=data))
         for support in f.support:  # the same data: whichever line comes first renders the finding

@@ -37,9 +37,9 @@ def _assert_re(expr: str) -> object:
 # Lines that name their cause by themselves: (cause, confidence, pattern). First match wins.
 EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     (K_SHIFT, "high", gated(r"does not support K-shift")),
-    # an empty name (no general.architecture key) is a file that is not a model: LD901/LD903, not this
+    # an empty name (no general.architecture key) is a file that is not a model: the model rules' (a failed
+    # load, class model.corrupt), not this
     (UNKNOWN_ARCH, "high", gated(r"(?:unknown|unsupported) model architecture: '([^']+)'")),
-    # an empty name (no general.architecture key) is a file that is not a model: LD901/LD903, not this
     (UNKNOWN_ARCH, "high", gated(r"this model is not supported by your version of Ollama")),
     (NO_KERNEL_IMAGE, "high", gated(r"no kernel image is available for execution on the device")),
     (CUDA_DRIVER, "high", gated(r"CUDA driver version is insufficient for CUDA runtime version"

@@ -11,6 +11,7 @@ and Ollama's runner's too).
 from __future__ import annotations
 
 from doctor.core.engines import Defaults, Engine, Spelling, Starts
+from doctor.sources.engines.llamacpp.crash_fixes import FIXES
 
 # RunSettings field -> the engine's form; "{v}" the value, the other fields: doctor/judge/fixmap.py
 FLAGS = {
@@ -30,4 +31,5 @@ ENGINE = Engine(
     spelling=Spelling(FLAGS),
     starts=Starts((r"\bbuild: \d+ \([0-9a-f]+\) with ",
                    r"llama_model_loader: loaded meta data with \d+ key-value pairs"), again_after_run=True),
+    fixes=FIXES,
 )
