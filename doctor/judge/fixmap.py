@@ -122,28 +122,14 @@ def candidates(recipe: Recipe, facts: Facts, settings: dict[str, Any]) -> list[d
     return out
 
 
-def _fields(value: Any) -> dict[str, Any]:
-    """What an engine's settings form may use besides "{v}" (the engine table's Spelling, doctor/core/engines.py)."""
-    return {"v": value, "V": str(value).upper(), "onoff": "on" if value else "off", "bit": int(bool(value)),
-            "lower": str(value).lower(), "mmap": "" if value else "--no-mmap", "repack": "" if value else "-nr"}
-
-
 def flags(changes: dict[str, Any]) -> dict[str, str]:
-    """The change in each engine's terms, for the engines the engine table spells settings for:
-    {"llama.cpp": "--ctx-size 512", "llama-cpp-python": "Llama(..., n_ctx=512)", "ollama": ...}."""
+    """The change in each engine's terms, for the engines the engine table spells settings for
+    (engine name -> its command: a server flag, a Llama() argument, a Modelfile PARAMETER)."""
     out: dict[str, str] = {}
     for engine in engines.table():
-        spelling = engine.spelling
-        if spelling is None:
-            continue
-        parts: list[str] = []
-        for name, value in changes.items():
-            form = spelling.forms.get(name)
-            text = form.format(**_fields(value)).strip() if form else ""
-            if text and text not in parts:
-                parts.append(text)
-        if parts:
-            out[engine.name] = spelling.wrap.format(spelling.join.join(parts))
+        spelled = engine.spelling.spell(changes) if engine.spelling is not None else None
+        if spelled:
+            out[engine.name] = spelled
     return out
 
 
