@@ -1,7 +1,8 @@
 """llm-doctor: diagnoses LLM inference runs from logs, traces and machine probes.
 
-The core (facts, estimate, rule engine, report model, log parsers) lives in this package and is
-pure: no machine access, no clock, no Textual. Probes and the engine adapter live beside it.
+One package in floors (docs/architecture.md): core (facts, catalogue, report model), derive (facts
+computed from facts), sources | judge | views (observe; run the rules; render), and the commands on
+top. The floors are a contract in pyproject.toml, checked by import-linter.
 """
 
 __version__ = "0.1.0"
