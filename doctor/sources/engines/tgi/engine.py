@@ -10,9 +10,10 @@ backend.rs). Start line: the launcher's `Args {` (launcher/src/main.rs, the firs
 
 from __future__ import annotations
 
-from doctor.core.engines import Defaults, Engine, Spelling, Starts
+from doctor.core.engines import Defaults, Engine, Metrics, Spelling, Starts
 from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
 from doctor.sources.engines.tgi.crash_fixes import FIXES
+from doctor.sources.engines.tgi.metrics import QUERIES
 
 # setting -> the launcher's (or the llama.cpp backend's) flag; "{v}" the value. n_ctx is the context of one
 # request (prompt and new tokens: max_total_tokens); max_input_tokens and max_batch_prefill_tokens are
@@ -30,4 +31,5 @@ ENGINE = Engine(
     defaults=Defaults(threads="logical", flash_attn="enabled"), spelling=Spelling(FLAGS),
     starts=Starts((r"text_generation_launcher: Args \{",)),
     fixes=FIXES,
+    metrics=Metrics("tgi_.+", "tgi_queue_size", QUERIES),
 )
