@@ -246,7 +246,7 @@ def test_a_crash_fix_is_a_settings_change_spelled_by_each_ggml_engine_and_a_new_
     data = fix_data(batch)
     assert data["fix_lcp"] == "Llama(..., n_batch=<tokens>, n_ubatch=<tokens>)"  # the binding's spelling
     assert data["fix_ollama"] == "PARAMETER num_batch <tokens>"  # Ollama spells n_batch only
-    assert data["fix_tgi"] == "--max-batch-total-tokens <tokens> --max-physical-batch-total-tokens <tokens>"
+    assert data["fix_tgi"] == batch.fix.text  # TGI's launcher has no batch-size flag of llama.cpp's kind
     assert data["fix_llama_cpp"] == "-b <tokens> -ub <tokens>"  # its own words win over its spelling
     assert data["fix_vllm"] == batch.fix.text  # vLLM runs no ggml: the change is not spelled for it
     row = engines.register(engines.Engine("newd", "Newd", wraps=GGML.name,
@@ -255,6 +255,7 @@ def test_a_crash_fix_is_a_settings_change_spelled_by_each_ggml_engine_and_a_new_
         assert fix_data(batch)["fix_newd"] == "--batch <tokens>"
         shift = next(c for c in CAUSES if c.id == "context_shift_unsupported")
         assert fix_data(shift)["fix_newd"] == shift.fix.text  # no n_ctx form: the words
+        assert fix_data(shift)["fix_tgi"] == "--max-total-tokens <larger>"  # TGI wraps llama.cpp and spells n_ctx
         assert row.key == "newd"
     finally:
         engines.unregister("newd")

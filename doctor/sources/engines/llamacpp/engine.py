@@ -10,8 +10,9 @@ and Ollama's runner's too).
 
 from __future__ import annotations
 
-from doctor.core.engines import Defaults, Engine, Spelling, Starts
+from doctor.core.engines import Defaults, Engine, Metrics, Spelling, Starts
 from doctor.sources.engines.llamacpp.crash_fixes import FIXES
+from doctor.sources.engines.llamacpp.metrics import QUERIES
 
 # RunSettings field -> the engine's form; "{v}" the value, the other fields: doctor/judge/fixmap.py
 FLAGS = {
@@ -32,4 +33,5 @@ ENGINE = Engine(
     starts=Starts((r"\bbuild: \d+ \([0-9a-f]+\) with ",
                    r"llama_model_loader: loaded meta data with \d+ key-value pairs"), again_after_run=True),
     fixes=FIXES,
+    metrics=Metrics("llamacpp:.+", "llamacpp:requests_processing", QUERIES, prefix="llamacpp:", props=True),
 )
