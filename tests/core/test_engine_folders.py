@@ -23,9 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCTOR = ROOT / "doctor"
 FOLDERS = ROOT / "doctor" / "sources" / "engines"
 MAX_LINES = 600
-# split by the branches that own them (derive: the estimator; rules: the rule base); drop each entry as
-# its split is merged
-SPLIT_ELSEWHERE = {"doctor/derive/estimate.py", "doctor/judge/rulebase.py"}
 
 
 def _folders() -> dict[str, Path]:
@@ -76,8 +73,7 @@ def test_the_name_check_sees_a_stray_name(tmp_path: Path) -> None:
 
 def test_no_python_file_in_doctor_is_over_600_lines() -> None:
     long = {str(p.relative_to(ROOT)): n for p in sorted(DOCTOR.rglob("*.py"))
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-            and str(p.relative_to(ROOT)) not in SPLIT_ELSEWHERE}
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, long
 
 
