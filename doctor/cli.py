@@ -16,9 +16,9 @@ from doctor import __version__
 from doctor.core import engines
 from doctor.core.errors import DoctorError
 
-COMMAND_MODULES = ("analyze", "scan", "watch", "rules", "fleet")
-MODULE_OF = {"analyze": "analyze", "scan": "scan", "watch": "watch", "rules": "rules", "explain": "rules",
-             "facts": "rules", "fleet": "fleet"}
+COMMAND_MODULES = ("analyze", "scan", "watch", "models", "rules", "fleet")
+MODULE_OF = {"analyze": "analyze", "scan": "scan", "watch": "watch", "models": "models", "rules": "rules",
+             "explain": "rules", "facts": "rules", "fleet": "fleet"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,7 +41,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     f"and looping output, for {_engine_list()}.",
     )
     parser.add_argument("--version", action="version", version=f"llm-doctor {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{analyze,scan,watch,fleet,rules,explain,facts}",
+    sub = parser.add_subparsers(dest="command", metavar="{analyze,scan,watch,models,fleet,rules,explain,facts}",
                                 parser_class=_Parser)
     import importlib
 
