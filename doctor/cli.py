@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     guarded = None if sys.stdout is None or sys.stdout.isatty() else _Output(sys.stdout)
     if guarded is not None:
-        sys.stdout = guarded  # type: ignore[assignment]
+        sys.stdout = guarded
     try:
         parser = build_parser(argv)
         try:

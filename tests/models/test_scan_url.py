@@ -36,10 +36,10 @@ def recorded(answers: dict[tuple[str, str], str]) -> Iterator[str]:
             self.end_headers()
             self.wfile.write((text or '{"error":"not found"}').encode())
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+        def do_GET(self) -> None:
             self._answer("GET")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self._answer("POST")
 
         def log_message(self, *args: object) -> None:

@@ -69,7 +69,7 @@ def _hub_repos(cache: Path) -> dict[str, tuple[Path, list[str], dict[str, int]]]
     if not cache.is_dir():
         return {}
     from huggingface_hub import scan_cache_dir
-    from huggingface_hub.errors import CacheNotFound
+    from huggingface_hub.utils import CacheNotFound
 
     try:
         info = scan_cache_dir(cache)
