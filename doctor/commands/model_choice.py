@@ -62,3 +62,25 @@ def _from_server(args: argparse.Namespace) -> ModelChoice:
                              "or a model name found here; pass -m with its GGUF file") from None
         path, mmproj = found.path, found.mmproj
     return ModelChoice(path, mmproj, engine, dict(server.settings), server.facts, notes)
+
+
+def claim_vs_machine(facts: Facts) -> str | None:
+    """What `ollama ps` claims in VRAM against this plan's estimate and what the GPUs show in use."""
+    claimed, size = facts.value("server.ollama.ps_vram_bytes"), facts.value("server.ollama.ps_size_bytes")
+    if not isinstance(claimed, int) or not isinstance(size, int):
+        return None
+    gib = 1 << 30
+    text = f"`ollama ps` claims {claimed / gib:.2f} of {size / gib:.2f} GiB in VRAM"
+    need = facts.value("derived.gpu_need_bytes")
+    if isinstance(need, int):
+        text += f"; this plan's estimate puts {need / gib:.2f} GiB on the GPU"
+    count = facts.value("host.gpu.count")
+    used = [facts.value(f"host.gpu[{i}].vram_used") for i in range(count)] if isinstance(count, int) else []
+    if used and all(isinstance(u, int) for u in used):
+        total = sum(used)
+        text += f"; the GPU(s) show {total / gib:.2f} GiB in use"
+        if claimed > total:
+            text += " - less than Ollama claims: it may not be on the GPU at all (check its log)"
+    elif claimed:
+        text += "; no GPU is seen here"
+    return text

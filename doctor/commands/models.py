@@ -11,7 +11,6 @@ list is a TUI; Enter scans the chosen model.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from doctor.core.facts import Facts
@@ -156,14 +155,8 @@ def scan_target(row: Any) -> str:
         return str(row.path)
 
 
-def wants_tui(args: argparse.Namespace) -> bool:
-    if args.tui is False or args.format is not None:
-        return False
-    return bool(args.tui) or (sys.stdout.isatty() and sys.stdin.isatty())
-
-
 def run(args: argparse.Namespace) -> int:
-    from doctor.commands.output import write_stdout
+    from doctor.commands.output import wants_tui, write_stdout
 
     view = build_view(args)
     if wants_tui(args) and view.rows:

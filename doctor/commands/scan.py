@@ -391,6 +391,8 @@ def run(args: argparse.Namespace) -> int:
     from doctor.commands.model_choice import choose_model
 
     choice = choose_model(args)  # -m (a path or a name), the default model, or what --url runs
+    for note in choice.notes:
+        _progress(note)
     engine = args.engine or choice.engine or engines.EMBEDDED
     mmproj_path = getattr(args, "mmproj", None) or choice.mmproj
     mmproj = _read_mmproj(mmproj_path) if mmproj_path else None
@@ -464,7 +466,12 @@ def run(args: argparse.Namespace) -> int:
     facts.inputs = [f"scan of {machine_name or 'this machine'}",
                     *(i for i in facts.inputs if not i.startswith("probe."))]
     report = diagnose(facts, rulebase, command="scan", mode="scan", engine=engine, errors=errors)
-    report.notes.extend(choice.notes)
+    from doctor.commands.model_choice import claim_vs_machine
+
+    claim = claim_vs_machine(report.facts)
+    report.notes.extend(choice.notes + ([claim] if claim else []))
+    if claim:
+        _progress(claim)
     if getattr(args, "verify", False):
         if "facts" not in trace_result:
             from doctor.core.report import Verification

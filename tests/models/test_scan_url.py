@@ -83,6 +83,8 @@ def test_ollama_ps_and_show_become_the_plan(stores: Home, capsys: pytest.Capture
     assert _value(report, "config.n_threads") == 2  # PARAMETER num_thread 2 (/api/show)
     why = report["facts"]["facts"]["config.n_gpu_layers"]["source"]["text"]
     assert "size_vram 0" in why and "0.00 of" in why
+    assert _value(report, "server.ollama.ps_vram_bytes") == 0 and _value(report, "server.ollama.ps_size_bytes") == size
+    assert any(n.startswith("`ollama ps` claims 0.00 of") and "estimate puts" in n for n in report["notes"])
     assert any(url in note for note in report["notes"]) and not any(
         i.startswith("trace") for i in report["facts"]["inputs"])
 

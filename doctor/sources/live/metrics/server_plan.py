@@ -191,6 +191,8 @@ def _ollama(base: str, ps: dict[str, Any], fetch: Fetch) -> ServerPlan:
         plan.facts.set("server.ollama.num_ctx", ctx, _src(base, "/api/ps", f"context_length = {ctx}"))
     size, vram = _int(first.get("size")), _int(first.get("size_vram"))
     if size:
+        plan.facts.set("server.ollama.ps_size_bytes", size, _src(base, "/api/ps", f"size = {size}"))
+        plan.facts.set("server.ollama.ps_vram_bytes", vram or 0, _src(base, "/api/ps", f"size_vram = {vram or 0}"))
         share = (vram or 0) / size
         claim = f"`ollama ps`: {(vram or 0) / GIB:.2f} of {size / GIB:.2f} GiB in VRAM ({share:.0%} on the GPU)"
         plan.notes.append(claim)
