@@ -4,7 +4,7 @@ LM Studio) with the fit verdict for this machine and the largest context that st
 Room: commands. The models come from doctor/sources/models/resolve.py; each is read by its GGUF
 header only (doctor/sources/probes/gguf_model.py, cached on disk), planned as `scan -m NAME` would
 plan it (doctor/commands/scan.py make_plan, with an Ollama Modelfile's PARAMETERs), and budgeted by
-the estimator (doctor/derive/estimate.py). Nothing is loaded and no engine runs. On a terminal the
+the estimator (doctor/derive/: derive(facts)). Nothing is loaded and no engine runs. On a terminal the
 list is a TUI; Enter scans the chosen model.
 """
 
@@ -71,7 +71,7 @@ def judge_model(found: Any, machine: Facts, base_args: argparse.Namespace) -> An
     """One row: the model's header facts + the scan's plan + the estimator's budget."""
     from doctor.commands.scan import make_plan
     from doctor.core import engines
-    from doctor.derive.estimate import derive
+    from doctor.derive import derive
     from doctor.sources.live.metrics.server_plan import ollama_settings
     from doctor.sources.probes.gguf_model import collect_model
     from doctor.views.render.models import ModelRow
