@@ -16,7 +16,7 @@ from typing import Any
 from doctor.core.facts import Facts
 
 HELP = "list the models on this machine (Ollama, Hugging Face, llama.cpp, LM Studio) and whether each fits here"
-MACHINE_PROBES = {"cpu", "memory", "gpu", "engine"}
+MACHINE_PROBES = {"cpu", "memory", "gpu"}  # the hardware: not the embedded engine's build (a model may run in Ollama)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
