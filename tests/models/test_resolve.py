@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,14 @@ def test_llama_cpp_caches_old_flat_and_new_hub_layout(stores: Home) -> None:
     flat = stores.llama_flat("bartowski/SmolLM2-135M-Instruct-GGUF", "SmolLM2-135M-Instruct-Q4_K_M.gguf")
     found = resolve("bartowski/SmolLM2-135M-Instruct-GGUF", stores.env)  # no tag: Q4_K_M, llama.cpp's default
     assert found.store == "llama.cpp" and found.path == str(flat)
+    # the manifest older llama.cpp kept beside the file names the file a tag chose, and the projector
+    chosen = stores.llama_flat("ggml-org/SmolVLM-GGUF", "SmolVLM-Q8_0.gguf")
+    stores.llama_flat("ggml-org/SmolVLM-GGUF", "SmolVLM-Q4_K_M.gguf")
+    proj = stores.llama_flat("ggml-org/SmolVLM-GGUF", "mmproj-SmolVLM-f16.gguf")
+    (chosen.parent / "manifest=ggml-org_SmolVLM-GGUF=latest.json").write_text(json.dumps(
+        {"ggufFile": {"rfilename": "SmolVLM-Q8_0.gguf"}, "mmprojFile": {"rfilename": "mmproj-SmolVLM-f16.gguf"}}))
+    found = resolve("ggml-org/SmolVLM-GGUF", stores.env)  # no tag: "latest", which the manifest says is Q8_0
+    assert found.path == str(chosen) and found.mmproj == str(proj)
     cache = stores.home / "llcache"
     snap = stores.hub("ggml-org/SmolLM2-GGUF", {"SmolLM2-Q8_0.gguf": stores.model}, cache=cache)
     found = resolve("ggml-org/SmolLM2-GGUF:q8_0", {**stores.env, "LLAMA_CACHE": str(cache)})

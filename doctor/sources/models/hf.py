@@ -7,11 +7,14 @@ else ~/.cache/huggingface/hub; HUGGINGFACE_HUB_CACHE is the old spelling). llama
 read from common/common.cpp (fs_get_cache_directory: LLAMA_CACHE, else XDG_CACHE_HOME or ~/.cache,
 then llama.cpp/) and common/hf-cache.cpp (newer builds: the Hub layout, in LLAMA_CACHE when set, else
 the Hub cache itself), holds in older builds flat files named <org>_<repo>_<file> (the repo and file
-joined by '_', every '/' made '_').
+joined by '_', every '/' made '_'), beside the answer that chose the file: manifest=<repo>=<tag>.json
+(the tag "latest" when none was given; '/' made '_'), whose ggufFile.rfilename and mmprojFile.rfilename
+name the model and projector files (common/arg.cpp common_get_hf_file, as vendored by Ollama in 2025).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -96,6 +99,25 @@ def _flat(cache: Path) -> list[Path]:
         return []
 
 
+def _flat_manifest(cache: Path, repo_id: str, tag: str | None) -> tuple[Path, Path | None] | None:
+    """(model file, projector file) an older llama.cpp's cached manifest names for `repo:tag`, when both
+    the manifest and the model file are there."""
+    name = f"manifest={repo_id}={tag or 'latest'}.json".replace("/", "_")
+    try:
+        data = json.loads((cache / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    files = []
+    for key in ("ggufFile", "mmprojFile"):
+        entry = data.get(key) if isinstance(data, dict) else None
+        rfilename = entry.get("rfilename") if isinstance(entry, dict) else None
+        files.append(cache / f"{repo_id}_{rfilename}".replace("/", "_") if isinstance(rfilename, str) else None)
+    model, proj = files
+    if model is None or not model.is_file():
+        return None
+    return model, proj if proj is not None and proj.is_file() else None
+
+
 def _caches(env: Mapping[str, str]) -> list[tuple[str, Path]]:
     hub, llama = hub_cache(env), llama_cache(env)
     return [("huggingface", hub)] + ([("llama.cpp", llama)] if llama != hub else [])
@@ -123,6 +145,11 @@ def find(text: str, env: Mapping[str, str]) -> FoundModel | None:
                                   root=str(cache), size=sizes.get(chosen, 0),
                                   mmproj=str(snapshot / proj) if proj else None)
         if store == "llama.cpp":
+            named = _flat_manifest(cache, repo_id, tag)
+            if named is not None:
+                return FoundModel(name=f"{repo_id}:{tag}" if tag else repo_id, store=store, path=str(named[0]),
+                                  root=str(cache), size=named[0].stat().st_size,
+                                  mmproj=str(named[1]) if named[1] else None)
             prefix = repo_id.replace("/", "_").lower() + "_"
             files = {p.name[len(prefix):]: p for p in _flat(cache) if p.name.lower().startswith(prefix)}
             chosen = pick(list(files), tag)
