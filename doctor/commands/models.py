@@ -104,7 +104,7 @@ def judge_model(found: Any, machine: Facts, base_args: argparse.Namespace) -> An
     verdict, chosen, why = _verdict(first, gpu, budget)
     max_ctx = chosen.value("derived.max_ctx_fit")
     return ModelRow(**row, verdict=verdict, plan_ctx=ctx if isinstance(ctx, int) else None,
-                    gpu_layers=chosen.value("config.n_gpu_layers") if verdict == "partly on GPU" else None,
+                    gpu_layers=chosen.value("derived.gpu_layers") if verdict == "partly on GPU" else None,
                     total_layers=total if isinstance(total, int) else None,
                     max_ctx=max_ctx if isinstance(max_ctx, int) and max_ctx > 0 else None, why=why)
 
@@ -114,6 +114,9 @@ def _verdict(first: Facts, gpu: bool, budget: Any) -> tuple[str, Facts, str]:
     ctx = first.value("config.n_ctx_requested")
     if gpu and first.value("config.n_gpu_layers") != 0:
         if first.value("derived.fits_vram") is True and first.value("derived.fits_ram") is not False:
+            layers, total = first.value("derived.gpu_layers"), first.value("derived.total_layers")
+            if isinstance(layers, int) and isinstance(total, int) and layers < total:  # a Modelfile's num_gpu
+                return "partly on GPU", first, f"{layers} of {total} layers on the GPU as planned, at n_ctx {ctx}"
             return "fits on GPU", first, f"every layer on the GPU at n_ctx {ctx}"
         best = first.value("derived.max_gpu_layers")
         if isinstance(best, int) and best > 0:

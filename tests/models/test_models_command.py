@@ -18,11 +18,12 @@ def _models(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
 def test_models_lists_every_store_with_verdicts(stores: Home, capsys: pytest.CaptureFixture[str]) -> None:
     stores.ollama("registry.ollama.ai/library/smollm2/135m")
     stores.ollama("registry.ollama.ai/library/smollm2/cpu", params={"num_gpu": 0, "num_ctx": 2048})
+    stores.ollama("registry.ollama.ai/library/smollm2/ten", params={"num_gpu": 10})
     stores.hub("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", {"smollm2-135m-instruct-q4_1.gguf": stores.model})
     stores.lmstudio("lmstudio-community", "SmolLM2-GGUF", {"SmolLM2-Q4_1.gguf": stores.model})
     data = _models(capsys, "--vram", "2G", "--ram", "8G")
     rows = {r["name"]: r for r in data["models"]}
-    assert set(rows) == {"smollm2:135m", "smollm2:cpu", "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF:Q4_1",
+    assert set(rows) == {"smollm2:135m", "smollm2:cpu", "smollm2:ten", "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF:Q4_1",
                          "lmstudio-community/SmolLM2-GGUF:Q4_1"}
     plain = rows["smollm2:135m"]
     assert plain["arch"] == "llama" and plain["quant"] == "Q4_1" and plain["n_ctx_train"] == 8192
@@ -30,6 +31,7 @@ def test_models_lists_every_store_with_verdicts(stores: Home, capsys: pytest.Cap
     assert plain["verdict"] == "fits on GPU" and plain["max_ctx"] == 8192 and plain["plan_ctx"] == 4096
     # the Modelfile's num_gpu 0 and num_ctx 2048 are the plan
     assert rows["smollm2:cpu"]["verdict"] == "CPU only" and rows["smollm2:cpu"]["plan_ctx"] == 2048
+    assert rows["smollm2:ten"]["verdict"] == "partly on GPU" and rows["smollm2:ten"]["gpu_layers"] == 10
     # a GPU too small for every layer: part of them; too little RAM: does not fit
     part = _models(capsys, "--vram", "700M", "--ram", "8G")["models"][0]
     assert part["verdict"] == "partly on GPU" and 0 < part["gpu_layers"] < part["total_layers"] == 31
