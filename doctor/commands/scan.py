@@ -95,7 +95,26 @@ def engine_default_threads(engine: str, logical: int | None, physical: int | Non
     return None, ""
 
 
-def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], probes: Facts) -> Plan:
+# how make_plan says an option was given; a preset value (an Ollama Modelfile, a server's settings:
+# doctor/commands/model_choice.py) replaces it with its own why
+PRESET_FLAGS = {"ctx_size": "-c/--ctx-size", "n_gpu_layers": "-ngl/--n-gpu-layers", "threads": "-t/--threads",
+                "parallel": "-np/--parallel", "batch_size": "-b/--batch-size", "ubatch_size": "-ub/--ubatch-size"}
+
+
+def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], probes: Facts,
+              preset: dict[str, tuple[Any, str]] | None = None) -> Plan:
+    taken = {d: v for d, v in (preset or {}).items() if d in PRESET_FLAGS and getattr(args, d, None) is None}
+    if taken:
+        args = argparse.Namespace(**{**vars(args), **{d: v for d, (v, _) in taken.items()}})
+    plan = _make_plan(args, engine, header, probes)
+    for dest, (_, why) in taken.items():
+        for key, text in plan.why.items():
+            if text.startswith(PRESET_FLAGS[dest]):
+                plan.why[key] = why + text[len(PRESET_FLAGS[dest]):]
+    return plan
+
+
+def _make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], probes: Facts) -> Plan:
     plan = Plan()
     defaults = engines.defaults(engine)  # what the engine starts with (the engine table)
     plan.put("config.engine", engine, "--engine" if args.engine else "the embedded engine (default)")
@@ -369,8 +388,14 @@ def run(args: argparse.Namespace) -> int:
     if "bench" in skip_probes:
         skip_probes |= {"readbench", "gpubench"}
     rulebase = filter_rules(rulebase, only_rules, skip_rules)
-    engine = args.engine or engines.EMBEDDED
-    mmproj = _read_mmproj(args.mmproj) if getattr(args, "mmproj", None) else None
+    from doctor.commands.model_choice import choose_model
+
+    choice = choose_model(args)  # -m (a path or a name), the default model, or what --url runs
+    for note in choice.notes:
+        _progress(note)
+    engine = args.engine or choice.engine or engines.EMBEDDED
+    mmproj_path = getattr(args, "mmproj", None) or choice.mmproj
+    mmproj = _read_mmproj(mmproj_path) if mmproj_path else None
 
     roots, storage_path, machine_name = Roots(), None, None
     if args.replay_machine:
@@ -381,9 +406,7 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise UsageError(f"--replay-machine {args.replay_machine}: {exc}") from None
         roots, storage_path, machine_name = machine.roots, machine.model_path, machine.name
-    from doctor.sources.models.default import resolve_model
-
-    model_path = str(resolve_model(args.model))
+    model_path = choice.path
     ctx = ProbeContext(roots=roots, model_path=model_path, storage_path=storage_path, bench=args.bench)
     only = (only_probes - {"trace"} or {"(trace only)"}) if only_probes else None
     chosen = registry.select(args.bench, only, skip_probes)
@@ -402,10 +425,10 @@ def run(args: argparse.Namespace) -> int:
     except GgufCorrupt as exc:
         header_error = str(exc)  # the gguf probe reports it as model.corrupt
     facts = apply_budgets(machine_job.result(), budgets)
-    plan = make_plan(args, engine, header, facts)
+    plan = make_plan(args, engine, header, facts, choice.preset)
     want_trace = not args.no_trace and (not only_probes or "trace" in only_probes) and "trace" not in skip_probes
-    if want_trace and (args.replay_machine or budgets.any):
-        want_trace = False  # a recorded machine or a stated budget has no engine to run here
+    if want_trace and (args.replay_machine or budgets.any or getattr(args, "url", None)):
+        want_trace = False  # a recorded machine or a stated budget has no engine to run here; a server runs its own
     trace_result: dict[str, Any] = {}
     thread = None
     blocked = _trace_blocked(plan, facts, header_error) if want_trace else None
@@ -438,10 +461,17 @@ def run(args: argparse.Namespace) -> int:
         errors.append(f"trace skipped: {blocked}")
     if "facts" in trace_result:
         facts.merge(trace_only(trace_result["facts"], facts))
+    facts.merge(choice.facts)
     facts.merge(plan.facts())
     facts.inputs = [f"scan of {machine_name or 'this machine'}",
                     *(i for i in facts.inputs if not i.startswith("probe."))]
     report = diagnose(facts, rulebase, command="scan", mode="scan", engine=engine, errors=errors)
+    from doctor.commands.model_choice import claim_vs_machine
+
+    claim = claim_vs_machine(report.facts)
+    report.notes.extend(choice.notes + ([claim] if claim else []))
+    if claim:
+        _progress(claim)
     if getattr(args, "verify", False):
         if "facts" not in trace_result:
             from doctor.core.report import Verification

