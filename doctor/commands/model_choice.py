@@ -1,6 +1,6 @@
 """Which model a scan checks and with which given settings: -m (a path or a name the user knows),
 the default model, or the model a running server has loaded (--url), and the settings that come with
-it (an Ollama Modelfile's PARAMETERs, the server's own) as a preset the plan takes where no option
+it (its store's: an Ollama Modelfile's PARAMETERs; the server's own) as a preset the plan takes where no option
 says otherwise.
 
 Room: commands (brings sources/models and sources/live/metrics/server_plan together for scan).
@@ -29,18 +29,16 @@ class ModelChoice:
 
 
 def choose_model(args: argparse.Namespace) -> ModelChoice:
-    from doctor.sources.live.metrics.server_plan import ollama_settings
     from doctor.sources.models.default import default_model_path
-    from doctor.sources.models.resolve import resolve
+    from doctor.sources.models.resolve import preset, resolve
 
     if getattr(args, "url", None):
         return _from_server(args)
     if args.model is None:
         return ModelChoice(str(default_model_path()))
     found = resolve(args.model)
-    preset = ollama_settings(dict(found.params), f"the Modelfile of {found.name}") if found.store == "ollama" else {}
     notes = [f"{args.model}: {found.store} model {found.name}, file {found.path}"] if found.store != "file" else []
-    return ModelChoice(found.path, found.mmproj, preset=preset, notes=notes)
+    return ModelChoice(found.path, found.mmproj, preset=preset(found), notes=notes)
 
 
 def _from_server(args: argparse.Namespace) -> ModelChoice:
@@ -48,7 +46,7 @@ def _from_server(args: argparse.Namespace) -> ModelChoice:
     from doctor.sources.models.resolve import resolve
 
     server = read_server(args.url)
-    engine = server.engine if server.engine in engines.names() else "vllm"
+    engine = server.engine if server.engine in engines.names() else server.stands_in
     notes = [f"the plan is what {server.url} runs ({server.engine}): {server.model}", *server.notes]
     if args.model is not None:
         path, mmproj = resolve(args.model).path, None

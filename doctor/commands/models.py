@@ -72,7 +72,7 @@ def judge_model(found: Any, machine: Facts, base_args: argparse.Namespace) -> An
     from doctor.commands.scan import make_plan
     from doctor.core import engines
     from doctor.derive import derive
-    from doctor.sources.live.metrics.server_plan import ollama_settings
+    from doctor.sources.models.resolve import preset as store_preset
     from doctor.sources.probes.gguf_model import collect_model
     from doctor.views.render.models import ModelRow
 
@@ -82,7 +82,7 @@ def judge_model(found: Any, machine: Facts, base_args: argparse.Namespace) -> An
            "n_ctx_train": model.value("model.n_ctx_train")}
     if model.value("model.corrupt") is True:
         return ModelRow(**row, verdict="unreadable", why=str(model.value("model.corrupt_reason", "")))
-    preset = ollama_settings(dict(found.params), f"the Modelfile of {found.name}") if found.params else {}
+    preset = store_preset(found)
     header = {"n_ctx_train": row["n_ctx_train"]}
     gpu = isinstance(machine.value("host.gpu.count"), int) and machine.value("host.gpu.count") > 0
 

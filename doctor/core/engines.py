@@ -7,7 +7,10 @@ that engine's lines too: doctor/sources/logs/detect.py gives the wrapper those l
 with when not told otherwise (scan's plan, the memory estimate), the log parser that reads it (a lazy
 "module:Class" string, resolved only when the analyzer asks), the lines that show it starting (where
 one run ends and the next begins in a log), how it spells a change of settings (the fixes `--verify`
-tried, the crash fixes), and a folder of rules that ships with it.
+tried, the crash fixes), a folder of rules that ships with it, and where its pieces outside the log
+are: the model store it keeps models in and the reader of its running server's plan (lazy
+"module:attribute" strings, imported through `pieces` by doctor/sources/models/resolve.py and
+doctor/sources/live/metrics/server_plan.py).
 
 The rows are not written here: each engine is a folder, doctor/sources/engines/<engine>/, whose
 engine.py holds its row, and every row is found through the entry-point group `llm_doctor.engine`
@@ -28,12 +31,14 @@ entry points are imported on demand).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 GROUP = "llm_doctor.engine"  # the entry-point group every engine row is found through
 DISTRIBUTION = "llm-doctor"  # the distribution whose entry points are the built-in rows
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +141,8 @@ class Engine:
     fixes: Mapping[str, str] = field(default_factory=dict, hash=False)
     short: str = ""  # its name where a name must be an identifier (event data: fix_<short>); "": from the name
     metrics: Metrics | None = None  # what it publishes to Prometheus (None: nothing llm-doctor reads)
+    store: str | None = None  # "module:attribute" of the model store it keeps models in (a ModelStore)
+    server: str | None = None  # "module:attribute" of the reader of its running server's plan (a ServerReader)
 
     @property
     def key(self) -> str:
@@ -232,6 +239,21 @@ def load(spec: str) -> type:
         raise ValueError(f"a parser is 'module:Class' (got {spec!r})")
     cls: type = getattr(importlib.import_module(module), attr)
     return cls
+
+
+def pieces(kind: type[T], spec: Callable[[Engine], str | None]) -> list[T]:
+    """What each row's `spec` names as "module:attribute" (its store, its server reader), imported, in
+    table order; rows that name none are left out. A TypeError where what is named is not a `kind`."""
+    out: list[T] = []
+    for engine in _rows().values():
+        value = spec(engine)
+        if value is None:
+            continue
+        found = _import(value)
+        if not isinstance(found, kind):
+            raise TypeError(f"engine {engine.name}: {value} is not a {kind.__name__}")
+        out.append(found)
+    return out
 
 
 def rule_dirs() -> list[Path]:

@@ -149,7 +149,7 @@ def stores(tmp_path: Path, default_model: Path, model_sha: str, projector_file: 
                 "LLAMA_CACHE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(home))
-    from doctor.sources.models import ollama
+    from doctor.sources.engines.ollama import store as ollama
 
     monkeypatch.setattr(ollama, "SERVICE_MODELS", str(tmp_path / "no-service"))
     return Home(home, {"HOME": str(home)}, default_model, model_sha, projector_file)

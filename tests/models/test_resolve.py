@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from doctor.core.errors import UsageError
-from doctor.sources.models import ollama
+from doctor.sources.engines.ollama import store as ollama
 from doctor.sources.models.found import pick, quant_of
 from doctor.sources.models.resolve import find_all, resolve
 from tests.models.conftest import Home

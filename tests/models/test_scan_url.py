@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from doctor.cli import main
-from doctor.sources.live.metrics.server_plan import base_url, parse_parameters
+from doctor.sources.engines.ollama.server import parse_parameters
+from doctor.sources.live.metrics.server_plan import base_url
 from tests.models.conftest import Home
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
-"""What a model store answers: one model found on this machine (FoundModel), and how a file is picked
-from a repository's files by the name's tag (a quant such as Q4_K_M, or a file name).
+"""What a model store is (ModelStore) and answers: one model found on this machine (FoundModel), and how
+a file is picked from a repository's files by the name's tag (a quant such as Q4_K_M, or a file name).
 
 Room: sources (imports core only). The tag rules follow llama.cpp's `-hf org/repo:quant` (common/
 download.cpp and common/hf-cache.cpp in the llama.cpp vendored by llama-cpp-python: the tag is matched
@@ -10,7 +10,7 @@ Studio's <publisher>/<repo>/<file>.gguf folders.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,28 @@ class Searched:
     store: str
     folder: str
     exists: bool
+
+
+Env = Mapping[str, str]
+Preset = dict[str, tuple[Any, str]]  # scan option dest -> (value, why)
+
+
+def no_preset(found: FoundModel) -> Preset:
+    return {}
+
+
+@dataclass(frozen=True)
+class ModelStore:
+    """One place models are kept: the stores that are no engine's live in doctor/sources/models/, an
+    engine's own in its folder (named by its row's `store`). doctor/sources/models/resolve.py tries
+    them in `order`, lowest first (the store with the shortest names first)."""
+
+    name: str  # FoundModel.store and Searched.store of what it finds
+    order: int
+    find: Callable[[str, Env], FoundModel | None]  # the model a name names here, or None
+    list_models: Callable[[Env], list[FoundModel]]  # every model here
+    searched: Callable[[Env], list[Searched]]  # the folders it looks in
+    preset: Callable[[FoundModel], Preset] = no_preset  # the settings a model of it comes with
 
 
 def home(env: Mapping[str, str]) -> Path:

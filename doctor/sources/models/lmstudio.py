@@ -13,8 +13,10 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from doctor.sources.models.found import FoundModel, Searched, ggufs, home, pick, projector, repo_entries
+from doctor.sources.models.found import FoundModel, ModelStore, Searched, ggufs, home, pick, projector, repo_entries
 from doctor.sources.models.hf import split_name
+
+NAME = "lmstudio"
 
 
 def lmstudio_home(env: Mapping[str, str]) -> Path:
@@ -43,7 +45,7 @@ def models_dirs(env: Mapping[str, str]) -> list[Path]:
 
 
 def searched(env: Mapping[str, str]) -> list[Searched]:
-    return [Searched("lmstudio", str(d), d.is_dir()) for d in models_dirs(env)]
+    return [Searched(NAME, str(d), d.is_dir()) for d in models_dirs(env)]
 
 
 def _repos(root: Path) -> dict[str, tuple[Path, list[str]]]:
@@ -74,7 +76,7 @@ def find(text: str, env: Mapping[str, str]) -> FoundModel | None:
         chosen = pick(names, tag)
         if chosen is not None:
             proj = projector(names, chosen)
-            return FoundModel(name=f"{hit}:{tag}" if tag else hit, store="lmstudio", path=str(folder / chosen),
+            return FoundModel(name=f"{hit}:{tag}" if tag else hit, store=NAME, path=str(folder / chosen),
                               root=str(root), size=(folder / chosen).stat().st_size,
                               mmproj=str(folder / proj) if proj else None)
     return None
@@ -85,5 +87,8 @@ def list_models(env: Mapping[str, str]) -> list[FoundModel]:
     for root in models_dirs(env):
         for repo_id, (folder, names) in _repos(root).items():
             sizes = {n: (folder / n).stat().st_size for n in names}
-            out += repo_entries("lmstudio", root, repo_id, folder, names, sizes)
+            out += repo_entries(NAME, root, repo_id, folder, names, sizes)
     return out
+
+
+STORE = ModelStore(NAME, 40, find, list_models, searched)

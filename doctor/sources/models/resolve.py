@@ -1,37 +1,55 @@
-"""A model by the name the user knows: a file path, an Ollama name, a Hugging Face repo id (the Hub
-cache or llama.cpp's), or an LM Studio model; and every model on this machine, for `llm-doctor models`.
+"""A model by the name the user knows: a file path, or a name one of the model stores knows (an Ollama
+name, a Hugging Face repo id in the Hub cache or llama.cpp's, an LM Studio model); and every model on
+this machine, for `llm-doctor models`.
 
-Room: sources (imports core only). The stores are tried in this order: a file that exists, Ollama
-(its names are the shortest: `llama3.2:1b`), the Hub cache, llama.cpp's cache, LM Studio. Nothing
-found is a UsageError (exit 2) naming where it looked, with the close names (difflib) when there are.
+Room: sources (imports core only). The stores: those that are no engine's (hf.py, lmstudio.py) and the
+engines' own, each named by its engine row's `store` (doctor/core/engines.py), tried after a file that
+exists in their `order`: Ollama (its names are the shortest: `llama3.2:1b`), the Hub cache, llama.cpp's
+cache, LM Studio. Nothing found is a UsageError (exit 2) naming where it looked, with the close names
+(difflib) when there are.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
+from doctor.core import engines
 from doctor.core.errors import UsageError
-from doctor.sources.models import hf, lmstudio, ollama
-from doctor.sources.models.found import FoundModel, Searched
+from doctor.sources.models import hf, lmstudio
+from doctor.sources.models.found import FoundModel, ModelStore, Preset, Searched
 
-FINDERS: tuple[Callable[[str, Mapping[str, str]], FoundModel | None], ...] = (ollama.find, hf.find, lmstudio.find)
-LISTERS: tuple[Callable[[Mapping[str, str]], list[FoundModel]], ...] = (ollama.list_models, hf.list_models,
-                                                                          lmstudio.list_models)
+NEUTRAL = (hf.STORE, lmstudio.STORE)  # the stores that are no engine's
+
+
+def stores() -> tuple[ModelStore, ...]:
+    """Every model store, in the order they are tried."""
+    found = [*NEUTRAL, *engines.pieces(ModelStore, lambda e: e.store)]
+    return tuple(sorted(found, key=lambda s: s.order))
 
 
 def searched(env: Mapping[str, str]) -> list[Searched]:
-    return ollama.searched(env) + hf.searched(env) + lmstudio.searched(env)
+    out: list[Searched] = []
+    for store in stores():
+        out += store.searched(env)
+    return out
+
+
+def preset(found: FoundModel) -> Preset:
+    """The settings the model comes with from its store (an Ollama Modelfile's PARAMETERs), as scan
+    option dest -> (value, why)."""
+    store = next((s for s in stores() if s.name == found.store), None)
+    return store.preset(found) if store is not None else {}
 
 
 def find_all(env: Mapping[str, str] | None = None) -> list[FoundModel]:
     """Every model in every store on this machine (a store's folder that is not there adds nothing)."""
     env = os.environ if env is None else env
     out: list[FoundModel] = []
-    for lister in LISTERS:
-        out += lister(env)
+    for store in stores():
+        out += store.list_models(env)
     return out
 
 
@@ -51,8 +69,8 @@ def resolve(text: str, env: Mapping[str, str] | None = None) -> FoundModel:
                           size=path.stat().st_size)
     if looks_like_path(text):
         raise UsageError(f"{text}: no such model file")
-    for finder in FINDERS:
-        found = finder(text, env)
+    for store in stores():
+        found = store.find(text, env)
         if found is not None:
             return found
     raise UsageError(not_found(text, env))

@@ -34,4 +34,5 @@ ENGINE = Engine(
                    r"llama_model_loader: loaded meta data with \d+ key-value pairs"), again_after_run=True),
     fixes=FIXES,
     metrics=Metrics("llamacpp:.+", "llamacpp:requests_processing", QUERIES, prefix="llamacpp:", props=True),
+    store="doctor.sources.engines.llamacpp.store:STORE", server="doctor.sources.engines.llamacpp.server:READER",
 )

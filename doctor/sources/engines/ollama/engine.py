@@ -28,4 +28,5 @@ ENGINE = Engine(
     defaults=Defaults(threads="physical", swa_full=False), spelling=Spelling(PARAMS, join=" / "),
     starts=Starts((r"msg=\"?Listening on ",), wrapped_per_request=True),
     fixes=FIXES,
+    store="doctor.sources.engines.ollama.store:STORE", server="doctor.sources.engines.ollama.server:READER",
 )

@@ -28,4 +28,5 @@ ENGINE = Engine(
     starts=Starts((r"vLLM API server version \d", r"Initializing an? (?:V1 )?LLM engine \(v\d")),
     fixes=FIXES,
     metrics=Metrics("vllm:.+", "vllm:num_requests_running", QUERIES, prefix="vllm:"),
+    server="doctor.sources.engines.vllm.server:READER",
 )

@@ -1,13 +1,15 @@
 """Ollama's models by the names `ollama run` takes: manifests resolved to the model and projector blobs.
 
-Room: sources (imports core only). Layout read from ollama/ollama's source: envconfig.Models()
-(OLLAMA_MODELS, else ~/.ollama/models; the Linux service's user keeps /usr/share/ollama/.ollama/
-models), manifest/paths.go (manifests/<host>/<namespace>/<model>/<tag>, blobs/sha256-<hex>),
-types/model/name.go (ParseNameBare: the tag after the last ':' past the last '/', then model,
-namespace, host; defaults registry.ollama.ai, library, latest; DisplayShortest drops the default
-host and namespace), manifest/manifest.go (the JSON: schemaVersion, mediaType, config, layers of
-mediaType/digest/size) and server/images.go (application/vnd.ollama.image.model is the GGUF,
-.projector the vision projector, .params the Modelfile PARAMETERs as one JSON object).
+Room: sources (imports core and doctor/sources/models/found.py). Layout read from ollama/ollama's
+source: envconfig.Models() (OLLAMA_MODELS, else ~/.ollama/models; the Linux service's user keeps
+/usr/share/ollama/.ollama/models), manifest/paths.go (manifests/<host>/<namespace>/<model>/<tag>,
+blobs/sha256-<hex>), types/model/name.go (ParseNameBare: the tag after the last ':' past the last '/',
+then model, namespace, host; defaults registry.ollama.ai, library, latest; DisplayShortest drops the
+default host and namespace), manifest/manifest.go (the JSON: schemaVersion, mediaType, config, layers
+of mediaType/digest/size) and server/images.go (application/vnd.ollama.image.model is the GGUF,
+.projector the vision projector, .params the Modelfile PARAMETERs as one JSON object). The
+PARAMETERs that are scan settings (num_ctx, num_gpu, num_thread, num_batch) come with the model as its
+preset; the server reader (server.py) reads the same from /api/show.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from doctor.sources.models.found import FoundModel, Searched, home
+from doctor.sources.engines.ollama.engine import ENGINE
+from doctor.sources.models.found import FoundModel, ModelStore, Preset, Searched, home
 
+NAME = ENGINE.name
 DEFAULT_HOST = "registry.ollama.ai"
 DEFAULT_NAMESPACE = "library"
 DEFAULT_TAG = "latest"
@@ -91,7 +95,7 @@ def models_dirs(env: Mapping[str, str]) -> list[Path]:
 
 
 def searched(env: Mapping[str, str]) -> list[Searched]:
-    return [Searched("ollama", str(d / "manifests"), (d / "manifests").is_dir()) for d in models_dirs(env)]
+    return [Searched(NAME, str(d / "manifests"), (d / "manifests").is_dir()) for d in models_dirs(env)]
 
 
 def blob_path(root: Path, digest: str) -> Path | None:
@@ -131,7 +135,7 @@ def read_manifest(root: Path, name: Name, path: Path) -> FoundModel | None:
         return None
     short = name.shortest()
     full = "/".join(name.parts()[:3]) + ":" + name.tag
-    return FoundModel(name=short, store="ollama", path=str(model), root=str(root),
+    return FoundModel(name=short, store=NAME, path=str(model), root=str(root),
                       size=size or model.stat().st_size,
                       mmproj=str(projector) if projector is not None and projector.is_file() else None,
                       params=params, aliases=(full,))
@@ -187,3 +191,25 @@ def list_models(env: Mapping[str, str]) -> list[FoundModel]:
                 seen.add(found.path + found.name)
                 out.append(found)
     return out
+
+
+def ollama_settings(params: Mapping[str, Any], where: str) -> Preset:
+    """Modelfile PARAMETERs (or an /api/show answer's) as scan settings: num_ctx, num_gpu (-1 = Ollama
+    decides, left to the plan), num_thread, num_batch."""
+    out: Preset = {}
+    for param, dest in (("num_ctx", "ctx_size"), ("num_gpu", "n_gpu_layers"), ("num_thread", "threads"),
+                        ("num_batch", "batch_size")):
+        value = params.get(param)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if (param == "num_gpu" and value < 0) or (param != "num_gpu" and value <= 0):
+            continue
+        out[dest] = (value, f"{where}: PARAMETER {param} {value}")
+    return out
+
+
+def preset(found: FoundModel) -> Preset:
+    return ollama_settings(found.params, f"the Modelfile of {found.name}")
+
+
+STORE = ModelStore(NAME, 10, find, list_models, searched, preset)
