@@ -18,7 +18,7 @@ watch_overhead.py with trace_fidelity.py, estimate_vs_llamacpp.py, fit_vs_llamac
 runs alone. Timed
 commands run as whole processes the way a user runs them, alternating with their reference, and
 the medians are compared. The table is printed and written to bench/results/bench.json and
-bench.md, and the README's Performance section to bench/results/README-performance.md.
+bench.md, and docs/performance.md's text to bench/results/README-performance.md.
 
     python -m bench [--quick] [--only NAME,...] [--size-mb N] [--rounds N]
 """

@@ -4,7 +4,7 @@ Each row of OPTIONS names the commands that take it; `add_options(parser, comman
 command's rows in table order, in argument groups. Where an option means what a llama.cpp flag
 means, it has llama.cpp's name and short flag (-m, -c, -ngl, -t, -tb, -b, -ub, -fa, -n, -np,
 -ctk/-ctv, -p, -f, -s); the spellings older llm-doctor versions used stay as aliases. A branch
-that needs a new option adds one row (and the README table, `vocabulary_table()`, follows).
+that needs a new option adds one row (and the table in docs/usage.md, `vocabulary_table()`, follows).
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ def add_options(parser: argparse.ArgumentParser, command: str, groups: tuple[str
 
 
 def vocabulary_table() -> str:
-    """The README's option table: option x scan / watch / analyze."""
+    """The option table of docs/usage.md: option x scan / watch / analyze."""
     rows = ["| option | short | also | scan | watch | analyze |", "|---|---|---|---|---|---|"]
     for option in OPTIONS:
         if option.dest == "no_tui":

@@ -83,7 +83,7 @@ def test_the_table_declares_each_flag_once() -> None:
 
 
 def test_the_readme_shows_the_option_table() -> None:
-    assert vocabulary_table() in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert vocabulary_table() in (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("argv", [
