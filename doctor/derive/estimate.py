@@ -457,7 +457,7 @@ def derive(facts: Facts) -> Facts:
     """Add derived facts in place and return the same snapshot."""
     for step in (_derive_run_summaries, _derive_kv, _derive_context, _derive_threads, _derive_load,
                  _derive_offload, _derive_mmproj, _derive_budget, _derive_ctx_reduced, _derive_decode_floor,
-                 _derive_gpu_ratios, _derive_output, _derive_vs_engine):
+                 _derive_gpu_ratios, _derive_output, _derive_vs_engine, _derive_speed):
         try:
             step(facts)
         except (ArithmeticError, ValueError):
@@ -465,6 +465,13 @@ def derive(facts: Facts) -> Facts:
             # hostile input): that derivation is left out; the rules needing it say unknown
             continue
     return facts
+
+
+def _derive_speed(facts: Facts) -> None:
+    """[speed hook] the model's cost per token and each phase against the ceilings (doctor/derive/speed.py)."""
+    from doctor.derive.speed import Model, derive_speed
+
+    derive_speed(facts, Model(plan_from_facts(facts), place_weights, kv_bytes_per_token))
 
 
 def _derive_vs_engine(facts: Facts) -> None:
