@@ -56,6 +56,9 @@ MODELS: dict[str, tuple[dict[str, Any] | None, str, int, int]] = {
     "qwen-3b-q8_0": (QWEN_3B, "Q8_0", 32, 128),
     "olmoe-1b-7b-q4_0": (OLMOE, "Q4_0", 64, 256),
 }
+# the default runs: every model at 1 thread, three of them at 2 as well (the 10-minute budget)
+DEFAULT_RUNS = ("smollm2-135m-q4_1:1/2,llama-1b-q4_0:1/2,llama-1b-q8_0:1,llama-1b-f16:1,qwen-3b-q4_0:1/2,"
+                "qwen-3b-q8_0:1,olmoe-1b-7b-q4_0:1")
 FILE_TYPES = {"Q4_0": 2, "Q8_0": 7, "F16": 1}
 DECODE_STEPS = 16
 
@@ -261,7 +264,8 @@ def default_model() -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--models", default=DEFAULT_RUNS,
+                        help="NAME[:THREADS/THREADS...],... (threads default: --threads)")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--keep", help="folder to keep the GGUFs in (built once)")
     parser.add_argument("--out", default=str(RESULTS / "speed_table.md"))
@@ -270,7 +274,8 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
-    for name in args.models.split(","):
+    for entry in args.models.split(","):
+        name, _, counts = entry.partition(":")
         spec, mat, prompt, depth = MODELS[name]
         if spec is None:  # a private copy: tests elsewhere may rewrite the installed file while it is mapped
             path = folder / "smollm2-135m-q4_1.gguf"
@@ -283,7 +288,7 @@ def main() -> None:
                 build(spec, mat, path)
                 print(f"built {path.name} ({path.stat().st_size / 2**30:.2f} GiB, {time.perf_counter() - t0:.0f} s)",
                       file=sys.stderr)
-        for threads in (int(t) for t in args.threads.split(",")):
+        for threads in (int(t) for t in (counts.replace("/", ",") or args.threads).split(",")):
             t0 = time.perf_counter()
             m = measure(path, threads, prompt, depth)
             for label in ("a", "b"):
