@@ -229,7 +229,7 @@ def verdict(path: Path, threads: int, prompt: int, prefill_tps: float, decode_to
             other_busy: float | None, engine_cores: float | None) -> dict[str, Any]:
     """The doctor's speed facts for one measured phase pair, from the facts a scan would have."""
     from doctor.core.facts import Facts, Source
-    from doctor.derive.estimate import derive
+    from doctor.derive import derive
     from doctor.sources.probes.base import ProbeContext, run_probe
     from doctor.sources.probes.ceilings import PROBE as CEILINGS
     from doctor.sources.probes.gguf_model import PROBE as GGUF

@@ -4,7 +4,7 @@ Floor: derive (pure: facts in, facts out). Strings: the Source texts and `settle
 
 Three parts (issue 26):
 - the model's cost per token, from the GGUF tensor table and the weight placement
-  (doctor/derive/estimate.py): bytes streamed per decode token per device (the token embedding is a
+  (doctor/derive/memory.py): bytes streamed per decode token per device (the token embedding is a
   row gather, not a stream; a MoE reads expert_used/expert_count of its expert tensors; the KV cache
   is read at the trace's depth), FLOPs per prefill token (2 x active parameters + attention at the
   depth) and, under partial offload, the bytes llama.cpp copies to the GPU per prefill batch (it runs
@@ -21,11 +21,12 @@ Three parts (issue 26):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from doctor.core.facts import Facts, Source
+from doctor.derive.memory import Plan, kv_bytes_per_token, place_weights
+from doctor.derive.plan import plan_from_facts
+from doctor.derive.source import step_src
 
 GB = 1e9
 BATCH_OFFLOAD_MIN = 32  # llama.cpp offloads CPU weights' products to the GPU for batches this large
@@ -51,7 +52,7 @@ THREADS_GAIN = 1.25  # all cores would lift the ceiling at least this much: "thr
 
 
 def _src(text: str) -> Source:
-    return Source("estimate", "estimate.speed", text=text[:300])
+    return step_src("speed", text[:300])
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,23 +127,12 @@ def _expert_share(facts: Facts) -> float:
     return 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class Model:
-    """The memory model's parts the cost needs, handed in by doctor/derive/estimate.py (which calls
-    this module: importing it back would make a cycle)."""
-
-    plan: Any  # estimate.Plan
-    place: Callable[..., Any]  # estimate.place_weights(layout, n_gpu_layers, gpu) -> Placement
-    kv_per_token: Callable[..., float]  # estimate.kv_bytes_per_token(shape, type_k, type_v)
-
-
-def model_cost(facts: Facts, model: Model, depth: int, prompt: int) -> Cost | None:
-    plan = model.plan
+def model_cost(facts: Facts, plan: Plan, depth: int, prompt: int) -> Cost | None:
     layout = plan.layout
     n = layout.n_layer
     if n <= 0:
         return None
-    place = model.place(layout, plan.n_gpu_layers, plan.gpu)
+    place = place_weights(layout, plan.n_gpu_layers, plan.gpu)
     start = min(place.first_gpu_layer, n)
     experts = facts.value("model.expert_bytes", 0)
     skip = _expert_share(facts) * (experts / n if isinstance(experts, int) else 0)
@@ -151,7 +141,7 @@ def model_cost(facts: Facts, model: Model, depth: int, prompt: int) -> Cost | No
     head = layout.output_bytes + (layout.input_bytes if layout.output_tied else 0)
     gpu_w = sum(active[start:]) + (head if place.output_on_gpu else 0)
     cpu_w = sum(active[:start]) + (0 if place.output_on_gpu else head)
-    kv_tok = model.kv_per_token(plan.kv, plan.type_k, plan.type_v) if plan.kv is not None else 0.0
+    kv_tok = kv_bytes_per_token(plan.kv, plan.type_k, plan.type_v) if plan.kv is not None else 0.0
     kv_read = kv_tok * max(0, depth)
     kv_gpu = kv_read * (n - start) / n if plan.offload_kqv else 0.0
     # FLOPs: 2 per active parameter (the embedding gather excluded) + attention (QK and AV)
@@ -361,15 +351,16 @@ def judge(facts: Facts, cost: Cost, ceil: Ceilings) -> list[tuple[Verdict, Share
     return out
 
 
-def derive_speed(facts: Facts, model: Model | None) -> None:
+def derive_speed(facts: Facts) -> None:
     """Set derived.* cost facts and speed.<phase>.* for each phase with a measured speed."""
-    if model is None or model.plan is None:
+    plan = plan_from_facts(facts)
+    if plan is None:
         return
     prompt = facts.value("run.prompt_tokens")
     decoded = facts.value("run.decode_tokens")
     prompt = prompt if isinstance(prompt, int) and prompt > 0 else 0
     depth = prompt + (decoded // 2 if isinstance(decoded, int) and decoded > 0 else 0)
-    cost = model_cost(facts, model, depth, prompt or 1)
+    cost = model_cost(facts, plan, depth, prompt or 1)
     if cost is None:
         return
     how = f"GGUF tensor table, {cost.gpu_layers}/{cost.n_layer} layers on the GPU, KV at depth {depth}"
