@@ -33,9 +33,14 @@ BATCH_OFFLOAD_MIN = 32  # llama.cpp offloads CPU weights' products to the GPU fo
 
 # Efficiencies measured by bench/speed_table.py on the 2-core AMX Xeon (docs/speed.md): the share
 # of each ceiling llama.cpp's CPU kernels reach. Compute is against the float32 GEMM figure.
-EFF_CPU_BW = 0.5
-EFF_CPU_COMPUTE = {"q4_0": 0.75, "q8_0": 0.6, "f16": 0.3, "bf16": 0.3, "f32": 0.5, "other": 0.4}
-EFF_CPU_DECODE_COMPUTE = 0.4  # decode's matrix-vector products against the GEMM figure
+EFF_CPU_BW = 0.8  # of the read kernel's bandwidth, where decode is bandwidth-bound (many cores)
+# prefill: llama.cpp's CPU matrix kernels against the float32 GEMM figure, by weight type
+EFF_CPU_COMPUTE = {"q4_0": 0.55, "q8_0": 0.75, "f16": 0.75, "bf16": 0.75, "f32": 0.75, "other": 0.35}
+# decode: the weight bytes a core's dot-product kernels get through per second, per GFLOP/s of the
+# float32 GEMM figure on that core (dequantising Q4 costs more than reading it: on one core decode is
+# compute-bound, and only with several cores does the memory bus bind)
+DECODE_RATE = {"q4_0": 0.033, "q8_0": 0.055, "f16": 0.074, "bf16": 0.074, "f32": 0.074, "other": 0.035}
+EFF_CPU_DECODE = 0.8  # that typical rate against the kernels' best: the ceiling is the best
 # per-token overhead: graph build, thread barriers, sampling; ms per layer per token at 1 thread and
 # the extra per added thread (barrier cost grows with threads)
 CPU_LAYER_MS = 0.05
@@ -198,6 +203,9 @@ def ceilings(facts: Facts) -> Ceilings:
         pcie = pcie or spec_pcie
         if kind == "apple" and bw is None and spec_bw:  # unified memory: the CPU reads the same RAM
             bw = bw_all = spec_bw
+        host_bw = _num(facts, "spec.host_mem_bw_gbs")  # the CPU side of a partial offload, when named
+        if bw is None and host_bw:
+            bw = bw_all = host_bw
     elif kind == "cpu" and bw is None and spec_bw:
         bw, bw_all, source = spec_bw, spec_bw, "spec"
         if spec_tf and gflops is None:
@@ -250,12 +258,13 @@ def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, fl
             return {}, 0.0, "the machine's memory read bandwidth (run llm-doctor scan on it, or name its CPU)"
         t = cost.decode_cpu_bytes / (ceil.cpu_bw_gbs * GB * share.share)
         terms["memory-bandwidth:cpu"] = t
-        expected += t / EFF_CPU_BW
-        cpu_flops = cost.decode_flops * (1 - cost.gpu_layers / cost.n_layer)
-        if ceil.cpu_gflops:
-            tc = cpu_flops / (ceil.cpu_gflops * 1e9 * share.share)
+        slowest = t / EFF_CPU_BW
+        if ceil.cpu_gflops:  # the dot-product kernels' own rate on the engine's threads
+            rate = DECODE_RATE.get(cost.weight_type, DECODE_RATE["other"]) * ceil.cpu_gflops * GB
+            tc = cost.decode_cpu_bytes / (rate / EFF_CPU_DECODE * share.share)
             terms["compute:cpu"] = tc
-            expected += tc / EFF_CPU_DECODE_COMPUTE
+            slowest = max(slowest, tc / EFF_CPU_DECODE)
+        expected += slowest
     if cost.decode_gpu_bytes:
         if ceil.gpu_bw_gbs is None:
             return {}, 0.0, "the GPU's name or its memory bandwidth (a device line of the log, or scan --bench)"

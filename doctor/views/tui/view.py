@@ -416,7 +416,7 @@ def _ordered(by_engine: dict[str, str]) -> list[tuple[str, str]]:
 
 # -- speed: a bar per phase of measured tok/s against this machine's ceiling (issue 26) ----------
 
-BAR_WIDTH = 24
+BAR_WIDTH = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,7 +424,7 @@ class SpeedBar:
     phase: str
     filled: int  # cells of BAR_WIDTH (the fraction, capped at 1)
     percent: str  # "29%" or "?" without a ceiling
-    text: str  # "11.6 of 40.6 tok/s · memory-bandwidth:cpu (measured)"
+    text: str  # "11.6/40.6 tok/s, memory-bandwidth:cpu (measured)"
     kind: str  # ok | warning | unknown: how the bar is coloured
 
 
@@ -433,11 +433,11 @@ def speed_bars(report: Report) -> list[SpeedBar]:
     bars = []
     for row in phase_rows(report.facts):
         if row.fraction is None or row.ceiling is None:
-            bars.append(SpeedBar(row.phase, 0, "?", f"{row.tok_s:,.1f} tok/s · ceiling unknown"
+            bars.append(SpeedBar(row.phase, 0, "?", f"{row.tok_s:,.1f} tok/s, ceiling unknown"
                                  + (f": needs {row.settle}" if row.settle else ""), "unknown"))
             continue
         filled = round(min(1.0, max(0.0, row.fraction)) * BAR_WIDTH)
         kind = "warning" if row.bound in ("contention", "threads") else "ok"
         bars.append(SpeedBar(row.phase, filled, f"{row.fraction:.0%}",
-                             f"{row.tok_s:,.1f} of {row.ceiling:,.1f} tok/s · {row.bound} ({row.source})", kind))
+                             f"{row.tok_s:,.1f}/{row.ceiling:,.1f} tok/s, {row.bound} ({row.source})", kind))
     return bars
