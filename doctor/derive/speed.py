@@ -67,7 +67,6 @@ class Cost:
     decode_gpu_bytes: int
     decode_cpu_bytes: int
     prefill_flops: float  # per token, at the prompt's mean depth
-    decode_flops: float  # per token, at the decode depth
     pcie_bytes_per_batch: int  # 0 unless partially offloaded
     n_layer: int
     gpu_layers: int  # repeating layers on the GPU
@@ -162,13 +161,13 @@ def model_cost(facts: Facts, plan: Plan, depth: int, prompt: int) -> Cost | None
     if not isinstance(head_dim, int) and isinstance(n_embd, int) and isinstance(n_head, int) and n_head:
         head_dim = n_embd // n_head
     attn_per_depth = 4.0 * n * n_head * head_dim if isinstance(n_head, int) and isinstance(head_dim, int) else 0.0
-    prefill_depth = max(0, depth - prompt) + prompt / 2
+    prefill_depth = prompt / 2  # the prompt is evaluated from an empty cache: its mean depth
     pcie = 0
     if plan.gpu and 0 < place.gpu_layers < n + 1:
         pcie = int(sum(layout.layer_bytes[:start]) + (0 if place.output_on_gpu else layout.output_bytes))
     return Cost(decode_gpu_bytes=int(gpu_w + kv_gpu), decode_cpu_bytes=int(cpu_w + kv_read - kv_gpu),
                 prefill_flops=2.0 * active_params + attn_per_depth * prefill_depth,
-                decode_flops=2.0 * active_params + attn_per_depth * depth, pcie_bytes_per_batch=pcie,
+                pcie_bytes_per_batch=pcie,
                 n_layer=n, gpu_layers=n - start, depth=depth, weight_type=weight_type(facts))
 
 
