@@ -104,6 +104,7 @@ def test_verify_sits_beside_the_fix_and_else_the_class_default_applies(rulebase:
     ("{not_tried: ''}", "verify.not_tried", "says why"),
     ("{try: [{n_ctx: 1}], needs_gpu: yes please}", "verify.needs_gpu", "true or false"),
     ("[n_ctx]", "verify", "'verify' is"),
+    ("{try: [{max_num_seqs: 16}]}", "verify.try[0]", "the embedded engine has"),  # a server's, not re-run
 ])
 def test_a_bad_verify_is_one_line(verify: str, field: str, words: str) -> None:
     err = broken(RULE.replace("  tests:", f"  verify: {verify}\n  tests:"))

@@ -1,33 +1,9 @@
 """vLLM logs, V0 and V1 engines (0.2 to 0.34): facts and events from the engine's own messages.
 
-What is read (format strings from vLLM's source, see fixtures/logs/vllm/README.md):
-- the configuration in force: `args: Namespace(...)`, `non-default args: {...}`, the engine's
-  `Initializing ... engine (vX) with config: ...` line, `Using max model len`, chunked prefill;
-- model loading size and time (`Loading model weights took`, `Model loading took`);
-- KV capacity: `# GPU blocks` / `# cuda blocks`, `GPU KV cache size: N tokens`, `Maximum concurrency
-  for N tokens per request`, `Available KV cache memory` (can be negative), the memory profiling
-  lines, and the capacity errors (`No available memory for the cache blocks`, max seq len larger
-  than the KV cache can hold, `To serve at least one request ...`);
-- requests rejected for length, and which limit they hit: max_model_len, or the batched-token
-  budget (V0 `Input prompt (N tokens) is too long and exceeds limit of L`, the start-up check
-  `max_num_batched_tokens (X) is smaller than max_model_len (Y)`), and whether the prompt alone or
-  the prompt plus max_tokens was too long;
-- preemption: the V0 warning (every 50th, with the running total) and the V1 `Preemptions: N` stat;
-- the periodic stats line, read as comma-separated `key: value` pairs (its fields change by version);
-- PyTorch out-of-memory errors in both wordings, placed in the start-up step they hit (loading
-  weights, profiling, KV allocation, CUDA-graph capture, sampler warm-up, serving); an OOM read before
-  any start-up line (the error pasted above its log, a viewer listing the newest line first) is placed
-  at the furthest step the log shows.
-- a message wrapped over two lines is read joined with the next.
-
-Messages are matched by their text, so process prefixes (`(EngineCore_DP0 pid=…)`, `(VllmWorker
-rank=0 pid=…)`, `(APIServer pid=…)`), another tool's logger, journald or docker framing do not
-matter; the vLLM header (`INFO 05-22 02:20:59 [file.py:229]`) and the process prefixes are what the
-engine detection counts.
-
-PyTorch OOMs are shared with the TGI parser (both engines run on PyTorch, doctor/sources/logs/pytorch.py):
-each parser records the OOM lines it sees with the step its engine was in on a `TorchOomBoard`
-of the analysis, and the board emits each OOM once, for the engine the log belongs to.
+The handlers: configuration, KV capacity, requests refused for length, preemption and the periodic
+stats, each read from the lines patterns.py names (what is read, and where the strings come from, is
+said there); a PyTorch OOM is recorded on the analysis's board (../_torch/pytorch.py) with the
+start-up step vLLM was in.
 
 Pure.
 """
@@ -35,113 +11,68 @@ Pure.
 from __future__ import annotations
 
 import contextlib
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.core.facts import Facts, Source
-from doctor.sources.logs.base import LineKind, LineKinds, LogParser
+from doctor.sources.engines._torch import pytorch
+from doctor.sources.engines.vllm.patterns import (
+    BATCHED_BELOW,
+    BLOCKS,
+    CAPACITY_KIND,
+    CHUNKED,
+    CONCURRENCY,
+    CONFIG_KIND,
+    CONFIG_KV,
+    CONFIG_LINE,
+    CONTEXT_KIND,
+    CTX_MAX_TOKENS,
+    CTX_REQUEST_HAS,
+    CTX_REQUESTED,
+    CTX_REQUESTED_INPUT,
+    ENGINE_FAILED,
+    ESTIMATED_LEN,
+    FAILURE_KIND,
+    FRAME_KIND,
+    FRAME_PHASE,
+    HEADER,
+    INPUT_TOO_LONG,
+    KINDS,
+    KV_AVAILABLE,
+    KV_TOKENS,
+    LOAD_START,
+    LOOKAHEAD,
+    MAX_LEN_USED,
+    MAX_SEQ_OVER_KV,
+    NO_KV_MEMORY,
+    OOM,
+    OOM_KIND,
+    PREEMPT_TOTAL,
+    PREEMPTED,
+    PREEMPTION_KIND,
+    PROCESS,
+    PROFILE_SPLIT,
+    PROFILE_TOTAL,
+    PROFILE_V1,
+    PROMPT_LONGER,
+    READ,
+    STAGE,
+    STAGE_KIND,
+    STAGE_MARKS,
+    STAGE_ORDER,
+    STAGE_PHASE,
+    STATS,
+    STATS_KIND,
+    STATS_NUMBER,
+    TO_SERVE,
+    USER_MAX_LEN,
+    VERSION,
+    WEIGHTS_TOOK,
+    clean,
+    to_int,
+)
+from doctor.sources.logs.base import LogParser, reads
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import gated
-from doctor.sources.logs.pytorch import (
-    FRAME,
-    FRAME_LINES,
-    GIB,
-    OOM_LINES,
-    OOM_PATTERNS,
-    TRACEBACK,
-    Frames,
-    LargestRequest,
-    TorchOomBoard,
-    rejection_data,
-    torch_oom,
-)
-from doctor.sources.logs.pytorch import parse_size as parse_size  # re-exported: read from here by tests
-
-# -- vLLM messages ---------------------------------------------------------------------------------
-HEADER = gated(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
-               r"\[?[\w./\-]+\.py:\d+\]? ")
-PROCESS = gated(r"\((?:EngineCore|APIServer|VllmWorker|Worker|DPCoordinator|RayWorkerWrapper)[\w\-]*"
-                r"(?: rank=\d+)? pid=\d+(?:, ip=[\d.]+)?\)")
-VERSION = gated(r"vLLM API server version v?([\w.+\-]+)"
-                r"|Initializing an? (V1 )?LLM engine \(v?([\w.+\-]+)\) with config")
-CONFIG_LINE = gated(r"with config: |args: Namespace\(|non-default args: \{|EngineArgs\(")
-CONFIG_KV = gated(r"""(?:^|[\s,({])['"]?(max_model_len|max_seq_len|gpu_memory_utilization|max_num_seqs"""
-                  r"""|max_num_batched_tokens|tensor_parallel_size|pipeline_parallel_size|kv_cache_dtype"""
-                  r"""|cache_dtype|block_size|enable_chunked_prefill|chunked_prefill_enabled|quantization"""
-                  r"""|enforce_eager|model)['"]?\s*[=:]\s*('[^']*'|"[^"]*"|[\w.\-/]+)""")
-MAX_LEN_USED = gated(r"Using max model len (\d+)")
-CHUNKED = gated(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
-BATCHED_BELOW = gated(r"max_num_batched_tokens \((\d+)\) is smaller than max_model_len \((\d+)\)")
-USER_MAX_LEN = gated(r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len "
-                     r"\((\w+)=(\d+)")
-LOAD_START = gated(r"Starting to load model (\S+?)(?:\.\.\.)?$")
-WEIGHTS_TOOK = gated(r"Loading model weights took ([\d.]+) GB"
-                     r"|Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds"
-                     r"|Loading weights took ([\d.]+) seconds")
-PROFILE_TOTAL = gated(r"total_gpu_memory \(([\d.]+)\s*GiB\) x gpu_memory_utilization \(([\d.]+)\)")
-PROFILE_SPLIT = gated(r"model weights take ([\d.]+)\s*GiB;.*?"
-                      r"the rest of the memory reserved for KV Cache is (-?[\d.]+)\s*GiB")
-PROFILE_V1 = gated(r"Memory profiling takes [\d.]+ seconds\. Total non KV cache memory: [\d.]+\s*GiB;.*?"
-                   r"weights memory: ([\d.]+)\s*GiB")
-BLOCKS = gated(r"# (GPU|cuda|CUDA|ROCm|rocm|XPU|xpu|device) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
-KV_TOKENS = gated(r"\b(\w+(?: \+ host)?) KV cache size: ([\d,]+) tokens")  # \b: linear on long words
-CONCURRENCY = gated(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-KV_AVAILABLE = gated(r"Available KV cache memory: (-?[\d.]+) GiB")
-NO_KV_MEMORY = gated(r"No available memory for the cache blocks")
-MAX_SEQ_OVER_KV = gated(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored "
-                        r"in KV cache \((\d+)\)")
-TO_SERVE = gated(r"To serve at least one request with the models?'s max seq len \((\d+)\), "
-                 r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory "
-                 r"\((-?[\d.]+) GiB\)")
-ESTIMATED_LEN = gated(r"estimated maximum model length is (\d+)")
-LOOKAHEAD = gated(r"Input prompt \((\d+) tokens\) \+ lookahead slots \((\d+)\) is too long "
-                  r"and exceeds the capacity of block_manager")
-INPUT_TOO_LONG = gated(r"Input prompt \((\d+) tokens\) is too long and exceeds limit of (\d+)")
-CTX_REQUESTED = gated(r"maximum context length is (\d+) tokens\. However, you requested (\d+) tokens "
-                      r"\((\d+) in the messages, (\d+) in the completion\)")
-CTX_REQUESTED_INPUT = gated(r"maximum context length is (\d+) tokens\. However, you requested (\d+) tokens "
-                            r"in the (?:messages|input)")
-CTX_REQUEST_HAS = gated(r"maximum context length is (\d+) tokens\. However, your "
-                        r"(?:request has|prompt contains (?:at least )?)(\d+) input tokens")
-CTX_MAX_TOKENS = gated(r"'max_tokens' or 'max_completion_tokens' is too large: (\d+)\. This model's maximum "
-                       r"context length is (\d+) tokens and your request has (\d+) input tokens")
-PROMPT_LONGER = gated(r"The (?:decoder|encoder) prompt \(length (\d+)\)"
-                      r"(?: plus the number of requested output tokens)?.{0,30}? is longer than the maximum "
-                      r"model length of (\d+)")
-PREEMPTED = gated(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not "
-                  r"enough KV cache space")
-PREEMPT_TOTAL = gated(r"total_num_cumulative_preemption=(\d+)")
-STATS = gated(r"Avg prompt throughput: ")
-STATS_NUMBER = gated(r"(-?[\d.]+)")
-STAGE_MARKS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (gated(r"Starting to load model|Loading safetensors checkpoint|Loading pt checkpoint"), "load"),
-    (gated(r"Loading model weights took|Model loading took"), "profile"),
-    (gated(r"Memory profiling takes|# \w+ blocks: |KV cache size: |Available KV cache memory"), "kv"),
-    (gated(r"Capturing (?:the model for CUDA graphs|cudagraphs|CUDA graph)|Compile and warming up model"),
-     "warmup"),
-    (gated(r"Graph capturing finished|init engine \(profile"), "ready"),
-    (gated(r"Starting vLLM API server|Available routes are|Application startup complete|Uvicorn running"
-           r"|Avg prompt throughput"), "run"),
-)
-STAGE_ORDER = ("start", "load", "profile", "kv", "warmup", "ready", "run")
-STAGE_PHASE: dict[str, tuple[str | None, str | None]] = {
-    "start": (None, None), "load": ("weights", "load_model"), "profile": ("compute", "profile_run"),
-    "kv": ("kv_cache", "kv_cache_alloc"), "warmup": ("compute", "cuda_graphs"), "ready": ("compute", "warmup"),
-    "run": ("runtime", "serving"),
-}
-# the engine died while serving (a failure at start-up is reported by the error that caused it)
-ENGINE_FAILED = gated(r"EngineCore encountered a fatal error|Error in model execution")
-
-def _clean(value: str) -> str:
-    return value.strip().strip("'\"")
-
-
-def _int(value: str) -> int | None:
-    try:
-        return int(value.replace(",", ""))
-    except ValueError:
-        return None
 
 
 @dataclass(slots=True)
@@ -163,47 +94,10 @@ class _State:
     swapped_max: int | None = None
     swapped_line: LogLine | None = None
     stats_lines: int = 0
-    largest: LargestRequest = field(default_factory=LargestRequest)
+    largest: pytorch.LargestRequest = field(default_factory=pytorch.LargestRequest)
     crashed: bool = False
     capacity_seen: set[tuple[str, int]] = field(default_factory=set)
 
-
-# The lines read, by kind. Phases: "stage" marks the start-up step (never takes a line), "frame" reads
-# traceback frames, "oom" PyTorch's OOM messages, "read" vLLM's own; a message wrapped over two lines
-# is read joined with the next ("oom" and "read" again). A kind without a handler names lines read only for the
-# engine's own header (its vote).
-KINDS = LineKinds(
-    LineKind("header", None, (), (r"Automatically detected platform",)),
-    LineKind("stage", "_stage_marks", tuple(pattern for pattern, _ in STAGE_MARKS),
-             (r"Capturing (?:the model|cudagraphs|CUDA graph)", r"Compile and warming up", r"Graph capturing finished",
-              r"init engine \(profile", r"Starting vLLM API server", r"Available routes are",
-              r"Application startup complete"), phase="stage"),
-    LineKind("frame", "_frame", (TRACEBACK, FRAME), FRAME_LINES, phase="frame"),
-    LineKind("oom", "_oom", OOM_PATTERNS, OOM_LINES, phase="oom"),
-    LineKind("config", "_config",
-             (VERSION, CONFIG_LINE, MAX_LEN_USED, CHUNKED, BATCHED_BELOW, USER_MAX_LEN, LOAD_START, WEIGHTS_TOOK),
-             (r"vLLM API server version", r"LLM engine \(v", r"LLM engine with config", r"args: Namespace\(",
-              r"non-default args: ", r"Using max model len", r"Chunked prefill is enabled",
-              r"max_num_batched_tokens \(", r"User-specified max_model_len", r"Starting to load model",
-              r"Loading model weights took", r"Model loading took", r"Loading weights took")),
-    LineKind("capacity", "_capacity",
-             (BLOCKS, KV_TOKENS, CONCURRENCY, KV_AVAILABLE, PROFILE_TOTAL, PROFILE_SPLIT, PROFILE_V1, NO_KV_MEMORY,
-              MAX_SEQ_OVER_KV, TO_SERVE, LOOKAHEAD),
-             (r"Memory profiling takes", r"total_gpu_memory \(", r"model weights take", r"# \w+ blocks: \d",
-              r"KV cache size: [\d,]+ tokens", r"Maximum concurrency for", r"Available KV cache memory",
-              r"No available memory for the cache", r"max seq len \(", r"Input prompt \(")),
-    # no patterns: PROMPT_LONGER is also read on the line joined with the next, so it is tried on every line
-    LineKind("context", "_context", (), (r"maximum context length is", r"maximum model length of")),
-    LineKind("preemption", "_preemption", (PREEMPTED,), (r"is preempted by",)),
-    LineKind("stats", "_stats", (STATS,), (r"Avg prompt throughput",)),
-    # a failed start is reported by the error that caused it: those lines are read for the vote
-    LineKind("failure", "_failure", (ENGINE_FAILED,),
-             (r"EngineCore (?:failed|encountered)", r"Engine core initialization failed", r"WorkerProc failed",
-              r"Error in model execution")),
-    phases=("stage", "frame", "oom", "read"),
-)
-TRIGGERS = KINDS.triggers
-_STAGE, _FRAME, _OOM, _READ = (KINDS.phase(p) for p in KINDS.phases)
 
 
 class VllmParser(LogParser):
@@ -213,7 +107,7 @@ class VllmParser(LogParser):
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
-        self.frames = Frames()
+        self.frames = pytorch.Frames()
         self._framed = False  # the line being read carries the vLLM header or a process prefix
 
     # -- entry -------------------------------------------------------------------------------
@@ -225,23 +119,24 @@ class VllmParser(LogParser):
         if framed:
             self._vote()
         plan = KINDS.plan(KINDS.bits(t))  # the kinds this line can be, by phase
-        self.run(plan[_STAGE], line)
-        if self.run(plan[_FRAME], line):
+        self.run(plan[STAGE], line)
+        if self.run(plan[FRAME_PHASE], line):
             return
         for candidate in (line, *line.continuations()):  # a message wrapped over two lines is read joined
             if candidate is not line:
                 plan = KINDS.plan(KINDS.bits(candidate.text))
-            if self.run(plan[_OOM], candidate):
+            if self.run(plan[OOM], candidate):
                 return
-            if self.run(plan[_READ], candidate):
+            if self.run(plan[READ], candidate):
                 if not framed:
                     self._vote()  # a vLLM message under another tool's logger
                 return
 
     def _vote(self) -> None:
         self.votes["vllm"] += 1
-        self.state.part(TorchOomBoard).votes["vllm"] = sum(self.votes.values())
+        self.state.part(pytorch.TorchOomBoard).votes["vllm"] = sum(self.votes.values())
 
+    @reads(STAGE_KIND)
     def _stage_marks(self, line: LogLine) -> bool:
         """The start-up step the line shows; never takes the line."""
         t = line.text
@@ -257,22 +152,25 @@ class VllmParser(LogParser):
                 return False
         return False
 
+    @reads(FRAME_KIND)
     def _frame(self, line: LogLine) -> bool:
         return self.frames.feed(line)
 
     # -- PyTorch OOM -------------------------------------------------------------------------
+    @reads(OOM_KIND)
     def _oom(self, line: LogLine) -> bool:
-        data = torch_oom(line.text)
+        data = pytorch.torch_oom(line.text)
         if data is None:
             return False
         guess = STAGE_PHASE[self.s.stage]
         step = data.get("step")
         frame = ("compute", str(step)) if step else self.frames.current(line.number)
         owner = "vllm" if self._framed else None
-        self.state.part(TorchOomBoard).record("vllm", line, data, guess, frame, owner)
+        self.state.part(pytorch.TorchOomBoard).record("vllm", line, data, guess, frame, owner)
         return True
 
     # -- configuration -----------------------------------------------------------------------
+    @reads(CONFIG_KIND)
     def _config(self, line: LogLine) -> bool:
         t = line.text
         m = VERSION.search(t)
@@ -308,13 +206,13 @@ class VllmParser(LogParser):
             return True
         m = LOAD_START.search(t)
         if m:
-            self.set("model.name", _clean(m.group(1)), line)
+            self.set("model.name", clean(m.group(1)), line)
             return True
         m = WEIGHTS_TOOK.search(t)
         if m:
             if m.group(1) or m.group(2):
                 # 0.6.x prints GiB under the name "GB" (model_memory_usage / 2**30)
-                self.set("server.weights_bytes", int(float(m.group(1) or m.group(2)) * GIB), line)
+                self.set("server.weights_bytes", int(float(m.group(1) or m.group(2)) * pytorch.GIB), line)
             seconds = m.group(3) or m.group(4)
             if seconds:
                 self.set("run.load_ms", round(float(seconds) * 1000, 1), line)
@@ -324,19 +222,19 @@ class VllmParser(LogParser):
     def _config_pairs(self, line: LogLine) -> None:
         text = line.text if len(line.text) > 40 or not line.next_text else line.joined()
         for key, raw in CONFIG_KV.findall(text):
-            value = _clean(raw)
+            value = clean(raw)
             if value in ("None", ""):
                 continue
             if key in ("max_model_len", "max_seq_len"):
-                n = _int(value)
+                n = to_int(value)
                 if n:
                     self.set("config.max_model_len", n, line)
             elif key in ("max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size"):
-                n = _int(value)
+                n = to_int(value)
                 if n:
                     self.set(f"config.{key}", n, line)
             elif key == "pipeline_parallel_size":
-                n = _int(value)
+                n = to_int(value)
                 if n:
                     self.set("server.vllm.pipeline_parallel_size", n, line)
             elif key == "gpu_memory_utilization":
@@ -345,7 +243,7 @@ class VllmParser(LogParser):
             elif key in ("kv_cache_dtype", "cache_dtype"):
                 self.set("config.kv_cache_dtype", value, line)
             elif key == "block_size":
-                n = _int(value)
+                n = to_int(value)
                 if n:
                     self.s.block_size = n
             elif key in ("enable_chunked_prefill", "chunked_prefill_enabled"):
@@ -360,6 +258,7 @@ class VllmParser(LogParser):
                 self.set("model.name", value, line)
 
     # -- KV capacity ---------------------------------------------------------------------------
+    @reads(CAPACITY_KIND)
     def _capacity(self, line: LogLine) -> bool:
         t = line.text
         s = self.s
@@ -378,13 +277,13 @@ class VllmParser(LogParser):
         found = False
         m = KV_TOKENS.search(t)
         if m:
-            tokens = _int(m.group(2))
+            tokens = to_int(m.group(2))
             if tokens is not None:
                 self.set("server.kv_tokens", tokens, line)
             found = True
         m = CONCURRENCY.search(t)
         if m:
-            max_len = _int(m.group(1))
+            max_len = to_int(m.group(1))
             if max_len:
                 self.set("config.max_model_len", max_len, line)
             self.set("server.max_concurrency", float(m.group(2)), line)
@@ -393,21 +292,21 @@ class VllmParser(LogParser):
             return True
         m = KV_AVAILABLE.search(t)
         if m:
-            self.set("server.kv_available_bytes", int(float(m.group(1)) * GIB), line)
+            self.set("server.kv_available_bytes", int(float(m.group(1)) * pytorch.GIB), line)
             return True
         m = PROFILE_TOTAL.search(t)
         if m:
-            self.set("server.gpu_total_bytes", int(float(m.group(1)) * GIB), line)
+            self.set("server.gpu_total_bytes", int(float(m.group(1)) * pytorch.GIB), line)
             self.set("config.gpu_memory_utilization", float(m.group(2)), line)
             return True
         m = PROFILE_SPLIT.search(t)
         if m:
-            self.set("server.weights_bytes", int(float(m.group(1)) * GIB), line)
-            self.set("server.kv_available_bytes", int(float(m.group(2)) * GIB), line)
+            self.set("server.weights_bytes", int(float(m.group(1)) * pytorch.GIB), line)
+            self.set("server.kv_available_bytes", int(float(m.group(2)) * pytorch.GIB), line)
             return True
         m = PROFILE_V1.search(t)
         if m:
-            self.set("server.weights_bytes", int(float(m.group(1)) * GIB), line)
+            self.set("server.weights_bytes", int(float(m.group(1)) * pytorch.GIB), line)
             return True
         if NO_KV_MEMORY.search(t):
             self._capacity_event(line, "no_memory")
@@ -424,15 +323,15 @@ class VllmParser(LogParser):
         if m:
             max_len, needed, available = int(m.group(1)), float(m.group(2)), float(m.group(3))
             self.set("config.max_model_len", max_len, line)
-            self.set("server.kv_needed_bytes", int(needed * GIB), line)
-            self.set("server.kv_available_bytes", int(available * GIB), line)
+            self.set("server.kv_needed_bytes", int(needed * pytorch.GIB), line)
+            self.set("server.kv_available_bytes", int(available * pytorch.GIB), line)
             est = ESTIMATED_LEN.search(line.joined())
             if est:
                 self.set("server.max_len_fit", int(est.group(1)), line)
             elif needed > 0 and available > 0:
                 self.set("server.max_len_fit", int(max_len * available / needed) // 256 * 256, line)
-            self._capacity_event(line, "max_len", max_len, max_model_len=max_len, needed=int(needed * GIB),
-                                 available=int(available * GIB))
+            self._capacity_event(line, "max_len", max_len, max_model_len=max_len, needed=int(needed * pytorch.GIB),
+                                 available=int(available * pytorch.GIB))
             return True
         m = LOOKAHEAD.search(t)
         if m:
@@ -442,6 +341,7 @@ class VllmParser(LogParser):
         return False
 
     # -- requests rejected for length ------------------------------------------------------------
+    @reads(CONTEXT_KIND)
     def _context(self, line: LogLine) -> bool:
         t = line.text
         m = INPUT_TOO_LONG.search(t)
@@ -483,8 +383,8 @@ class VllmParser(LogParser):
 
     def _rejected(self, line: LogLine, *, n_tokens: int, n_ctx: int, prompt: int, completion: int | None = None,
                   limit: str = "max_model_len") -> None:
-        self.event("prompt_too_long", line, **rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt,
-                                                             limit=limit, completion=completion))
+        data = pytorch.rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt, limit=limit, completion=completion)
+        self.event("prompt_too_long", line, **data)
         self.s.largest.saw_prompt(prompt, line)
         self.s.largest.saw_request(n_tokens, line)
         self.set("server.limit_tokens", n_ctx, line)
@@ -501,6 +401,7 @@ class VllmParser(LogParser):
         self.s.capacity_seen.add(key)
         self.event("kv_capacity", line, reason=reason, **data)
 
+    @reads(PREEMPTION_KIND)
     def _preemption(self, line: LogLine) -> bool:
         t = line.text
         m = PREEMPTED.search(t)
@@ -517,6 +418,7 @@ class VllmParser(LogParser):
         self.event("preempted", line, **data)
         return True
 
+    @reads(STATS_KIND)
     def _stats(self, line: LogLine) -> bool:
         t = line.text
         m = STATS.search(t)
@@ -554,6 +456,7 @@ class VllmParser(LogParser):
             self.event("preempted", line, n=int(preempted))
         return True
 
+    @reads(FAILURE_KIND)
     def _failure(self, line: LogLine) -> bool:
         if ENGINE_FAILED.search(line.text):
             if not self.s.crashed:
@@ -565,7 +468,7 @@ class VllmParser(LogParser):
     # -- summary -------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        board = self.state.part(TorchOomBoard)
+        board = self.state.part(pytorch.TorchOomBoard)
         if s.furthest != "start":
             # an OOM read before any start-up step: the error pasted above its log, or a log viewer that
             # lists the newest line first (RunPod, some dashboards). It happened at the furthest step the
