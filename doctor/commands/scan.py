@@ -29,6 +29,7 @@ from doctor.core.errors import EngineError, UsageError
 from doctor.core.facts import Facts, Source
 from doctor.derive.memory import context_params
 from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S
+from doctor.sources.probes.cpustat import CpuWindow
 
 HELP = "check this machine, a model and planned settings before deployment"
 DEFAULT_CTX_CAP = 4096
@@ -304,8 +305,10 @@ def verify_scan(report: Any, model_path: str, plan: Plan, machine: Facts, ruleba
         facts.merge(machine)
         errors: list[str] = []
         try:
+            window = CpuWindow().start()  # each re-run judged on the share of the cores it had
             trace, errors = run_trace(model_path, planned, timeout_s=timeout_s, triage=triage, settings=settings)
             facts.merge(trace)
+            facts.merge(cores_facts(window.stop()))
         except EngineError as exc:
             errors = [f"trace: {exc.one_line()}"]
         facts.merge(planned.facts())
@@ -337,6 +340,19 @@ class _Beside(threading.Thread):
         if self._error is not None:
             raise self._error
         return self._value
+
+
+def cores_facts(share: Any) -> Facts:
+    """How the cores were shared while the trace ran (/proc/stat, doctor/sources/probes/cpustat.py)."""
+    facts = Facts()
+    if share is None:
+        return facts
+    src = Source("probe", "probe.cpustat", text=share.describe())
+    facts.set("host.cpu.other_busy", share.other_busy, src)
+    facts.set("host.cpu.steal_pct", share.steal_pct, src)
+    # the engine's own CPU time over the window is not its share: it includes its start (Python
+    # imports, one thread) and the load; the others' use is what the verdict scales by
+    return facts
 
 
 def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | None:
@@ -407,7 +423,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--replay-machine {args.replay_machine}: {exc}") from None
         roots, storage_path, machine_name = machine.roots, machine.model_path, machine.name
     model_path = choice.path
-    ctx = ProbeContext(roots=roots, model_path=model_path, storage_path=storage_path, bench=args.bench)
+    threads = args.threads or engine_default_threads(engine, os.cpu_count(), None)[0]
+    ctx = ProbeContext(roots=roots, model_path=model_path, storage_path=storage_path, bench=args.bench,
+                       threads=threads)
     only = (only_probes - {"trace"} or {"(trace only)"}) if only_probes else None
     chosen = registry.select(args.bench, only, skip_probes)
     machine_probes = [p for p in chosen if p.cost != "heavy" and p.name != "gguf"]
@@ -443,6 +461,7 @@ def run(args: argparse.Namespace) -> int:
 
         _progress("short real trace through llama-cpp-python (prefill + a few dozen decode steps)")
         thread = threading.Thread(target=trace_job, name="scan-trace", daemon=True)
+        window = CpuWindow(roots.proc).start()
         thread.start()
     facts.merge(registry.collect(ctx, gguf))
     if mmproj is not None:
@@ -461,6 +480,7 @@ def run(args: argparse.Namespace) -> int:
         errors.append(f"trace skipped: {blocked}")
     if "facts" in trace_result:
         facts.merge(trace_only(trace_result["facts"], facts))
+        facts.merge(cores_facts(window.stop()))
     facts.merge(choice.facts)
     facts.merge(plan.facts())
     facts.inputs = [f"scan of {machine_name or 'this machine'}",

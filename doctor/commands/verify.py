@@ -134,16 +134,17 @@ class Verifier:
                 break
             after_all = fixmap.figures(after_report.facts)
             after = fixmap.pick(finding.cls, after_all)
-            outcome, reason = fixmap.outcome(finding, self.report, after_report, after_all, baseline)
+            outcome, reason = fixmap.outcome(finding, self.report, after_report, after_all, baseline, changes)
             text = fixmap.line(finding.cls, label, before, after, outcome, reason)
             fired = [f.id for f in after_report.findings]
             before_ids = {f.id for f in self.report.findings}
             others = [f"{f.id} {f.title}" for f in after_report.findings
-                      if f.id not in before_ids and f.severity != "info" and outcome != "made worse"]
+                      if f.id not in before_ids and f.severity != "info"
+                      and (outcome != "made worse" or not fixmap.related(f, changes))]
             others = [o for o in others if o.split(" ")[0] not in {
                 f.id for f in after_report.findings if f.cls.split(".")[0] in self.skip}]
             if others:
-                text += "; also fired after: " + ", ".join(others)
+                text += "; also fired after, not the change's doing: " + ", ".join(others)
             self.say(f"{finding.id}: {outcome}: {text}")
             result = Verified(outcome, text, applied=changes, flags=applied_flags, before=before, after=after,
                               fired_after=fired, reason=reason, tries=list(tries))

@@ -8,6 +8,7 @@ context, the decode floor, GPU ratios, output loops, the estimate against the en
 - context.py  the tokens a run needs and the context to recommend
 - run.py      run summaries, the decode floor, load, threads, offload, output loops
 - arch.py mmproj.py repack.py split.py vs_engine.py   hooks of the budget (see each docstring)
+- speed.py    the model's cost per token and each phase's speed against this machine's ceilings
 - whatif.py   stated budgets for `scan --ram/--vram`
 Pure: reads a Facts, sets derived.* facts; imports only doctor.core.
 """
@@ -15,7 +16,7 @@ Pure: reads a Facts, sets derived.* facts; imports only doctor.core.
 from __future__ import annotations
 
 from doctor.core.facts import Facts
-from doctor.derive import context, plan, run
+from doctor.derive import context, plan, run, speed
 
 
 def _derive_vs_engine(facts: Facts) -> None:
@@ -27,7 +28,7 @@ def _derive_vs_engine(facts: Facts) -> None:
 
 STEPS = (run.derive_run_summaries, plan.derive_kv, context.derive_context, run.derive_threads, run.derive_load,
          run.derive_offload, plan.derive_mmproj, plan.derive_budget, context.derive_ctx_reduced,
-         run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output, _derive_vs_engine)
+         run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output, _derive_vs_engine, speed.derive_speed)
 
 
 def derive(facts: Facts) -> Facts:

@@ -76,7 +76,9 @@ def figures(facts: Facts) -> dict[str, Any]:
                       ("generated_tokens", "run.generated_tokens"), ("decode_ms_per_token", "run.decode_ms_p50"),
                       ("prefill_ms", "run.prefill_ms"), ("loop_count", "run.repeat_count"),
                       ("output_repetition", "run.output_repetition"), ("loop_span", "run.repeat_span"),
-                      ("finish_reason", "run.finish_reason")):
+                      ("finish_reason", "run.finish_reason"), ("decode_tok_s", "speed.decode.tok_s"),
+                      ("decode_fraction", "speed.decode.fraction"), ("prefill_tok_s", "speed.prefill.tok_s"),
+                      ("prefill_fraction", "speed.prefill.fraction")):
         value = facts.value(name)
         if value is not None:
             out[key] = value
@@ -90,12 +92,14 @@ def figures(facts: Facts) -> dict[str, Any]:
     return out
 
 
+_SPEED = ("decode_tok_s", "decode_fraction", "prefill_tok_s", "prefill_fraction")
 # the figures that matter, by class (the rest stay in the JSON only when asked for)
 FIGURES_BY_CLASS: dict[str, tuple[str, ...]] = {
     "context": ("prompt_tokens", "n_ctx", "generated_tokens", "truncated", "peak_rss_mib", "crashed"),
     "sampling": ("generated_tokens", "finish_reason", "loop_count", "output_repetition", "loop_span", "crashed"),
-    "cpu": ("decode_ms_per_token", "prefill_ms", "failed", "crashed"),
-    "decode": ("decode_ms_per_token", "failed", "crashed"),
+    "cpu": ("decode_ms_per_token", "prefill_ms", *_SPEED, "failed", "crashed"),
+    "decode": ("decode_ms_per_token", *_SPEED, "failed", "crashed"),
+    "speed": ("decode_ms_per_token", "prefill_ms", *_SPEED, "failed", "crashed"),
     "oom": ("peak_rss_mib", "n_ctx", "generated_tokens", "failed", "crashed"),
     "kv": ("peak_rss_mib", "decode_ms_per_token", "generated_tokens", "failed", "crashed"),
 }
@@ -112,16 +116,38 @@ def pick(cls: str, values: dict[str, Any]) -> dict[str, Any]:
 WORSE_AREAS = ("oom", "engine", "context", "io", "offload", "kv", "model")
 
 
-SPEED_AREAS = ("cpu", "decode")  # fixes for speed: slower after is worse, whatever the rules say
+# the areas each setting can make worse: a new finding elsewhere after the change is not its doing
+_MEMORY = ("oom", "engine", "kv", "context")
+AFFECTS: dict[str, tuple[str, ...]] = {
+    "n_ctx": _MEMORY, "type_k": _MEMORY, "type_v": _MEMORY, "flash_attn": ("oom", "engine", "kv"),
+    "n_batch": ("oom", "engine"), "n_ubatch": ("oom", "engine"), "n_gpu_layers": ("oom", "engine", "offload", "kv"),
+    "n_threads": ("engine", "cpu"), "n_threads_batch": ("engine", "cpu"), "use_mmap": ("io", "oom", "engine", "model"),
+    "temperature": ("engine",), "repeat_penalty": ("engine",), "top_p": ("engine",), "top_k": ("engine",),
+    "min_p": ("engine",), "seed": ("engine",),
+}
+
+SPEED_AREAS = ("cpu", "decode", "speed")  # fixes for speed: slower after is worse, whatever the rules say
 SLOWER = 1.2  # decode ms/token this much higher counts as slower
 
 
+def related(f: Finding, changes: dict[str, Any] | None) -> bool:
+    """Whether a new finding can be the doing of the settings changed: its area is one those settings
+    touch (AFFECTS). Without the changes (an older caller), any area of WORSE_AREAS."""
+    area = f.cls.split(".")[0]
+    if changes is None:
+        return area in WORSE_AREAS
+    return any(area in AFFECTS.get(name, WORSE_AREAS) for name in changes)
+
+
 def outcome(finding: Finding, before: Report, after: Report, after_figures: dict[str, Any],
-            before_figures: dict[str, Any] | None = None) -> tuple[VerifyOutcome, str]:
+            before_figures: dict[str, Any] | None = None,
+            changes: dict[str, Any] | None = None) -> tuple[VerifyOutcome, str]:
     """(outcome, reason): made worse when the re-run crashed, failed, raised a new finding at warning
-    or above, or (a speed fix) decoded slower; not resolved when the finding (or one of its class)
-    fires again; resolved otherwise. `before_figures`: a baseline re-run's, when one was made (speed
-    compares like with like: the same short job on the same machine, moments apart)."""
+    or above that the change can have caused (`related`: a storage wait after a sampling change is
+    not the change's doing: the caller lists it apart), or (a speed fix) decoded slower; not resolved
+    when the finding (or one of its class) fires again; resolved otherwise. `before_figures`: a
+    baseline re-run's, when one was made (speed compares like with like: the same short job on the
+    same machine, moments apart)."""
     if after_figures.get("crashed") and before.facts.value("run.crashed") is not True:
         return "made worse", "the engine crashed with it"
     if finding.cls.split(".")[0] in SPEED_AREAS:
@@ -134,7 +160,7 @@ def outcome(finding: Finding, before: Report, after: Report, after_figures: dict
     # taken as the fix's doing: the fix is judged on the run made with the working setting
     triaged = after.facts.value("run.triage_status") in ("fixed", "combined")
     new = [f for f in after.findings if f.id not in before_ids and f.severity in ("error", "warning")
-           and f.cls != finding.cls and f.cls.split(".")[0] in WORSE_AREAS
+           and f.cls != finding.cls and related(f, changes)
            and not (triaged and f.cls == "engine.crash")]
     if new:
         return "made worse", "; ".join(f"{f.id} {f.title}" for f in new)
@@ -175,8 +201,8 @@ def line(cls: str, applied: str, before: dict[str, Any], after: dict[str, Any], 
         tail = f"; {gen} tokens generated{ended}" if gen is not None else ""
         return head + f"{loop(before)} -> {loop(after)}" + tail
     b_ms, a_ms = before.get("decode_ms_per_token"), after.get("decode_ms_per_token")
-    bits = []
-    if isinstance(b_ms, (int, float)) and isinstance(a_ms, (int, float)):
+    bits = [text for phase in ("prefill", "decode") if (text := _speed(phase, before, after))]
+    if not bits and isinstance(b_ms, (int, float)) and isinstance(a_ms, (int, float)):
         bits.append(f"decode {b_ms:.1f} -> {a_ms:.1f} ms/token")
     b_rss, a_rss = before.get("peak_rss_mib"), after.get("peak_rss_mib")
     if area in ("oom", "kv") and b_rss is not None and a_rss is not None:
@@ -187,6 +213,17 @@ def line(cls: str, applied: str, before: dict[str, Any], after: dict[str, Any], 
     bits.append("no crash" if not after.get("crashed") else "crashed")
     tail = "" if result == "resolved" else f"; {result}" + (f": {reason}" if reason else "")
     return head + ", ".join(bits) + tail
+
+
+def _speed(phase: str, before: dict[str, Any], after: dict[str, Any]) -> str:
+    """"decode 47.8 -> 88.1 tok/s (27% -> 49% of the ceiling)", when both runs were judged for speed."""
+    b, a = before.get(f"{phase}_tok_s"), after.get(f"{phase}_tok_s")
+    if not isinstance(b, (int, float)) or not isinstance(a, (int, float)):
+        return ""
+    bf, af = before.get(f"{phase}_fraction"), after.get(f"{phase}_fraction")
+    both = isinstance(bf, (int, float)) and isinstance(af, (int, float))
+    share = f" ({bf:.0%} -> {af:.0%} of the ceiling)" if both else ""
+    return f"{phase} {b:.1f} -> {a:.1f} tok/s{share}"
 
 
 def settings_view(settings: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
