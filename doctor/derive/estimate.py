@@ -457,7 +457,7 @@ def derive(facts: Facts) -> Facts:
     """Add derived facts in place and return the same snapshot."""
     for step in (_derive_run_summaries, _derive_kv, _derive_context, _derive_threads, _derive_load,
                  _derive_offload, _derive_mmproj, _derive_budget, _derive_ctx_reduced, _derive_decode_floor,
-                 _derive_gpu_ratios, _derive_output, _derive_vs_engine):
+                 _derive_gpu_ratios, _derive_output, _derive_vs_engine, _derive_spec):
         try:
             step(facts)
         except (ArithmeticError, ValueError):
@@ -465,6 +465,12 @@ def derive(facts: Facts) -> Facts:
             # hostile input): that derivation is left out; the rules needing it say unknown
             continue
     return facts
+
+
+def _derive_spec(facts: Facts) -> None:
+    from doctor.derive.spec_lookup import derive_spec  # the spec table loads only for a measured speed
+
+    derive_spec(facts)
 
 
 def _derive_vs_engine(facts: Facts) -> None:
