@@ -56,6 +56,8 @@ def gpu_used(facts: Facts) -> bool | None:
         return True if not isinstance(asked, int) else asked != 0
     if facts.value("host.gpu.count") == 0 or facts.value("engine.gpu_offload_supported") is False:
         return False
+    if facts.has("engine.cpu_features") and not _gpu_names(facts) and not facts.has("host.gpu.count"):
+        return False  # llama.cpp's system_info line, and no GPU initialised before it: a CPU run
     return None
 
 
@@ -117,6 +119,9 @@ def _gpu(facts: Facts) -> None:
                             "`Device 0:` line or nvidia-smi's table would settle it)")
         return
     name = names[0]
+    if "..." in name:
+        _unknown(facts, f"nvidia-smi cut the GPU's name ({name}): the full name (nvidia-smi -L) would settle it")
+        return
     row = table().find(name, ("gpu", "apple"))
     if row is None:
         _unknown(facts, f"the spec table has no row for {name}: its memory bandwidth (GB/s) would settle it")

@@ -42,7 +42,6 @@ PARAMS = re.compile(r"^(\d+(?:\.\d+)?) ([MB])$")
 CSV_HEADER = gated(r"^build_commit,build_number,.*\bavg_ts\b")
 CSV_ROW = gated(r'^"[0-9a-f]+","\d+",')
 JSONL = gated(r'"avg_ts":\s*\d')
-VULKAN_DEVICE = gated(r"ggml_vulkan: (\d+) = (.+?) \((?:[^()]*)\) \| uma: ")
 BUILD = gated(r"^build: ([0-9a-f]+) \((\d+)\)\s*$")
 
 # header names (display names, and the field names the first versions printed) -> setting key
@@ -193,7 +192,6 @@ KINDS = LineKinds(
     LineKind("csv_header", "_csv_header", (CSV_HEADER,), (r"build_commit,build_number,",)),
     LineKind("csv_row", "_csv_row", (CSV_ROW,), (r'"[0-9a-f]+","\d+",',)),
     LineKind("jsonl", "_jsonl", (), (r'"avg_ts":',)),
-    LineKind("vulkan_device", "_vulkan_device", (VULKAN_DEVICE,), (r"ggml_vulkan: \d+ = ",)),
     LineKind("build", "_build", (BUILD,), (r"build: [0-9a-f]+ \(\d+\)",)),
 )
 
@@ -261,15 +259,6 @@ class LlamaBenchParser(LogParser):
         if row is None:
             return False
         self._add(row)
-        return True
-
-    def _vulkan_device(self, line: LogLine) -> bool:
-        m = VULKAN_DEVICE.search(line.text)
-        if not m:
-            return False
-        name = f"host.gpu[{int(m.group(1))}].name"
-        if not self.facts.has(name):
-            self.set(name, m.group(2).strip(), line)
         return True
 
     def _build(self, line: LogLine) -> bool:

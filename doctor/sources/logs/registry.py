@@ -21,9 +21,11 @@ def engine_parser_classes() -> list[type[LogParser]]:
 
 def parser_classes() -> list[type[LogParser]]:
     from doctor.sources.logs.crashes import CrashParser
+    from doctor.sources.logs.devices import DeviceLineParser
     from doctor.sources.logs.llama_bench import LlamaBenchParser
     from doctor.sources.logs.pasted import PastedParser
 
-    # PastedParser reads settings and output pasted beside a log; neither it nor CrashParser casts an engine
-    # vote. LlamaBenchParser reads llama-bench's results (a llama.cpp tool with no engine row of its own).
-    return [*engine_parser_classes(), CrashParser, PastedParser, LlamaBenchParser]
+    # PastedParser reads settings and output pasted beside a log, DeviceLineParser the hardware pasted with it;
+    # neither they nor CrashParser cast an engine vote. LlamaBenchParser reads llama-bench's results (a
+    # llama.cpp tool with no engine row of its own).
+    return [*engine_parser_classes(), CrashParser, PastedParser, DeviceLineParser, LlamaBenchParser]
