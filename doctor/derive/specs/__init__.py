@@ -43,6 +43,7 @@ class SpecRow:
     pcie_width: int | None = None
     pcie_gbs: float | None = None
     cores: int | None = None
+    vram_gib: float | None = None
     notes: str | None = None
 
     def score(self, lowered: str) -> int:
@@ -126,6 +127,7 @@ def _row(entry: Any, kind: str, lane_gbs: dict[int, float]) -> SpecRow | str:
         vendor=vendor if isinstance(vendor, str) else None, mem_bw_gbs=bw, mem_bw_low_gbs=low,
         fp16_tflops=_positive(entry.get("fp16_tflops")), pcie_gen=gen, pcie_width=width, pcie_gbs=pcie_gbs,
         cores=cores if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else None,
+        vram_gib=_positive(entry.get("vram_gib")),
         notes=notes if isinstance(notes, str) else None)
 
 
