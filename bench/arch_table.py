@@ -5,7 +5,7 @@ Gemma 2/3 with sliding windows, DeepSeek-V2-Lite with MLA, Mamba, the LFM2 hybri
 setting of fixtures/record_arch.py's grid, llama.cpp's figures come from a `no_alloc` load of a
 sparse GGUF with the real shapes - run now in this benchmark (default) or read from the logs
 recorded in fixtures/ (`--recorded`). llm-doctor reads the same file with its GGUF probe and
-derives the budget (doctor/derive/estimate.py with doctor/derive/arch.py). Two peers beside it:
+derives the budget (doctor/derive/ with doctor/derive/arch.py). Two peers beside it:
 
 - `llama-fit-params --fit-print on` (llama.cpp's own projection, built from the vendored source by
   scripts/build_llama_server.sh; bench/common.py finds it) on the same sparse GGUF with the same
@@ -53,7 +53,7 @@ if str(ROOT / "fixtures" / "gguf") not in sys.path:
     sys.path.insert(0, str(ROOT / "fixtures" / "gguf"))
 
 from doctor.core.facts import Facts, Source  # noqa: E402
-from doctor.derive.estimate import derive  # noqa: E402
+from doctor.derive import derive  # noqa: E402
 
 ARCH_LOGS = ROOT / "fixtures" / "logs" / "llama-cpp-python" / "arch"
 RESULTS = ROOT / "bench" / "results" / "arch_table.md"

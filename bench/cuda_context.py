@@ -2,7 +2,7 @@
 child process holds a bare driver-API context (cuInit + cuCtxCreate through ctypes; no toolkit, no
 torch), with CUDA_MODULE_LOADING=LAZY and EAGER, and a torch context for comparison.
 
-This is the per-GPU figure doctor/derive/estimate.py (GPU_CONTEXT_BYTES) charges on top of llama.cpp's
+This is the per-GPU figure doctor/derive/memory.py (GPU_RUNTIME_OVERHEAD) charges on top of llama.cpp's
 buffers. Needs only python3 and nvidia-smi; prints one JSON object.
 
     python3 bench/cuda_context.py

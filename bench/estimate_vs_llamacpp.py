@@ -5,7 +5,7 @@ By default llama.cpp is run now, in this run: each setting in a fresh llama-cpp-
 (model and context created, nothing generated), its log kept in a scratch folder (`--recorded`
 reads the logs recorded in fixtures/ instead). For each log the settings come from the log itself
 (n_ctx after padding, n_seq_max, n_batch, n_ubatch, flash attention, K/V types) and the model from
-the GGUF (doctor/sources/probes/gguf_model.py); doctor/derive/estimate.py then predicts the buffers and the table shows
+the GGUF (doctor/sources/probes/gguf_model.py); doctor/derive/ then predicts the buffers and the table shows
 them next to the MiB llama.cpp printed. KV must match to the printed 2 decimals (and in cells),
 weights within 2%, compute within 10%. Prints the table and writes it to
 bench/results/estimate_vs_llamacpp.md.
@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
 
 from bench.common import Row as BenchRow  # noqa: E402
 from doctor.core.facts import Facts, Source  # noqa: E402
-from doctor.derive.estimate import derive  # noqa: E402
+from doctor.derive import derive  # noqa: E402
 
 BUFFERS = ROOT / "fixtures" / "logs" / "llama-cpp-python" / "buffers"
 RESULTS = ROOT / "bench" / "results" / "estimate_vs_llamacpp.md"

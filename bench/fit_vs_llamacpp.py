@@ -17,7 +17,7 @@ allocated is resident, as at the end of a full context. It reports its own /proc
 VmHWM (peak resident memory, after the first batch and at the end) and VmPeak (peak address space:
 what `ulimit -v` limits). The buffer lines of its log are llama.cpp's own figures.
 
-What touching cannot bring: the CPU backend's work buffer (doctor/derive/estimate.py, cpu_work_bytes) is
+What touching cannot bring: the CPU backend's work buffer (doctor/derive/memory.py, cpu_work_bytes) is
 allocated for the graph actually run, so with an f16 V cache and no flash attention it is larger at a
 full context than after one batch (72 MiB against 4.5 MiB at 8192 cells). Those settings (an f16
 cache with more than 512 cells per sequence) decode every sequence to the end of its share first
@@ -50,7 +50,7 @@ not built.
 
 llm-doctor's side is the scan's own path: the GGUF read by doctor/sources/probes/gguf_model.py, the settings as
 `scan --ctx-size N --parallel S --type-k T --type-v T` plans them, `--ram B` as the budget, and
-doctor/derive/estimate.py's verdict in the same three words (derived.ram_runs false: killed; derived.fits_ram
+doctor/derive/plan.py's verdict in the same three words (derived.ram_runs false: killed; derived.fits_ram
 true: full; else paged) with its measured overheads.
 
     python bench/fit_vs_llamacpp.py [--ulimit] [--recorded]
@@ -189,7 +189,7 @@ OUTPUT_LINE = re.compile(r"CPU\s+output buffer size =\s*([\d.]+) MiB")
 
 def filled(n_ctx: int, kv: str, n_seq: int) -> bool:
     """Whether a setting's truth needs its context decoded to the end: the CPU backend's work buffer
-    grows with the cells in use for an f16 V cache without flash attention (doctor/derive/estimate.py,
+    grows with the cells in use for an f16 V cache without flash attention (doctor/derive/memory.py,
     cpu_work_bytes), beyond the one-batch figure once a sequence holds more than one batch."""
     return kv == "f16" and n_ctx // n_seq > 512
 
@@ -324,7 +324,7 @@ def projection(binary: Path, setting: Setting, path: Path) -> Projection:
 def doctor_facts(setting: Setting, model_facts: object, ram: int | None):
     """The facts `scan --ctx-size N --parallel S --type-k T --type-v T [--ram B]` judges."""
     from doctor.core.facts import Facts, Source
-    from doctor.derive.estimate import derive
+    from doctor.derive import derive
 
     facts = Facts()
     facts.merge(model_facts)
@@ -499,7 +499,7 @@ def summarise(rows: list[dict], limited: dict[int, bool]) -> tuple[list[BenchRow
         private.sort()
         lines.append("The process's private memory beyond its private buffers (RssAnon - KV - compute - output - "
                      f"work): median {private[len(private) // 2]:.1f} MiB, {private[0]:.1f}-{private[-1]:.1f} MiB "
-                     "(doctor/derive/estimate.py HOST_PRIVATE_OVERHEAD).")
+                     "(doctor/derive/memory.py HOST_PRIVATE_OVERHEAD).")
     if any(ran is not None and est for ran, est in floors):
         lines.append("Least memory (killed below it), estimate against the smallest budget that ran: "
                      + ", ".join(f"{ran} MiB ran / {est / MIB:.1f} est." for ran, est in floors

@@ -297,7 +297,7 @@ def atheris_main(target: str) -> None:
         import io
 
         from doctor.core.errors import InputError
-        from doctor.derive.estimate import derive
+        from doctor.derive import derive
         from doctor.sources.logs.analyze import analyze_stream
         from doctor.sources.probes.gguf_header import GgufCorrupt, _Walker
         from tests.hostile.fuzz_targets import check_inert_facts, check_one_line

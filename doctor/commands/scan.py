@@ -3,7 +3,7 @@
 Sources: the probes (machine, storage under the model, GPUs and PCIe, engine build, GGUF), the
 planned settings (options, or stated defaults), and a short real trace through llama-cpp-python
 (prefill plus a few dozen decode steps, in a child process). All of it becomes one Facts snapshot,
-doctor/derive/estimate.py adds the memory budget, and the rule base judges it in "scan" mode.
+doctor/derive/ adds the memory budget, and the rule base judges it in "scan" mode.
 
 Planned settings the user did not give are chosen for a pre-deployment check and said out loud
 (config facts whose source names the reason): the context is the model's training context capped
@@ -27,7 +27,7 @@ from doctor.commands.selection import filter_rules, flatten, split
 from doctor.core import engines
 from doctor.core.errors import EngineError, UsageError
 from doctor.core.facts import Facts, Source
-from doctor.derive.estimate import context_params
+from doctor.derive.memory import context_params
 from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S
 
 HELP = "check this machine, a model and planned settings before deployment"

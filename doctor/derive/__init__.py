@@ -1,6 +1,45 @@
 """The derive floor: facts computed from facts (memory budget, fit, context, run summaries).
 
-The llama.cpp memory model and everything derived from the facts the sources read: KV bytes, compute
-buffers, the weights' placement, fit verdicts, the context a run needs, what-if plans. Pure: reads a
-Facts, sets derived.* facts; imports only doctor.core.
+`derive(facts)` adds the derived.* facts (and a few summary run.* facts) to a snapshot, in order:
+run summaries, KV, context, threads, load, offload, the vision projector, the budget, a reduced
+context, the decode floor, GPU ratios, output loops, the estimate against the engine, the published
+spec of the hardware a log names. The rooms:
+- memory.py   the llama.cpp memory model (KV, weights, compute buffer, Plan -> Budget, fit searches)
+- plan.py     the model and settings from the facts, KV bytes, the budget and its verdicts
+- context.py  the tokens a run needs and the context to recommend
+- run.py      run summaries, the decode floor, load, threads, offload, output loops
+- arch.py mmproj.py repack.py split.py vs_engine.py   hooks of the budget (see each docstring)
+- whatif.py   stated budgets for `scan --ram/--vram`
+- spec_lookup.py, specs/   the published spec of the device a log names (spec.*; the table is data)
+Pure: reads a Facts, sets derived.* facts; imports only doctor.core.
 """
+
+from __future__ import annotations
+
+from doctor.core.facts import Facts
+from doctor.derive import context, plan, run, spec_lookup
+
+
+def _derive_vs_engine(facts: Facts) -> None:
+    """[vs-engine hook] the estimate against the buffers the engine printed (doctor/derive/vs_engine.py)."""
+    from doctor.derive.vs_engine import derive_vs_engine
+
+    derive_vs_engine(facts, cpu_compute=plan.cpu_compute_bytes)
+
+
+STEPS = (run.derive_run_summaries, plan.derive_kv, context.derive_context, run.derive_threads, run.derive_load,
+         run.derive_offload, plan.derive_mmproj, plan.derive_budget, context.derive_ctx_reduced,
+         run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output, _derive_vs_engine,
+         spec_lookup.derive_spec)
+
+
+def derive(facts: Facts) -> Facts:
+    """Add derived facts in place and return the same snapshot."""
+    for step in STEPS:
+        try:
+            step(facts)
+        except (ArithmeticError, ValueError):
+            # facts no real run has (zero head dims, values at the edge of 64 bits from a damaged or
+            # hostile input): that derivation is left out; the rules needing it say unknown
+            continue
+    return facts

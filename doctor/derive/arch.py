@@ -1,4 +1,4 @@
-"""Per-architecture memory: what the plain attention formula in doctor/derive/estimate.py does not cover.
+"""Per-architecture memory: what the plain attention formula in doctor/derive/memory.py does not cover.
 
 Checked against llama.cpp's own figures for real model shapes (fixtures/record_arch.py: no_alloc
 loads of sparse GGUFs; bench/arch_table.py prints the table):
@@ -32,7 +32,7 @@ loads of sparse GGUFs; bench/arch_table.py prints the table):
   attention: estimate +13%), a mask still allocated under the last layer (Gemma 3, q8_0 cache at
   32k: -6.6%), the final state one slot higher (LFM2 at 4096 with flash attention: -5.6%).
 
-Architectures not listed in STATE here and in estimate.KV_UNMODELLED stay "not modelled": the
+Architectures not listed in STATE here and in memory.KV_UNMODELLED stay "not modelled": the
 estimator says so rather than guessing.
 """
 
@@ -56,7 +56,7 @@ def _int(facts: Facts, name: str) -> int:
 
 
 def modelled(facts: Facts) -> bool:
-    """This module sizes the model's cache (so estimate.KV_UNMODELLED does not apply): an MLA
+    """This module sizes the model's cache (so memory.KV_UNMODELLED does not apply): an MLA
     architecture, or a recurrent one whose state dimensions the file gives."""
     arch = str(facts.value("model.arch", "")).lower()
     return arch in MLA or (arch in STATE and state_per_layer(facts) is not None)
@@ -103,7 +103,7 @@ def state_bytes(facts: Facts, n_seq: int) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class ComputeExtra:
-    """What the compute model needs beyond estimate.ComputeShape."""
+    """What the compute model needs beyond memory.ComputeShape."""
 
     moe_ff: int = 0  # n_expert_used x n_ff_exp
     has_kv: bool = True
@@ -135,7 +135,7 @@ def compute_extra(facts: Facts) -> ComputeExtra:
 
 def adjust_peaks(logits: int, attention: int, *, n_tok: int, n_kv: int, n_embd: int, flash_attn: bool,
                  type_k: str, extra: ComputeExtra, n_vocab: int = 0, n_embd_kv: int = 0) -> tuple[int, int]:
-    """Refine estimate.compute_peaks' (logits, attention) for the K type and MoE experts."""
+    """Refine memory.compute_peaks' (logits, attention) for the K type and MoE experts."""
     if extra.has_kv and type_k == "f16":
         logits -= n_tok * n_embd * 4  # one activation row fewer than with a quantised (or no) cache
     if extra.moe_ff:

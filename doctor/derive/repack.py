@@ -1,6 +1,6 @@
 """Weight repacking: the second copy of the matrix weights llama.cpp's CPU backend makes, sized.
 
-A step of the memory budget (doctor/derive/estimate.py, marked [repack hook]). llama.cpp's CPU backend has
+A step of the memory budget (doctor/derive/memory.py and plan.py, marked [repack hook]). llama.cpp's CPU backend has
 "extra buffer types" (ggml/src/ggml-cpu/ggml-cpu.cpp, ggml_backend_cpu_get_extra_buffer_types) that
 hold weights in a layout their own matrix kernels read: AMX (Intel AMX_INT8 with AVX512_VNNI) first,
 then CPU_REPACK (AVX2 / AVX512 / ARM NEON). llama_model::load_tensors gives each weight the first
@@ -317,7 +317,7 @@ def on_host(per_layer: tuple[int, ...], first_gpu_layer: int, output_on_gpu: boo
 
 
 def extra_on_host(repack: Repack | None, first_gpu_layer: int, output_on_gpu: bool) -> int:
-    """[repack hook] of estimate.budget: the host bytes the copy adds for the layers on the CPU."""
+    """[repack hook] of memory.budget: the host bytes the copy adds for the layers on the CPU."""
     return on_host(repack.extra, first_gpu_layer, output_on_gpu) if repack is not None else 0
 
 

@@ -1,6 +1,6 @@
 """The split explained: when the plan does not fit, the sum that fails, term by term.
 
-Called from doctor/derive/estimate.py's budget step (marked [split hook]) with the figures it already
+Called from doctor/derive/plan.py's budget step (marked [split hook]) with the figures it already
 computed. It writes `derived.split_sum` - "weights 36.0 GiB (output layer 0.8 GiB of it) + KV
 2.5 GiB + compute 0.6 GiB = 39.1 GiB on the GPU vs 22.5 GiB free after the margin" - for the
 device that does not fit (or, when both fit, for the GPU if one is used), plus

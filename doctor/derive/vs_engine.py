@@ -1,6 +1,6 @@
 """The estimate set against what the engine then allocated, term by term, and the engine's own plan too.
 
-A step of doctor/derive/estimate.py's derive() (marked [vs-engine hook]). When a log or a live run gave the
+A step of doctor/derive's derive() (marked [vs-engine hook]). When a log or a live run gave the
 buffers the engine printed (run.*: model / KV / compute / output buffer sizes, summed over devices),
 each term llm-doctor can estimate is set beside it:
   weights  derived.weights_bytes (the GGUF's tensors), else model.weights_bytes, + the repacked copy
@@ -11,8 +11,8 @@ each term llm-doctor can estimate is set beside it:
            where the engine printed its model buffers and no repacked one, that run had repacking
            off (`-nr`, which a log does not print) and the copy is left out of the estimate
   KV       derived.kv_bytes + derived.state_bytes (recurrent state)
-  compute  derived.compute_bytes, else - for a CPU-only run - estimate.cpu_compute_bytes at the
-           run's settings (handed in by derive(), so this module does not import estimate.py)
+  compute  derived.compute_bytes, else - for a CPU-only run - plan.cpu_compute_bytes at the
+           run's settings (handed in by derive(), so this module does not import plan.py)
   output   n_vocab x 4 bytes x n_seq_max (llama_context's logits buffer: one output per sequence)
 A term differs when |estimate - engine| > max(8 MiB, 5% of the engine's figure); the largest such
 difference is named (`derived.alloc_off_term`, `derived.alloc_off_bytes`): on a new llama.cpp build
@@ -112,7 +112,7 @@ def _worst(terms: list[Term]) -> Term | None:
 
 def derive_vs_engine(facts: Facts, cpu_compute: Callable[[Facts], int | None] | None = None) -> None:
     """`cpu_compute(facts)`: the compute buffer of a CPU-only run at its settings, asked for only when no
-    derived.compute_bytes was derived (doctor/derive/estimate.py passes its cpu_compute_bytes: the math stays there)."""
+    derived.compute_bytes was derived (doctor/derive/ passes plan.cpu_compute_bytes: the math stays there)."""
     if facts.events("oom") or facts.events("alloc_failed") or facts.value("run.crashed") is True:
         return  # the buffers printed before the failure are not the whole allocation: the OOM rules speak
     engine = _engine_terms(facts)

@@ -1,7 +1,7 @@
 """What-if budgets: plan for a machine you are not on (`scan --ram SIZE --vram SIZE[,SIZE...]`).
 
 The memory the scan found on this machine (host.ram.*, host.gpu*) is replaced by the stated
-budgets, each fact's source saying it was stated rather than measured; doctor/derive/estimate.py then
+budgets, each fact's source saying it was stated rather than measured; doctor/derive/ then
 gives the verdict, the shortfall and the largest context / most GPU layers under those budgets
 exactly as it would for a machine it had probed. A GPU budget also states that the engine there can
 offload (this machine's build does not decide it).

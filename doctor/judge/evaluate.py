@@ -28,7 +28,7 @@ from doctor.core.report import (
     SessionFindings,
 )
 from doctor.core.vocab import Confidence, Mode, RuleOutcome
-from doctor.derive.estimate import derive
+from doctor.derive import derive
 from doctor.judge.predicates import All, Any_, Events, Not, Outcome, Predicate
 from doctor.judge.rulebase import Rule, RuleBase
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.core.facts import Facts
-from doctor.derive.estimate import derive
+from doctor.derive import derive
 from doctor.judge.evaluate import evaluate_rule
 from doctor.judge.rulebase import Rule, RuleBase, RuleCase
 

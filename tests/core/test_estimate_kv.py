@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from doctor.core.facts import Facts
-from doctor.derive.estimate import KV_TYPES, KvShape, derive, kv_bytes, kv_bytes_per_token, kv_cells, pad
+from doctor.core.vocab import KV_TYPES
+from doctor.derive import derive
+from doctor.derive.memory import KvShape, kv_bytes, kv_bytes_per_token, kv_cells, pad
 from doctor.sources.logs.analyze import analyze_bytes
 
 LCP = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama-cpp-python"

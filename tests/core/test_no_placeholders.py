@@ -11,7 +11,7 @@ import pytest
 
 from doctor.core import engines
 from doctor.core.facts import Facts, Source
-from doctor.derive.estimate import derive
+from doctor.derive import derive
 from doctor.judge.evaluate import _finding, build_report, evaluate_rule
 from doctor.judge.rulebase import RuleBase, load_rulebase
 

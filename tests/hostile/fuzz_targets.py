@@ -122,7 +122,7 @@ def rule_corpus() -> tuple[str, ...]:
 @functools.cache
 def facts_corpus() -> tuple[dict[str, Any], ...]:
     """Saved-facts documents (what `scan --save` writes), from analysing real logs."""
-    from doctor.derive.estimate import derive
+    from doctor.derive import derive
     from doctor.sources.logs.analyze import analyze_bytes
 
     docs = []
@@ -238,7 +238,7 @@ def gguf_target(data: bytes, path: Path, sparse_size: int | None = None) -> str:
 @functools.cache
 def _rule_facts() -> tuple[Any, ...]:
     """Real snapshots the fuzzed rules are evaluated on (every engine)."""
-    from doctor.derive.estimate import derive
+    from doctor.derive import derive
     from doctor.sources.logs.analyze import analyze_bytes
 
     return tuple(derive(analyze_bytes(data, "rules")) for data in log_corpus()[::9])

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from doctor.core.errors import InputError
 from doctor.core.facts import Facts
-from doctor.derive.estimate import derive
+from doctor.derive import derive
 from doctor.judge.evaluate import diagnose
 from doctor.sources.logs.analyze import analyze_stream
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.derive.estimate import derive
+from doctor.derive import derive
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
 from doctor.sources.logs.analyze import analyze_bytes

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from doctor.core.facts import Facts, Source
-from doctor.derive.estimate import (
+from doctor.derive import derive
+from doctor.derive.memory import (
     GPU_RUNTIME_OVERHEAD,
     MIB,
     ComputeShape,
@@ -17,7 +18,6 @@ from doctor.derive.estimate import (
     WeightLayout,
     budget,
     context_params,
-    derive,
     gpu_layer_start,
     kv_bytes,
     kv_layer_bytes,
@@ -258,7 +258,7 @@ def test_the_cpu_work_buffer_is_the_largest_converted_operand(smol: Facts) -> No
 
 
 def test_the_work_buffer_is_part_of_the_host_need_and_the_verdict(smol: Facts) -> None:
-    from doctor.derive.estimate import HOST_CACHE_MARGIN, HOST_PRIVATE_OVERHEAD
+    from doctor.derive.memory import HOST_CACHE_MARGIN, HOST_PRIVATE_OVERHEAD
 
     f = smol_plan(smol, 8192)
     work = f.value("derived.cpu_work_bytes")
@@ -283,7 +283,7 @@ def test_with_every_layer_on_the_gpu_the_host_has_no_work_buffer(smol: Facts) ->
 def test_the_least_memory_leaves_out_only_the_mapped_weights(smol: Facts) -> None:
     """Under a cgroup limit the kernel evicts memory-mapped weights instead of killing the process
     (bench/fit_vs_llamacpp.py): the least memory is the rest + the page cache it keeps for them."""
-    from doctor.derive.estimate import HOST_CACHE_MARGIN, HOST_MAPPED_MINIMUM, HOST_PRIVATE_OVERHEAD
+    from doctor.derive.memory import HOST_CACHE_MARGIN, HOST_MAPPED_MINIMUM, HOST_PRIVATE_OVERHEAD
 
     f = smol_plan(smol, 8192, kv="f32")
     need, mapped = f.value("derived.host_need_bytes"), f.value("derived.weights_mapped_bytes")

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from doctor.core.facts import Facts, Source
-from doctor.derive.estimate import KvShape, derive, kv_bytes, shape_from_facts
+from doctor.derive import derive
+from doctor.derive.memory import KvShape, kv_bytes
+from doctor.derive.plan import shape_from_facts
 from doctor.sources.probes.gguf_model import collect_model
 
 BUFFERS = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama-cpp-python" / "buffers"

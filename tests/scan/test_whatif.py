@@ -11,7 +11,7 @@ import pytest
 
 from doctor.cli import main
 from doctor.core.errors import UsageError
-from doctor.derive.estimate import GPU_RUNTIME_OVERHEAD, HOST_CACHE_MARGIN, HOST_PRIVATE_OVERHEAD, HOST_RUNTIME_OVERHEAD
+from doctor.derive.memory import GPU_RUNTIME_OVERHEAD, HOST_CACHE_MARGIN, HOST_PRIVATE_OVERHEAD, HOST_RUNTIME_OVERHEAD
 from doctor.derive.whatif import parse_size
 
 MIB = 1 << 20

@@ -1,4 +1,4 @@
-"""Fact names computed by doctor/derive/estimate.py from other facts (memory math)."""
+"""Fact names computed by doctor/derive/ from other facts (memory math)."""
 
 FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.kv_bytes_per_token", "int", "bytes", "KV bytes per token of context (all layers, K+V)"),
