@@ -138,8 +138,9 @@ def table(outcomes: list[Outcome]) -> list[str]:
         says = o.expected + (f": {str(r.get('cause') or r.get('flag'))[:60]}" if o.expected != "normal" else "")
         agrees = {True: "yes", False: "**no**", None: "(not scored)"}[o.agrees]
         size = _model_bytes(r)[0]
+        gb = _num(size / 1e9 if size else None, "{:.1f} GB")
         lines.append(
-            f"| {r['machine'][:48]} | {str(r['model'])[:32]} | {_num(size / 1e9 if size else None, '{:.1f} GB')} {o.size_note} "
+            f"| {r['machine'][:48]} | {str(r['model'])[:32]} | {gb} {o.size_note} "
             f"| {_num(r.get('tg_tok_s'), '{:.2f}')} | {_num(d['ceiling_tok_s'])} | {_num(d['fraction'], '{:.0%}')} "
             f"| {d['bound'] or (d['settle'] or '-')[:50]} | {'; '.join(o.flagged)[:70] or '-'} | {says} | {agrees} |")
     return lines

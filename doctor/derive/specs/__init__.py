@@ -157,7 +157,7 @@ def load(path: Path) -> SpecTable:
     loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         with path.open(encoding="utf-8") as handle:
-            data = yaml.load(handle, Loader=loader)  # noqa: S506 - a safe loader
+            data = yaml.load(handle, Loader=loader)  # a safe loader (CSafeLoader or SafeLoader)
     except (OSError, yaml.YAMLError) as exc:
         raise InternalError(f"spec table {path}: {exc}") from exc
     return parse(data)

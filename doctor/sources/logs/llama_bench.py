@@ -148,13 +148,14 @@ def row_from_record(record: dict[str, Any], number: int, raw: str) -> BenchRow |
         tok_s = float(record.get("avg_ts"))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    n_prompt, n_gen, depth = _as_int(record.get("n_prompt")), _as_int(record.get("n_gen")), _as_int(record.get("n_depth"))
+    n_prompt, n_gen = _as_int(record.get("n_prompt")), _as_int(record.get("n_gen"))
+    depth = _as_int(record.get("n_depth"))
     if tok_s <= 0 or (n_prompt <= 0 and n_gen <= 0):
         return None
     test = "+".join(x for x in (f"pp{n_prompt}" if n_prompt else "", f"tg{n_gen}" if n_gen else "") if x)
     test += f" @ d{depth}" if depth else ""
-    settings = {key: str(record[key]) for key in ("n_gpu_layers", "n_threads", "n_batch", "n_ubatch", "type_k",
-                                                   "type_v", "flash_attn", "devices") if key in record}
+    keys = ("n_gpu_layers", "n_threads", "n_batch", "n_ubatch", "type_k", "type_v", "flash_attn", "devices")
+    settings: dict[str, str] = {key: str(record[key]) for key in keys if key in record}
     size, params = _as_int(record.get("model_size")), _as_int(record.get("model_n_params"))
     backend = record.get("backends") or ",".join(
         label for key, label in (("cuda", "CUDA"), ("vulkan", "Vulkan"), ("kompute", "Kompute"), ("metal", "Metal"),
@@ -162,7 +163,8 @@ def row_from_record(record: dict[str, Any], number: int, raw: str) -> BenchRow |
     return BenchRow(number=number, raw=raw[:300], test=test, n_prompt=n_prompt, n_gen=n_gen, depth=depth, tok_s=tok_s,
                     model=str(record.get("model_type") or "") or None, size_bytes=size or None,
                     n_params=params or None, backend=str(backend) if backend else None, settings=settings,
-                    cpu_info=str(record.get("cpu_info") or "") or None, gpu_info=str(record.get("gpu_info") or "") or None)
+                    cpu_info=str(record.get("cpu_info") or "") or None,
+                    gpu_info=str(record.get("gpu_info") or "") or None)
 
 
 def pick(rows: list[BenchRow]) -> tuple[BenchRow | None, BenchRow | None]:
