@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.sources.logs.llama_bench import parse_header, parse_row, parse_test, pick
+from doctor.sources.engines.llamacpp.bench_table import parse_header, parse_row, parse_test, pick
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BENCH = ROOT / "fixtures/logs/llama-bench"

@@ -1,12 +1,12 @@
 """Device names pasted beside a speed report that no engine parser reads: nvidia-smi's table, lscpu,
-/proc/cpuinfo, macOS's chip line, and ggml's Vulkan device list.
+/proc/cpuinfo and macOS's chip line.
 
 A speed figure means little without the hardware, and people paste it with `nvidia-smi` or
 `lscpu`. The strings are the tools' own: nvidia-smi's table row `|   0  NVIDIA GB10   On  |
 0000000F:01:00.0 Off |` (index, name, persistence mode, bus id; a long name is cut with `...`),
-lscpu's `Model name:` and /proc/cpuinfo's `model name\t:`, `system_profiler`'s `Chip: Apple M2 Ultra`,
-and ggml-vulkan.cpp's `ggml_vulkan: %zu = %s (%s) | uma: %d | ...`. Names go to `host.gpu[i].name`
-and `host.cpu.model`, never over a name an engine's own device lines gave. Casts no engine vote.
+lscpu's `Model name:` and /proc/cpuinfo's `model name\t:`, and `system_profiler`'s `Chip: Apple M2 Ultra`.
+Names go to `host.gpu[i].name` and `host.cpu.model`, never over a name an engine's own device lines
+gave. Casts no engine vote.
 
 Pure: text in, facts out.
 """
@@ -23,7 +23,6 @@ from doctor.sources.logs.matcher import gated
 SMI_GPU = gated(r"^\|\s+(\d+)\s+(\S.*?)\s+(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
 CPU_MODEL = gated(r"^\s*(?:Model name|model name)\s*:\s*(\S.*?)\s*$")
 APPLE_CHIP = gated(r"^\s*Chip:\s*(Apple M\d.*?)\s*$")
-VULKAN_DEVICE = gated(r"ggml_vulkan: (\d+) = (.+?) \([^()]*\) \| uma: ")
 # a CPU model string, not some other "Model name" (a product sheet, a model card)
 CPU_WORDS = re.compile(r"\b(?:intel|amd|apple|ryzen|xeon|epyc|core|threadripper|snapdragon|neoverse|cortex|"
                        r"graviton|ampere|processor|cpu)\b", re.IGNORECASE)
@@ -33,7 +32,6 @@ KINDS = LineKinds(
     LineKind("smi", "_smi", (SMI_GPU,), (r"\| +\d+ +\S.* (?:On|Off) +\| +[0-9A-Fa-f]{4,8}:",)),
     LineKind("cpu", "_cpu", (CPU_MODEL,), (r"[Mm]odel name\s*:",)),
     LineKind("chip", "_chip", (APPLE_CHIP,), (r"Chip: *Apple M\d",)),
-    LineKind("vulkan", "_vulkan", (VULKAN_DEVICE,), (r"ggml_vulkan: \d+ = ",)),
 )
 
 
@@ -52,15 +50,6 @@ class DeviceLineParser(LogParser):
 
     def _smi(self, line: LogLine) -> bool:
         m = SMI_GPU.search(line.text)
-        if not m:
-            return False
-        index = int(m.group(1))
-        if index < MAX_GPUS:
-            self.gpus.setdefault(index, (m.group(2).strip(), line))
-        return True
-
-    def _vulkan(self, line: LogLine) -> bool:
-        m = VULKAN_DEVICE.search(line.text)
         if not m:
             return False
         index = int(m.group(1))
