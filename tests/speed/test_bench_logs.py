@@ -159,3 +159,31 @@ def test_a_model_name_that_is_not_a_cpu_is_not_read(analyze, tmp_path: Path) -> 
     log = tmp_path / "paste.log"
     log.write_text("Model name: Llama-3.1-8B-Instruct\n" + (BENCH / "readme-2023-cpu-threads.log").read_text())
     assert "host.cpu.model" not in _facts(analyze, log)
+
+
+# vllm/engine/metrics.py (V0) and vllm/v1/metrics/loggers.py (V1) stats lines, as the reference notes give them
+V0_STATS = ("INFO 05-22 02:21:{s:02d} metrics.py:229] Avg prompt throughput: {p:.1f} tokens/s, Avg generation "
+            "throughput: {g:.1f} tokens/s, Running: {r} reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: "
+            "0.3%, CPU KV cache usage: 0.0%.\n")
+V1_STATS = ("INFO 05-16 17:33:{s:02d} [loggers.py:271] Engine 000: Avg prompt throughput: {p:.1f} tokens/s, Avg "
+            "generation throughput: {g:.1f} tokens/s, Running: {r} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.2%, "
+            "Prefix cache hit rate: 0.0%\n")
+
+
+@pytest.mark.parametrize("fmt", [V0_STATS, V1_STATS], ids=["v0", "v1"])
+def test_vllm_decode_speed_comes_from_intervals_with_one_request_and_no_prompt(analyze, tmp_path: Path,
+                                                                               fmt: str) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(fmt.format(s=1, p=812.4, g=20.0, r=1)  # a prompt was processed in this interval
+                   + fmt.format(s=11, p=0.0, g=41.3, r=1)
+                   + fmt.format(s=21, p=0.0, g=38.9, r=1)
+                   + fmt.format(s=31, p=0.0, g=150.2, r=4))  # four requests: a batch's throughput
+    facts = _facts(analyze, log)
+    assert facts["run.decode_tps"] == 41.3
+    assert str(facts["spec.device"]).startswith("unknown: which device ran this?")
+
+
+def test_vllm_batched_intervals_give_no_decode_speed(analyze, tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(V1_STATS.format(s=1, p=0.0, g=150.2, r=4) + V1_STATS.format(s=11, p=300.0, g=30.0, r=1))
+    assert "run.decode_tps" not in _facts(analyze, log)
