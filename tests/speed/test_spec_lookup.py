@@ -33,7 +33,8 @@ def test_a_full_offload_is_held_to_the_gpu_and_the_cpu_row_is_the_host_side() ->
 
 def test_no_layers_on_the_gpu_is_a_cpu_run_even_with_a_gpu_named() -> None:
     facts = Facts()
-    for name, value in (("run.decode_tps", 4.4), ("run.offloaded_layers", 0), ("host.gpu[0].name", "NVIDIA A100-SXM4-80GB"),
+    for name, value in (("run.decode_tps", 4.4), ("run.offloaded_layers", 0),
+                        ("host.gpu[0].name", "NVIDIA A100-SXM4-80GB"),
                         ("host.cpu.model", "Intel(R) Xeon(R) Platinum 8480+")):
         facts.set(name, value, SRC)
     assert gpu_used(facts) is False
