@@ -29,6 +29,7 @@ from doctor.core.errors import EngineError, UsageError
 from doctor.core.facts import Facts, Source
 from doctor.derive.memory import context_params
 from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S
+from doctor.sources.probes.cpustat import CpuWindow
 
 HELP = "check this machine, a model and planned settings before deployment"
 DEFAULT_CTX_CAP = 4096
@@ -292,7 +293,7 @@ def verify_scan(report: Any, model_path: str, plan: Plan, machine: Facts, ruleba
         facts.merge(planned.facts())
         return diagnose(facts, rulebase, command="scan", mode="scan", engine=engine, errors=errors)
 
-    verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=_progress)
+    verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=_progress, rules=rulebase)
 
 
 class _Beside(threading.Thread):
@@ -318,6 +319,19 @@ class _Beside(threading.Thread):
         if self._error is not None:
             raise self._error
         return self._value
+
+
+def cores_facts(share: Any) -> Facts:
+    """How the cores were shared while the trace ran (/proc/stat, doctor/sources/probes/cpustat.py)."""
+    facts = Facts()
+    if share is None:
+        return facts
+    src = Source("probe", "probe.cpustat", text=share.describe())
+    facts.set("host.cpu.other_busy", share.other_busy, src)
+    facts.set("host.cpu.steal_pct", share.steal_pct, src)
+    # the engine's own CPU time over the window is not its share: it includes its start (Python
+    # imports, one thread) and the load; the others' use is what the verdict scales by
+    return facts
 
 
 def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | None:
@@ -384,7 +398,9 @@ def run(args: argparse.Namespace) -> int:
     from doctor.sources.models.default import resolve_model
 
     model_path = str(resolve_model(args.model))
-    ctx = ProbeContext(roots=roots, model_path=model_path, storage_path=storage_path, bench=args.bench)
+    threads = args.threads or engine_default_threads(engine, os.cpu_count(), None)[0]
+    ctx = ProbeContext(roots=roots, model_path=model_path, storage_path=storage_path, bench=args.bench,
+                       threads=threads)
     only = (only_probes - {"trace"} or {"(trace only)"}) if only_probes else None
     chosen = registry.select(args.bench, only, skip_probes)
     machine_probes = [p for p in chosen if p.cost != "heavy" and p.name != "gguf"]
@@ -420,6 +436,7 @@ def run(args: argparse.Namespace) -> int:
 
         _progress("short real trace through llama-cpp-python (prefill + a few dozen decode steps)")
         thread = threading.Thread(target=trace_job, name="scan-trace", daemon=True)
+        window = CpuWindow(roots.proc).start()
         thread.start()
     facts.merge(registry.collect(ctx, gguf))
     if mmproj is not None:
@@ -438,6 +455,7 @@ def run(args: argparse.Namespace) -> int:
         errors.append(f"trace skipped: {blocked}")
     if "facts" in trace_result:
         facts.merge(trace_only(trace_result["facts"], facts))
+        facts.merge(cores_facts(window.stop()))
     facts.merge(plan.facts())
     facts.inputs = [f"scan of {machine_name or 'this machine'}",
                     *(i for i in facts.inputs if not i.startswith("probe."))]

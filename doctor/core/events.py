@@ -2,9 +2,9 @@
 
 A source (the embedded runner, a followed log, a wrapped command) produces these in order; the
 watch command turns them into NDJSON lines or hands them to the TUI's watch screen, and `--record`
-writes them one per line after a header (see doctor/sources/live/trace.py, which turns them back into Facts).
-Each event is a small dataclass with `to_json()`; `kind` says which; `event_from_json` reads one
-back.
+writes them one per line after a header (doctor/sources/live/recording.py); doctor/sources/live/trace.py
+turns them into Facts. Each event is a small dataclass with `to_json()`; `kind` says which;
+`event_from_json` reads one back.
 
 Order of an embedded run: SettingsEvent(stage="requested"), FactsEvent (host and model file),
 PhaseEvent("load"), SettingsEvent(stage="engine") (what the engine reports, plus the tokenized
@@ -62,7 +62,13 @@ class StepEvent(LiveEvent):
     """One decode step (1..N): its time, the token, KV cells used out of n_ctx, memory sampled.
 
     `token` is the generated text piece: escape sequences and controls removed, except line breaks
-    (and tabs), which are part of the output; views make it inert line by line."""
+    (and tabs), which are part of the output; views make it inert line by line.
+
+    The decode spikes as they stand after this step, marked by the trace builder
+    (doctor/sources/live/trace.py) with the rule that counts run.decode_spikes: `p50_ms` the median
+    of the steady steps, `spike_ms` the bar above which a steady step is a spike, and the steps
+    (numbered from 0 in the run) that became spikes or stopped being spikes with this one - the bar
+    moves with the median. A view adds and removes them; it never judges a step itself."""
 
     kind: str = "step"
     step: int = 0
@@ -72,6 +78,17 @@ class StepEvent(LiveEvent):
     n_ctx: int | None = None
     rss_bytes: int | None = None
     vram_bytes: int | None = None
+    p50_ms: float | None = None
+    spike_ms: float | None = None
+    spikes_added: list[int] = field(default_factory=list)
+    spikes_removed: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("spikes_added", "spikes_removed"):  # most steps change no spike: keep recordings lean
+            if not data[key]:
+                del data[key]
+        return data
 
 
 @dataclass(slots=True)

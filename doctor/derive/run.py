@@ -4,6 +4,11 @@ What a run measured (run.decode_ms, run.load_ms, the generated text) summed up a
 (run.decode_ms_p50 ... run.decode_spikes, run.load_mb_s, run.output_repetition), and what the
 memory model says a decode step must cost at least (derived.decode_floor_ms: the bytes read per
 token over the memory bandwidth).
+
+The decode spike rule lives here: a steady step (the first, warm-up step left out once there are
+more than WARMUP_STEPS) slower than SPIKE_FACTOR x the steady median (nearest rank) is a spike.
+doctor/sources/live/trace.py applies the same rule step by step and marks the spikes on the live
+events, so the watch screen shows what run.decode_spikes counts.
 """
 
 from __future__ import annotations
@@ -14,12 +19,25 @@ from doctor.derive.memory import MAX_GPUS, MIB, kv_bytes_per_token, pad, place_w
 from doctor.derive.plan import plan_from_facts
 from doctor.derive.source import step_src
 
+SPIKE_FACTOR = 3.0  # a steady decode step slower than this many medians is a spike (run.decode_spikes)
+WARMUP_STEPS = 4  # with more decode steps than this, the first is warm-up and not a steady step
+
+
+def steady_start(n_steps: int) -> int:
+    """Index of the first steady step of `n_steps`: the first step often carries one-time warm-up."""
+    return 1 if n_steps > WARMUP_STEPS else 0
+
+
+def spike_bar(p50: float) -> float | None:
+    """The time above which a steady step is a spike, given the steady median; None when there is none."""
+    return SPIKE_FACTOR * p50 if p50 > 0 else None
+
 
 def derive_run_summaries(facts: Facts) -> None:
     steps = facts.value("run.decode_ms")
     if isinstance(steps, list) and steps and all(isinstance(s, int | float) for s in steps):
         # the first step often carries one-time warm-up; judge jitter on the steady state
-        steady = [float(s) for s in (steps[1:] if len(steps) > 4 else steps)]
+        steady = [float(s) for s in steps[steady_start(len(steps)):]]
         p50 = percentile(steady, 50)
         src = step_src("decode", f"{len(steady)} steady decode steps")
         facts.set_default("run.decode_ms_p50", round(p50, 3), src)
@@ -28,9 +46,10 @@ def derive_run_summaries(facts: Facts) -> None:
         facts.set_default("run.decode_ms_mean", round(sum(steady) / len(steady), 3), src)
         facts.set_default("run.decode_ms_total", round(sum(float(s) for s in steps), 3), src)
         facts.set_default("run.decode_tokens", len(steps), src)
-        if p50 > 0:
+        bar = spike_bar(p50)
+        if bar is not None:
             facts.set_default("run.decode_spike_ratio", round(percentile(steady, 99) / p50, 3), src)
-            facts.set_default("run.decode_spikes", sum(1 for s in steady if s > 3 * p50), src)
+            facts.set_default("run.decode_spikes", sum(1 for s in steady if s > bar), src)
     total = facts.value("run.decode_ms_total")
     n = facts.value("run.decode_tokens")
     if isinstance(total, int | float) and isinstance(n, int) and total > 0 and n > 0:

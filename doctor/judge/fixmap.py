@@ -1,102 +1,44 @@
 """Which fixes llm-doctor can try itself (`--verify`), and how to tell whether they worked.
 
-The mapping from a finding to the embedded engine's settings is data: RECIPES, keyed by rule id
-(where one rule's fix differs from its class's) or by diagnosis class. A recipe lists candidate
-setting changes in the order to try them (a value "{fact.name}" reads a fact of the first run;
-"@needed" is the prompt plus the reply, rounded up to 256), or says why its fix is not a setting
-that can be tried here ("not tried"). The runner (doctor/commands/verify.py) re-runs the short job
-with a candidate applied and hands the judged result back here: `figures` picks the numbers that
-matter, `outcome` compares before and after, `line` writes the short before -> after line.
+What a finding's fix tries is data: its rule's `verify:` (beside its `fix:` in the rule file), else
+its class's default (rules/families.yaml), read into a `Recipe` (doctor/judge/changes.py). A recipe
+lists candidate setting changes in the order to try them (a value "{fact.name}" reads a fact of the
+first run; "@needed" is the prompt plus the reply, rounded up to 256), or says why its fix is not a
+setting that can be tried here ("not tried"). The runner (doctor/commands/verify.py) re-runs the
+short job with a candidate applied and hands the judged result back here: `figures` picks the
+numbers that matter, `outcome` compares before and after, `line` writes the short before -> after line.
 
-How each engine spells a settings change is the engine table's (doctor/core/engines.py, `Spelling`).
+How each engine spells a settings change is the engine table's (doctor/core/engines.py, `Spelling`),
+written out by doctor/judge/changes.py.
 
 Pure: no processes, no engine imports (settings are RunSettings field names and plain values).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from doctor.core import engines
 from doctor.core.facts import Facts
 from doctor.core.report import Finding, Report
 from doctor.core.vocab import VerifyOutcome
+from doctor.judge.changes import NEEDED, Recipe
+from doctor.judge.rulebase import RuleBase
+
+NO_GPU = "the fix puts layers on a GPU, and this machine's engine has none to try it on"
 
 
-@dataclass(frozen=True, slots=True)
-class Recipe:
-    candidates: tuple[tuple[tuple[str, Any], ...], ...] = ()  # settings changes, in the order to try
-    not_tried: str = ""  # why the fix is not a setting llm-doctor can try
-    needs_gpu: bool = False  # the change only means something with a GPU
-
-
-def _c(**fields: Any) -> tuple[tuple[str, Any], ...]:
-    return tuple(fields.items())
-
-
-_THREADS = _c(n_threads="{derived.threads_recommended}", n_threads_batch="{derived.threads_recommended}")
-_NO_GPU = "the fix puts layers on a GPU, and this machine's engine has none to try it on"
-RECIPES: dict[str, Recipe] = {
-    # context: give the prompt and reply room; if that no longer fits, the largest that fits, then
-    # just the prompt and the reply
-    "LD201": Recipe((_c(n_ctx="{derived.ctx_recommended}"), _c(n_ctx="{derived.ctx_fit_recommended}"),
-                     _c(n_ctx="@needed"))),
-    "LD202": Recipe((_c(n_ctx="{derived.ctx_recommended}"), _c(n_ctx="{derived.ctx_fit_recommended}"),
-                     _c(n_ctx="@needed"))),
-    "LD203": Recipe(not_tried="the fix is a server's slot count (--parallel); the embedded engine runs one sequence"),
-    "context.overflow": Recipe(not_tried="the fix is a server setting (slots, request limits), not one of the "
-                                         "embedded engine's"),
-    "context.oversized": Recipe((_c(n_ctx="{derived.ctx_recommended}"),)),
-    # sampling
-    "LD402": Recipe((_c(repeat_penalty=1.1),)),
-    "sampling.repetition": Recipe((_c(temperature=0.7, repeat_penalty=1.1),)),
-    # threads: the recommended count (the sweep measures all of them)
-    "cpu.threads": Recipe((_THREADS,)),
-    "decode.jitter": Recipe((_THREADS,)),
-    # KV cache type and flash attention
-    "LD701": Recipe((_c(type_k="f16", type_v="f16"),)),
-    "LD704": Recipe((_c(type_v="q8_0", flash_attn=True),)),
-    "kv.dtype": Recipe((_c(type_k="q8_0", type_v="q8_0", flash_attn=True),)),
-    # memory
-    "oom.kv_cache": Recipe((_c(n_ctx="{derived.ctx_fit_recommended}"), _c(n_ctx="{derived.ctx_reduced}"),
-                            _c(type_k="q8_0", type_v="q8_0", flash_attn=True))),
-    "oom.compute": Recipe((_c(n_ubatch=256, flash_attn=True),)),
-    "oom.weights": Recipe((_c(n_gpu_layers="{derived.max_gpu_layers}"),), needs_gpu=True),
-    "oom.paging": Recipe(not_tried="paging is judged against a memory budget (available RAM, a container "
-                                   "limit, --ram); llm-doctor does not re-run the engine under a limit"),
-    "oom.prompt_cache": Recipe(not_tried="the fix is llama-server's --cache-ram; the embedded engine keeps no "
-                                         "prompt cache"),
-    "oom.runtime": Recipe(not_tried="the fix leaves headroom on a GPU; this run's memory is not the GPU's"),
-    "oom.concurrency": Recipe(not_tried="the fix is a server's concurrency; the embedded engine runs one request"),
-    "LD503": Recipe((_c(n_gpu_layers=-1),), needs_gpu=True),
-    "LD504": Recipe((_c(n_gpu_layers=-1),), needs_gpu=True),
-    "LD506": Recipe((_c(n_gpu_layers=-1),), needs_gpu=True),
-    "LD507": Recipe((_c(n_gpu_layers="{derived.gpu_layers_fit_recommended}"),), needs_gpu=True),
-    "offload.none": Recipe(not_tried="the fix is a GPU build of the engine or a GPU driver, not a setting"),
-    "offload.partial": Recipe((_c(n_gpu_layers=-1),), needs_gpu=True),
-    "LD102": Recipe((_c(use_mmap=True),)),
-    "io.slow_load": Recipe(not_tried="the fix is faster storage for the model file, not a setting"),
-    "pcie.degraded": Recipe(not_tried="the fix is the PCIe slot or link, not a setting"),
-    "serving.queueing": Recipe(not_tried="the fix is a server's capacity (sequences, replicas); "
-                                       "the embedded engine serves one request"),
-    "serving.latency": Recipe(not_tried="the fix is a server's batching or capacity; "
-                                      "the embedded engine serves one request"),
-    "serving.saturation": Recipe(not_tried="the fix is more slots or replicas of a server; "
-                                         "the embedded engine serves one request"),
-    "gpu.bandwidth": Recipe(not_tried="the fix is the GPU's clocks, power or cooling, not a setting"),
-    "model.corrupt": Recipe(not_tried="the fix is a good copy of the model file, not a setting"),
-    "kv.preemption": Recipe(not_tried="the fix is a server's KV pool and concurrency; the embedded engine runs one "
-                                      "request"),
-    "engine.crash": Recipe(not_tried="crash triage already re-ran the engine one setting at a time (see the evidence)"),
-}
-
-def recipe_for(finding: Finding) -> Recipe | None:
-    return RECIPES.get(finding.id) or RECIPES.get(finding.cls)
+def recipe_for(finding: Finding, rules: RuleBase) -> Recipe | None:
+    """The finding's rule's `verify:` (or its class's default); a rule the base does not hold (a
+    finding read back from JSON) gets its class's default."""
+    rule = rules.by_id(finding.id)
+    if rule is not None:
+        return rule.verify
+    known = rules.families.classes.get(finding.cls)
+    return known.verify if known is not None else None
 
 
 def _resolve(value: Any, facts: Facts, settings: dict[str, Any]) -> Any:
-    if value == "@needed":
+    if value == NEEDED:
         prompt = facts.value("run.prompt_tokens_max")
         reply = settings.get("max_tokens")
         if not isinstance(prompt, int) or not isinstance(reply, int) or reply <= 0:
@@ -122,31 +64,6 @@ def candidates(recipe: Recipe, facts: Facts, settings: dict[str, Any]) -> list[d
     return out
 
 
-def _fields(value: Any) -> dict[str, Any]:
-    """What an engine's settings form may use besides "{v}" (the engine table's Spelling, doctor/core/engines.py)."""
-    return {"v": value, "V": str(value).upper(), "onoff": "on" if value else "off", "bit": int(bool(value)),
-            "lower": str(value).lower(), "mmap": "" if value else "--no-mmap", "repack": "" if value else "-nr"}
-
-
-def flags(changes: dict[str, Any]) -> dict[str, str]:
-    """The change in each engine's terms, for the engines the engine table spells settings for:
-    {"llama.cpp": "--ctx-size 512", "llama-cpp-python": "Llama(..., n_ctx=512)", "ollama": ...}."""
-    out: dict[str, str] = {}
-    for engine in engines.table():
-        spelling = engine.spelling
-        if spelling is None:
-            continue
-        parts: list[str] = []
-        for name, value in changes.items():
-            form = spelling.forms.get(name)
-            text = form.format(**_fields(value)).strip() if form else ""
-            if text and text not in parts:
-                parts.append(text)
-        if parts:
-            out[engine.name] = spelling.wrap.format(spelling.join.join(parts))
-    return out
-
-
 # -- figures and outcomes ---------------------------------------------------------------------
 
 TRUNCATION_EVENTS = ("prompt_too_long", "truncation", "ctx_full", "context_shift")
@@ -159,7 +76,9 @@ def figures(facts: Facts) -> dict[str, Any]:
                       ("generated_tokens", "run.generated_tokens"), ("decode_ms_per_token", "run.decode_ms_p50"),
                       ("prefill_ms", "run.prefill_ms"), ("loop_count", "run.repeat_count"),
                       ("output_repetition", "run.output_repetition"), ("loop_span", "run.repeat_span"),
-                      ("finish_reason", "run.finish_reason")):
+                      ("finish_reason", "run.finish_reason"), ("decode_tok_s", "speed.decode.tok_s"),
+                      ("decode_fraction", "speed.decode.fraction"), ("prefill_tok_s", "speed.prefill.tok_s"),
+                      ("prefill_fraction", "speed.prefill.fraction")):
         value = facts.value(name)
         if value is not None:
             out[key] = value
@@ -173,12 +92,14 @@ def figures(facts: Facts) -> dict[str, Any]:
     return out
 
 
+_SPEED = ("decode_tok_s", "decode_fraction", "prefill_tok_s", "prefill_fraction")
 # the figures that matter, by class (the rest stay in the JSON only when asked for)
 FIGURES_BY_CLASS: dict[str, tuple[str, ...]] = {
     "context": ("prompt_tokens", "n_ctx", "generated_tokens", "truncated", "peak_rss_mib", "crashed"),
     "sampling": ("generated_tokens", "finish_reason", "loop_count", "output_repetition", "loop_span", "crashed"),
-    "cpu": ("decode_ms_per_token", "prefill_ms", "failed", "crashed"),
-    "decode": ("decode_ms_per_token", "failed", "crashed"),
+    "cpu": ("decode_ms_per_token", "prefill_ms", *_SPEED, "failed", "crashed"),
+    "decode": ("decode_ms_per_token", *_SPEED, "failed", "crashed"),
+    "speed": ("decode_ms_per_token", "prefill_ms", *_SPEED, "failed", "crashed"),
     "oom": ("peak_rss_mib", "n_ctx", "generated_tokens", "failed", "crashed"),
     "kv": ("peak_rss_mib", "decode_ms_per_token", "generated_tokens", "failed", "crashed"),
 }
@@ -195,16 +116,38 @@ def pick(cls: str, values: dict[str, Any]) -> dict[str, Any]:
 WORSE_AREAS = ("oom", "engine", "context", "io", "offload", "kv", "model")
 
 
-SPEED_AREAS = ("cpu", "decode")  # fixes for speed: slower after is worse, whatever the rules say
+# the areas each setting can make worse: a new finding elsewhere after the change is not its doing
+_MEMORY = ("oom", "engine", "kv", "context")
+AFFECTS: dict[str, tuple[str, ...]] = {
+    "n_ctx": _MEMORY, "type_k": _MEMORY, "type_v": _MEMORY, "flash_attn": ("oom", "engine", "kv"),
+    "n_batch": ("oom", "engine"), "n_ubatch": ("oom", "engine"), "n_gpu_layers": ("oom", "engine", "offload", "kv"),
+    "n_threads": ("engine", "cpu"), "n_threads_batch": ("engine", "cpu"), "use_mmap": ("io", "oom", "engine", "model"),
+    "temperature": ("engine",), "repeat_penalty": ("engine",), "top_p": ("engine",), "top_k": ("engine",),
+    "min_p": ("engine",), "seed": ("engine",),
+}
+
+SPEED_AREAS = ("cpu", "decode", "speed")  # fixes for speed: slower after is worse, whatever the rules say
 SLOWER = 1.2  # decode ms/token this much higher counts as slower
 
 
+def related(f: Finding, changes: dict[str, Any] | None) -> bool:
+    """Whether a new finding can be the doing of the settings changed: its area is one those settings
+    touch (AFFECTS). Without the changes (an older caller), any area of WORSE_AREAS."""
+    area = f.cls.split(".")[0]
+    if changes is None:
+        return area in WORSE_AREAS
+    return any(area in AFFECTS.get(name, WORSE_AREAS) for name in changes)
+
+
 def outcome(finding: Finding, before: Report, after: Report, after_figures: dict[str, Any],
-            before_figures: dict[str, Any] | None = None) -> tuple[VerifyOutcome, str]:
+            before_figures: dict[str, Any] | None = None,
+            changes: dict[str, Any] | None = None) -> tuple[VerifyOutcome, str]:
     """(outcome, reason): made worse when the re-run crashed, failed, raised a new finding at warning
-    or above, or (a speed fix) decoded slower; not resolved when the finding (or one of its class)
-    fires again; resolved otherwise. `before_figures`: a baseline re-run's, when one was made (speed
-    compares like with like: the same short job on the same machine, moments apart)."""
+    or above that the change can have caused (`related`: a storage wait after a sampling change is
+    not the change's doing: the caller lists it apart), or (a speed fix) decoded slower; not resolved
+    when the finding (or one of its class) fires again; resolved otherwise. `before_figures`: a
+    baseline re-run's, when one was made (speed compares like with like: the same short job on the
+    same machine, moments apart)."""
     if after_figures.get("crashed") and before.facts.value("run.crashed") is not True:
         return "made worse", "the engine crashed with it"
     if finding.cls.split(".")[0] in SPEED_AREAS:
@@ -217,7 +160,7 @@ def outcome(finding: Finding, before: Report, after: Report, after_figures: dict
     # taken as the fix's doing: the fix is judged on the run made with the working setting
     triaged = after.facts.value("run.triage_status") in ("fixed", "combined")
     new = [f for f in after.findings if f.id not in before_ids and f.severity in ("error", "warning")
-           and f.cls != finding.cls and f.cls.split(".")[0] in WORSE_AREAS
+           and f.cls != finding.cls and related(f, changes)
            and not (triaged and f.cls == "engine.crash")]
     if new:
         return "made worse", "; ".join(f"{f.id} {f.title}" for f in new)
@@ -258,8 +201,8 @@ def line(cls: str, applied: str, before: dict[str, Any], after: dict[str, Any], 
         tail = f"; {gen} tokens generated{ended}" if gen is not None else ""
         return head + f"{loop(before)} -> {loop(after)}" + tail
     b_ms, a_ms = before.get("decode_ms_per_token"), after.get("decode_ms_per_token")
-    bits = []
-    if isinstance(b_ms, (int, float)) and isinstance(a_ms, (int, float)):
+    bits = [text for phase in ("prefill", "decode") if (text := _speed(phase, before, after))]
+    if not bits and isinstance(b_ms, (int, float)) and isinstance(a_ms, (int, float)):
         bits.append(f"decode {b_ms:.1f} -> {a_ms:.1f} ms/token")
     b_rss, a_rss = before.get("peak_rss_mib"), after.get("peak_rss_mib")
     if area in ("oom", "kv") and b_rss is not None and a_rss is not None:
@@ -270,6 +213,17 @@ def line(cls: str, applied: str, before: dict[str, Any], after: dict[str, Any], 
     bits.append("no crash" if not after.get("crashed") else "crashed")
     tail = "" if result == "resolved" else f"; {result}" + (f": {reason}" if reason else "")
     return head + ", ".join(bits) + tail
+
+
+def _speed(phase: str, before: dict[str, Any], after: dict[str, Any]) -> str:
+    """"decode 47.8 -> 88.1 tok/s (27% -> 49% of the ceiling)", when both runs were judged for speed."""
+    b, a = before.get(f"{phase}_tok_s"), after.get(f"{phase}_tok_s")
+    if not isinstance(b, (int, float)) or not isinstance(a, (int, float)):
+        return ""
+    bf, af = before.get(f"{phase}_fraction"), after.get(f"{phase}_fraction")
+    both = isinstance(bf, (int, float)) and isinstance(af, (int, float))
+    share = f" ({bf:.0%} -> {af:.0%} of the ceiling)" if both else ""
+    return f"{phase} {b:.1f} -> {a:.1f} tok/s{share}"
 
 
 def settings_view(settings: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:

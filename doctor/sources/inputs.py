@@ -67,7 +67,7 @@ def _dispatch(stream: BinaryIO, name: str) -> LoadedInput:
         if kind == FACTS_KIND:
             return _load_facts_document(stream, name)
         if kind == TRACE_KIND:
-            from doctor.sources.live.trace import facts_from_recording
+            from doctor.sources.live.recording import facts_from_recording
 
             return LoadedInput(facts_from_recording(stream, name))
         return LoadedInput(analyze_stream(stream, name))

@@ -25,6 +25,8 @@ DYNAMIC = {
     ("whatif.py", "f'host.gpu[{i}].name'"): "a stated GPU budget, per GPU",
     ("whatif.py", "f'host.gpu[{i}].vram_total'"): "a stated GPU budget, per GPU",
     ("whatif.py", "f'host.gpu[{i}].vram_free'"): "a stated GPU budget, per GPU",
+    **{("speed.py", f"f'{{p}}.{key}'"): "speed.<phase>.*: the verdict of each phase (prefill, decode)"
+       for key in ("tok_s", "ceiling_source", "ceiling_tok_s", "fraction", "bound", "settle", "expected_tok_s")},
 }
 
 
@@ -89,7 +91,8 @@ def test_no_derived_fact_is_set_outside_derive() -> None:
 
 def test_the_reader_sees_literal_and_looped_names(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text('def f(facts):\n    facts.set("derived.x", 1, None)\n'
-                                   '    for name in ("derived.y", "derived.z"):\n        facts.unknown(name, "", None)\n'
+                                   '    for name in ("derived.y", "derived.z"):\n'
+                                   '        facts.unknown(name, "", None)\n'
                                    '    facts.set(f"derived.{1}", 1, None)\n')
     (tmp_path / "b.py").write_text('def g(facts):\n    facts.set_default("derived.x", 2, None)\n')
     where, dynamic = fact_writes(tmp_path)

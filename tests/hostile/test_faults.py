@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 from doctor.core.events import EndEvent, LogEvent, NoticeEvent, StepEvent
 from doctor.judge.evaluate import diagnose
 from doctor.judge.live_judge import LiveJudge
+from doctor.sources.live.recording import facts_from_recording, read_recording
 from doctor.sources.live.session import TraceSession
-from doctor.sources.live.trace import facts_from_recording, read_recording
 
 from .fuzz_targets import render_all, rulebase, time_limit
 

@@ -22,8 +22,8 @@ from doctor.core.events import EndEvent, FindingEvent
 from doctor.core.redact import Redactor
 from doctor.judge.evaluate import diagnose
 from doctor.judge.live_judge import LiveJudge
+from doctor.sources.live.recording import facts_from_recording, read_recording
 from doctor.sources.live.session import TraceSession
-from doctor.sources.live.trace import facts_from_recording, read_recording
 
 from .fuzz_targets import rulebase
 

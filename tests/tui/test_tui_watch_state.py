@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
-import statistics
 import threading
 from pathlib import Path
 
 import pytest
 
 from doctor.core.errors import InputError
-from doctor.core.events import EndEvent, FindingEvent, IncidentEvent, PhaseEvent, StepEvent
+from doctor.core.events import EndEvent, FindingEvent, IncidentEvent, LiveEvent, PhaseEvent, StepEvent
+from doctor.derive import derive
+from doctor.sources.live.recording import read_recording
+from doctor.sources.live.trace import TraceBuilder
 from doctor.views.tui.charts import bar, sparkline
 from doctor.views.tui.replay import Replay, iter_recording, read_header
-from doctor.views.tui.watch_state import SPIKE_FACTOR, WatchState, loop_ranges
+from doctor.views.tui.watch_state import WatchState, loop_ranges
+
+TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 
 
 def _state(recording: Path) -> tuple[WatchState, list]:
@@ -43,12 +48,49 @@ def test_recording_folds_into_figures(recording: Path) -> None:
         isinstance(e, IncidentEvent) and e.event == "ctx_full" for e in events)
 
 
-def test_spikes_are_steps_far_above_the_median(recording: Path) -> None:
-    state, _ = _state(recording)
-    median = statistics.median(state.steps[1:])
-    expected = {i for i, ms in enumerate(state.steps) if i > 0 and ms > SPIKE_FACTOR * median}
-    assert state.spikes == expected
-    assert expected, "the recording was made with CPU contention; it has spikes"
+def _through_the_builder(events: list[LiveEvent]) -> tuple[WatchState, TraceBuilder]:
+    """The live path: each event marked by the trace builder, then folded in by the screen's state."""
+    builder, state = TraceBuilder("run"), WatchState()
+    for event in events:
+        builder.add(event)
+        state.apply(event)
+    return state, builder
+
+
+def _unmarked(events: list[LiveEvent]) -> list[LiveEvent]:
+    out = copy.deepcopy(events)
+    for event in out:
+        if isinstance(event, StepEvent):
+            event.p50_ms = event.spike_ms = None
+            event.spikes_added, event.spikes_removed = [], []
+    return out
+
+
+def test_spikes_are_the_ones_the_rule_counts(recording: Path) -> None:
+    """The recording carries the builder's marks; the screen shows exactly the rule's spikes."""
+    state, events = _state(recording)
+    again = _unmarked(events)
+    live, builder = _through_the_builder(again)
+    assert state.spikes == live.spikes == builder.decode.spikes
+    assert [e.to_json() for e in again] == [e.to_json() for e in events]  # the marks are the builder's
+    assert len(state.spikes) == 13, "the recording was made with CPU contention; it has spikes"
+    report = state.final_report()
+    assert report is not None and "13 steps took more than 3x the median" in next(
+        f.message for f in report.findings if f.id == "LD801")
+    assert state.median_ms == derive(builder.snapshot()).value("run.decode_ms_p50")
+
+
+@pytest.mark.parametrize("name", ["healthy.jsonl", "greedy-loop.jsonl", "context-cut.jsonl", "crash.jsonl"])
+def test_the_screen_shows_the_spikes_of_the_rule_on_recorded_traces(name: str) -> None:
+    with (TRACES / name).open("rb") as handle:
+        _, events, _ = read_recording(handle)
+    state, builder = _through_the_builder(events)
+    facts = derive(builder.snapshot())
+    steady = facts.value("run.decode_ms")[1:]
+    bar_ms = 3 * facts.value("run.decode_ms_p50")
+    assert state.spikes == builder.decode.spikes == {i + 1 for i, ms in enumerate(steady) if ms > bar_ms}
+    assert len(state.spikes) == facts.value("run.decode_spikes")
+    assert state.median_ms == facts.value("run.decode_ms_p50")
 
 
 def test_findings_fire_and_resolve_as_recorded(recording: Path) -> None:
@@ -104,8 +146,10 @@ def test_rates() -> None:
     assert state.tokens_per_s() == pytest.approx(100.0)
     assert state.overall_tokens_per_s() == pytest.approx(100.0)
     assert state.spikes == set()
-    state.apply(StepEvent(t_ms=500, step=41, ms=200.0, token="y"))
-    assert state.spikes == {40}
+    state.apply(StepEvent(t_ms=500, step=41, ms=200.0, token="y", p50_ms=10.0, spike_ms=30.0, spikes_added=[40]))
+    assert state.spikes == {40} and state.median_ms == 10.0
+    state.apply(StepEvent(t_ms=510, step=42, ms=10.0, token="z", spikes_removed=[40], spikes_added=["x", True, 7]))
+    assert state.spikes == {7}  # taken from the event as it says, outside input that is not a step left out
 
 
 def test_header_and_damaged_lines(tmp_path: Path, recording: Path) -> None:
@@ -161,7 +205,7 @@ def test_bar_and_sparkline() -> None:
 
 
 def test_recording_is_the_shape_the_trace_reader_accepts(recording: Path) -> None:
-    from doctor.sources.live.trace import facts_from_recording
+    from doctor.sources.live.recording import facts_from_recording
 
     with recording.open("rb") as handle:
         facts = facts_from_recording(handle, recording.name)
@@ -203,3 +247,14 @@ def test_the_same_rule_in_two_sessions_is_two_findings_and_a_notice_is_shown() -
     assert sorted(state.findings) == ["2:LD202", "LD202"]
     assert all(s.state == "fired" for s in state.findings.values())
     assert any(kind == "notice" and "truncated" in text for _, kind, text in state.incidents)
+
+
+def test_no_view_carries_the_spike_rule() -> None:
+    """The spike factor lives where the rule's fact is computed (doctor/derive/run.py) and the trace
+    builder applies it; a view that had its own copy could drift from what LD801 judges."""
+    views = Path(__file__).resolve().parents[2] / "doctor" / "views"
+    holders = [p.name for p in views.rglob("*.py") if "SPIKE_FACTOR" in p.read_text(encoding="utf-8")]
+    assert not holders
+    from doctor.derive.run import SPIKE_FACTOR
+
+    assert SPIKE_FACTOR == 3.0  # what rules/decode.yaml's LD801 message says ("more than 3x the median")

@@ -29,7 +29,7 @@ from doctor.judge.evaluate import diagnose
 from doctor.judge.live_judge import LiveJudge
 from doctor.judge.rulebase import RuleBase, load_rulebase
 from doctor.sources.live.embedded.runner import EmbeddedRun, RunSettings, run_embedded
-from doctor.sources.live.trace import facts_from_recording
+from doctor.sources.live.recording import facts_from_recording
 from doctor.sources.models.default import default_model_path
 from tests.conftest import worked_around
 
@@ -263,7 +263,7 @@ def test_an_engine_abort_is_reported_not_fatal(rules: RuleBase, tmp_path: Path) 
     assert [s.step for s in run.steps] == [1, 2, 3, 4, 5]  # everything up to the abort reached the parent
     assert run.facts.events("crash")
     # the recording holds the whole run, crash included, and replays to the same findings
-    from doctor.sources.live.trace import read_recording
+    from doctor.sources.live.recording import read_recording
 
     with record.open("rb") as handle:
         _, events, damaged = read_recording(handle)

@@ -220,7 +220,7 @@ def _follow_with(path: Path, rulebase: RuleBase, line_events: str, record: Path 
 def test_every_line_is_parsed_whatever_the_consumer_is_shown(tmp_path: Path, rulebase: RuleBase, mode: str) -> None:
     """The ticker and the final-report formats get no LogEvents, the TUI the newest of each batch;
     the parsers, the findings, the line count and the recording are the same in every mode."""
-    from doctor.sources.live.trace import read_recording
+    from doctor.sources.live.recording import read_recording
 
     path = tmp_path / "server.log"
     path.write_bytes(SERVER_LOG.read_bytes() * 3)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from doctor.core.events import EndEvent, StepEvent
-from doctor.sources.live.trace import read_recording
+from doctor.sources.live.recording import read_recording
 
 TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 EXPECTED = {

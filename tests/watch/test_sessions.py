@@ -16,8 +16,8 @@ from doctor.judge.evaluate import SessionMemo, diagnose
 from doctor.judge.live_judge import LiveJudge
 from doctor.judge.rulebase import RuleBase
 from doctor.sources.live.follow.follower import follow_log
+from doctor.sources.live.recording import facts_from_recording
 from doctor.sources.live.session import TraceSession
-from doctor.sources.live.trace import facts_from_recording
 from doctor.sources.logs.analyze import analyze_bytes
 from doctor.views.render.markdown import render_markdown
 from doctor.views.render.style import Style

@@ -21,9 +21,10 @@ from doctor.core.events import (
     StepEvent,
     event_from_json,
 )
-from doctor.core.facts import Facts
+from doctor.core.facts import Facts, Source
 from doctor.judge.evaluate import diagnose
-from doctor.sources.live.trace import TraceBuilder, facts_from_recording, header, read_recording
+from doctor.sources.live.recording import facts_from_recording, header, read_recording
+from doctor.sources.live.trace import TraceBuilder
 
 
 def _events(steps: list[float], tokens: list[str], n_ctx: int = 512, prompt: int = 10) -> list:
@@ -48,7 +49,7 @@ def _events(steps: list[float], tokens: list[str], n_ctx: int = 512, prompt: int
 def test_builder_maps_every_kind_of_event_to_facts() -> None:
     builder = TraceBuilder("run")
     for event in _events([10.0, 11.0, 12.0], ["Hello", " there", " you", "!"]):
-        builder.feed(event)
+        builder.add(event)
     facts = builder.snapshot()
     assert facts.value("config.n_ctx_requested") == 300  # as asked
     assert facts.value("config.n_ctx") == 512  # as the engine padded it
@@ -76,11 +77,11 @@ def test_snapshot_can_be_taken_again_and_again() -> None:
     builder = TraceBuilder("run")
     events = _events([10.0] * 20, ["x"] * 21)
     for event in events[:10]:
-        builder.feed(event)
+        builder.add(event)
     first = builder.snapshot()
     diagnose(first, _rulebase(), command="watch", mode="watch")  # derive() writes into the snapshot only
     for event in events[10:]:
-        builder.feed(event)
+        builder.add(event)
     second = builder.snapshot()
     assert len(first.value("run.decode_ms")) < len(second.value("run.decode_ms")) == 20
     assert not second.has("run.decode_ms_p50")  # the earlier derive did not leak into the builder
@@ -94,8 +95,8 @@ def _rulebase():
 
 def test_trace_facts_win_over_facts_parsed_from_the_log() -> None:
     builder = TraceBuilder("run")
-    builder.feed(LogEvent(line=1, text="llama_context: n_ctx                 = 256"))
-    builder.feed(SettingsEvent(stage="engine", settings={"n_ctx": 512}))
+    builder.add(LogEvent(line=1, text="llama_context: n_ctx                 = 256"))
+    builder.add(SettingsEvent(stage="engine", settings={"n_ctx": 512}))
     facts = builder.snapshot()
     assert facts.value("config.n_ctx") == 512
     assert facts.get("config.n_ctx").source.kind == "trace"
@@ -108,7 +109,7 @@ def test_log_lines_go_through_the_llama_cpp_parser() -> None:
              "K (f16):   22.50 MiB, V (f16):   22.50 MiB",
              "decode: failed to find a memory slot for batch of size 1"]
     for i, line in enumerate(lines, start=1):
-        builder.feed(LogEvent(line=i, text=line, stream="log", level="warn"))
+        builder.add(LogEvent(line=i, text=line, stream="log", level="warn"))
     facts = builder.snapshot()
     assert facts.value("config.type_k") == "f16"
     assert [e.line for e in facts.events("ctx_full")] == [3]
@@ -117,8 +118,8 @@ def test_log_lines_go_through_the_llama_cpp_parser() -> None:
 def test_incidents_become_events_and_findings_use_them() -> None:
     builder = TraceBuilder("run")
     for event in _events([10.0], ["a", "b"], n_ctx=256, prompt=53):
-        builder.feed(event)
-    builder.feed(IncidentEvent(event="ctx_full", text="context full: prompt 53 + max_tokens 600 exceed n_ctx 256",
+        builder.add(event)
+    builder.add(IncidentEvent(event="ctx_full", text="context full: prompt 53 + max_tokens 600 exceed n_ctx 256",
                                data={"n_ctx": 256, "n_tokens": 653}))
     facts = builder.snapshot()
     assert facts.events("ctx_full")[0].data == {"n_ctx": 256, "n_tokens": 653}
@@ -129,8 +130,8 @@ def test_incidents_become_events_and_findings_use_them() -> None:
 
 def test_perf_and_facts_events() -> None:
     builder = TraceBuilder("run")
-    builder.feed(PerfEvent(prefill_ms=59.2, prompt_tokens=10, decode_ms=30.1, decode_tokens=3))
-    builder.feed(FactsEvent(facts={"host.cpu.usable_cores": {"value": 2, "unit": "cores",
+    builder.add(PerfEvent(prefill_ms=59.2, prompt_tokens=10, decode_ms=30.1, decode_tokens=3))
+    builder.add(FactsEvent(facts={"host.cpu.usable_cores": {"value": 2, "unit": "cores",
                                                              "source": {"kind": "probe", "name": "probe.cpu"}}}))
     facts = builder.snapshot()
     assert facts.value("run.engine_prefill_ms") == 59.2
@@ -141,9 +142,9 @@ def test_perf_and_facts_events() -> None:
 
 def test_output_text_keeps_the_last_8_kib() -> None:
     builder = TraceBuilder("run")
-    builder.feed(SettingsEvent(stage="engine", settings={"prompt_tokens": 1}))
+    builder.add(SettingsEvent(stage="engine", settings={"prompt_tokens": 1}))
     for i in range(3000):
-        builder.feed(StepEvent(step=i + 1, ms=1.0, token=f" w{i:04d}"))
+        builder.add(StepEvent(step=i + 1, ms=1.0, token=f" w{i:04d}"))
     text = builder.snapshot().value("run.output_text")
     assert len(text) <= 8192
     assert text.endswith(" w2999")
@@ -173,7 +174,7 @@ def test_recording_replays_to_the_same_facts_as_live() -> None:
     events = _events([10.0, 11.0, 12.0], ["Hello", " there", " you", "!"])
     live = TraceBuilder("run.jsonl")
     for event in events:
-        live.feed(event)
+        live.add(event)
     replayed = facts_from_recording(io.BytesIO(_recording(events)), "run.jsonl")
     live_facts = live.snapshot()
     for name in live_facts.names():
@@ -229,3 +230,67 @@ def test_child_messages_become_events_with_text_made_safe() -> None:
     log = to_event({"m": "log", "lvl": "error", "text": "a\x1b[2Jb\rc", "t": 5}, None, 7)
     assert isinstance(log, LogEvent) and log.text == "abc" and log.line == 7 and log.level == "error"
     assert to_event({"m": "hello"}, None, 1) is None
+
+
+def _rule_spikes(times: list[float], first: int) -> set[int]:
+    """run.decode_spikes' rule over a window of step times whose first is step `first`, judged as
+    doctor/derive/run.py judges a snapshot: steady steps above 3 x their nearest-rank median."""
+    facts = Facts()
+    facts.set("run.decode_ms", list(times), Source("trace", "test"))
+    from doctor.derive.run import derive_run_summaries, steady_start
+
+    derive_run_summaries(facts)
+    p50 = facts.value("run.decode_ms_p50")
+    start = steady_start(len(times))
+    spikes = {first + i for i, ms in enumerate(times) if i >= start and p50 and ms > 3 * p50}
+    assert len(spikes) == (facts.value("run.decode_spikes") or 0)
+    return spikes
+
+
+@pytest.mark.parametrize("keep", [1, 2, 3, 5, 8, 100_000])
+def test_decode_spikes_step_by_step_are_the_rules_on_the_window(keep: int) -> None:
+    """After every step the spikes kept up to date equal the rule applied to the whole window again,
+    and the marks (added, removed) rebuild them: a view that only applies the marks cannot drift."""
+    import random
+
+    from doctor.sources.live.trace import DecodeSteps
+
+    rng = random.Random(keep)
+    for run in range(30):
+        steps = DecodeSteps(keep)
+        shown: set[int] = set()
+        shape = run % 3
+        for _ in range(rng.randint(1, 120)):
+            if shape == 0:  # steady with outliers
+                ms = round(rng.uniform(8, 9), 3) if rng.random() > 0.1 else round(rng.uniform(20, 200), 3)
+            elif shape == 1:  # two clusters around the bar, zeros and ties: the bar moves across steps
+                ms = rng.choice([0, 0.0, 1.0, 2.9, 3.0, 3.1, 9.0, 9.3, 10.0])
+            else:
+                ms = float(rng.randint(0, 5))
+            added, removed = steps.add(ms)
+            assert not set(added) & shown and set(removed) <= shown
+            shown = (shown | set(added)) - set(removed)
+            assert shown == steps.spikes == _rule_spikes(list(steps.times), steps.seen - len(steps.times))
+
+
+def test_the_builder_marks_each_step_with_the_spikes_as_they_stand() -> None:
+    times = [30.0, 10.0, 10.0, 10.0, 10.0, 45.0, 10.0, 9.0]
+    builder = TraceBuilder("run")
+    events = _events(times, ["a"] * (len(times) + 1))
+    for event in events:
+        builder.add(event)
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    assert [e.p50_ms for e in steps] == [30.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0]
+    assert steps[4].spike_ms == 30.0 and steps[0].spike_ms == 90.0
+    # with 5 steps the first (30 ms) is warm-up, no longer a steady step; 45 ms is above 3 x 10 ms
+    assert [(e.spikes_added, e.spikes_removed) for e in steps] == [
+        ([], []), ([], []), ([], []), ([], []), ([], []), ([5], []), ([], []), ([], [])]
+    assert builder.decode.spikes == {5}
+    facts = builder.snapshot()
+    assert facts.value("run.decode_ms") == times
+    from doctor.derive import derive
+
+    assert derive(facts).value("run.decode_spikes") == 1
+    marked = steps[5].to_json()
+    assert marked["spikes_added"] == [5] and "spikes_removed" not in marked  # empty marks are left out
+    assert event_from_json(json.loads(json.dumps(marked))) == steps[5]

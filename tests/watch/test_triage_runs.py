@@ -20,7 +20,7 @@ from doctor.judge.evaluate import diagnose
 from doctor.judge.live_judge import LiveJudge
 from doctor.judge.rulebase import RuleBase, load_rulebase
 from doctor.sources.live.embedded.runner import RunSettings, run_embedded
-from doctor.sources.live.trace import facts_from_recording
+from doctor.sources.live.recording import facts_from_recording
 from doctor.sources.models.default import default_model_path
 from tests.conftest import crash_reported
 

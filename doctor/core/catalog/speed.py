@@ -32,11 +32,13 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("host.ram.read_bw_all_gbs", "float", "GB/s", "sustained memory read bandwidth on all cores"),
     ("host.cpu.matmul_gflops", "float", "GFLOP/s", "measured matrix-multiply throughput at the engine's thread "
      "count, in the type closest to the engine's path"),
+    ("host.cpu.matmul_all_gflops", "float", "GFLOP/s", "the same on all usable cores"),
     ("host.cpu.token_overhead_ms", "float", "ms", "fixed cost of one decode step on this machine: graph build, "
      "thread sync, sampling (measured on a tiny model)"),
     ("host.cpu.other_busy", "float", None, "share of the cores (0..1) other processes used while the engine ran"),
     ("host.cpu.steal_pct", "float", "%", "CPU time the hypervisor took (steal) while the engine ran"),
-    ("host.cpu.engine_threads", "int", "threads", "threads the engine ran with (config.n_threads, else its default)"),
+    ("host.cpu.engine_cores", "float", "cores", "cores the engine's process used on average while it ran (its "
+     "CPU time / the wall time): with the thread count, the share of the cores it had"),
     # the model's cost per token (doctor/derive/speed.py)
     ("derived.decode_bytes_per_token_gpu", "int", "bytes", "bytes streamed from GPU memory per decode token "
      "(weights on the GPU, routed experts only, + the KV read at the current depth)"),

@@ -1,30 +1,29 @@
 """One watch session: every live event goes through here, in order, exactly once.
 
-`emit(event)` stamps the time, feeds the trace builder (doctor/sources/live/trace.py), appends the event to the
-recording (`--record`: NDJSON after a header line, flushed after every batch so a crash of the
-engine — or of llm-doctor — leaves everything up to that point on disk), hands it to the consumer
-(`on_event`: the ndjson printer, the text ticker, the TUI) and keeps it if asked. `evaluate()`
-re-runs the rules on the facts so far (at most every `eval_interval_s`, or at once on phases and
-incidents) and emits the findings that fired or resolved. `finish()` writes the end, with the final
-report. The embedded runner, the log follower and the command wrapper all use it, which is why a
-recording replays to the same findings as the live run.
+`emit(event)` stamps the time, adds the event to the trace builder (doctor/sources/live/trace.py: the
+one place a step becomes facts; it marks a decode step with the spikes as they stand), appends it to
+the recording (doctor/sources/live/recording.py, `--record`: NDJSON after a header line, flushed after
+every batch so a crash of the engine — or of llm-doctor — leaves everything up to that point on
+disk), hands it to the consumer (`on_event`: the ndjson printer, the text ticker, the TUI) and keeps
+it if asked. `evaluate()` re-runs the rules on the facts so far (at most every `eval_interval_s`, or
+at once on phases and incidents) and emits the findings that fired or resolved. `finish()` writes
+the end, with the final report. The embedded runner, the log follower and the command wrapper all
+use it, which is why a recording replays to the same findings as the live run.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import time
 from collections.abc import Callable
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
-from doctor.core.errors import InputError
 from doctor.core.events import EndEvent, FindingEvent, IncidentEvent, LiveEvent, LogEvent, PhaseEvent, SettingsEvent
 from doctor.core.facts import Facts
 from doctor.core.lines import block_lines
 from doctor.core.report import Report
 from doctor.core.sanitize import strip_controls
-from doctor.sources.live.trace import TraceBuilder, header
+from doctor.sources.live.recording import Recorder, header
+from doctor.sources.live.trace import TraceBuilder
 
 # with line_events="tail", a consumer that shows log lines (the TUI's log pane) gets at most this many of
 # each batch, the newest: a flood of output cannot queue up behind a screen that shows a few dozen
@@ -38,51 +37,6 @@ class Judge(Protocol):
 
     def update(self, facts: Facts, t_ms: float = 0.0, errors: list[str] | None = None,
                final: bool = False) -> tuple[Report, list[FindingEvent]]: ...
-
-
-class Recorder:
-    """Writes a recording: the header line, then one event per line (redacted line by line when a
-    doctor.core.redact.Redactor is given: `watch --record FILE --redact`)."""
-
-    def __init__(self, path: str, head: dict[str, Any], redactor: Any = None) -> None:
-        self.path = path
-        self.redactor = redactor
-        try:
-            self.handle: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-            self._write(head)
-            self.handle.flush()
-        except OSError as exc:
-            raise InputError(f"{path}: cannot write the recording ({exc.strerror or exc})") from None
-        self.failed: str | None = None
-
-    def _write(self, data: dict[str, Any]) -> None:
-        assert self.handle is not None
-        if self.redactor is not None:
-            data = self.redactor.event(data)
-        self.handle.write(json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
-
-    def write(self, event: LiveEvent) -> None:
-        if self.handle is None:
-            return
-        try:
-            self._write(event.to_json())
-        except OSError as exc:  # disk full mid-run: stop recording, keep watching
-            self.failed = f"{self.path}: recording stopped ({exc.strerror or exc})"
-            self.close()
-
-    def flush(self) -> None:
-        if self.handle is not None:
-            try:
-                self.handle.flush()
-            except OSError as exc:
-                self.failed = f"{self.path}: recording stopped ({exc.strerror or exc})"
-                self.close()
-
-    def close(self) -> None:
-        if self.handle is not None:
-            with contextlib.suppress(OSError):
-                self.handle.close()
-            self.handle = None
 
 
 class TraceSession:
@@ -115,7 +69,7 @@ class TraceSession:
         if not event.t_ms:
             event.t_ms = self.now_ms()
         if feed:
-            self.builder.feed(event)
+            self.builder.add(event)
             self.dirty = True
         if self.recorder is not None:
             self.recorder.write(event)
@@ -182,7 +136,7 @@ class TraceSession:
         """Close the run: feed the end, judge the final facts, emit the changes, then the end itself."""
         if not end.t_ms:
             end.t_ms = self.now_ms()
-        self.builder.feed(end)
+        self.builder.add(end)
         self.dirty = True
         if self.recording_problem:  # disk full mid-run: the report says so (the recording cannot)
             errors = [*(errors or []), self.recording_problem]

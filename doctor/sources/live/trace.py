@@ -1,16 +1,21 @@
 """Traces: live events → Facts, for a run as it happens and for a recording read back later.
 
-`TraceBuilder` is fed LiveEvents (doctor/core/events.py) in order and can give a Facts snapshot at any
-time. The watch command feeds it live; `facts_from_recording` feeds it from a `--record` file
-(NDJSON: a header object `{"llm_doctor": "trace", "version": 1, ...}` then one event per line).
-Because both paths run the same events through the same builder, replaying a recording through
-`analyze` gives the same facts, hence the same findings, as the live run.
+`TraceBuilder.add(event)` takes LiveEvents (doctor/core/events.py) in order and can give a Facts
+snapshot at any time. The watch session (doctor/sources/live/session.py) adds them live;
+`facts_from_recording` (doctor/sources/live/recording.py) adds them from a `--record` file. Because
+both paths run the same events through the same builder, replaying a recording through `analyze`
+gives the same facts, hence the same findings, as the live run. This is the one place a step
+becomes facts: rates, KV fill, and decode spikes - `DecodeSteps` applies the rule of
+run.decode_spikes (doctor/derive/run.py) step by step and the builder marks each StepEvent with it
+(`p50_ms`, `spike_ms`, `spikes_added`, `spikes_removed`) before the session hands the event on, so
+the watch screen shows the spikes the rule counts and computes none of its own.
 
 What maps where:
 - SettingsEvent → config.*, sampling.*, model.path, engine.* (the engine stage wins over requested);
 - FactsEvent → the facts it carries (host probes, model file, metrics scrapes);
 - PhaseEvent → run.load_ms, run.warmup_ms, run.prefill_ms, run.prompt_tokens;
 - StepEvent → run.decode_ms (one value per decode step), run.kv_used / run.kv_fill, the output text;
+  the event itself gets the steady median, the spike bar and the steps that became or stopped being spikes;
 - SampleEvent → run.rss_max, run.vram_max, run.cpu_load_max, run.swap_in_use;
 - LogEvent → the engine's own log lines, through the same LogAnalyzer `analyze` uses;
 - IncidentEvent → events (ctx_full, decode_failed, crash, ...); a "triage" incident's final result →
@@ -21,16 +26,15 @@ What maps where:
 - EndEvent → run.finish_reason, run.exit_status, run.crashed.
 Trace facts win over facts parsed from the log, as they come from the engine's API.
 
-Pure: events in, facts out (reading the given stream for recordings).
+Pure: events in, facts out (and StepEvents marked).
 """
 
 from __future__ import annotations
 
-import json
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
-from typing import Any, BinaryIO
+from typing import Any
 
-from doctor.core.errors import InputError
 from doctor.core.events import (
     EndEvent,
     FactsEvent,
@@ -43,15 +47,13 @@ from doctor.core.events import (
     SampleEvent,
     SettingsEvent,
     StepEvent,
-    event_from_json,
 )
 from doctor.core.facts import Event, Fact, Facts, Source
+from doctor.core.stats import ranked
+from doctor.derive.run import spike_bar, steady_start
 from doctor.sources.logs.analyze import LogAnalyzer
 
-TRACE_KIND = "trace"
-TRACE_VERSION = 1
 OUTPUT_KEEP = 8192  # characters of generated text kept for the facts (the loop detector's window)
-MAX_RECORD_LINE = 8 << 20  # a recording line longer than this is damaged
 STEPS_KEPT = 100_000  # decode steps kept in run.decode_ms (a day of decoding at 1 step/s)
 LOG_BATCH = 1 << 20  # log bytes held before they are parsed even without a snapshot
 
@@ -107,6 +109,61 @@ LOAD_DONE_FACTS = ("run.load_ms", "run.compute_bytes", "run.requests", "run.prom
                    "run.decode_tps", "run.decode_tps_max", "run.decode_tokens")
 
 
+class DecodeSteps:
+    """The decode step times kept for run.decode_ms, and which of them are spikes by the rule that
+    counts run.decode_spikes (doctor/derive/run.py: steady steps above SPIKE_FACTOR x their median),
+    kept up to date as each step comes: the steady times stay sorted, so the median is one look-up
+    and a moving bar re-judges only the steps between the old bar and the new. Steps are numbered
+    from 0 in the order they came."""
+
+    def __init__(self, keep: int = STEPS_KEPT) -> None:
+        self.times: deque[float] = deque(maxlen=keep)
+        self.seen = 0  # steps added (the next step's number)
+        self.steady_from = 0  # number of the first steady step
+        self.p50: float | None = None
+        self.bar: float | None = None  # a steady step slower than this is a spike
+        self.spikes: set[int] = set()
+        self._keys: list[tuple[float, int]] = []  # the steady steps as (ms, number), ascending
+        self._values: list[float] = []  # their times, in the same order
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def add(self, ms: float) -> tuple[list[int], list[int]]:
+        """Add the next step's time; returns (steps that became spikes, steps that no longer are)."""
+        number = self.seen
+        full = self.times.maxlen is not None and len(self.times) == self.times.maxlen
+        dropped = (number - len(self.times), self.times[0]) if full and self.times else None
+        self.times.append(ms)
+        self.seen += 1
+        first_kept = self.seen - len(self.times)
+        steady_from = first_kept + steady_start(len(self.times))
+        leaving = list(range(self.steady_from, steady_from))
+        for n in leaving:  # no longer steady: the warm-up step, or a step that left the window
+            value = dropped[1] if dropped is not None and n == dropped[0] else self.times[n - first_kept]
+            at = bisect_left(self._keys, (value, n))
+            del self._keys[at], self._values[at]
+        self.steady_from = steady_from
+        insort(self._keys, (ms, number))
+        self._values.insert(bisect_left(self._keys, (ms, number)), ms)
+        old_bar = self.bar
+        self.p50 = ranked(self._values, 50)
+        self.bar = spike_bar(self.p50)
+        judged = {n: False for n in leaving}
+        judged[number] = self.bar is not None and ms > self.bar
+        if old_bar != self.bar:  # steps between the old bar and the new change sides
+            bars = [b for b in (old_bar, self.bar) if b is not None]
+            lo = bisect_right(self._values, min(bars))
+            hi = len(self._values) if None in (old_bar, self.bar) else bisect_right(self._values, max(bars))
+            for value, n in self._keys[lo:hi]:
+                judged[n] = self.bar is not None and value > self.bar
+        added = sorted(n for n, spike in judged.items() if spike and n not in self.spikes)
+        removed = sorted(n for n, spike in judged.items() if not spike and n in self.spikes)
+        self.spikes.update(added)
+        self.spikes.difference_update(removed)
+        return added, removed
+
+
 class TraceBuilder:
     """Accumulates LiveEvents into facts; `snapshot()` may be called any number of times."""
 
@@ -115,7 +172,7 @@ class TraceBuilder:
         self.analyzer = LogAnalyzer(name)
         self.facts = Facts()  # facts set by trace events (they win over log facts)
         self.facts.inputs.append(name)
-        self.decode_ms: deque[float] = deque(maxlen=STEPS_KEPT)
+        self.decode = DecodeSteps()
         self.output: deque[str] = deque()
         self.output_chars = 0
         self.generated = 0
@@ -166,7 +223,8 @@ class TraceBuilder:
         if self.pending_bytes >= LOG_BATCH:
             self._drain_log()
 
-    def feed(self, event: LiveEvent) -> None:
+    def add(self, event: LiveEvent) -> None:
+        """Take the next event. A StepEvent is marked with the decode spikes as they now stand."""
         if isinstance(event, IncidentEvent) and event.event == "triage":
             if event.data.get("restart") is True:
                 self._restart(event)
@@ -216,7 +274,7 @@ class TraceBuilder:
         kept, t_ms = self.kept, self.last_t_ms
         self.__init__(self.name)  # type: ignore[misc]
         for event in kept:
-            self.feed(event)
+            self.add(event)
         self.before_engine = False
         self.last_t_ms = t_ms
         self.facts.add_event(Event(kind="triage", line=None, text=marker.text, source="trace", data={"restart": True}))
@@ -289,9 +347,12 @@ class TraceBuilder:
                 self._kv(event.kv_used, src)
 
     def _step(self, event: StepEvent) -> None:
-        if not self.decode_ms:
+        if not self.decode:
             self._seen("decode steps")
-        self.decode_ms.append(round(event.ms, 3))
+        added, removed = self.decode.add(round(event.ms, 3))
+        bar = self.decode.bar
+        event.p50_ms, event.spike_ms = self.decode.p50, round(bar, 3) if bar is not None else None  # to the µs
+        event.spikes_added, event.spikes_removed = added, removed
         self.generated += 1
         if event.token:
             self._append_output(event.token)
@@ -429,8 +490,8 @@ class TraceBuilder:
             facts.set("run.loaded", False, self._src("load", "no sign yet that the engine finished loading"))
 
     def _run_facts(self, facts: Facts) -> None:
-        if self.decode_ms:
-            steps = list(self.decode_ms)
+        if self.decode:
+            steps = list(self.decode.times)
             facts.set("run.decode_ms", steps,
                       self._src("steps", f"{len(steps)} decode steps timed (eval + sample)"))
         if self.generated:
@@ -464,66 +525,3 @@ class TraceBuilder:
                       self._src("sampler", "bytes swapped in during the run"))
             facts.set("run.swap_in_use", self.swap_in_max > 0,
                       self._src("sampler", f"{self.swap_in_max} bytes swapped in during the run"))
-
-
-# -- recordings ----------------------------------------------------------------------------
-
-def header(source: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The first line of a recording."""
-    out: dict[str, Any] = {"llm_doctor": TRACE_KIND, "version": TRACE_VERSION, "source": source}
-    for key, value in (settings or {}).items():
-        if key not in out:
-            out[key] = value
-    return out
-
-
-def read_recording(stream: BinaryIO, name: str = "recording") -> tuple[dict[str, Any], list[LiveEvent], int]:
-    """(header, events, damaged lines). A damaged line (a crash mid-write) is skipped, not fatal."""
-    head_line = stream.readline(MAX_RECORD_LINE)
-    try:
-        head = json.loads(head_line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise InputError(f"{name}: not a watch recording (the first line is not JSON)") from None
-    if not isinstance(head, dict) or head.get("llm_doctor") != TRACE_KIND:
-        raise InputError(f"{name}: not a watch recording (no \"llm_doctor\": \"trace\" header)")
-    version = head.get("version")
-    if not isinstance(version, int) or version > TRACE_VERSION:
-        raise InputError(f"{name}: recording version {version!r} is newer than this llm-doctor reads ({TRACE_VERSION})")
-    events: list[LiveEvent] = []
-    damaged = 0
-    for raw in iter(lambda: stream.readline(MAX_RECORD_LINE), b""):
-        if not raw.strip():
-            continue
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            damaged += 1
-            continue
-        event = event_from_json(data) if isinstance(data, dict) else None
-        if event is None:
-            damaged += 1
-            continue
-        events.append(event)
-    return head, events, damaged
-
-
-def facts_from_recording(stream: BinaryIO, name: str = "recording") -> Facts:
-    """Replay a `watch --record` file into Facts (analyze FILE)."""
-    head, events, damaged = read_recording(stream, name)
-    builder = TraceBuilder(name)
-    for event in events:
-        builder.feed(event)
-    facts = builder.snapshot()
-    def src(text: str) -> Source:
-        return Source("trace", "trace.recording", text=text)
-
-    if damaged:
-        facts.set("run.recording_damaged_lines", damaged,
-                  src(f"{damaged} damaged line(s) skipped (a crash mid-write?)"))
-    if builder.ended is None:
-        facts.set("run.recording_complete", False,
-                  src("the recording has no end event: the run (or watch) stopped early"))
-    else:
-        facts.set("run.recording_complete", True, src(f"ended: {builder.ended.reason}"))
-    del head
-    return facts

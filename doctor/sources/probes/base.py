@@ -54,6 +54,7 @@ class ProbeContext:
     storage_path: str | None = None  # the path to map to a disk, when it differs (a recorded machine)
     bench: bool = False
     bench_seconds: float = 8.0  # time budget of each heavy measurement
+    threads: int | None = None  # the engine's thread count, for the ceilings measured at it
 
 
 @dataclass(frozen=True, slots=True)

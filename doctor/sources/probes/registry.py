@@ -20,6 +20,7 @@ from doctor.sources.probes.base import Probe, ProbeContext, run_probe
 TABLE: tuple[tuple[str, str, str], ...] = (
     ("gguf", "gguf_model", "passive"), ("storage", "storage", "passive"), ("cpu", "cpu", "passive"),
     ("memory", "memory", "passive"), ("gpu", "gpu", "passive"), ("engine", "engine", "light"),
+    ("ceilings", "ceilings", "light"),
     ("readbench", "readbench", "heavy"), ("gpubench", "gpubench", "heavy"),
 )
 NAMES = tuple(name for name, _, _ in TABLE)

@@ -39,7 +39,7 @@ from doctor.views.tui.charts import bar, sparkline
 from doctor.views.tui.finding_detail import MARK_STYLE
 from doctor.views.tui.messages import FindingChanged, RunEnded, WatchPaused
 from doctor.views.tui.view import MARKS, machine_text
-from doctor.views.tui.watch_state import SPIKE_FACTOR, WatchState
+from doctor.views.tui.watch_state import WatchState
 
 TICK = 0.1
 LABEL = 9
@@ -93,7 +93,8 @@ def timeline_content(state: WatchState, width: int) -> Content:
         lines.append(Content.assemble(("decode".ljust(LABEL), "bold"), spark, " " * (bar_w - len(cols)), figures))
         marks = "".join("^" if c.spike else " " for c in cols).ljust(bar_w)
         n_spikes = len(state.spikes)
-        note = f" {n_spikes} spike{'s' if n_spikes != 1 else ''} (>{SPIKE_FACTOR:g}× p50)" if n_spikes else " no spikes"
+        over = f" (>{state.spike_ms / median:.3g}× p50)" if state.spike_ms and median else ""
+        note = f" {n_spikes} spike{'s' if n_spikes != 1 else ''}{over}" if n_spikes else " no spikes"
         lines.append(Content.assemble(" " * LABEL, (marks, "bold $error"), (note, "$text-muted")))
     else:
         lines.append(Content.assemble(("decode".ljust(LABEL), "bold"), ("no steps yet", "$text-muted")))

@@ -2,9 +2,10 @@
 
 `WatchState.apply(event)` folds one event in; the screen reads the figures (load and prefill
 times, decode steps and their spikes, tokens/s, KV fill, memory), the findings with their state
-(fired or resolved, and when), the generated text and where it loops. A spike is a step more than
-`SPIKE_FACTOR` times the median of the steady steps (the first step excluded), as in the
-`run.decode_spikes` fact.
+(fired or resolved, and when), the generated text and where it loops. The spikes, the steady median
+and the spike bar are taken from the StepEvents: the trace builder (doctor/sources/live/trace.py)
+marks them there with the rule that counts `run.decode_spikes`, so the screen shows what the rule
+judges and judges nothing itself.
 
 Pure: no clock, no Textual; time comes from the events' `t_ms`.
 """
@@ -12,7 +13,6 @@ Pure: no clock, no Textual; time comes from the events' `t_ms`.
 from __future__ import annotations
 
 import re
-import statistics
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +34,6 @@ from doctor.core.repetition import find_loop, tokens_of
 from doctor.core.report import Finding, Report
 from doctor.core.sanitize import inert
 
-SPIKE_FACTOR = 3.0
 MAX_STEPS = 200_000
 MAX_TEXT = 64 << 10
 RATE_WINDOW = 32
@@ -75,7 +74,8 @@ class WatchState:
     t_ms: float = 0.0
     events: int = 0
     _spikes: set[int] = field(default_factory=set)
-    _median: float | None = None
+    p50_ms: float | None = None  # the steady median, as the trace builder judged it
+    spike_ms: float | None = None  # the bar above which a steady step is a spike
     _loop: tuple[str, list[tuple[int, int]]] | None = None
     _loop_at: int = -1
 
@@ -126,7 +126,7 @@ class WatchState:
         self.step_count = 0
         self.text_parts, self.text_len = [], 0
         self.kv_used = None
-        self._spikes, self._median, self._loop, self._loop_at = set(), None, None, -1
+        self._spikes, self.p50_ms, self.spike_ms, self._loop, self._loop_at = set(), None, None, None, -1
 
     def _phase(self, event: PhaseEvent) -> None:
         self.phases[event.phase] = float(event.ms)
@@ -151,7 +151,9 @@ class WatchState:
         self.step_count += 1
         if len(self.steps) < MAX_STEPS:
             self.steps.append(float(event.ms))
-            self._update_spikes()
+        self.p50_ms, self.spike_ms = event.p50_ms, event.spike_ms
+        self._spikes.difference_update(_step_numbers(event.spikes_removed))
+        self._spikes.update(_step_numbers(event.spikes_added))
         self._append_text(event.token)
         if event.kv_used is not None:
             self.kv_used = event.kv_used
@@ -166,21 +168,6 @@ class WatchState:
         if vram is not None:
             self.vram = vram
             self.vram_peak = max(self.vram_peak or 0, vram)
-
-    def _update_spikes(self) -> None:
-        steady = self.steps[1:]
-        if len(steady) < 4:
-            return
-        n = len(steady)
-        # the median moves slowly; recompute it often early on, then every 16 steps
-        if self._median is None or n < 64 or n % 16 == 0:
-            median = statistics.median(steady)
-            if median != self._median:
-                self._median = median
-                self._spikes = {i + 1 for i, ms in enumerate(steady) if ms > SPIKE_FACTOR * median}
-                return
-        if self._median and steady[-1] > SPIKE_FACTOR * self._median:
-            self._spikes.add(len(self.steps) - 1)
 
     def _finding(self, event: FindingEvent) -> None:
         finding = Finding.from_json(event.finding)
@@ -208,8 +195,7 @@ class WatchState:
 
     @property
     def median_ms(self) -> float | None:
-        return self._median if self._median is not None else (
-            statistics.median(self.steps) if self.steps else None)
+        return self.p50_ms
 
     def tokens_per_s(self, window: int = RATE_WINDOW) -> float | None:
         recent = self.steps[-window:]
@@ -252,6 +238,11 @@ class WatchState:
             self._loop = loop_ranges(self.text)
             self._loop_at = tokens
         return self._loop
+
+
+def _step_numbers(values: list[int]) -> list[int]:
+    """Step numbers from an event (a recording is outside input: anything else is left out)."""
+    return [n for n in values if isinstance(n, int) and not isinstance(n, bool)]
 
 
 def loop_ranges(text: str) -> tuple[str, list[tuple[int, int]]] | None:
