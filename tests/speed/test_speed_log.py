@@ -62,7 +62,8 @@ def test_an_ollama_log_and_its_verbose_block(analyze, tmp_path: Path) -> None:
 def test_partial_offload_reads_the_cpu_layers_at_the_host_platforms_bandwidth() -> None:
     facts = _facts({"run.decode_tps": 5.0, "run.offloaded_layers": 10, "run.total_layers": 33,
                     "model.n_layer": 32, "model.weights_bytes": 8 * GIB, "model.n_params": 13_000_000_000,
-                    "host.gpu[0].name": "NVIDIA GeForce RTX 3060", "host.cpu.model": "AMD Ryzen 7 5800X 8-Core Processor"})
+                    "host.gpu[0].name": "NVIDIA GeForce RTX 3060",
+                    "host.cpu.model": "AMD Ryzen 7 5800X 8-Core Processor"})
     assert facts.value("spec.host_mem_bw_gbs") == 51.2
     assert facts.value("speed.decode.bound") == "memory-bandwidth:cpu"
     # 23/33 of 8 GiB from RAM at 51.2 GB/s
