@@ -33,6 +33,7 @@ OUT = ROOT / "bench" / "results" / "speed_public.md"
 GIB = 1 << 30
 Q4_K_M_BITS = 4.85  # average bits per weight of a Q4_K_M GGUF (llama.cpp's quantize table)
 LAYERS = re.compile(r"^(\d+) of (\d+)")
+BACKENDS = {"nvidia": "CUDA", "amd": "ROCm", "intel": "SYCL", "apple": "Metal"}  # where the source names none
 
 
 @dataclass
@@ -80,6 +81,10 @@ def facts_of(row: dict[str, Any]) -> tuple[Any, str]:
     name = str(device.get("name") or "")
     if device.get("kind") == "cpu":
         facts.set("host.cpu.model", name, src)
+        cpu_row = table().named(str(device.get("hw_ref") or ""))
+        if cpu_row is not None and cpu_row.cores:  # the cores a pasted lscpu shows (no affinity or quota)
+            facts.set("host.cpu.physical_cores", cpu_row.cores, src)
+            facts.set("host.cpu.usable_cores", float(cpu_row.cores), src)
         facts.set("config.n_gpu_layers", 0, src)
         facts.set("engine.backends", ["CPU"], src)
     else:
@@ -88,8 +93,12 @@ def facts_of(row: dict[str, Any]) -> tuple[Any, str]:
         row_spec = table().named(str(device.get("hw_ref") or ""))
         if row_spec is not None and row_spec.vram_gib:  # what the engine's device line prints beside the name
             facts.set("host.gpu[0].vram_total", int(row_spec.vram_gib * GIB), src)
-        backend = device.get("backend")
-        facts.set("engine.backends", ["CPU", str(backend) if backend else "GPU"], src)
+        host = table().find(str(row.get("machine")), ("cpu",))
+        if host is not None and host.mem_bw_gbs:  # the machine's CPU, as a pasted lscpu would name it
+            facts.set("host.cpu.model", host.name, src)
+        vendor = row_spec.vendor if row_spec is not None else None
+        backend = device.get("backend") or BACKENDS.get(str(vendor), "CUDA")
+        facts.set("engine.backends", ["CPU", str(backend)], src)
         layers = str(device.get("layers_on_gpu") or "")
         m = LAYERS.match(layers)
         if m:
@@ -104,6 +113,7 @@ def facts_of(row: dict[str, Any]) -> tuple[Any, str]:
         facts.set("model.weights_bytes", size, src)
     if row.get("params_b"):
         facts.set("model.n_params", int(float(row["params_b"]) * 1e9), src)
+    facts.set("model.name", str(row.get("model")), src)  # "gpt-oss-20b (MoE)": a MoE the log does not detail
     for key, fact in (("tg_tok_s", "run.decode_tps"), ("pp_tok_s", "run.prefill_tps")):
         if row.get(key):
             facts.set(fact, float(row[key]), src)

@@ -19,11 +19,13 @@ Derive floor, pure. The strings are written here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from doctor.core.facts import Facts, Source
 from doctor.derive.speed import Ceilings, Cost, ceilings, judge, set_verdict, weight_type
 
+MOE_NAME = re.compile(r"\bMoE\b|\bA\d+(?:\.\d+)?B\b", re.IGNORECASE)  # "gpt-oss 20B MXFP4 MoE", "Qwen3-30B-A3B"
 TYPICAL_LAYERS = 16.0  # n_layer of a 1B model; ~ x (params / 1B) ** 0.3 for larger (Llama 3B 28, 7B 32, 70B 80)
 ALL_LAYERS = 99  # llama-bench's default -ngl and what people pass for "all"
 
@@ -40,7 +42,7 @@ def _src(text: str) -> Source:
 def _moe(facts: Facts) -> bool:
     experts = facts.value("model.n_expert")
     name = str(facts.value("model.name", "")) + " " + str(facts.value("model.file_type", ""))
-    return (isinstance(experts, int) and experts > 1) or " moe" in f" {name.lower()}"
+    return (isinstance(experts, int) and experts > 1) or MOE_NAME.search(name) is not None
 
 
 def unread_share(facts: Facts, params: int) -> float | None:
