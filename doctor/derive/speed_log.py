@@ -5,13 +5,13 @@ doctor/derive/speed.py holds measured tok/s against the ceilings with a cost bui
 tensor table (scan, watch, a saved scan). A pasted log (a llama-bench table, an Ollama `--verbose`
 block, llama-server or llama-cli timings, vLLM's stats) has none; it says the model's size
 (llama-bench's size column, `model size` / `file size` in print_info), its parameters, sometimes its
-layer count and how many layers went to the GPU. From those, a coarse cost: every weight byte is
-read once per decode token (the token embedding's share is not known, so the bytes are an upper
-bound and the ceiling a lower one: the verdict errs towards "normal"), split between GPU and host by
-the layers on the GPU; 2 FLOPs per parameter per token. speed.py's own ceilings and verdict then
-judge it. A mixture-of-experts model whose routed share the log does not give is not judged: the
-settle fact says so. When the device is unknown, the settle fact is spec_lookup's question ("which
-GPU ran this?").
+layer count and how many layers went to the GPU. From those, a coarse cost for a dense model: every
+weight byte is read once per decode token (the token embedding's share is not known, so the bytes
+are an upper bound and the ceiling a lower one: the verdict errs towards "normal"), split between
+GPU and host by the layers on the GPU; 2 FLOPs per parameter per token. speed.py's own ceilings and
+verdict then judge it. A mixture of experts (n_expert in the log, "MoE" or "A3B" in its name) is not
+judged: the log does not give its routed share, and the settle fact says so. When the device is
+unknown, the settle fact is spec_lookup's question ("which GPU ran this?").
 
 Sets only speed.<phase>.* (through speed.py's set_verdict), never the derived cost facts (speed.py's).
 Derive floor, pure. The strings are written here.
@@ -45,20 +45,6 @@ def _moe(facts: Facts) -> bool:
     return (isinstance(experts, int) and experts > 1) or MOE_NAME.search(name) is not None
 
 
-def unread_share(facts: Facts, params: int) -> float | None:
-    """The share of a MoE's weights a token does not read: the experts not routed to, their parameters
-    3 x n_embd x n_ff per expert per layer (gate, up, down; print_info's n_ff is the expert width in
-    Mixtral-style files). None when the log does not give what it takes."""
-    n_expert, used, n_embd, n_ff, n_layer = (_int(facts, f"model.{k}") for k in
-                                             ("n_expert", "n_expert_used", "n_embd", "n_ff", "n_layer"))
-    if not (n_expert and used and n_embd and n_ff and n_layer) or used > n_expert:
-        return None
-    expert_params = n_layer * n_expert * 3 * n_embd * n_ff
-    if expert_params >= params:
-        return None
-    return expert_params / params * (1 - used / n_expert)
-
-
 def gpu_share(facts: Facts, n_layer: int) -> float:
     """The share of the repeating layers on the GPU (Apple: the whole model sits in unified memory)."""
     if facts.value("spec.kind") == "apple":
@@ -80,23 +66,16 @@ def log_cost(facts: Facts) -> tuple[Cost | None, str | None]:
     params = _int(facts, "model.n_params")
     if weights is None or params is None:
         return None, "the model's size and parameter count (the log's model lines, or the GGUF file)"
-    unread = 0.0
     if _moe(facts):
-        found = unread_share(facts, params)
-        if found is None:
-            return None, "the model's routed share (a mixture of experts reads only its active experts: the GGUF file)"
-        unread = found
-    full = weights  # what a prefill batch copies of the CPU layers: every expert (a batch routes to most)
-    weights = int(weights * (1 - unread))
-    active = params * (1 - unread)
+        return None, "the model's routed share (a mixture of experts reads only its active experts: the GGUF file)"
     n_layer = _int(facts, "model.n_layer") or max(1, round(TYPICAL_LAYERS * (params / 1e9) ** 0.3))
     share = gpu_share(facts, n_layer)
     gpu_layers = round(share * n_layer)
     gpu_bytes = int(weights * share)
     cpu_bytes = weights - gpu_bytes
-    pcie = int(full * (1 - share)) if 0 < gpu_layers < n_layer else 0
-    return Cost(decode_gpu_bytes=gpu_bytes, decode_cpu_bytes=cpu_bytes, prefill_flops=2.0 * active,
-                decode_flops=2.0 * active, pcie_bytes_per_batch=pcie, n_layer=n_layer, gpu_layers=gpu_layers,
+    pcie = cpu_bytes if 0 < gpu_layers < n_layer else 0
+    return Cost(decode_gpu_bytes=gpu_bytes, decode_cpu_bytes=cpu_bytes, prefill_flops=2.0 * params,
+                decode_flops=2.0 * params, pcie_bytes_per_batch=pcie, n_layer=n_layer, gpu_layers=gpu_layers,
                 depth=0, weight_type=weight_type(facts)), None
 
 

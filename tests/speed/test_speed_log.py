@@ -10,7 +10,7 @@ import pytest
 
 from doctor.core.facts import Facts, Source
 from doctor.derive import derive
-from doctor.derive.speed_log import log_cost, unread_share
+from doctor.derive.speed_log import log_cost
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BENCH = ROOT / "fixtures/logs/llama-bench"
@@ -70,18 +70,19 @@ def test_partial_offload_reads_the_cpu_layers_at_the_host_platforms_bandwidth() 
     assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(51.2e9 / (8 * GIB * 23 / 33), rel=0.1)
 
 
-def test_a_mixtral_reads_its_routed_experts_only() -> None:
+def test_a_mixture_of_experts_is_not_judged_without_its_routed_share() -> None:
     facts = Facts()
-    for name, value in {"model.n_params": 46_700_000_000, "model.n_layer": 32, "model.n_embd": 4096,
-                        "model.n_ff": 14336, "model.n_expert": 8, "model.n_expert_used": 2,
-                        "model.file_bytes": 26_435_523_706, "spec.kind": "gpu"}.items():
+    for name, value in {"model.n_params": 46_700_000_000, "model.n_layer": 32, "model.n_expert": 8,
+                        "model.n_expert_used": 2, "model.file_bytes": 26_435_523_706, "spec.kind": "gpu"}.items():
         facts.set(name, value, SRC)
-    share = unread_share(facts, 46_700_000_000)
-    assert share == pytest.approx(0.725, abs=0.01)  # 96.6% of the weights are experts, 6 of 8 unread
     cost, missing = log_cost(facts)
-    assert missing is None and cost is not None
-    assert cost.decode_gpu_bytes == pytest.approx(26_435_523_706 * (1 - share), rel=0.001)
-    assert cost.prefill_flops == pytest.approx(2 * 46.7e9 * (1 - share), rel=0.001)
+    assert cost is None and str(missing).startswith("the model's routed share")
+    dense = Facts()
+    for name, value in {"model.n_params": 8_030_000_000, "model.weights_bytes": 4_920_000_000,
+                        "model.name": "llama 8B Q4_K - Medium", "spec.kind": "gpu"}.items():
+        dense.set(name, value, SRC)
+    cost, missing = log_cost(dense)
+    assert missing is None and cost is not None and cost.decode_gpu_bytes == 4_920_000_000
 
 
 def test_without_size_or_parameters_the_log_is_not_judged() -> None:

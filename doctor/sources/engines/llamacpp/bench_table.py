@@ -41,7 +41,6 @@ SIZE = re.compile(r"^(\d+(?:\.\d+)?) (MiB|GiB)$")
 PARAMS = re.compile(r"^(\d+(?:\.\d+)?) ([MB])$")
 CSV_HEADER = gated(r"^build_commit,build_number,.*\bavg_ts\b")
 CSV_ROW = gated(r'^"[0-9a-f]+","\d+",')
-JSONL = gated(r'"avg_ts":\s*\d')
 BUILD = gated(r"^build: ([0-9a-f]+) \((\d+)\)\s*$")
 
 # header names (display names, and the field names the first versions printed) -> setting key

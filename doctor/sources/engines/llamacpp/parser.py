@@ -202,7 +202,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
         ints = {"n_ctx_train": "model.n_ctx_train", "n_embd": "model.n_embd", "n_layer": "model.n_layer",
                 "n_embd_head_k": "model.head_dim_k", "n_embd_head_v": "model.head_dim_v",
                 "n_swa": "model.n_swa", "n_expert": "model.n_expert", "n_expert_used": "model.n_expert_used",
-                "n_vocab": "model.n_vocab", "n_ff": "model.n_ff"}
+                "n_vocab": "model.n_vocab"}
         if key in ints:
             n = int_list(value)
             if n:

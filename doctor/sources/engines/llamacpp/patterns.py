@@ -178,7 +178,7 @@ KINDS = LineKinds(
     LineKind("cli_signature", "_vote_cli", (CLI_SIGNATURE,), (r"sampler params",), phase="vote"),
     LineKind("output_end", "_output_end", (OUTPUT_END,), (r"end of text|interrupted by user",), phase="end"),
     LineKind("meta", "_step_meta", ("print_info", "llm_load_print_meta"),
-             (r"(?:print_info|llm_load_print_meta): +(?:arch|n_ctx_train|n_embd|n_layer |n_head|n_swa|n_expert|n_ff "
+             (r"(?:print_info|llm_load_print_meta): +(?:arch|n_ctx_train|n_embd|n_layer |n_head|n_swa|n_expert"
               r"|n_vocab|model (?:type|ftype|params|size)|file (?:type|size)|general\.name)",)),
     LineKind("memory", "_step_memory",
              (CUDA_MALLOC, ALLOC_RANGE, GALLOCR, CPU_ALLOC, PHASE_KV, PHASE_COMPUTE, PHASE_WEIGHTS, BACKEND_OOM,
