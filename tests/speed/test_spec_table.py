@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from doctor.core.errors import InternalError
-from doctor.derive.specs import parse, table
+from doctor.derive.specs import DATA, parse, table
 
 GPU = ("gpu", "apple")
 GPU_CASES = {
@@ -101,3 +101,19 @@ def test_rows_without_a_source_or_match_are_dropped_and_bad_numbers_read_unknown
     assert good.fp16_tflops is None and good.pcie_gbs == pytest.approx(15.75)
     with pytest.raises(InternalError):
         parse(["not", "a", "mapping"])
+
+
+def test_the_json_the_tool_reads_is_the_yaml_people_edit() -> None:
+    """hardware.json is written from hardware.yaml by scripts/specs_json.py: run it after editing the YAML."""
+    import importlib.util
+    import json
+
+    import yaml
+
+    spec = importlib.util.spec_from_file_location("specs_json", DATA.parents[3] / "scripts" / "specs_json.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    data = yaml.safe_load(DATA.with_suffix(".yaml").read_text(encoding="utf-8"))
+    assert json.loads(DATA.read_text(encoding="utf-8")) == json.loads(module.as_json(data))
+    assert parse(data) == table()
