@@ -286,8 +286,10 @@ def verify_scan(report: Any, model_path: str, plan: Plan, machine: Facts, ruleba
         facts.merge(machine)
         errors: list[str] = []
         try:
+            window = CpuWindow().start()  # each re-run judged on the share of the cores it had
             trace, errors = run_trace(model_path, planned, timeout_s=timeout_s, triage=triage, settings=settings)
             facts.merge(trace)
+            facts.merge(cores_facts(window.stop()))
         except EngineError as exc:
             errors = [f"trace: {exc.one_line()}"]
         facts.merge(planned.facts())

@@ -33,9 +33,14 @@ BATCH_OFFLOAD_MIN = 32  # llama.cpp offloads CPU weights' products to the GPU fo
 
 # Efficiencies measured by bench/speed_table.py on the 2-core AMX Xeon (docs/speed.md): the share
 # of each ceiling llama.cpp's CPU kernels reach. Compute is against the float32 GEMM figure.
-EFF_CPU_BW = 0.5
-EFF_CPU_COMPUTE = {"q4_0": 0.75, "q8_0": 0.6, "f16": 0.3, "bf16": 0.3, "f32": 0.5, "other": 0.4}
-EFF_CPU_DECODE_COMPUTE = 0.4  # decode's matrix-vector products against the GEMM figure
+EFF_CPU_BW = 0.8  # of the read kernel's bandwidth, where decode is bandwidth-bound (many cores)
+# prefill: llama.cpp's CPU matrix kernels against the float32 GEMM figure, by weight type
+EFF_CPU_COMPUTE = {"q4_0": 0.55, "q8_0": 0.75, "f16": 0.75, "bf16": 0.75, "f32": 0.75, "other": 0.35}
+# decode: the weight bytes a core's dot-product kernels get through per second, per GFLOP/s of the
+# float32 GEMM figure on that core (dequantising Q4 costs more than reading it: on one core decode is
+# compute-bound, and only with several cores does the memory bus bind)
+DECODE_RATE = {"q4_0": 0.033, "q8_0": 0.055, "f16": 0.074, "bf16": 0.074, "f32": 0.074, "other": 0.035}
+EFF_CPU_DECODE = 0.8  # that typical rate against the kernels' best: the ceiling is the best
 # per-token overhead: graph build, thread barriers, sampling; ms per layer per token at 1 thread and
 # the extra per added thread (barrier cost grows with threads)
 CPU_LAYER_MS = 0.05
@@ -62,7 +67,6 @@ class Cost:
     decode_gpu_bytes: int
     decode_cpu_bytes: int
     prefill_flops: float  # per token, at the prompt's mean depth
-    decode_flops: float  # per token, at the decode depth
     pcie_bytes_per_batch: int  # 0 unless partially offloaded
     n_layer: int
     gpu_layers: int  # repeating layers on the GPU
@@ -157,13 +161,13 @@ def model_cost(facts: Facts, plan: Plan, depth: int, prompt: int) -> Cost | None
     if not isinstance(head_dim, int) and isinstance(n_embd, int) and isinstance(n_head, int) and n_head:
         head_dim = n_embd // n_head
     attn_per_depth = 4.0 * n * n_head * head_dim if isinstance(n_head, int) and isinstance(head_dim, int) else 0.0
-    prefill_depth = max(0, depth - prompt) + prompt / 2
+    prefill_depth = prompt / 2  # the prompt is evaluated from an empty cache: its mean depth
     pcie = 0
     if plan.gpu and 0 < place.gpu_layers < n + 1:
         pcie = int(sum(layout.layer_bytes[:start]) + (0 if place.output_on_gpu else layout.output_bytes))
     return Cost(decode_gpu_bytes=int(gpu_w + kv_gpu), decode_cpu_bytes=int(cpu_w + kv_read - kv_gpu),
                 prefill_flops=2.0 * active_params + attn_per_depth * prefill_depth,
-                decode_flops=2.0 * active_params + attn_per_depth * depth, pcie_bytes_per_batch=pcie,
+                pcie_bytes_per_batch=pcie,
                 n_layer=n, gpu_layers=n - start, depth=depth, weight_type=weight_type(facts))
 
 
@@ -198,6 +202,9 @@ def ceilings(facts: Facts) -> Ceilings:
         pcie = pcie or spec_pcie
         if kind == "apple" and bw is None and spec_bw:  # unified memory: the CPU reads the same RAM
             bw = bw_all = spec_bw
+        host_bw = _num(facts, "spec.host_mem_bw_gbs")  # the CPU side of a partial offload, when named
+        if bw is None and host_bw:
+            bw = bw_all = host_bw
     elif kind == "cpu" and bw is None and spec_bw:
         bw, bw_all, source = spec_bw, spec_bw, "spec"
         if spec_tf and gflops is None:
@@ -250,12 +257,13 @@ def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, fl
             return {}, 0.0, "the machine's memory read bandwidth (run llm-doctor scan on it, or name its CPU)"
         t = cost.decode_cpu_bytes / (ceil.cpu_bw_gbs * GB * share.share)
         terms["memory-bandwidth:cpu"] = t
-        expected += t / EFF_CPU_BW
-        cpu_flops = cost.decode_flops * (1 - cost.gpu_layers / cost.n_layer)
-        if ceil.cpu_gflops:
-            tc = cpu_flops / (ceil.cpu_gflops * 1e9 * share.share)
+        slowest = t / EFF_CPU_BW
+        if ceil.cpu_gflops:  # the dot-product kernels' own rate on the engine's threads
+            rate = DECODE_RATE.get(cost.weight_type, DECODE_RATE["other"]) * ceil.cpu_gflops * GB
+            tc = cost.decode_cpu_bytes / (rate / EFF_CPU_DECODE * share.share)
             terms["compute:cpu"] = tc
-            expected += tc / EFF_CPU_DECODE_COMPUTE
+            slowest = max(slowest, tc / EFF_CPU_DECODE)
+        expected += slowest
     if cost.decode_gpu_bytes:
         if ceil.gpu_bw_gbs is None:
             return {}, 0.0, "the GPU's name or its memory bandwidth (a device line of the log, or scan --bench)"
@@ -351,8 +359,35 @@ def judge(facts: Facts, cost: Cost, ceil: Ceilings) -> list[tuple[Verdict, Share
     return out
 
 
+KV_FULL_PCT = 90.0  # a KV pool this full turns more concurrency into preemption, not throughput
+CORES_BUSY = 0.9  # load per usable core from which the cores count as saturated
+
+
+def derive_capacity(facts: Facts) -> None:
+    """derived.capacity_bound: what holds a serving engine's throughput once its slots are busy."""
+    running, slots = facts.value("server.running_max"), facts.value("config.n_parallel")
+    if not isinstance(running, int) and not isinstance(facts.value("server.waiting_max"), int):
+        return
+    kv = _num(facts, "server.kv_usage_max")
+    if kv is not None and kv >= KV_FULL_PCT:
+        facts.set("derived.capacity_bound", "kv", _src(f"KV cache usage up to {kv:g}%"))
+        return
+    gpus, layers = facts.value("host.gpu.count"), facts.value("config.n_gpu_layers")
+    cpu_only = gpus == 0 or layers == 0
+    threads, usable = facts.value("config.n_threads"), _num(facts, "host.cpu.usable_cores")
+    load = _num(facts, "host.cpu.load_per_core")
+    if cpu_only and ((isinstance(threads, int) and usable and threads >= usable) or (load and load >= CORES_BUSY)):
+        why = f"{threads} threads on {usable:g} usable cores" if isinstance(threads, int) and usable \
+            else f"load {load:g} per usable core"
+        facts.set("derived.capacity_bound", "cores", _src(f"the engine runs on the CPU only; {why}"))
+        return
+    if isinstance(running, int) and isinstance(slots, int) and running >= slots:
+        facts.set("derived.capacity_bound", "slots", _src(f"{running} requests ran on {slots} slot(s)"))
+
+
 def derive_speed(facts: Facts) -> None:
     """Set derived.* cost facts and speed.<phase>.* for each phase with a measured speed."""
+    derive_capacity(facts)
     plan = plan_from_facts(facts)
     if plan is None:
         return

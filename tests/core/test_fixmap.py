@@ -236,3 +236,42 @@ def test_gpu_layer_sweep_tries_none_half_and_all_of_the_models_layers(rules: Rul
     result = verify(report, {**SETTINGS, "n_gpu_layers": 0}, run_job)
     layers = next(s for s in result.sweeps if s.setting == "n_gpu_layers")
     assert [r[0] for r in layers.rows] == [0, 15, 31] and layers.best == 31
+
+
+def test_an_unrelated_finding_after_the_fix_is_listed_apart_not_made_worse(rules: RuleBase) -> None:
+    """A storage wait (LD111) that shows up in the re-run of a sampling fix is not the fix's doing:
+    the target finding is judged (resolved) and LD111 is named apart."""
+    before = judged(rules, LOOP)
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        return judged(rules, {**LOOP, "run.output_repetition": 0.02, "run.repeat_count": 1,
+                              "sampling.temperature": 0.7, "sampling.repeat_penalty": 1.1,
+                              "run.warmup_ms": 4000.0, "run.prefill_ms": 100.0})
+
+    Verifier(before, {"temperature": 0.0, "repeat_penalty": 1.0, "max_tokens": 200}, run_job).verify_fixes()
+    v = next(f for f in before.findings if f.id == "LD401").fix.verified
+    assert v is not None and v.outcome == "resolved", v
+    assert "LD111" in v.fired_after
+    assert "also fired after, not the change's doing: LD111" in v.line
+    ld111 = judged(rules, {"run.warmup_ms": 4000.0, "run.prefill_ms": 100.0}).findings[0]
+    assert ld111.id == "LD111"
+    assert not fixmap.related(ld111, {"temperature": 0.7, "repeat_penalty": 1.1})
+    assert fixmap.related(ld111, {"use_mmap": True})  # a change that can make it worse is still blamed
+
+
+def test_an_embedded_context_overflow_gets_its_n_ctx_tried(rules: RuleBase) -> None:
+    """LD211 (prompt plus reply overflow, class context.overflow) tries n_ctx; a server's request
+    limit (LD250) still says it is not the embedded engine's setting."""
+    recipe = fixmap.recipe_for(judged(rules, {"config.prompt_tokens": 100, "config.max_new_tokens": 400,
+                                              "config.n_ctx": 256}).findings[0], rules)
+    assert recipe is not None and not recipe.not_tried
+    assert recipe.candidates[0] == (("n_ctx", "{derived.ctx_recommended}"),)
+    ld250 = rules.by_id("LD250")
+    assert ld250 is not None and ld250.verify is not None and "server setting" in ld250.verify.not_tried
+
+
+def test_a_speed_fix_line_says_tok_s_and_share_of_the_ceiling() -> None:
+    before = {"decode_tok_s": 47.8, "decode_fraction": 0.27, "decode_ms_per_token": 20.9}
+    after = {"decode_tok_s": 88.1, "decode_fraction": 0.49, "decode_ms_per_token": 11.4}
+    text = fixmap.line("speed.decode", "-t 2", before, after, "resolved", "")
+    assert text == "-t 2: decode 47.8 -> 88.1 tok/s (27% -> 49% of the ceiling), no crash"

@@ -82,3 +82,18 @@ def test_paste_screen(snap_compare, rulebase) -> None:
         await settle(pilot)
 
     assert snap_compare(make_paste_app(paste_diagnosis(rulebase)), terminal_size=(80, 24), run_before=before)
+
+
+def test_report_screen_with_speed_bars(snap_compare, rulebase) -> None:
+    """A scan's report with both phases judged: the bars under the banner (decode held by shared cores)."""
+    from doctor.core.facts import Facts
+    from doctor.judge.evaluate import diagnose
+
+    facts = Facts.from_values({
+        "speed.decode.tok_s": 11.6, "speed.decode.ceiling_tok_s": 40.6, "speed.decode.fraction": 0.286,
+        "speed.decode.bound": "contention", "speed.decode.ceiling_source": "measured",
+        "speed.decode.expected_tok_s": 13.5, "speed.prefill.tok_s": 120.0, "speed.prefill.ceiling_tok_s": 240.0,
+        "speed.prefill.fraction": 0.5, "speed.prefill.bound": "compute:cpu", "speed.prefill.ceiling_source": "measured",
+        "host.cpu.other_busy": 0.85})
+    report = diagnose(facts, rulebase, command="scan", mode="scan", engine="llama-cpp-python")
+    assert snap_compare(DoctorApp(lambda: ReportScreen(report), theme="dark"), terminal_size=(80, 24))

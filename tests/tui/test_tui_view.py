@@ -197,3 +197,27 @@ def test_export_writes_new_files(tmp_path: Path) -> None:
 def test_export_to_unwritable_folder_raises_oserror(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         export_report(_report(), "json", tmp_path / "missing", datetime(2026, 1, 1))
+
+
+SPEED_FACTS = {"speed.decode.tok_s": 11.6, "speed.decode.ceiling_tok_s": 40.6, "speed.decode.fraction": 0.286,
+               "speed.decode.bound": "contention", "speed.decode.ceiling_source": "measured",
+               "speed.decode.expected_tok_s": 13.5, "speed.prefill.tok_s": 9.0,
+               "speed.prefill.ceiling_source": "unknown", "speed.prefill.bound": "unknown",
+               "speed.prefill.settle": "the machine's matrix-multiply throughput", "host.cpu.other_busy": 0.85}
+
+
+def test_a_speed_bar_per_phase_against_the_ceiling() -> None:
+    from doctor.views.render.speed import phase_rows, shared_note
+    from doctor.views.tui.view import BAR_WIDTH, speed_bars
+
+    report = Report("scan", "llama-cpp-python", Facts.from_values(SPEED_FACTS))
+    bars = {b.phase: b for b in speed_bars(report)}
+    assert bars["decode"].filled == round(0.286 * BAR_WIDTH) and bars["decode"].percent == "29%"
+    assert bars["decode"].kind == "warning"  # contention bound it
+    assert bars["decode"].text == "11.6/40.6 tok/s, contention (measured)"
+    assert bars["prefill"].percent == "?" and "needs the machine's matrix-multiply" in bars["prefill"].text
+    lines = [row.line() for row in phase_rows(report.facts)]
+    assert lines == ["prefill  9.0 tok/s, ceiling unknown: needs the machine's matrix-multiply throughput",
+                     "decode   11.6 tok/s = 29% of 40.6 (contention, measured; usually ~13.5)"]
+    assert shared_note(report.facts) == "cores shared with other processes (they used 85% of them)"
+    assert speed_bars(Report("analyze", None, Facts())) == []

@@ -48,8 +48,12 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.prefill_pcie_bytes_per_batch", "int", "bytes", "bytes llama.cpp copies to the GPU per prefill "
      "batch under partial offload (CPU-resident weights, for batches of 32 tokens or more)"),
     ("derived.speed_depth", "int", "tokens", "context depth the cost is computed at (the trace's mean depth)"),
+    ("derived.capacity_bound", "str", None, "what holds a server's throughput when its slots are busy: cores (a "
+     "CPU-only engine whose threads already take every usable core), kv (the KV pool nearly full), slots (the "
+     "server's concurrency limit, with cores and KV to spare); unset when unknown"),
 ] + [(f"speed.{phase}.{key}", type_, unit, f"{phase}: {doc}")
      for phase in _PHASES for key, type_, unit, doc in _VERDICT]
 
 # closed-vocabulary values (see catalog.LABELS)
-LABELS = frozenset(f"speed.{phase}.{key}" for phase in _PHASES for key in ("bound", "ceiling_source"))
+LABELS = frozenset({f"speed.{phase}.{key}" for phase in _PHASES for key in ("bound", "ceiling_source")}
+                   | {"derived.capacity_bound"})

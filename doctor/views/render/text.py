@@ -13,6 +13,7 @@ from doctor import __version__
 from doctor.core.format import format_value
 from doctor.core.report import SEVERITY_RANK, Check, Finding, Report
 from doctor.core.sanitize import inert
+from doctor.views.render.speed import phase_rows, shared_note
 from doctor.views.render.style import Style
 
 EARLIER_SHOWN = 5  # earlier sessions shown in full (the most recent ones); the rest are counted
@@ -26,6 +27,7 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
     if report.mode == "scan":
         out.extend(style.paint("dim", line) for line in scan_lines(report, verbose))
     out.extend(_sessions_summary(report, style))
+    out.extend(speed_lines(report, style))
     out.append("")
     if report.assessment is not None:
         a = report.assessment
@@ -90,6 +92,19 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
     for error in report.errors:
         out.append(style.paint("error", f"error: {inert(error)}"))
     return "\n".join(out) + "\n"
+
+
+def speed_lines(report: Report, style: Style) -> list[str]:
+    """One line per phase: measured tok/s against this machine's ceiling and the bound (inert text)."""
+    rows = phase_rows(report.facts)
+    if not rows:
+        return []
+    out = [style.paint("bold", "Speed:") + style.paint("dim", " measured against what this machine allows")]
+    out += [f"  {inert(row.line())}" for row in rows]
+    note = shared_note(report.facts)
+    if note:
+        out.append(style.paint("warning", f"  {inert(note)}"))
+    return out
 
 
 def _sessions_summary(report: Report, style: Style) -> list[str]:

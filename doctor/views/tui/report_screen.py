@@ -27,16 +27,19 @@ from doctor.views.tui.log_source import LogSource
 from doctor.views.tui.log_view import LogView
 from doctor.views.tui.messages import CheckSelected, EvidenceShown, FixCopied, ReportExported
 from doctor.views.tui.view import (
+    BAR_WIDTH,
     MARKS,
     AreaGroup,
     BannerInfo,
     CheckRow,
     HeaderInfo,
+    SpeedBar,
     banner_info,
     detail_view,
     first_row,
     group_checks,
     header_info,
+    speed_bars,
 )
 
 
@@ -64,6 +67,22 @@ class Banner(Static):
 def banner_content(info: BannerInfo) -> Content:
     mark = MARKS.get(info.kind, "✓")
     return Content.assemble((f"{mark} {info.headline}", "bold"), "\n", info.detail)
+
+
+class SpeedBars(Static):
+    """Per phase, a bar of measured tok/s against this machine's ceiling (shown when a speed was judged)."""
+
+    def __init__(self, bars: list[SpeedBar], *, id: str | None = None) -> None:
+        super().__init__(speed_content(bars), id=id)
+
+
+def speed_content(bars: list[SpeedBar]) -> Content:
+    parts: list[Content | str | tuple[str, str]] = []
+    for i, bar in enumerate(bars):
+        style = {"ok": "$success", "warning": "$warning"}.get(bar.kind, "$text-muted")
+        parts += ["\n" if i else "", (f"{bar.phase:<8}", "bold"), ("█" * bar.filled, style),
+                  ("░" * (BAR_WIDTH - bar.filled), "$text-muted"), (f" {bar.percent:>4} ", "bold"), bar.text]
+    return Content.assemble(*parts)
 
 
 class ChecksList(OptionList):
@@ -125,6 +144,9 @@ class ReportScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield HeaderBar(header_info(self.report), id="header")
         yield Banner(banner_info(self.report), id="banner")
+        bars = speed_bars(self.report)
+        if bars:
+            yield SpeedBars(bars, id="speed")
         with Horizontal(id="body"):
             yield ChecksList(self.groups, id="checks")
             with Vertical(id="right"):

@@ -19,6 +19,7 @@ from doctor.core.facts import Facts
 from doctor.core.format import format_value, human_bytes
 from doctor.core.report import CONFIDENCE_RANK, Check, Finding, Report
 from doctor.core.sanitize import inert
+from doctor.views.render.speed import phase_rows
 
 MARKS = {"error": "✗", "warning": "!", "info": "•", "unknown": "?", "inhibited": "−", "ok": "✓"}
 # worst first: the order of areas and of rows inside an area
@@ -411,3 +412,32 @@ def _ordered(by_engine: dict[str, str]) -> list[tuple[str, str]]:
     """Fix commands in engine-table order (doctor/core/engines.py); names not in the table last, by name."""
     order = engines.names()
     return sorted(by_engine.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))
+
+
+# -- speed: a bar per phase of measured tok/s against this machine's ceiling (issue 26) ----------
+
+BAR_WIDTH = 20
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedBar:
+    phase: str
+    filled: int  # cells of BAR_WIDTH (the fraction, capped at 1)
+    percent: str  # "29%" or "?" without a ceiling
+    text: str  # "11.6/40.6 tok/s, memory-bandwidth:cpu (measured)"
+    kind: str  # ok | warning | unknown: how the bar is coloured
+
+
+def speed_bars(report: Report) -> list[SpeedBar]:
+    """One bar per phase the report measured (empty when it judged no speed)."""
+    bars = []
+    for row in phase_rows(report.facts):
+        if row.fraction is None or row.ceiling is None:
+            bars.append(SpeedBar(row.phase, 0, "?", f"{row.tok_s:,.1f} tok/s, ceiling unknown"
+                                 + (f": needs {row.settle}" if row.settle else ""), "unknown"))
+            continue
+        filled = round(min(1.0, max(0.0, row.fraction)) * BAR_WIDTH)
+        kind = "warning" if row.bound in ("contention", "threads") else "ok"
+        bars.append(SpeedBar(row.phase, filled, f"{row.fraction:.0%}",
+                             f"{row.tok_s:,.1f}/{row.ceiling:,.1f} tok/s, {row.bound} ({row.source})", kind))
+    return bars

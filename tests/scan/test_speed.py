@@ -1,0 +1,199 @@
+"""Is it slow? The model's cost per token from the GGUF tensor table and the placement, and each
+phase's verdict against the ceilings (doctor/derive/speed.py); the core-share window
+(doctor/sources/probes/cpustat.py) and the ceilings probe's cache and replay
+(doctor/sources/probes/ceilings.py). Sparse real-shape GGUFs, no engine, no GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from doctor.core import catalog
+from doctor.core.facts import Facts, Source
+from doctor.derive import derive
+from doctor.sources.probes import ceilings, cpustat
+from doctor.sources.probes.base import ProbeContext, Reporter, Roots, run_probe
+from doctor.sources.probes.gguf_model import collect_model
+
+SRC = Source("config", "test")
+
+
+def facts_for(path: Path, **values: Any) -> Facts:
+    facts = collect_model(str(path))
+    base = {"config.n_ctx": 4096, "config.n_gpu_layers": 0, "host.gpu.count": 0, "config.n_threads": 2,
+            "host.cpu.usable_cores": 2.0, "host.cpu.logical_cores": 2, "run.prompt_tokens": 256,
+            "run.decode_tokens": 32}
+    for name, value in {**base, **values}.items():
+        if value is not None:
+            facts.set(name, value, SRC)
+    return derive(facts)
+
+
+# a many-core machine's figures: the memory bus binds decode before the dot-product kernels do
+CEILINGS = {"host.ram.read_bw_gbs": 20.0, "host.ram.read_bw_all_gbs": 20.0, "host.cpu.matmul_gflops": 2000.0,
+            "host.cpu.matmul_all_gflops": 2000.0}
+
+
+def test_dense_decode_streams_every_layer_and_the_head_not_the_embedding(model_files) -> None:
+    facts = facts_for(model_files("llama-3-8b-instruct-q4_k_m"))
+    layers = sum(facts.value("model.layer_bytes"))
+    kv_at_depth = 32 * 8 * 128 * 2 * 2 * 272  # f16 K and V of 32 layers x 8 KV heads x 128, at 256 + 32 / 2
+    assert facts.value("derived.speed_depth") == 272
+    assert facts.value("derived.decode_bytes_per_token_cpu") == layers + facts.value("model.output_bytes") + kv_at_depth
+    assert facts.value("derived.decode_bytes_per_token_gpu") == 0
+    # 2 FLOPs per parameter, less the embedding table (a row gather), plus attention at the prompt's depth
+    flops = facts.value("derived.prefill_flops_per_token")
+    active = facts.value("model.n_params") - 128256 * 4096
+    assert 2 * active < flops < 2 * active * 1.02
+    assert not facts.has("derived.prefill_pcie_bytes_per_batch")  # no GPU: nothing copied
+
+
+def test_moe_decode_reads_only_the_routed_experts(model_files) -> None:
+    facts = facts_for(model_files("mixtral-8x7b-instruct-q4_k_m"), **{"run.prompt_tokens": 1, "run.decode_tokens": 1})
+    experts = facts.value("model.expert_bytes")
+    layers = sum(facts.value("model.layer_bytes"))
+    weights = layers - experts * (1 - 2 / 8) + facts.value("model.output_bytes")
+    got = facts.value("derived.decode_bytes_per_token_cpu")
+    assert abs(got - weights) <= 32 * 8 * 128 * 2 * 2 + 8  # + the KV of the one token of depth
+    assert got < 0.4 * facts.value("model.weights_bytes")  # 13B of 47B parameters are active
+
+
+def test_partial_offload_splits_the_stream_and_copies_cpu_weights_per_batch(model_files) -> None:
+    facts = facts_for(model_files("llama-3-8b-instruct-q4_k_m"), **{
+        "host.gpu.count": 1, "config.n_gpu_layers": 16, "engine.gpu_offload_supported": True})
+    per_layer = facts.value("model.layer_bytes")
+    cpu_layers = sum(per_layer[:17])  # 33 offloadable (32 + output): the last 16 on the GPU, output among them
+    assert facts.value("derived.prefill_pcie_bytes_per_batch") == cpu_layers
+    assert facts.value("derived.decode_bytes_per_token_gpu") > sum(per_layer[17:])
+    assert facts.value("derived.decode_bytes_per_token_cpu") > cpu_layers
+
+
+def test_a_quiet_cpu_decode_is_held_by_memory_bandwidth(model_files) -> None:
+    facts = facts_for(model_files("llama-3-8b-instruct-q4_k_m"), **CEILINGS, **{
+        "run.decode_tps": 2.0, "run.prefill_tps": 20.0, "host.cpu.other_busy": 0.02})
+    assert facts.value("speed.decode.bound") == "memory-bandwidth:cpu"
+    assert facts.value("speed.decode.ceiling_source") == "measured"
+    ceiling = 20e9 / facts.value("derived.decode_bytes_per_token_cpu")
+    assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(ceiling * 0.98, rel=0.005)  # 2% others
+    assert facts.value("speed.decode.fraction") == pytest.approx(2.0 / facts.value("speed.decode.ceiling_tok_s"),
+                                                                   abs=0.001)
+    assert facts.value("speed.prefill.bound") == "compute:cpu"
+    assert 0 < facts.value("speed.decode.expected_tok_s") < facts.value("speed.decode.ceiling_tok_s")
+
+
+def test_on_one_core_the_dot_product_kernels_bind_decode_before_the_memory_bus(model_files) -> None:
+    """The 2-core test machine's figures: a core reads 15 GB/s but its Q4 dot products get through far
+    fewer weight bytes a second (bench/speed_table.py, docs/speed.md)."""
+    facts = facts_for(model_files("llama-3-8b-instruct-q4_k_m"), **{
+        "host.ram.read_bw_gbs": 15.2, "host.ram.read_bw_all_gbs": 28.5, "host.cpu.matmul_gflops": 136.0,
+        "host.cpu.matmul_all_gflops": 248.0, "config.n_threads": 2, "run.decode_tps": 1.0})
+    assert facts.value("speed.decode.bound") == "compute:cpu"
+    text = facts.get("speed.decode.ceiling_tok_s").source.text
+    assert text.index("compute:cpu") < text.index("memory-bandwidth:cpu")  # the slowest first
+
+
+def test_other_processes_on_the_cores_bind_and_the_ceiling_is_their_share(model_files) -> None:
+    quiet = facts_for(model_files("llama-3-8b-instruct-q4_k_m"), **CEILINGS, **{"run.decode_tps": 2.0})
+    busy = facts_for(model_files("llama-3-8b-instruct-q4_k_m"), **CEILINGS, **{
+        "run.decode_tps": 2.0, "host.cpu.other_busy": 0.5})  # one of the two cores
+    assert busy.value("speed.decode.bound") == "contention"
+    assert "50% of the cores" in busy.get("speed.decode.bound").source.text
+    assert busy.value("speed.decode.ceiling_tok_s") == pytest.approx(quiet.value("speed.decode.ceiling_tok_s") / 2,
+                                                                      rel=0.01)
+
+
+def test_one_thread_of_two_binds_where_all_cores_read_faster(model_files) -> None:
+    facts = facts_for(model_files("llama-3-8b-instruct-q4_k_m"), **{
+        **CEILINGS, "host.ram.read_bw_gbs": 10.0, "config.n_threads": 1, "run.decode_tps": 1.0})
+    assert facts.value("speed.decode.bound") == "threads"
+    assert "1 of 2 usable cores" in facts.get("speed.decode.bound").source.text
+
+
+def test_without_ceilings_the_verdict_says_what_would_settle_it(model_files) -> None:
+    facts = facts_for(model_files("llama-3-8b-instruct-q4_k_m"), **{"run.decode_tps": 2.0})
+    assert facts.value("speed.decode.tok_s") == 2.0
+    assert facts.value("speed.decode.ceiling_source") == "unknown"
+    assert facts.value("speed.decode.bound") == "unknown"
+    assert "memory read bandwidth" in facts.value("speed.decode.settle")
+    assert not facts.has("speed.decode.fraction")
+
+
+def test_a_published_gpu_spec_is_the_ceiling_for_a_pasted_log(model_files) -> None:
+    if not catalog.is_known("spec.kind"):
+        pytest.skip("spec.* facts come with the pasted-log side's catalogue (branch speedlog)")
+    facts = facts_for(model_files("llama-3-8b-instruct-q4_k_m"), **{
+        "host.gpu.count": 1, "config.n_gpu_layers": -1, "engine.gpu_offload_supported": True,
+        "spec.kind": "gpu", "spec.device": "RTX 4090", "spec.mem_bw_gbs": 1008.0, "spec.fp16_tflops": 165.0,
+        "spec.source": "NVIDIA spec sheet", "run.decode_tps": 120.0})
+    assert facts.value("speed.decode.ceiling_source") == "spec"
+    assert facts.value("speed.decode.bound") == "memory-bandwidth:gpu"
+    assert "RTX 4090" in facts.get("speed.decode.ceiling_source").source.text
+    assert 0.5 < facts.value("speed.decode.fraction") < 1.0
+
+
+@pytest.mark.parametrize(("values", "bound"), [
+    ({"server.waiting_max": 3, "server.running_max": 4, "config.n_parallel": 4, "host.gpu.count": 0,
+      "config.n_threads": 8, "host.cpu.usable_cores": 8.0}, "cores"),
+    ({"server.waiting_max": 3, "server.running_max": 4, "config.n_parallel": 4, "server.kv_usage_max": 98.0}, "kv"),
+    ({"server.waiting_max": 3, "server.running_max": 4, "config.n_parallel": 4, "host.gpu.count": 1}, "slots"),
+])
+def test_capacity_names_the_bound_that_holds(values: dict[str, Any], bound: str) -> None:
+    facts = derive(Facts.from_values(values))
+    assert facts.value("derived.capacity_bound") == bound
+
+
+def _stat(tmp_path: Path, busy: int, idle: int, steal: int, cpus: int = 2) -> str:
+    root = tmp_path / f"proc{busy}"
+    root.mkdir()
+    lines = [f"cpu  {busy} 0 0 {idle} 0 0 0 {steal} 0 0"] + [f"cpu{i} 0 0 0 0 0 0 0 0 0 0" for i in range(cpus)]
+    (root / "stat").write_text("\n".join(lines) + "\n")
+    return str(root)
+
+
+def test_core_share_is_others_busy_time_over_all_cpu_time(tmp_path: Path) -> None:
+    before = cpustat.read_times(_stat(tmp_path, 1000, 1000, 0))
+    after = cpustat.read_times(_stat(tmp_path, 1000 + 300, 1000 + 80, 20))  # 4 s on 2 CPUs at 100 ticks/s
+    assert before is not None and after is not None and after.cpus == 2
+    tick = 1 / cpustat.CLK_TCK
+    share = cpustat.share(before, after, own_s=100 * tick, wall_s=2.0)  # we used 1 s of the 3 s busy
+    assert share is not None
+    assert share.other_busy == pytest.approx(200 / 400, abs=0.001)
+    assert share.steal_pct == pytest.approx(5.0)
+    assert cpustat.read_times(str(tmp_path / "nowhere")) is None
+
+
+def test_ceilings_are_kept_per_machine_and_replayed_from_a_recording(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    answer = {"bw": {"1": 12.5, "2": 24.0}, "gemm": {"1": 130.0, "2": 255.0}, "date": "2026-12-05 22:00",
+              "when": 1e12, "other_busy": 0.01}
+    folder = ceilings.cache_folder()
+    assert folder is not None
+    key = ceilings.machine_key(ProbeContext(), [1, 2])
+    ceilings.store_cached(folder, key, answer)
+    assert ceilings.load_cached(folder, key, 1e12 + 3600) == answer
+    assert ceilings.load_cached(folder, key, 1e12 + ceilings.FRESH_S + 1) is None  # a month on: measured again
+    busy = {**answer, "other_busy": 0.8}
+    ceilings.store_cached(folder, key, busy)
+    assert ceilings.load_cached(folder, key, 1e12 + ceilings.BUSY_FRESH_S + 1) is None  # busy cores: an hour
+    rep = Reporter("ceilings")
+    ceilings.ceiling_facts(answer, [1, 2], 1, rep)
+    assert rep.facts.value("host.ram.read_bw_gbs") == 12.5 and rep.facts.value("host.ram.read_bw_all_gbs") == 24.0
+    assert rep.facts.value("host.cpu.matmul_all_gflops") == 255.0
+    assert "float32 sum over" in rep.facts.get("host.ram.read_bw_gbs").source.text
+    recorded = run_probe(ceilings.PROBE, ProbeContext(roots=Roots(live=False, recorded="box",
+                                                                  bench={"ceilings": {**answer, "engine_threads": 2}})))
+    assert recorded.value("host.ram.read_bw_gbs") == 24.0
+    assert "recorded on box" in recorded.get("host.ram.read_bw_gbs").source.text
+    none = run_probe(ceilings.PROBE, ProbeContext(roots=Roots(live=False, recorded="box", bench={})))
+    assert "not recorded for box" in (none.get("host.ram.read_bw_gbs").unknown or "")
+    assert json.loads(json.dumps(answer)) == answer
+
+
+def test_thread_counts_measured() -> None:
+    assert ceilings.thread_counts(1, 2) == [1, 2]
+    assert ceilings.thread_counts(8, 4) == [4]  # more threads than cores: measured at the cores
+    assert ceilings.thread_counts(None, 16) == [16]

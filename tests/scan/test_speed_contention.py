@@ -1,0 +1,34 @@
+"""A scan made while other processes keep every core busy says the cores were shared (LD830) and
+judges the speed against the share the engine had; the busy loops end on their own (bounded)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end:\n    pass\n"
+
+
+@pytest.mark.engine
+def test_scan_beside_busy_loops_on_every_core_says_the_cores_were_shared(smollm2: Path) -> None:
+    loops = [subprocess.Popen([sys.executable, "-c", BUSY.format(s=180)]) for _ in range(os.cpu_count() or 1)]
+    try:
+        proc = subprocess.run([sys.executable, "-m", "doctor", "scan", "--format", "json", "--prompt-tokens", "64",
+                               "-n", "16", "--no-repack"], capture_output=True, text=True, cwd=ROOT, timeout=240)
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    report = json.loads(proc.stdout)
+    facts = {k: v.get("value") for k, v in report["facts"]["facts"].items()}
+    assert facts["host.cpu.other_busy"] >= 0.3, facts["host.cpu.other_busy"]
+    assert facts["speed.decode.bound"] == "contention" and facts["speed.decode.ceiling_source"] == "measured"
+    assert facts["speed.decode.ceiling_tok_s"] > 0
+    shared = next(f for f in report["findings"] if f["id"] == "LD830")
+    assert shared["severity"] == "warning" and "of the cores while the engine ran" in shared["message"]
