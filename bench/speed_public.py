@@ -6,7 +6,8 @@ published) tok/s, the device as the source names it (`host.gpu[0].name` or `host
 backend, the layers on the GPU, the threads, and the model's size (the GGUF size where the source or
 its download script gives it, else parameters x 4.85 bits, Q4_K_M's average, marked "est.") and
 parameters. They go through the same derivation and rule base as `llm-doctor analyze`; the table shows
-the doctor's ceiling, fraction and bound for decode, whether it flagged the row (a warning or error),
+the doctor's ceiling, fraction and bound for decode, whether it flagged the row (a warning or error, or
+a speed finding that the phase is below the range this engine usually reaches),
 and what the source says: normal rows should not be flagged, slow ones should be, with the source's
 cause. Unknown rows (the source's own numbers contradict it) are shown, not scored.
 
@@ -129,7 +130,8 @@ def judge(row: dict[str, Any], rulebase: Any) -> Outcome:
     for phase in ("decode", "prefill"):
         phases[phase] = {k: report.facts.value(f"speed.{phase}.{k}") for k in
                          ("ceiling_tok_s", "fraction", "bound", "ceiling_source", "settle")}
-    flagged = [f"{f.id} {f.title}" for f in report.findings if str(f.severity) in ("warning", "error")]
+    flagged = [f"{f.id} {f.title}" for f in report.findings
+               if str(f.severity) in ("warning", "error") or f.slug.endswith("-below-usual-range")]
     spec = report.facts.get("spec.device")
     spec_text = (str(spec.value) if spec is not None and spec.known else
                  f"? {spec.unknown}" if spec is not None else "-")

@@ -75,7 +75,7 @@ def log_cost(facts: Facts) -> tuple[Cost | None, str | None]:
     cpu_bytes = weights - gpu_bytes
     pcie = cpu_bytes if 0 < gpu_layers < n_layer else 0
     return Cost(decode_gpu_bytes=gpu_bytes, decode_cpu_bytes=cpu_bytes, prefill_flops=2.0 * params,
-                decode_flops=2.0 * params, pcie_bytes_per_batch=pcie, n_layer=n_layer, gpu_layers=gpu_layers,
+                pcie_bytes_per_batch=pcie, n_layer=n_layer, gpu_layers=gpu_layers,
                 depth=0, weight_type=weight_type(facts)), None
 
 
