@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from doctor.core.facts import Facts, Source
-from doctor.derive.speed import Ceilings, Cost, ceilings, judge, set_verdict, weight_type
+from doctor.core.facts import Facts
+from doctor.derive.speed import Ceilings, Cost, Verdict, ceilings, core_share, judge, set_verdict, weight_type
 
 MOE_NAME = re.compile(r"\bMoE\b|\bA\d+(?:\.\d+)?B\b", re.IGNORECASE)  # "gpt-oss 20B MXFP4 MoE", "Qwen3-30B-A3B"
 TYPICAL_LAYERS = 16.0  # n_layer of a 1B model; ~ x (params / 1B) ** 0.3 for larger (Llama 3B 28, 7B 32, 70B 80)
@@ -33,10 +33,6 @@ ALL_LAYERS = 99  # llama-bench's default -ngl and what people pass for "all"
 def _int(facts: Facts, name: str) -> int | None:
     value = facts.value(name)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _src(text: str) -> Source:
-    return Source("estimate", "speed_log", text=text[:300])
 
 
 def _moe(facts: Facts) -> bool:
@@ -97,18 +93,13 @@ def derive_speed_log(facts: Facts) -> None:
     spec = facts.get("spec.device")
     device_question = spec.unknown if spec is not None and not spec.known else None
     cost, missing = log_cost(facts)
-    for phase in phases:
-        tok_s = facts.value(f"run.{phase}_tps")
-        if cost is None or device_question:
-            p = f"speed.{phase}"
-            facts.set(f"{p}.tok_s", round(float(tok_s), 2), _src(f"run.{phase}_tps"))
-            facts.set(f"{p}.ceiling_source", "unknown", _src("no ceiling: the log does not say enough"))
-            facts.set(f"{p}.bound", "unknown", _src("no ceiling for this log"))
-            facts.set(f"{p}.settle", device_question or missing or "the machine's ceilings",
-                      _src("the one fact the log lacks"))
-    if cost is None or device_question:
-        return
     ceil = with_host(facts, ceilings(facts))
+    if cost is None or device_question:
+        for phase in phases:
+            unknown = Verdict(phase, float(facts.value(f"run.{phase}_tps")),
+                              settle=device_question or missing or "the machine's ceilings")
+            set_verdict(facts, unknown, ceil, core_share(facts, phase))
+        return
     for verdict, share in judge(facts, cost, ceil):
         if verdict.phase in phases and verdict.tok_s is not None:
             set_verdict(facts, verdict, ceil, share)
