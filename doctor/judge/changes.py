@@ -69,6 +69,18 @@ def flags(changes: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def _garbled(name: str, value: str) -> str | None:
+    """The first engine whose form for `name` would not carry a "{fact}" value through unchanged
+    (an upper-cased GGML type, on/off), or None."""
+    if not value.startswith("{"):
+        return None
+    for engine in engines.table():
+        form = engine.spelling.forms.get(name) if engine.spelling is not None else None
+        if form and value not in form.format(**_fields(value)):
+            return engine.name
+    return None
+
+
 # -- read from YAML --------------------------------------------------------------------------------
 
 def parse_change(ctx: Ctx, node: Any, field_name: str, *, needed: bool = False) -> dict[str, Any]:
@@ -91,6 +103,10 @@ def parse_change(ctx: Ctx, node: Any, field_name: str, *, needed: bool = False) 
             if value.startswith("{") and not (value.endswith("}") and catalog.is_known(value[1:-1])):
                 raise ctx.fail(f"{field_name}.{name}", f"'{value}' is not a known fact in braces "
                                                        "(see `llm-doctor facts`)", node)
+            garbled = _garbled(name, value)
+            if garbled is not None:
+                raise ctx.fail(f"{field_name}.{name}", f"{garbled} spells {name} in a way a fact cannot go "
+                                                       "into; give the value itself", node)
         out[str(name)] = value
     return out
 
