@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from doctor.core.errors import RuleError
 from doctor.core.facts import Facts, Source
 from doctor.core.format import render
+from doctor.judge import families
 from doctor.judge.evaluate import build_report
 from doctor.judge.predicates import compile_regex
-from doctor.judge import families
 from doctor.judge.rulebase import RuleBase, load_rulebase, parse_rules, rule_files
 
 from .fuzz_targets import (

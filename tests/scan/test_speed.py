@@ -172,10 +172,14 @@ def test_ceilings_are_kept_per_machine_and_replayed_from_a_recording(tmp_path: P
               "when": 1e12, "other_busy": 0.01}
     folder = ceilings.cache_folder()
     assert folder is not None
-    key = ceilings.machine_key(ProbeContext(), [1, 2])
+    key = ceilings.machine_key(ProbeContext(), [1, 2])  # the engine's 1 thread and both cores
     ceilings.store_cached(folder, key, answer)
     assert ceilings.load_cached(folder, key, 1e12 + 3600) == answer
     assert ceilings.load_cached(folder, key, 1e12 + ceilings.FRESH_S + 1) is None  # a month on: measured again
+    two = ProbeContext(threads=1, roots=Roots(affinity=lambda: {0, 1}))
+    kept = ceilings.kept_facts(1, two)  # watch: what an earlier scan kept, nothing measured
+    assert kept.value("host.ram.read_bw_gbs") == 12.5 and "earlier scan" in kept.get("host.ram.read_bw_gbs").source.text
+    assert not ceilings.kept_facts(2, two).has("host.ram.read_bw_gbs")  # kept for another thread count: none
     busy = {**answer, "other_busy": 0.8}
     ceilings.store_cached(folder, key, busy)
     assert ceilings.load_cached(folder, key, 1e12 + ceilings.BUSY_FRESH_S + 1) is None  # busy cores: an hour

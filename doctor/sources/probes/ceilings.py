@@ -223,6 +223,22 @@ def _collect(ctx: ProbeContext) -> Facts:
     return rep.facts
 
 
+def kept_facts(threads: int | None, ctx: ProbeContext | None = None) -> Facts:
+    """The figures an earlier scan kept for this machine, never measured here (watch: the engine is
+    already running, and would be measured with them). `threads` None: llama-cpp-python's default,
+    os.cpu_count() // 2, as scan plans it."""
+    threads = threads or max(1, (os.cpu_count() or 2) // 2)
+    ctx = ctx or ProbeContext(threads=threads)
+    rep = Reporter("ceilings")
+    usable = _usable(ctx)
+    counts = thread_counts(threads, usable)
+    folder = cache_folder()
+    answer = load_cached(folder, machine_key(ctx, counts), time.time()) if folder else None
+    if answer is not None:
+        ceiling_facts(answer, counts, max(1, min(threads, usable)), rep, "measured by an earlier scan")
+    return rep.facts
+
+
 PROBE = Probe("ceilings", "light", "this machine's CPU ceilings: memory read bandwidth and matrix-multiply "
               "throughput (numpy, kept per machine)", ("host.ram.read_bw_gbs", "host.ram.read_bw_all_gbs",
                                                        "host.cpu.matmul_gflops"), _collect)

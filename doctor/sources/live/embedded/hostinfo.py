@@ -24,14 +24,26 @@ def _src(text: str) -> Source:
     return Source("probe", "watch.host", text=text)
 
 
-def host_facts(model_path: str | None = None, use_probes: bool = True) -> Facts:
+def host_facts(model_path: str | None = None, use_probes: bool = True, threads: int | None = None) -> Facts:
     facts = Facts()
     if use_probes:
         facts.merge(_probe_facts(model_path))
+        facts.merge(_kept_ceilings(threads))
     _psutil_facts(facts)
     if model_path:
         _model_file(facts, model_path)
     return facts
+
+
+def _kept_ceilings(threads: int | None) -> Facts:
+    """This machine's ceilings as an earlier scan kept them (doctor/sources/probes/ceilings.py), for
+    the speed verdict; nothing is measured while the engine runs."""
+    try:
+        from doctor.sources.probes.ceilings import kept_facts
+
+        return kept_facts(threads)
+    except Exception:  # a cache that cannot be read is no ceiling, never a failed watch
+        return Facts()
 
 
 def _probe_facts(model_path: str | None) -> Facts:
