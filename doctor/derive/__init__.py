@@ -2,7 +2,9 @@
 
 `derive(facts)` adds the derived.* facts (and a few summary run.* facts) to a snapshot, in order:
 run summaries, KV, context, threads, load, offload, the vision projector, the budget, a reduced
-context, the decode floor, GPU ratios, output loops, the estimate against the engine. The rooms:
+context, the decode floor, GPU ratios, output loops, the estimate against the engine, the published
+spec of the hardware a log names, the speed verdict (from the tensor table, else from a log's model
+lines). The rooms:
 - memory.py   the llama.cpp memory model (KV, weights, compute buffer, Plan -> Budget, fit searches)
 - plan.py     the model and settings from the facts, KV bytes, the budget and its verdicts
 - context.py  the tokens a run needs and the context to recommend
@@ -10,13 +12,15 @@ context, the decode floor, GPU ratios, output loops, the estimate against the en
 - arch.py mmproj.py repack.py split.py vs_engine.py   hooks of the budget (see each docstring)
 - speed.py    the model's cost per token and each phase's speed against this machine's ceilings
 - whatif.py   stated budgets for `scan --ram/--vram`
+- spec_lookup.py, specs/   the published spec of the device a log names (spec.*; the table is data)
+- speed_log.py  a pasted log's cost per token from its model lines (no tensor table), judged by speed.py
 Pure: reads a Facts, sets derived.* facts; imports only doctor.core.
 """
 
 from __future__ import annotations
 
 from doctor.core.facts import Facts
-from doctor.derive import context, plan, run, speed
+from doctor.derive import context, plan, run, spec_lookup, speed, speed_log
 
 
 def _derive_vs_engine(facts: Facts) -> None:
@@ -28,7 +32,8 @@ def _derive_vs_engine(facts: Facts) -> None:
 
 STEPS = (run.derive_run_summaries, plan.derive_kv, context.derive_context, run.derive_threads, run.derive_load,
          run.derive_offload, plan.derive_mmproj, plan.derive_budget, context.derive_ctx_reduced,
-         run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output, _derive_vs_engine, speed.derive_speed)
+         run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output, _derive_vs_engine,
+         spec_lookup.derive_spec, speed.derive_speed, speed_log.derive_speed_log)
 
 
 def derive(facts: Facts) -> Facts:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from doctor.core.catalog import arch, config, derived, host, model, run, server, speed
+from doctor.core.catalog import spec as spec_facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +65,12 @@ LABELS = frozenset({
     "model.storage.kind", "model.storage.fs_type", "model.storage.transport", "run.finish_reason",
     "server.limit_name", "server.vllm.quantization", "server.tgi.quantize", "server.ollama.kv_cache_type_env",
     "derived.weights_repack_buffers",
-}) | speed.LABELS
+}) | speed.LABELS | spec_facts.LABELS
 
 
 def _build() -> dict[str, FactSpec]:
     specs: dict[str, FactSpec] = {}
-    for module in (host, model, config, run, derived, server, arch, speed):
+    for module in (host, model, config, run, derived, server, arch, speed, spec_facts):
         for name, type_, unit, doc in module.FACTS:
             if name in specs:
                 raise RuntimeError(f"fact {name} documented twice")

@@ -21,7 +21,11 @@ def engine_parser_classes() -> list[type[LogParser]]:
 
 def parser_classes() -> list[type[LogParser]]:
     from doctor.sources.engines._ggml.crash_parser import CrashParser
+    from doctor.sources.engines.llamacpp.bench_table import LlamaBenchParser
+    from doctor.sources.logs.devices import DeviceLineParser
     from doctor.sources.logs.pasted import PastedParser
 
-    # PastedParser reads settings and output pasted beside a log; neither it nor CrashParser casts an engine vote
-    return [*engine_parser_classes(), CrashParser, PastedParser]
+    # PastedParser reads settings and output pasted beside a log, DeviceLineParser the hardware pasted with it;
+    # neither they nor CrashParser cast an engine vote. LlamaBenchParser (in llama.cpp's folder) reads
+    # llama-bench's results: a llama.cpp tool whose tables no line of the engine's own parser resembles.
+    return [*engine_parser_classes(), CrashParser, PastedParser, DeviceLineParser, LlamaBenchParser]

@@ -30,6 +30,7 @@ from doctor.sources.engines.llamacpp.patterns import (
     SERVER_THREADS,
     SYSINFO_THREADS,
     USING_DEVICE,
+    VULKAN_DEVICE,
     VULKAN_FOUND,
     backend_of,
 )
@@ -101,6 +102,12 @@ class HardwareLines(LlamaCppBase):
         if m:
             s.backends.add("Vulkan")
             self.set("host.gpu.count", int(m.group(1)), line)
+            return True
+        m = VULKAN_DEVICE.search(t)
+        if m:
+            s.backends.add("Vulkan")
+            if int(m.group(1)) < 16:  # a device index, not a hostile number that makes thousands of facts
+                self.set(f"host.gpu[{int(m.group(1))}].name", m.group(2).strip(), line)
             return True
         m = METAL_DEVICE.search(t)
         if m:

@@ -68,6 +68,8 @@ CUDA_DEVICE = gated(r"Device (\d+): (.+?), (?:compute capability|gfx)[^,]*(?:,.*
 USING_DEVICE = gated(r"using device (\S+) \((.+?)\)(?: \([^)]*\))? - (\d+) MiB free")
 BACKEND_LOADED = gated(r"loaded (\w+) backend from")
 VULKAN_FOUND = gated(r"ggml_vulkan: Found (\d+) Vulkan devices")
+# ggml-vulkan.cpp: "ggml_vulkan: %zu = %s (%s) | uma: %d | fp16: %d | ..." (device index, name, driver)
+VULKAN_DEVICE = gated(r"ggml_vulkan: (\d+) = (.+?) \([^()]*\) \| uma: ")
 METAL_DEVICE = gated(r"ggml_metal\w*: (?:found device|GPU name):\s*(.+)$")
 NO_GPU = gated(r"no usable GPU found|not compiled with GPU offload support|compiled without GPU support")
 GPU_INIT_FAILED = gated(r"failed to initialize (CUDA|ROCm|MUSA|Vulkan|SYCL)\s*:\s*(.*)$")
@@ -219,10 +221,10 @@ CONTEXT_PARAMS_KIND = LineKind(
 HARDWARE_KIND = LineKind(
     "hardware",
     (SYSINFO_THREADS, SERVER_THREADS, " = 1", CUDA_FOUND, CUDA_DEVICE, USING_DEVICE, BACKEND_LOADED,
-     VULKAN_FOUND, METAL_DEVICE, NO_GPU, GPU_INIT_FAILED, GPU_RUNTIME_FAILED, BACKEND_NOT_LOADED, BUILD),
+     VULKAN_FOUND, VULKAN_DEVICE, METAL_DEVICE, NO_GPU, GPU_INIT_FAILED, GPU_RUNTIME_FAILED, BACKEND_NOT_LOADED, BUILD),
     (r"n_threads +=", r"(?:AVX2|NEON|SSE3) = ", r"found \d+ \w+ devices", r"Device \d+: ", r"using device",
      r"backend from", r"ggml_metal\w*: (?:found device|GPU name|error)",
-     r"ggml_vulkan: (?:Found|Device memory)", r"no usable GPU|GPU offload support|without GPU support",
+     r"ggml_vulkan: (?:Found|Device memory|\d+ = )", r"no usable GPU|GPU offload support|without GPU support",
      r"build(?::| =) \d+ \("))
 SAMPLING_KIND = LineKind(
     "sampling", (*SAMPLER_KEYS, SEED),

@@ -93,6 +93,10 @@ class _State:
     waiting_line: LogLine | None = None
     swapped_max: int | None = None
     swapped_line: LogLine | None = None
+    # the fastest generation throughput of an interval with one request running and no prompt
+    # processed: that request's decode speed (the interval's average, so a lower bound)
+    solo_decode: float | None = None
+    solo_decode_line: LogLine | None = None
     stats_lines: int = 0
     largest: pytorch.LargestRequest = field(default_factory=pytorch.LargestRequest)
     crashed: bool = False
@@ -446,6 +450,10 @@ class VllmParser(LogParser):
         waiting = pairs.get("Waiting", pairs.get("Pending"))
         if waiting is not None and (s.waiting_max is None or waiting > s.waiting_max):
             s.waiting_max, s.waiting_line = int(waiting), line
+        generated = pairs.get("Avg generation throughput")
+        if (running == 1 and pairs.get("Avg prompt throughput") == 0 and generated
+                and (s.solo_decode is None or generated > s.solo_decode)):
+            s.solo_decode, s.solo_decode_line = generated, line
         swapped = pairs.get("Swapped")
         if swapped is not None and (s.swapped_max is None or swapped > s.swapped_max):
             s.swapped_max, s.swapped_line = int(swapped), line
@@ -489,6 +497,8 @@ class VllmParser(LogParser):
             facts.set("server.waiting_max", s.waiting_max, self._src(s.waiting_line))
         if s.swapped_max is not None:
             facts.set("server.swapped_max", s.swapped_max, self._src(s.swapped_line))
+        if s.solo_decode is not None and not facts.has("run.decode_tps"):
+            facts.set("run.decode_tps", s.solo_decode, self._src(s.solo_decode_line))
         s.largest.emit(facts, self.src)
         max_len = facts.get("config.max_model_len")
         if max_len is not None and max_len.known and not facts.has("config.n_ctx_seq") and self.votes:

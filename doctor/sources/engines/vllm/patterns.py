@@ -14,6 +14,7 @@ What is read (format strings from vLLM's source, see fixtures/logs/vllm/README.m
   the prompt plus max_tokens was too long;
 - preemption: the V0 warning (every 50th, with the running total) and the V1 `Preemptions: N` stat;
 - the periodic stats line, read as comma-separated `key: value` pairs (its fields change by version);
+  an interval with `Running: 1 reqs` and `Avg prompt throughput: 0.0` gives that request's decode speed;
 - PyTorch out-of-memory errors in both wordings, placed in the start-up step they hit (loading
   weights, profiling, KV allocation, CUDA-graph capture, sampler warm-up, serving); an OOM read before
   any start-up line (the error pasted above its log, a viewer listing the newest line first) is placed

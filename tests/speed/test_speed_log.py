@@ -1,0 +1,91 @@
+"""The speed verdict on a pasted log (doctor/derive/speed_log.py): the cost per token from the log's
+model lines, held by doctor/derive/speed.py against the published spec of the hardware the log names;
+or the one fact that would settle it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from doctor.core.facts import Facts, Source
+from doctor.derive import derive
+from doctor.derive.speed_log import log_cost
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+BENCH = ROOT / "fixtures/logs/llama-bench"
+SRC = Source("test", "speed_log")
+GIB = 1 << 30
+
+
+def _facts(values: dict[str, object]) -> Facts:
+    facts = Facts()
+    for name, value in values.items():
+        facts.set(name, value, SRC)  # type: ignore[arg-type]
+    return derive(facts)
+
+
+def test_a_named_gpu_gives_a_verdict_with_its_spec_row_cited(analyze) -> None:
+    facts = analyze(BENCH / "readme-2023-jsonl-3090ti.log").facts
+    assert facts.value("speed.decode.ceiling_source") == "spec"
+    assert facts.value("speed.decode.bound") == "memory-bandwidth:gpu"
+    # 3.56 GiB read per token at 1008 GB/s: 263 tok/s at most; 131 measured
+    assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(263.5, abs=1)
+    assert facts.value("speed.decode.fraction") == pytest.approx(0.50, abs=0.01)
+    assert "RTX 3090 Ti" in str(facts.get("speed.decode.ceiling_source").source.text)  # type: ignore[union-attr]
+    assert facts.value("speed.prefill.bound") == "compute:gpu"
+
+
+@pytest.mark.parametrize(("fixture", "question"), [
+    ("readme-2023-cuda-7b-13b.log", "which GPU ran this?"),
+    ("readme-2023-cpu-threads.log", "which CPU ran this?"),
+    ("mac-m2-ultra-2026.log", "which Apple chip ran this?"),
+    ("dgx-spark-gb10-2026.log", "the model's routed share"),  # gpt-oss-20b: a MoE, and a table has no n_ff
+])
+def test_what_the_log_lacks_is_the_settle_fact(analyze, fixture: str, question: str) -> None:
+    facts = analyze(BENCH / fixture).facts
+    assert str(facts.value("speed.decode.settle")).startswith(question)
+    assert facts.value("speed.decode.bound") == "unknown" and facts.value("speed.decode.ceiling_source") == "unknown"
+    assert facts.value("speed.decode.tok_s") == facts.value("run.decode_tps")
+
+
+def test_an_ollama_log_and_its_verbose_block(analyze, tmp_path: Path) -> None:
+    log = tmp_path / "ollama.log"
+    log.write_text((ROOT / "fixtures/logs/ollama/healthy-v0.5.7-journald.log").read_text()
+                   + (ROOT / "fixtures/logs/ollama/cli-verbose.log").read_text())
+    facts = analyze(log).facts
+    # 4.58 GiB model, 33/33 layers on an RTX 4070 (504 GB/s): about 100 tok/s at most; 49 measured
+    assert facts.value("speed.decode.bound") == "memory-bandwidth:gpu"
+    assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(504e9 / 4917737553, rel=0.05)
+
+
+def test_partial_offload_reads_the_cpu_layers_at_the_host_platforms_bandwidth() -> None:
+    facts = _facts({"run.decode_tps": 5.0, "run.offloaded_layers": 10, "run.total_layers": 33,
+                    "model.n_layer": 32, "model.weights_bytes": 8 * GIB, "model.n_params": 13_000_000_000,
+                    "host.gpu[0].name": "NVIDIA GeForce RTX 3060",
+                    "host.cpu.model": "AMD Ryzen 7 5800X 8-Core Processor"})
+    assert facts.value("spec.host_mem_bw_gbs") == 51.2
+    assert facts.value("speed.decode.bound") == "memory-bandwidth:cpu"
+    # 23/33 of 8 GiB from RAM at 51.2 GB/s
+    assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(51.2e9 / (8 * GIB * 23 / 33), rel=0.1)
+
+
+def test_a_mixture_of_experts_is_not_judged_without_its_routed_share() -> None:
+    facts = Facts()
+    for name, value in {"model.n_params": 46_700_000_000, "model.n_layer": 32, "model.n_expert": 8,
+                        "model.n_expert_used": 2, "model.file_bytes": 26_435_523_706, "spec.kind": "gpu"}.items():
+        facts.set(name, value, SRC)
+    cost, missing = log_cost(facts)
+    assert cost is None and str(missing).startswith("the model's routed share")
+    dense = Facts()
+    for name, value in {"model.n_params": 8_030_000_000, "model.weights_bytes": 4_920_000_000,
+                        "model.name": "llama 8B Q4_K - Medium", "spec.kind": "gpu"}.items():
+        dense.set(name, value, SRC)
+    cost, missing = log_cost(dense)
+    assert missing is None and cost is not None and cost.decode_gpu_bytes == 4_920_000_000
+
+
+def test_without_size_or_parameters_the_log_is_not_judged() -> None:
+    facts = _facts({"run.decode_tps": 30.0, "host.gpu[0].name": "NVIDIA GeForce RTX 4090"})
+    assert facts.value("spec.device") == "NVIDIA GeForce RTX 4090"
+    assert str(facts.value("speed.decode.settle")).startswith("the model's size and parameter count")
