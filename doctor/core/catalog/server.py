@@ -60,6 +60,14 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("server.vllm.quantization", "str", None, "vLLM quantization method in force"),
     ("server.vllm.enforce_eager", "bool", None, "vLLM runs without CUDA graphs"),
     ("server.vllm.pipeline_parallel_size", "int", None, "vLLM pipeline parallel size"),
+    # SGLang settings without a general name (doctor/sources/engines/sglang)
+    ("server.sglang.mem_fraction_static", "float", None,
+     "SGLang --mem-fraction-static: the share of GPU memory for weights and the KV pool"),
+    ("server.sglang.max_running_requests", "int", "requests", "SGLang max_running_requests in force"),
+    ("server.sglang.tp_size", "int", None, "SGLang --tp (tensor parallel size)"),
+    ("server.sglang.disable_cuda_graph", "bool", None, "SGLang runs without CUDA graphs"),
+    ("server.sglang.avail_after_pool_bytes", "int", "bytes",
+     "SGLang: GPU memory left after the KV pool (Memory pool end), for activations and CUDA graphs"),
     # TGI settings without a general name
     ("server.tgi.quantize", "str", None, "TGI --quantize"),
     ("server.tgi.cuda_memory_fraction", "float", None, "TGI --cuda-memory-fraction"),

@@ -1,0 +1,1 @@
+"""Engines, one folder each."""
