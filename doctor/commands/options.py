@@ -179,7 +179,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("record", "--record", "write every event to FILE (NDJSON, flushed as it goes); analyze FILE replays it",
        "watch", "source", metavar="FILE"),
     # -- what to check -------------------------------------------------------------------------
-    _o("only", "--only", "only these checks: rule id, slug, class or class family (e.g. LD205,context.overflow)",
+    _o("only", "--only", "only these checks: rule id (LDnnn), slug, class or class family (e.g. context.overflow,oom)",
        ALL, "selection", action="append", default=[], type=csv_list, metavar="X[,Y]",
        help_for={"scan": "only these probes (gguf, storage, cpu, memory, gpu, engine, readbench, gpubench, "
                          "bench, trace) and/or checks (rule id, slug, class or class family)"}),

@@ -11,7 +11,8 @@ from doctor.core.catalog import CATALOG, EVENT_KINDS
 from doctor.core.errors import UsageError
 from doctor.core.format import describe, placeholders
 from doctor.core.sanitize import inert
-from doctor.judge.rulebase import CLASSES, Rule, class_for, load_rulebase
+from doctor.judge.rule import Rule
+from doctor.judge.rulebase import load_rulebase
 from doctor.judge.ruletest import run_all
 
 RULES_HELP = "an extra rule folder (repeatable; also LLM_DOCTOR_RULES)"
@@ -34,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pe = sub.add_parser("explain", help="what a rule checks, why, and how to fix it",
                         description="Explain a rule, or every rule of a diagnosis class.")
     pe.add_argument("rule", metavar="NAME",
-                    help="a rule id (LD201), a slug (prompt-exceeds-context), a diagnosis class "
+                    help="a rule id (LDnnn), a slug (prompt-exceeds-context), a diagnosis class "
                          "(context.overflow or context-overflow) or a class family (context)")
     pe.add_argument("--rules", action="append", metavar="DIR", default=[], help=RULES_HELP)
     pe.set_defaults(run=run_explain)
@@ -84,11 +85,11 @@ def run_explain(args: argparse.Namespace) -> int:
     rules = rb.select(args.rule)
     if not rules:
         raise UsageError(f"no rule, slug or class {args.rule!r} (see `llm-doctor rules list`; classes: "
-                         f"{', '.join(CLASSES)})")
+                         f"{', '.join(rb.families.classes)})")
     out: list[str] = []
     if len(rules) > 1:
-        cls = class_for(args.rule)
-        what = f"class {cls} ({CLASSES[cls]})" if cls else f"family {args.rule.lower()}"
+        cls = rb.families.class_for(args.rule)
+        what = f"class {cls} ({rb.families.area(cls)})" if cls else f"family {args.rule.lower()}"
         out += [f"{len(rules)} rules in {what}: {', '.join(r.id for r in rules)}", ""]
     for i, rule in enumerate(rules):
         if i:
@@ -101,7 +102,7 @@ def run_explain(args: argparse.Namespace) -> int:
 def explain_rule(rule: Rule) -> list[str]:
     """A rule for people: its templates rendered without facts (a value reads <name>)."""
     out = [f"{rule.id} {rule.slug} — {rule.title}",
-           f"class: {rule.cls} ({CLASSES[rule.cls]})   severity: {rule.severity}   modes: {', '.join(rule.modes)}",
+           f"class: {rule.cls} ({rule.area})   severity: {rule.severity}   modes: {', '.join(rule.modes)}",
            f"defined in: {rule.path}:{rule.line}", ""]
     out += ["Says:", "  " + " ".join(describe(rule.message).split())]
     out += [f"  ({mode}) " + " ".join(describe(text).split()) for mode, text in rule.message_by_mode.items()]

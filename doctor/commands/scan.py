@@ -292,7 +292,7 @@ def verify_scan(report: Any, model_path: str, plan: Plan, machine: Facts, ruleba
         facts.merge(planned.facts())
         return diagnose(facts, rulebase, command="scan", mode="scan", engine=engine, errors=errors)
 
-    verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=_progress)
+    verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=_progress, rules=rulebase)
 
 
 class _Beside(threading.Thread):

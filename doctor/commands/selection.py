@@ -51,7 +51,8 @@ def filter_rules(rulebase: RuleBase, only: set[str], skip: set[str]) -> RuleBase
         return any(rule.matches(s) for s in selectors)
 
     kept = [r for r in rulebase.rules if (not only or match(r, only)) and not (skip and match(r, skip))]
-    return RuleBase(rules=kept, notes=list(rulebase.notes), sources=list(rulebase.sources))
+    return RuleBase(rules=kept, notes=list(rulebase.notes), sources=list(rulebase.sources),
+                    families=rulebase.families)
 
 
 def select_rules(args: Any, rulebase: RuleBase, command: str) -> RuleBase:

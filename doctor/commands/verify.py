@@ -23,6 +23,8 @@ from typing import Any
 from doctor.commands.options import VERIFY_BUDGET_S
 from doctor.core.report import Report, Sweep, Verification, Verified
 from doctor.judge import fixmap
+from doctor.judge.changes import flags
+from doctor.judge.rulebase import RuleBase, load_rulebase
 
 MIN_RUN_S = 8.0  # no run is started with less of the budget left
 STOP_GRACE_S = 5.0  # a run stopped at its limit may take this long to end (doctor.sources.live.embedded.runner)
@@ -58,6 +60,7 @@ class Verifier:
     base: dict[str, Any] = field(default_factory=dict)  # resolved fixes: the sweeps run with them
     skip: dict[str, str] = field(default_factory=dict)  # class area -> why its fixes are not tried here
     stopped: Callable[[], bool] | None = None  # the user stopped: no more runs
+    rules: RuleBase | None = None  # whose `verify:` the fixes follow (None: the rule base as loaded by default)
     _start: float = field(default_factory=time.monotonic)
     _cache: dict[tuple[tuple[str, Any], ...], Report] = field(default_factory=dict)
 
@@ -87,15 +90,16 @@ class Verifier:
     def verify_fixes(self) -> None:
         has_gpu = (self.report.facts.value("host.gpu.count") or 0) > 0
         before_all = fixmap.figures(self.report.facts)
+        rules = self.rules if self.rules is not None else load_rulebase()
         for finding in self.report.findings:
-            recipe = fixmap.recipe_for(finding)
+            recipe = fixmap.recipe_for(finding, rules)
             if recipe is None:
                 finding.fix.verified = Verified("not tried", "not tried: no setting fix to try for this check",
                                                 reason="no setting fix to try for this check")
                 continue
             skipped = self.skip.get(finding.cls.split(".")[0])
             if recipe.not_tried or (recipe.needs_gpu and not has_gpu) or skipped:
-                reason = recipe.not_tried or skipped or fixmap._NO_GPU
+                reason = recipe.not_tried or skipped or fixmap.NO_GPU
                 finding.fix.verified = Verified("not tried", f"not tried: {reason}", reason=reason)
                 continue
             cands = fixmap.candidates(recipe, self.report.facts, self.settings)
@@ -118,7 +122,7 @@ class Verifier:
         before = fixmap.pick(finding.cls, before_all)
         result: Verified | None = None
         for changes in cands:
-            applied_flags = fixmap.flags(changes)
+            applied_flags = flags(changes)
             label = applied_flags.get("llama.cpp") or ", ".join(f"{k}={v}" for k, v in changes.items())
             self.say(f"{finding.id}: re-running with {label}")
             after_report = self.job(changes)
@@ -256,10 +260,13 @@ def _best(sweep: Sweep, lower: bool) -> None:
 
 def verify(report: Report, settings: dict[str, Any], run_job: RunJob, *, budget_s: float = VERIFY_BUDGET_S,
            progress: Callable[[str], None] | None = None, sweeps: bool = True,
-           skip: dict[str, str] | None = None, stopped: Callable[[], bool] | None = None) -> Verification:
+           skip: dict[str, str] | None = None, stopped: Callable[[], bool] | None = None,
+           rules: RuleBase | None = None) -> Verification:
     """Try the fixes of `report` and run the sweeps; the fixes' `verified` and `report.verification` are set.
-    `skip`: class areas ("sampling") whose fixes cannot be judged by these re-runs, with the reason."""
-    verifier = Verifier(report, settings, run_job, budget_s, progress, skip=dict(skip or {}), stopped=stopped)
+    `skip`: class areas ("sampling") whose fixes cannot be judged by these re-runs, with the reason;
+    `rules`: the rule base that judged the report (its rules' `verify:` say what to try)."""
+    verifier = Verifier(report, settings, run_job, budget_s, progress, skip=dict(skip or {}), stopped=stopped,
+                        rules=rules)
     began = time.monotonic()
     verifier.verify_fixes()
     done: list[Sweep] = []

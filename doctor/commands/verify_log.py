@@ -122,7 +122,7 @@ def verify_log(report: Report, rulebase: Any, model: str | None, budget_s: float
 
     why = "the log does not hold the prompt, so a re-run cannot show what a sampling change does to its output"
     result = verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s or VERIFY_BUDGET_S,
-                    progress=progress, skip={"sampling": why})
+                    progress=progress, skip={"sampling": why}, rules=rulebase)
     result.notes.append(f"--verify re-ran {path} with the log's settings and a filler prompt of {prompt_tokens} "
                         "tokens (a log does not hold the prompt): fixes to fitting, memory and speed are measured, "
                         "fixes to this prompt's output are not")

@@ -264,7 +264,7 @@ def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable
         return run.report
 
     verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=note,
-           stopped=stop.is_set if stop is not None else None)
+           stopped=stop.is_set if stop is not None else None, rules=rulebase)
 
 
 def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: Callable[[LiveEvent], None],

@@ -1,102 +1,44 @@
 """Which fixes llm-doctor can try itself (`--verify`), and how to tell whether they worked.
 
-The mapping from a finding to the embedded engine's settings is data: RECIPES, keyed by rule id
-(where one rule's fix differs from its class's) or by diagnosis class. A recipe lists candidate
-setting changes in the order to try them (a value "{fact.name}" reads a fact of the first run;
-"@needed" is the prompt plus the reply, rounded up to 256), or says why its fix is not a setting
-that can be tried here ("not tried"). The runner (doctor/commands/verify.py) re-runs the short job
-with a candidate applied and hands the judged result back here: `figures` picks the numbers that
-matter, `outcome` compares before and after, `line` writes the short before -> after line.
+What a finding's fix tries is data: its rule's `verify:` (beside its `fix:` in the rule file), else
+its class's default (rules/families.yaml), read into a `Recipe` (doctor/judge/changes.py). A recipe
+lists candidate setting changes in the order to try them (a value "{fact.name}" reads a fact of the
+first run; "@needed" is the prompt plus the reply, rounded up to 256), or says why its fix is not a
+setting that can be tried here ("not tried"). The runner (doctor/commands/verify.py) re-runs the
+short job with a candidate applied and hands the judged result back here: `figures` picks the
+numbers that matter, `outcome` compares before and after, `line` writes the short before -> after line.
 
-How each engine spells a settings change is the engine table's (doctor/core/engines.py, `Spelling`).
+How each engine spells a settings change is the engine table's (doctor/core/engines.py, `Spelling`),
+written out by doctor/judge/changes.py.
 
 Pure: no processes, no engine imports (settings are RunSettings field names and plain values).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from doctor.core import engines
 from doctor.core.facts import Facts
 from doctor.core.report import Finding, Report
 from doctor.core.vocab import VerifyOutcome
+from doctor.judge.changes import NEEDED, Recipe
+from doctor.judge.rulebase import RuleBase
+
+NO_GPU = "the fix puts layers on a GPU, and this machine's engine has none to try it on"
 
 
-@dataclass(frozen=True, slots=True)
-class Recipe:
-    candidates: tuple[tuple[tuple[str, Any], ...], ...] = ()  # settings changes, in the order to try
-    not_tried: str = ""  # why the fix is not a setting llm-doctor can try
-    needs_gpu: bool = False  # the change only means something with a GPU
-
-
-def _c(**fields: Any) -> tuple[tuple[str, Any], ...]:
-    return tuple(fields.items())
-
-
-_THREADS = _c(n_threads="{derived.threads_recommended}", n_threads_batch="{derived.threads_recommended}")
-_NO_GPU = "the fix puts layers on a GPU, and this machine's engine has none to try it on"
-RECIPES: dict[str, Recipe] = {
-    # context: give the prompt and reply room; if that no longer fits, the largest that fits, then
-    # just the prompt and the reply
-    "LD201": Recipe((_c(n_ctx="{derived.ctx_recommended}"), _c(n_ctx="{derived.ctx_fit_recommended}"),
-                     _c(n_ctx="@needed"))),
-    "LD202": Recipe((_c(n_ctx="{derived.ctx_recommended}"), _c(n_ctx="{derived.ctx_fit_recommended}"),
-                     _c(n_ctx="@needed"))),
-    "LD203": Recipe(not_tried="the fix is a server's slot count (--parallel); the embedded engine runs one sequence"),
-    "context.overflow": Recipe(not_tried="the fix is a server setting (slots, request limits), not one of the "
-                                         "embedded engine's"),
-    "context.oversized": Recipe((_c(n_ctx="{derived.ctx_recommended}"),)),
-    # sampling
-    "LD402": Recipe((_c(repeat_penalty=1.1),)),
-    "sampling.repetition": Recipe((_c(temperature=0.7, repeat_penalty=1.1),)),
-    # threads: the recommended count (the sweep measures all of them)
-    "cpu.threads": Recipe((_THREADS,)),
-    "decode.jitter": Recipe((_THREADS,)),
-    # KV cache type and flash attention
-    "LD701": Recipe((_c(type_k="f16", type_v="f16"),)),
-    "LD704": Recipe((_c(type_v="q8_0", flash_attn=True),)),
-    "kv.dtype": Recipe((_c(type_k="q8_0", type_v="q8_0", flash_attn=True),)),
-    # memory
-    "oom.kv_cache": Recipe((_c(n_ctx="{derived.ctx_fit_recommended}"), _c(n_ctx="{derived.ctx_reduced}"),
-                            _c(type_k="q8_0", type_v="q8_0", flash_attn=True))),
-    "oom.compute": Recipe((_c(n_ubatch=256, flash_attn=True),)),
-    "oom.weights": Recipe((_c(n_gpu_layers="{derived.max_gpu_layers}"),), needs_gpu=True),
-    "oom.paging": Recipe(not_tried="paging is judged against a memory budget (available RAM, a container "
-                                   "limit, --ram); llm-doctor does not re-run the engine under a limit"),
-    "oom.prompt_cache": Recipe(not_tried="the fix is llama-server's --cache-ram; the embedded engine keeps no "
-                                         "prompt cache"),
-    "oom.runtime": Recipe(not_tried="the fix leaves headroom on a GPU; this run's memory is not the GPU's"),
-    "oom.concurrency": Recipe(not_tried="the fix is a server's concurrency; the embedded engine runs one request"),
-    "LD503": Recipe((_c(n_gpu_layers=-1),), needs_gpu=True),
-    "LD504": Recipe((_c(n_gpu_layers=-1),), needs_gpu=True),
-    "LD506": Recipe((_c(n_gpu_layers=-1),), needs_gpu=True),
-    "LD507": Recipe((_c(n_gpu_layers="{derived.gpu_layers_fit_recommended}"),), needs_gpu=True),
-    "offload.none": Recipe(not_tried="the fix is a GPU build of the engine or a GPU driver, not a setting"),
-    "offload.partial": Recipe((_c(n_gpu_layers=-1),), needs_gpu=True),
-    "LD102": Recipe((_c(use_mmap=True),)),
-    "io.slow_load": Recipe(not_tried="the fix is faster storage for the model file, not a setting"),
-    "pcie.degraded": Recipe(not_tried="the fix is the PCIe slot or link, not a setting"),
-    "serving.queueing": Recipe(not_tried="the fix is a server's capacity (sequences, replicas); "
-                                       "the embedded engine serves one request"),
-    "serving.latency": Recipe(not_tried="the fix is a server's batching or capacity; "
-                                      "the embedded engine serves one request"),
-    "serving.saturation": Recipe(not_tried="the fix is more slots or replicas of a server; "
-                                         "the embedded engine serves one request"),
-    "gpu.bandwidth": Recipe(not_tried="the fix is the GPU's clocks, power or cooling, not a setting"),
-    "model.corrupt": Recipe(not_tried="the fix is a good copy of the model file, not a setting"),
-    "kv.preemption": Recipe(not_tried="the fix is a server's KV pool and concurrency; the embedded engine runs one "
-                                      "request"),
-    "engine.crash": Recipe(not_tried="crash triage already re-ran the engine one setting at a time (see the evidence)"),
-}
-
-def recipe_for(finding: Finding) -> Recipe | None:
-    return RECIPES.get(finding.id) or RECIPES.get(finding.cls)
+def recipe_for(finding: Finding, rules: RuleBase) -> Recipe | None:
+    """The finding's rule's `verify:` (or its class's default); a rule the base does not hold (a
+    finding read back from JSON) gets its class's default."""
+    rule = rules.by_id(finding.id)
+    if rule is not None:
+        return rule.verify
+    known = rules.families.classes.get(finding.cls)
+    return known.verify if known is not None else None
 
 
 def _resolve(value: Any, facts: Facts, settings: dict[str, Any]) -> Any:
-    if value == "@needed":
+    if value == NEEDED:
         prompt = facts.value("run.prompt_tokens_max")
         reply = settings.get("max_tokens")
         if not isinstance(prompt, int) or not isinstance(reply, int) or reply <= 0:
@@ -119,31 +61,6 @@ def candidates(recipe: Recipe, facts: Facts, settings: dict[str, Any]) -> list[d
         changes = {k: v for k, v in changes.items() if settings.get(k) != v}
         if changes and changes not in out:
             out.append(changes)
-    return out
-
-
-def _fields(value: Any) -> dict[str, Any]:
-    """What an engine's settings form may use besides "{v}" (the engine table's Spelling, doctor/core/engines.py)."""
-    return {"v": value, "V": str(value).upper(), "onoff": "on" if value else "off", "bit": int(bool(value)),
-            "lower": str(value).lower(), "mmap": "" if value else "--no-mmap", "repack": "" if value else "-nr"}
-
-
-def flags(changes: dict[str, Any]) -> dict[str, str]:
-    """The change in each engine's terms, for the engines the engine table spells settings for:
-    {"llama.cpp": "--ctx-size 512", "llama-cpp-python": "Llama(..., n_ctx=512)", "ollama": ...}."""
-    out: dict[str, str] = {}
-    for engine in engines.table():
-        spelling = engine.spelling
-        if spelling is None:
-            continue
-        parts: list[str] = []
-        for name, value in changes.items():
-            form = spelling.forms.get(name)
-            text = form.format(**_fields(value)).strip() if form else ""
-            if text and text not in parts:
-                parts.append(text)
-        if parts:
-            out[engine.name] = spelling.wrap.format(spelling.join.join(parts))
     return out
 
 

@@ -1,6 +1,6 @@
 """The rule files' parsed YAML, kept as JSON so that a command does not parse YAML on every start.
 
-Room in the house: doctor/judge/rulebase.py reads each rule file through `load_tree`; this module only
+Room in the house: doctor/judge/ruleyaml.py reads each rule-base file through `load_tree`; this module only
 turns a file's text into its YAML data tree (mappings and lists that remember their line numbers)
 and remembers that tree. Validation is not cached: every rule is checked against the catalogue
 from the tree on every load, so a cached file can never let a rule through that the YAML would not.
@@ -29,7 +29,7 @@ from typing import Any
 from doctor.core.json_cache import store_text
 
 CACHE_VERSION = 1
-CACHE_KEEP = 64  # entries kept (newest); the built-in rules are 16 files
+CACHE_KEEP = 64  # entries kept (newest); the built-in rule base is about a dozen files
 LINE = "\u0000line"  # a stored mapping's [line, [line of each key, in key order]]
 ITEMS = "\u0000items"  # a stored list: {ITEMS: [...], LINE: line}
 
@@ -67,8 +67,8 @@ def _code_stamp() -> str:
     from importlib.util import find_spec
 
     digest = hashlib.sha256(f"{CACHE_VERSION}".encode())
-    # the loader lives in rulebase.py beside this module (read, not imported: rulebase imports us)
-    for module in (__file__, str(Path(__file__).with_name("rulebase.py"))):
+    # the loader lives in ruleyaml.py beside this module (read, not imported: ruleyaml imports us)
+    for module in (__file__, str(Path(__file__).with_name("ruleyaml.py"))):
         digest.update(Path(module).read_bytes())
     spec = find_spec("yaml")
     if spec is None or not spec.origin:

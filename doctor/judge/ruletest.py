@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from doctor.core.facts import Facts
 from doctor.derive.estimate import derive
 from doctor.judge.evaluate import evaluate_rule
-from doctor.judge.rulebase import Rule, RuleBase, RuleCase
+from doctor.judge.rule import Rule, RuleCase
+from doctor.judge.rulebase import RuleBase
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ one run per distinct change, and the sweeps' best value and gain (a stand-in run
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -13,6 +14,7 @@ from doctor.commands.verify import Verifier, verify
 from doctor.core.facts import Facts
 from doctor.core.report import Report
 from doctor.judge import fixmap
+from doctor.judge.changes import Recipe, flags
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import RuleBase, load_rulebase
 
@@ -44,33 +46,38 @@ LOOP = {"run.output_repetition": 0.99, "run.repeat_count": 33, "run.repeat_span"
         "run.crashed": False, "run.finish_reason": "length"}
 
 
-def test_the_mapping_is_data_keyed_by_rule_then_class(rules: RuleBase) -> None:
+def test_what_verify_tries_is_the_rules_own_verify_else_its_class_default(rules: RuleBase) -> None:
     report = judged(rules, OVERFLOW, [OVERFLOW_EVENT])
     ld201 = next(f for f in report.findings if f.id == "LD201")
-    recipe = fixmap.recipe_for(ld201)
-    assert recipe is fixmap.RECIPES["LD201"]
+    recipe = fixmap.recipe_for(ld201, rules)
+    assert recipe is not None and recipe is rules.by_id("LD201").verify  # its `verify:` beside its `fix:`
     cands = fixmap.candidates(recipe, report.facts, SETTINGS)
     assert cands[0] == {"n_ctx": report.facts.value("derived.ctx_recommended")}
     assert {"n_ctx": 512} in cands  # @needed: 400 + 32 rounded up to 256
-    # every class the README lists has a recipe: a setting to try or a reason not to
-    classes = {r.cls for r in rules.rules}
-    assert all(fixmap.RECIPES.get(c) or any(fixmap.RECIPES.get(r.id) for r in rules.rules if r.cls == c)
-               for c in classes), sorted(c for c in classes if c not in fixmap.RECIPES)
+    # a rule that names no verify takes its class's (rules/families.yaml)
+    ld205 = rules.by_id("LD205")
+    assert ld205 is not None and ld205.verify == rules.families.classes["context.oversized"].verify
+    assert ld205.verify is not None and ld205.verify.candidates == ((("n_ctx", "{derived.ctx_recommended}"),),)
+    # a finding whose rule the base does not hold (read back from JSON): its class's
+    foreign = dataclasses.replace(ld201, id="LD299")
+    assert fixmap.recipe_for(foreign, rules) == rules.families.classes["context.overflow"].verify
+    # every rule has one: a setting to try or a reason not to
+    assert all(r.verify is not None for r in rules.rules), [r.id for r in rules.rules if r.verify is None]
 
 
 def test_a_candidate_that_changes_nothing_is_dropped() -> None:
-    recipe = fixmap.Recipe((fixmap._c(temperature=0.7, repeat_penalty=1.1), fixmap._c(repeat_penalty=1.1)))
+    recipe = Recipe(((("temperature", 0.7), ("repeat_penalty", 1.1)), (("repeat_penalty", 1.1),)))
     facts = Facts()
     assert fixmap.candidates(recipe, facts, {"temperature": 0.7, "repeat_penalty": 1.1}) == []
     assert fixmap.candidates(recipe, facts, {"temperature": 0.7, "repeat_penalty": 1.0}) == [{"repeat_penalty": 1.1}]
 
 
 def test_flags_in_each_engine() -> None:
-    assert fixmap.flags({"n_ctx": 512}) == {"llama.cpp": "--ctx-size 512", "llama-cpp-python": "Llama(..., n_ctx=512)",
-                                             "ollama": "PARAMETER num_ctx 512"}
-    both = fixmap.flags({"temperature": 0.7, "repeat_penalty": 1.1})
+    assert flags({"n_ctx": 512}) == {"llama.cpp": "--ctx-size 512", "llama-cpp-python": "Llama(..., n_ctx=512)",
+                                     "ollama": "PARAMETER num_ctx 512"}
+    both = flags({"temperature": 0.7, "repeat_penalty": 1.1})
     assert both["llama.cpp"] == "--temp 0.7 --repeat-penalty 1.1"
-    assert fixmap.flags({"use_mmap": False, "flash_attn": True})["llama.cpp"] == "--no-mmap --flash-attn on"
+    assert flags({"use_mmap": False, "flash_attn": True})["llama.cpp"] == "--no-mmap --flash-attn on"
 
 
 def test_outcomes(rules: RuleBase) -> None:
@@ -117,7 +124,7 @@ def test_a_loop_fix_is_resolved_when_the_loop_is_gone(rules: RuleBase) -> None:
 
 def test_made_worse_tries_the_next_candidate(rules: RuleBase, monkeypatch: pytest.MonkeyPatch) -> None:
     before = judged(rules, OVERFLOW, [OVERFLOW_EVENT])
-    monkeypatch.setitem(fixmap.RECIPES, "LD201", fixmap.Recipe((fixmap._c(n_ctx=1024), fixmap._c(n_ctx="@needed"))))
+    monkeypatch.setattr(rules.by_id("LD201"), "verify", Recipe(((("n_ctx", 1024),), (("n_ctx", "@needed"),))))
     tried: list[int] = []
 
     def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
@@ -126,7 +133,7 @@ def test_made_worse_tries_the_next_candidate(rules: RuleBase, monkeypatch: pytes
             return judged(rules, {**FITS, "config.n_ctx": changes["n_ctx"], "run.crashed": True})
         return judged(rules, {**FITS, "config.n_ctx": changes["n_ctx"]})
 
-    Verifier(before, SETTINGS, run_job).verify_fixes()  # @needed: 400 + 32 -> 512
+    Verifier(before, SETTINGS, run_job, rules=rules).verify_fixes()  # @needed: 400 + 32 -> 512
     v = next(f for f in before.findings if f.id == "LD201").fix.verified
     assert v is not None
     assert tried == [1024, 512]
@@ -140,7 +147,8 @@ def test_not_tried_says_why(rules: RuleBase) -> None:
     Verifier(report, SETTINGS, lambda *a: calls.append(a) or report).verify_fixes()
     for finding in report.findings:
         assert finding.fix.verified is not None
-        if fixmap.recipe_for(finding) and fixmap.recipe_for(finding).not_tried:
+        recipe = fixmap.recipe_for(finding, rules)
+        if recipe is not None and recipe.not_tried:
             assert finding.fix.verified.outcome == "not tried" and finding.fix.verified.reason
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from doctor.core.errors import RuleError
-from doctor.judge import rulebase as rulebase_module
-from doctor.judge.rulebase import CLASSES, ENV_RULES, builtin_rules_dir, load_rulebase, parse_rules, rule_files
+from doctor.judge import families, ruleyaml
+from doctor.judge.rulebase import ENV_RULES, builtin_rules_dir, load_rulebase, parse_rules, rule_files
 from doctor.judge.rulecache import _key
 
 GOOD = """
@@ -33,7 +33,7 @@ GOOD = """
 
 def test_builtin_rules_load_and_cover_every_class_they_name(rulebase) -> None:
     assert len(rulebase.rules) >= 25
-    assert {r.cls for r in rulebase.rules} <= set(CLASSES)
+    assert {r.cls for r in rulebase.rules} <= set(families.builtin().classes)
     assert builtin_rules_dir().name in ("rules", "_builtin_rules")
 
 
@@ -186,14 +186,14 @@ def _no_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(text: str, path: str) -> None:
         raise AssertionError(f"YAML parsed again: {path}")
 
-    monkeypatch.setattr(rulebase_module, "load_yaml", refuse)
+    monkeypatch.setattr(ruleyaml, "load_yaml", refuse)
 
 
 def test_a_second_load_reads_the_cache_and_gives_the_same_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   rulebase) -> None:
     first = _cached_base(tmp_path, monkeypatch)
     entries = sorted((tmp_path / "cache" / "llm-doctor" / "rules").glob("*.json"))
-    assert len(entries) == len(rule_files(builtin_rules_dir()))
+    assert len(entries) == len(rule_files(builtin_rules_dir())) + 1  # and families.yaml
     json.loads(entries[0].read_text(encoding="utf-8"))  # plain JSON, nothing that runs code when loaded
     _no_yaml(monkeypatch)
     second = load_rulebase([], env={})
@@ -233,7 +233,7 @@ def test_a_broken_file_is_reported_as_before_and_not_cached(tmp_path: Path, monk
             _cached_base(tmp_path, monkeypatch, [str(folder)])
         assert info.value.path.endswith("mine.yaml") and info.value.line is not None
     cache = tmp_path / "cache" / "llm-doctor" / "rules"
-    assert len(list(cache.glob("*.json"))) == len(rule_files(builtin_rules_dir()))
+    assert len(list(cache.glob("*.json"))) == len(rule_files(builtin_rules_dir())) + 1
 
 
 def test_a_tree_json_cannot_hold_is_parsed_each_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,8 +241,8 @@ def test_a_tree_json_cannot_hold_is_parsed_each_time(tmp_path: Path, monkeypatch
     text = GOOD + "    - facts: {config.n_ctx: 2024-01-01}\n      expect: ok\n"
     folder = _write(tmp_path, text)
     parsed = []
-    real = rulebase_module.load_yaml
-    monkeypatch.setattr(rulebase_module, "load_yaml", lambda t, w: parsed.append(w) or real(t, w))
+    real = ruleyaml.load_yaml
+    monkeypatch.setattr(ruleyaml, "load_yaml", lambda t, w: parsed.append(w) or real(t, w))
     for _ in range(2):
         rule = _cached_base(tmp_path, monkeypatch, [str(folder)]).by_id("LD990")
         assert rule is not None and str(rule.tests[1].facts["config.n_ctx"]) == "2024-01-01"

@@ -92,7 +92,7 @@ class FixView:
 class DetailView:
     id: str
     mark: str
-    heading: str  # LD302 oom-kv-cache
+    heading: str  # the rule's id and slug
     status: str  # error · high confidence · oom.kv_cache
     title: str
     message: str

@@ -1,0 +1,120 @@
+"""A change of settings as data: the names a rule's `fix.change` and `verify.try` may use, how each
+engine spells a change, and a fix's `verify:` recipe (what `--verify` tries, or why it tries nothing).
+
+A change maps RunSettings field names to values: a number, a word, true/false, or "{fact.name}" (a
+fact of the run, read in when the fix is shown or tried); a verify candidate may also use "@needed"
+(the prompt plus the reply, rounded up to 256). The names and their spelling per engine are the
+engine table's (doctor/core/engines.py, `Spelling`): an engine without a spelling gets no command
+from a change, only from its own `fix:` key.
+
+Judge floor; pure. The error texts are this module's; the values come from the rule files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from doctor.core import catalog, engines
+from doctor.judge.ruleyaml import Ctx
+
+NEEDED = "@needed"  # a verify value: the prompt plus the reply, rounded up to 256
+VERIFY_KEYS = ("try", "not_tried", "needs_gpu")
+
+Change = tuple[tuple[str, Any], ...]  # (setting, value) pairs, in the order written
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """What `--verify` does with a fix: candidate changes in the order to try them, or why not."""
+
+    candidates: tuple[Change, ...] = ()  # settings changes, in the order to try
+    not_tried: str = ""  # why the fix is not a setting llm-doctor can try
+    needs_gpu: bool = False  # the change only means something with a GPU
+
+
+def setting_names() -> tuple[str, ...]:
+    """Every setting some engine of the table spells, in table order."""
+    names: list[str] = []
+    for engine in engines.table():
+        for name in engine.spelling.forms if engine.spelling is not None else ():
+            if name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """What an engine's settings form may use besides "{v}" (the engine table's Spelling, doctor/core/engines.py)."""
+    return {"v": value, "V": str(value).upper(), "onoff": "on" if value else "off", "bit": int(bool(value)),
+            "lower": str(value).lower(), "mmap": "" if value else "--no-mmap", "repack": "" if value else "-nr"}
+
+
+def flags(changes: Mapping[str, Any]) -> dict[str, str]:
+    """The change in each engine's terms, for the engines the engine table spells settings for
+    (engine name -> its command: a server flag, a Llama() argument, a Modelfile PARAMETER)."""
+    out: dict[str, str] = {}
+    for engine in engines.table():
+        spelling = engine.spelling
+        if spelling is None:
+            continue
+        parts: list[str] = []
+        for name, value in changes.items():
+            form = spelling.forms.get(name)
+            text = form.format(**_fields(value)).strip() if form else ""
+            if text and text not in parts:
+                parts.append(text)
+        if parts:
+            out[engine.name] = spelling.wrap.format(spelling.join.join(parts))
+    return out
+
+
+# -- read from YAML --------------------------------------------------------------------------------
+
+def parse_change(ctx: Ctx, node: Any, field_name: str, *, needed: bool = False) -> dict[str, Any]:
+    """A mapping of setting -> value, checked: known settings, single values, known facts."""
+    if not isinstance(node, dict) or not node:
+        raise ctx.fail(field_name, "a settings change maps settings to values ({n_ctx: 4096})", node)
+    known = setting_names()
+    out: dict[str, Any] = {}
+    for name, value in node.items():
+        if name not in known:
+            raise ctx.fail(field_name, f"unknown setting '{name}' (the engine table spells: {', '.join(known)})",
+                           node)
+        if value is None or isinstance(value, dict | list):
+            raise ctx.fail(f"{field_name}.{name}", "a setting takes one value (a number, a word, true/false "
+                                                   "or \"{fact.name}\")", node)
+        if isinstance(value, str):
+            value = value.strip()
+            if value == NEEDED and not needed:
+                raise ctx.fail(f"{field_name}.{name}", f"'{NEEDED}' is a verify value only", node)
+            if value.startswith("{") and not (value.endswith("}") and catalog.is_known(value[1:-1])):
+                raise ctx.fail(f"{field_name}.{name}", f"'{value}' is not a known fact in braces "
+                                                       "(see `llm-doctor facts`)", node)
+        out[str(name)] = value
+    return out
+
+
+def parse_verify(ctx: Ctx, node: Any, field_name: str = "verify") -> Recipe:
+    """{try: [CHANGE, ...], needs_gpu: BOOL} or {not_tried: WHY}."""
+    if not isinstance(node, dict):
+        raise ctx.fail(field_name, "'verify' is {try: [{setting: value}, ...]} or {not_tried: why}", node)
+    bad = set(node) - set(VERIFY_KEYS)
+    if bad:
+        raise ctx.fail(field_name, f"unknown keys in verify: {sorted(bad)} (known: {', '.join(VERIFY_KEYS)})", node)
+    if ("try" in node) == ("not_tried" in node):
+        raise ctx.fail(field_name, "'verify' gives either 'try' (changes to run) or 'not_tried' (why not)", node)
+    needs_gpu = node.get("needs_gpu", False)
+    if not isinstance(needs_gpu, bool):
+        raise ctx.fail(f"{field_name}.needs_gpu", "'needs_gpu' is true or false", node)
+    if "not_tried" in node:
+        why = node["not_tried"]
+        if not isinstance(why, str) or not why.strip():
+            raise ctx.fail(f"{field_name}.not_tried", "'not_tried' says why the fix is not tried here", node)
+        return Recipe(not_tried=" ".join(why.split()), needs_gpu=needs_gpu)
+    tries = node["try"]
+    if not isinstance(tries, list) or not tries:
+        raise ctx.fail(f"{field_name}.try", "'try' is a non-empty list of settings changes", node)
+    candidates = tuple(tuple(parse_change(ctx, item, f"{field_name}.try[{i}]", needed=True).items())
+                       for i, item in enumerate(tries))
+    return Recipe(candidates, needs_gpu=needs_gpu)
