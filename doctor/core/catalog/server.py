@@ -37,6 +37,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("server.metrics_window_s", "float", "s", "time from the first to the last /metrics scrape"),
     ("server.running_max", "int", "requests", "most requests running at once"),
     ("server.waiting_max", "int", "requests", "most requests waiting at once"),
+    ("server.waiting_while_idle", "int", "requests",
+     "most requests waiting while none ran (a request the scheduler can never start blocks the queue)"),
     ("server.swapped_max", "int", "requests", "most requests swapped to CPU at once (vLLM V0)"),
     ("server.max_num_seqs_suggested", "int", "sequences",
      "half the running peak: a --max-num-seqs the KV pool can carry"),

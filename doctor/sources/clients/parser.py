@@ -16,7 +16,9 @@ casts no engine vote, and writes `client.*` facts the client-limit rules read (r
   text-generation-webui's `truncation_length`;
 - text-generation-webui (modules/text_generation.py): `Output generated in S seconds (R tokens/s, N
   tokens, context C, seed X)` - the prompt it sent (C) and what came back (N) - and its module frames
-  (`modules/llamacpp_model.py`: llama-cpp-python inside; `modules/llama_cpp_server.py`: llama-server).
+  (`modules/llamacpp_model.py`: llama-cpp-python inside; `modules/llama_cpp_server.py`: llama-server);
+  since it runs llama-server (modules/llama_cpp_server.py, 2025-2026): `Using gpu_layers=G | ctx_size=C |
+  cache_type=T` and `The request exceeds the available context size, try increasing it`.
 
 Pure.
 """
@@ -41,6 +43,8 @@ TRUNCATION = gated(rf"""{_Q}truncation_length{_Q}\s*[:=]\s*(\d+)""")
 WEBUI_OUTPUT = gated(r"Output generated in ([\d.]+) seconds \(([\d.]+) tokens/s, (\d+) tokens, context (\d+)")
 WEBUI_FRAME = gated(r"(?:text-generation-webui|textgen)?/?modules/(llamacpp_model|llamacpp_hf|llama_cpp_server"
                     r"|text_generation|exllamav2|models)\.py")
+WEBUI_SERVER = gated(r"Using gpu_layers=(\w+) \| ctx_size=(\w+) \| cache_type=(\w+)")
+WEBUI_EXCEEDS = gated(r"The request exceeds the available context size, try increasing it")
 PAIR_WINDOW = 40  # lines between a pretty-printed finish_reason and its usage block
 REPLIES_KEPT = 4096
 
@@ -51,8 +55,9 @@ KINDS = LineKinds(
     LineKind("budget", "_budget", (BUDGET, TRUNCATION),
              (r"(?:max_tokens|max_new_tokens|max_completion_tokens|n_predict|num_predict|truncation_length)"
               r"['\"]?\s*[:=]", r"PARAMETER num_predict")),
-    LineKind("webui", "_webui", (WEBUI_OUTPUT, WEBUI_FRAME),
-             (r"Output generated in [\d.]+ seconds", r"modules/\w+\.py")),
+    LineKind("webui", "_webui", (WEBUI_OUTPUT, WEBUI_FRAME, WEBUI_SERVER, WEBUI_EXCEEDS),
+             (r"Output generated in [\d.]+ seconds", r"modules/\w+\.py", r"Using gpu_layers=\w+ \| ctx_size=",
+              r"The request exceeds the available context size")),
 )
 
 FRONTEND = "text-generation-webui"
@@ -80,6 +85,7 @@ class _State:
     webui_engine: str | None = None
     webui_prompt: tuple[int, Source] | None = None
     webui_generated: tuple[int, Source] | None = None
+    webui_ctx: tuple[int, Source] | None = None
 
 
 class ClientParser(LogParser):
@@ -167,6 +173,19 @@ class ClientParser(LogParser):
             s.webui = s.webui or self.src(line)
             s.webui_engine = WEBUI_ENGINE.get(m.group(1), s.webui_engine)
             return False
+        m = WEBUI_SERVER.search(line.text)
+        if m:
+            s.webui, s.webui_engine = s.webui or self.src(line), "llama.cpp"
+            if m.group(2).isdigit():
+                s.webui_ctx = (int(m.group(2)), self.src(line))
+            return True
+        if WEBUI_EXCEEDS.search(line.text):
+            s.webui = s.webui or self.src(line)
+            if s.webui_ctx is not None:
+                self.event("prompt_too_long", line, limit="ctx_size", n_ctx=s.webui_ctx[0])
+            else:
+                self.event("prompt_too_long", line, limit="ctx_size")
+            return True
         return False
 
     # -- summary -----------------------------------------------------------------------------------
@@ -184,6 +203,8 @@ class ClientParser(LogParser):
                 facts.set("client.frontend_engine", s.webui_engine, s.webui)
         if s.webui_prompt is not None:
             facts.set("client.prompt_tokens_max", s.webui_prompt[0], s.webui_prompt[1])
+        if s.webui_ctx is not None and not facts.has("config.n_ctx"):
+            facts.set("config.n_ctx", s.webui_ctx[0], s.webui_ctx[1])
         if s.webui_generated is not None:
             facts.set("client.completion_tokens_last", s.webui_generated[0], s.webui_generated[1])
         self._summarize_replies(facts)
