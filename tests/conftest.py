@@ -95,7 +95,7 @@ def host_has_amx() -> bool:
 
 def crash_reported(ids: set[str] | list[str]) -> bool:
     """Whether a report names an engine crash: LD950 (the engine aborted), or on an AMX Xeon LD960,
-    which names the AMX repack kernel as the likely cause (doctor/sources/logs/crashes.py: a crash with the
+    which names the AMX repack kernel as the likely cause (doctor/sources/engines/_ggml/crashes.py: a crash with the
     weights in the AMX buffer) and explains LD950 away. A test that makes the engine crash on purpose
     accepts either there, and LD950 only elsewhere."""
     ids = set(ids)

@@ -5,16 +5,24 @@ One `Engine` row says what the rest of the tool needs to know about an engine: i
 person reads, the other spellings its log signatures vote under, the engine it wraps (its logs print
 that engine's lines too: doctor/sources/logs/detect.py gives the wrapper those lines), the settings it starts
 with when not told otherwise (scan's plan, the memory estimate), the log parser that reads it (a lazy
-"module:Class" string, resolved only when the analyzer asks), how it spells a change of settings
-(the fixes `--verify` tried), and a folder of rules that ships with it.
+"module:Class" string, resolved only when the analyzer asks), the lines that show it starting (where
+one run ends and the next begins in a log), how it spells a change of settings (the fixes `--verify`
+tried, the crash fixes), and a folder of rules that ships with it.
 
-Table order is the order engines are listed in (fix commands, `--engine` choices, help text).
-Adding an engine is one parser module, one `register(Engine(...))` and its rules; the table's rows
-for the engines llm-doctor ships are below. `register` / `unregister` change the table at run
-time (plugins, tests).
+The rows are not written here: each engine is a folder, doctor/sources/engines/<engine>/, whose
+engine.py holds its row, and every row is found through the entry-point group `llm_doctor.engine`
+(pyproject.toml; a third-party engine is a folder of its own plus one entry point in its own
+distribution). The table is read from the group on first use; core imports no engine module by
+name. Where the installed metadata is not this source tree's own (a checkout run with
+PYTHONPATH, an editable install made before the group existed), the group as this tree's
+pyproject.toml declares it stands for llm-doctor's own entry points.
 
-Core: pure data; imports nothing of logs, render, tui or commands (the parser string is imported
-by `parser_class`, on demand).
+Table order is the order engines are listed in (fix commands, `--engine` choices, help text): the
+entry points' order, a wrapper after what it wraps. `register` / `unregister` change the table at
+run time (tests, a program that embeds llm-doctor); `reload` reads the group again.
+
+Core: pure data; imports nothing of sources, render, tui or commands (the parser string and the
+entry points are imported on demand).
 """
 
 from __future__ import annotations
@@ -24,7 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-EMBEDDED = "llama-cpp-python"  # the engine scan's short trace and watch's default run go through
+GROUP = "llm_doctor.engine"  # the entry-point group every engine row is found through
+DISTRIBUTION = "llm-doctor"  # the distribution whose entry points are the built-in rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,21 @@ class Spelling:
 
 
 @dataclass(frozen=True, slots=True)
+class Starts:
+    """The lines that show an engine starting: where one run ends and the next begins inside one input
+    (doctor/sources/logs/sessions.py). `lines` are regular-expression fragments (RE2 syntax), in the order
+    one start prints them (vLLM prints its API server version, then initialises the engine: one start,
+    two lines)."""
+
+    lines: tuple[str, ...] = ()
+    # a start line seen again is a new run only once the first run did something (llama.cpp: a draft
+    # model loads right after the main one, in the same process)
+    again_after_run: bool = False
+    # the start lines of the engine it wraps are a model load per request, not a restart (Ollama's runner)
+    wrapped_per_request: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Engine:
     name: str  # engine.name, the --engine choice, the key in a rule's engines: and fix:
     label: str  # for people: "Ollama", "vLLM"
@@ -62,102 +86,87 @@ class Engine:
     defaults: Defaults = field(default_factory=Defaults)
     spelling: Spelling | None = None  # None: llm-doctor does not spell settings changes for it
     rules: Path | None = None  # a folder of rule files that comes with the engine (loaded after the built-ins)
+    starts: Starts = field(default_factory=Starts)  # the lines that show it starting (log sessions)
+    embedded: bool = False  # the engine scan's short trace and watch's default run go through (one row has it)
 
 
-_LLAMACPP_PARSER = "doctor.sources.logs.llamacpp:LlamaCppParser"
-
-# RunSettings field -> the engine's form; "{v}" the value, the other fields: doctor/judge/fixmap.py
-_LLAMACPP_FLAGS = {
-    "n_ctx": "--ctx-size {v}", "n_threads": "--threads {v}", "n_threads_batch": "--threads-batch {v}",
-    "n_batch": "--batch-size {v}", "n_ubatch": "--ubatch-size {v}", "n_gpu_layers": "--n-gpu-layers {v}",
-    "type_k": "--cache-type-k {v}", "type_v": "--cache-type-v {v}", "flash_attn": "--flash-attn {onoff}",
-    "use_mmap": "{mmap}", "use_extra_bufts": "{repack}", "temperature": "--temp {v}",
-    "repeat_penalty": "--repeat-penalty {v}", "repeat_last_n": "--repeat-last-n {v}", "top_k": "--top-k {v}",
-    "top_p": "--top-p {v}", "min_p": "--min-p {v}",
-}
-_LCP_ARGS = {
-    "n_ctx": "n_ctx={v}", "n_threads": "n_threads={v}", "n_threads_batch": "n_threads_batch={v}",
-    "n_batch": "n_batch={v}", "n_ubatch": "n_ubatch={v}", "n_gpu_layers": "n_gpu_layers={v}",
-    "type_k": "type_k=GGML_TYPE_{V}", "type_v": "type_v=GGML_TYPE_{V}", "flash_attn": "flash_attn={v}",
-    "use_mmap": "use_mmap={v}", "use_extra_bufts": "use_extra_bufts={v}", "temperature": "temperature={v}",
-    "repeat_penalty": "repeat_penalty={v}", "repeat_last_n": "last_n_tokens_size={v}", "top_k": "top_k={v}",
-    "top_p": "top_p={v}", "min_p": "min_p={v}",
-}
-_OLLAMA_PARAMS = {
-    "n_ctx": "PARAMETER num_ctx {v}", "n_threads": "PARAMETER num_thread {v}", "n_batch": "PARAMETER num_batch {v}",
-    "n_gpu_layers": "PARAMETER num_gpu {v}", "type_k": "OLLAMA_KV_CACHE_TYPE={v}",
-    "type_v": "OLLAMA_KV_CACHE_TYPE={v}", "flash_attn": "OLLAMA_FLASH_ATTENTION={bit}",
-    "use_mmap": "PARAMETER use_mmap {lower}", "temperature": "PARAMETER temperature {v}",
-    "repeat_penalty": "PARAMETER repeat_penalty {v}", "repeat_last_n": "PARAMETER repeat_last_n {v}",
-    "top_k": "PARAMETER top_k {v}", "top_p": "PARAMETER top_p {v}", "min_p": "PARAMETER min_p {v}",
-}
-
-BUILTIN: tuple[Engine, ...] = (
-    # llama.cpp's CLI and server: one thread per physical core, flash attention auto, swa_full false;
-    # llama-server keeps prompt states in host memory up to --cache-ram (`llama-server --help`: "default: 8192")
-    Engine("llama.cpp", "llama.cpp", _LLAMACPP_PARSER, aliases=("llama-server", "llama.cpp-library"),
-           defaults=Defaults(threads="physical", flash_attn="auto", swa_full=False, prompt_cache_mib=8192),
-           spelling=Spelling(_LLAMACPP_FLAGS)),
-    # the C API through Python: n_threads = os.cpu_count() // 2, flash attention off, swa_full true
-    Engine("llama-cpp-python", "llama-cpp-python", _LLAMACPP_PARSER, wraps="llama.cpp",
-           spelling=Spelling(_LCP_ARGS, join=", ", wrap="Llama(..., {})")),
-    Engine("ollama", "Ollama", "doctor.sources.logs.ollama:OllamaParser", wraps="llama.cpp",
-           defaults=Defaults(threads="physical", swa_full=False), spelling=Spelling(_OLLAMA_PARAMS, join=" / ")),
-    Engine("vllm", "vLLM", "doctor.sources.logs.vllm:VllmParser", defaults=Defaults(threads=None)),
-    # TGI's llama.cpp backend (backends/llamacpp/src/main.rs): --n-threads defaults to num_cpus::get(),
-    # flash attention on unless --disable-flash-attention
-    Engine("tgi", "TGI", "doctor.sources.logs.tgi:TgiParser", wraps="llama.cpp",
-           defaults=Defaults(threads="logical", flash_attn="enabled")),
-)
-
-_TABLE: dict[str, Engine] = {e.name: e for e in BUILTIN}
+_TABLE: dict[str, Engine] = {}
+_BUILTIN: set[str] = set()  # the rows of llm-doctor's own entry points: unregister keeps them
+_STATE = {"loaded": False, "generation": 0}
 
 
 # -- reading the table ----------------------------------------------------------------------------
 
+def _rows() -> dict[str, Engine]:
+    if not _STATE["loaded"]:
+        _load()
+    return _TABLE
+
+
 def table() -> tuple[Engine, ...]:
     """Every engine, in table order."""
-    return tuple(_TABLE.values())
+    return tuple(_rows().values())
 
 
 def names() -> tuple[str, ...]:
-    return tuple(_TABLE)
+    return tuple(_rows())
 
 
 def labels() -> tuple[str, ...]:
-    return tuple(e.label for e in _TABLE.values())
+    return tuple(e.label for e in _rows().values())
+
+
+def generation() -> int:
+    """A number that changes whenever the table does (what a reader that caches rows compares)."""
+    _rows()
+    return _STATE["generation"]
+
+
+def embedded() -> str:
+    """The name of the embedded engine (the row marked `embedded`)."""
+    found = next((e.name for e in _rows().values() if e.embedded), None)
+    if found is None:
+        raise LookupError(f"no engine row of {GROUP} is the embedded engine")
+    return found
+
+
+def __getattr__(name: str) -> str:
+    if name == "EMBEDDED":  # the name the commands read: the embedded engine's row
+        return embedded()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def canonical(name: object) -> str | None:
     """The table name for a name or an alias ("llama-server" -> "llama.cpp"); None when unknown (or not a name)."""
     if not isinstance(name, str):
         return None
-    if name in _TABLE:
+    rows = _rows()
+    if name in rows:
         return name
-    return next((e.name for e in _TABLE.values() if name in e.aliases), None)
+    return next((e.name for e in rows.values() if name in e.aliases), None)
 
 
 def get(name: object) -> Engine | None:
     found = canonical(name)
-    return _TABLE[found] if found is not None else None
+    return _rows()[found] if found is not None else None
 
 
 def wrappers() -> dict[str, str]:
     """wrapper -> the engine it wraps, in table order."""
-    return {e.name: e.wraps for e in _TABLE.values() if e.wraps}
+    return {e.name: e.wraps for e in _rows().values() if e.wraps}
 
 
 def defaults(name: object) -> Defaults:
     """The defaults of the engine of this table name; an unknown name (or none) gets llama.cpp's C
     API's (the embedded engine's)."""
-    engine = _TABLE.get(name) if isinstance(name, str) else None
+    engine = _rows().get(name) if isinstance(name, str) else None
     return engine.defaults if engine is not None else Defaults()
 
 
 def parser_specs() -> list[str]:
     """The parsers of the table's engines, each once, in table order."""
     specs: list[str] = []
-    for engine in _TABLE.values():
+    for engine in _rows().values():
         if engine.parser and engine.parser not in specs:
             specs.append(engine.parser)
     return specs
@@ -174,27 +183,119 @@ def load(spec: str) -> type:
 
 def rule_dirs() -> list[Path]:
     """The rule folders that come with engines, in table order."""
-    return [e.rules for e in _TABLE.values() if e.rules is not None]
+    return [e.rules for e in _rows().values() if e.rules is not None]
 
 
 # -- changing the table ---------------------------------------------------------------------------
 
 def register(engine: Engine) -> Engine:
     """Add an engine at the end of the table. Its name and aliases must be new; what it wraps must be known."""
-    taken = set(_TABLE) | {a for e in _TABLE.values() for a in e.aliases}
+    rows = _rows()
+    taken = set(rows) | {a for e in rows.values() for a in e.aliases}
     clash = sorted(({engine.name, *engine.aliases}) & taken)
     if clash:
         raise ValueError(f"engine {engine.name}: {', '.join(clash)} already in the engine table")
-    if engine.wraps is not None and engine.wraps not in _TABLE:
+    if engine.wraps is not None and engine.wraps not in rows:
         raise ValueError(f"engine {engine.name} wraps {engine.wraps}, which is not in the engine table")
-    _TABLE[engine.name] = engine
+    rows[engine.name] = engine
+    _STATE["generation"] += 1
     return engine
 
 
 def unregister(name: str) -> None:
-    """Remove an engine that `register` added (the built-in rows stay)."""
-    if any(e.name == name for e in BUILTIN):
+    """Remove an engine that `register` (or another distribution's entry point) added; llm-doctor's own
+    rows stay."""
+    rows = _rows()
+    if name in _BUILTIN:
         raise ValueError(f"engine {name} is built in")
-    if any(e.wraps == name for e in _TABLE.values()):
+    if any(e.wraps == name for e in rows.values()):
         raise ValueError(f"engine {name} is wrapped by another engine in the table")
-    _TABLE.pop(name, None)
+    if rows.pop(name, None) is not None:
+        _STATE["generation"] += 1
+
+
+def reload() -> None:
+    """Forget the table; the next read finds the rows through the entry points again (a distribution
+    installed, or a path added, since)."""
+    _TABLE.clear()
+    _BUILTIN.clear()
+    _STATE["loaded"] = False
+    _STATE["generation"] += 1
+
+
+# -- finding the rows -----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class _Declared:
+    name: str  # the entry point's name
+    value: str  # "module:attribute" of an Engine row
+    builtin: bool  # llm-doctor's own
+
+
+def _load() -> None:
+    """Fill the table from the entry points: each names an `Engine` row; a wrapper waits for what it wraps."""
+    _STATE["loaded"] = True  # first: a row module that reads the table while it loads sees what is there
+    pending: list[tuple[Engine, bool]] = []
+    for declared in _declared():
+        row = _import(declared.value)
+        if not isinstance(row, Engine):
+            raise TypeError(f"entry point {declared.name} = {declared.value} ({GROUP}) is not an Engine row")
+        pending.append((row, declared.builtin))
+    while pending:  # in declared order, each row as soon as what it wraps is in
+        ready = next(((row, builtin) for row, builtin in pending if row.wraps is None or row.wraps in _TABLE), None)
+        if ready is None:
+            missing = ", ".join(f"{row.name} wraps {row.wraps}" for row, _ in pending)
+            raise ValueError(f"engine table: {missing}, which no entry point of {GROUP} provides")
+        pending.remove(ready)
+        register(ready[0])
+        if ready[1]:
+            _BUILTIN.add(ready[0].name)
+
+
+def _import(value: str) -> object:
+    module, _, attr = value.partition(":")
+    found: object = importlib.import_module(module.strip())
+    for part in attr.strip().split("."):
+        if part:
+            found = getattr(found, part)
+    return found
+
+
+def _declared() -> list[_Declared]:
+    """The group's entry points: this source tree's own (when run from a checkout) first, then every
+    installed distribution's, in the order importlib.metadata lists them."""
+    from importlib.metadata import entry_points
+
+    own = _checkout_entry_points()
+    found = [_Declared(name, value, True) for name, value in own] if own is not None else []
+    seen = {d.name for d in found}
+    for ep in entry_points(group=GROUP):
+        dist = getattr(ep, "dist", None)
+        mine = dist is not None and _normal(dist.metadata["Name"] or "") == DISTRIBUTION
+        if (mine and own is not None) or ep.name in seen:
+            continue  # the checkout's declaration stands for llm-doctor's own (the metadata may be another tree's)
+        seen.add(ep.name)
+        found.append(_Declared(ep.name, ep.value, mine))
+    return found
+
+
+def _checkout_entry_points() -> list[tuple[str, str]] | None:
+    """The group as the pyproject.toml of the source tree this package is imported from declares it;
+    None for an installed package (no pyproject.toml of llm-doctor beside it)."""
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    if not pyproject.is_file():
+        return None
+    import tomllib
+
+    try:
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    if _normal(str(project.get("name", ""))) != DISTRIBUTION:
+        return None
+    group = project.get("entry-points", {}).get(GROUP, {})
+    return [(str(name), str(value)) for name, value in group.items()]
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")

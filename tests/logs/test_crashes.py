@@ -15,8 +15,8 @@ import pytest
 
 from doctor.core.facts import Event
 from doctor.judge.evaluate import diagnose
+from doctor.sources.engines._ggml.crashes import CAUSES
 from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes
-from doctor.sources.logs.crashes import CAUSES
 
 CRASHES = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "crashes"
 AMX_LOG = CRASHES / "amx-crash-llama-cpp-python.log"

@@ -24,7 +24,7 @@ from doctor.sources.logs import analyze as analyze_mod
 from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes, analyze_stream
 from doctor.sources.logs.detect import Detection
 from doctor.sources.logs.registry import engine_parser_classes, parser_classes
-from doctor.sources.logs.sessions import MARKERS
+from doctor.sources.logs.sessions import start_lines
 from tests.logs.toy_engine import ToyParser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,7 +200,7 @@ def test_every_engine_the_parsers_vote_for_on_the_fixture_logs_is_in_the_table(
 def test_session_start_lines_and_metric_families_are_of_table_engines() -> None:
     from doctor.sources.live.metrics.prometheus import ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES
 
-    assert {family for family, _, _ in MARKERS} <= set(engines.names())
+    assert {family for family, _, _ in start_lines().markers} <= set(engines.names())
     for per_engine in (ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES):
         assert set(per_engine) <= set(engines.names())
 

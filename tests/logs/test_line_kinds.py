@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from doctor.sources.engines._torch.pytorch import TorchOomBoard
 from doctor.sources.logs.analyze import LogAnalyzer, analyze_stream
 from doctor.sources.logs.base import AnalysisState, LineKind, LineKinds, LogParser
 from doctor.sources.logs.line import make_line
 from doctor.sources.logs.matcher import LiteralIndex, gated
-from doctor.sources.logs.pytorch import TorchOomBoard
 from doctor.sources.logs.registry import parser_classes
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"

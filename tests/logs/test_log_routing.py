@@ -18,8 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import doctor.sources.logs.llamacpp as llamacpp_module
-from doctor.sources.logs import ollama, tgi, vllm
+import doctor.sources.engines.llamacpp.patterns as llamacpp_module
+from doctor.sources.engines._ggml import oom
+from doctor.sources.engines.llama_cpp_python import patterns as lcp
+from doctor.sources.engines.ollama import patterns as ollama
+from doctor.sources.engines.tgi import patterns as tgi
+from doctor.sources.engines.vllm import patterns as vllm
 from doctor.sources.logs.analyze import LogAnalyzer, analyze_stream
 from doctor.sources.logs.line import make_line
 from doctor.sources.logs.matcher import (
@@ -35,7 +39,7 @@ from doctor.sources.logs.matcher import (
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 LOGS = sorted(FIXTURES.rglob("*.log")) + sorted(FIXTURES.rglob("*.md"))
-MODULES = (llamacpp_module, vllm, ollama, tgi)
+MODULES = (llamacpp_module, lcp, vllm, ollama, tgi, oom)
 
 
 def _gated_patterns() -> list[tuple[str, GatedPattern]]:
@@ -133,7 +137,7 @@ def test_primed_bits_are_used_only_for_that_very_text() -> None:
 
 
 def test_literal_index_of_the_llama_parser_matches_plain_search() -> None:
-    index = llamacpp_module._INDEX
+    index = llamacpp_module.INDEX
     for text in TEXTS[::7]:
         assert index.bits(text) == sum(1 << i for i, s in enumerate(index.literals) if s in text)
 
@@ -165,7 +169,7 @@ def test_dispatch_routing_finds_what_trying_every_step_finds(path: Path, monkeyp
     for name, data in _variants(path.read_bytes()).items():
         routed = _facts_of(data)
         with monkeypatch.context() as m:
-            m.setattr(llamacpp_module._INDEX, "bits", lambda text: -1)  # every literal "present"
+            m.setattr(llamacpp_module.INDEX, "bits", lambda text: -1)  # every literal "present"
             assert _facts_of(data) == routed, name
 
 

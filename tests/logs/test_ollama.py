@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from doctor.sources.engines.ollama.patterns import go_duration_ms, slog_pairs, unwrap
 from doctor.sources.logs.analyze import analyze_bytes
 from doctor.sources.logs.line import make_line
-from doctor.sources.logs.ollama import go_duration_ms, slog_pairs, unwrap
 
 OLLAMA = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "ollama"
 

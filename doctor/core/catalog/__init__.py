@@ -37,7 +37,7 @@ EVENT_KINDS: dict[str, str] = {
     "no_gpu": "the engine found no usable GPU or was built without GPU support",
     "gpu_init_failed": "the GPU backend failed to initialise",
     "crash": "the engine aborted (GGML_ASSERT, abort, segfault, runner terminated)",
-    "crash_cause": "a crash whose cause the crash table knows (doctor/sources/logs/crashes.py); data: cause, "
+    "crash_cause": "a crash whose cause the crash table knows (doctor/sources/engines/_ggml/crashes.py); data: cause, "
                    "confidence, summary, fix, fix_llama_cpp, fix_lcp, fix_ollama, fix_vllm",
     "crash_evidence": "a line that supports a crash_cause (an AMX weight buffer, the system line, a backtrace "
                       "frame); same data",

@@ -29,15 +29,14 @@ from doctor.sources.logs.detect import detect
 from doctor.sources.logs.line import LogLine, decode, make_line
 from doctor.sources.logs.matcher import BytesPattern, LiteralIndex, compile_triggers, set_matcher, verdict
 from doctor.sources.logs.registry import parser_classes
-from doctor.sources.logs.sessions import FRAGMENTS as START_FRAGMENTS
-from doctor.sources.logs.sessions import OpenSession, StartMarker, start_marker
+from doctor.sources.logs.sessions import OpenSession, StartLines, StartMarker, start_lines
 from doctor.sources.logs.stream import CHUNK, LineScanner, open_input, rewindable
 
 
-def _trigger_pattern(parsers: list[LogParser]) -> BytesPattern:
+def _trigger_pattern(parsers: list[LogParser], starts: StartLines) -> BytesPattern:
     fragments: list[str] = []
     seen: set[str] = set()
-    for frag in START_FRAGMENTS:  # engine start lines begin sessions: every one must be a candidate
+    for frag in starts.fragments:  # engine start lines begin sessions: every one must be a candidate
         if frag not in seen:
             seen.add(frag)
             fragments.append(frag)
@@ -125,7 +124,8 @@ class LogAnalyzer:
         self.name = name
         self.parsers = parsers if parsers is not None else [cls() for cls in parser_classes()]
         self._bind_fresh(self.parsers)
-        self.scanner = LineScanner(_trigger_pattern(self.parsers))
+        self.starts = start_lines()  # the engine table's start lines (doctor/sources/logs/sessions.py)
+        self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts))
         self.skipped_lines = 0
         self.sessions: list[Session] = []  # the closed ones, oldest first (at most MAX_SESSIONS kept)
         self.sessions_closed = 0
@@ -177,8 +177,8 @@ class LogAnalyzer:
 
     def _start_line(self, marker: StartMarker, number: int, text: str) -> bool:
         """An engine start line: True when it began a new session (the parsers were replaced)."""
-        ollama = any(p.votes.get("ollama") for p in self.parsers)
-        if self.open.begins_new(marker, self._has_run(), ollama):
+        voted = {name for p in self.parsers for name, count in p.votes.items() if count}
+        if self.open.begins_new(marker, self._has_run(), voted):
             self._close(number - 1)
             self.open = OpenSession(first_line=number, started_by="engine start", text=text[:300])
             self.open.note(marker)
@@ -199,11 +199,12 @@ class LogAnalyzer:
         capturing = self._capturing
         wants = capturing[0].wants_capture if len(capturing) == 1 else None
         capture_any = self.scanner.capture  # a gap may come in a later feed() than its trigger line
+        starts = self.starts
         for raw in items:  # type: ignore[attr-defined]
             text = raw.text
             if text is not None:
                 line = make_line(raw.number, text, raw.next)
-                marker = start_marker(text)
+                marker = starts.marker(text)
                 if marker is not None and self._start_line(marker, raw.number, line.raw):
                     parsers = self.parsers  # a new session: fresh parsers
                     route = self.router.targets if self.router is not None else None

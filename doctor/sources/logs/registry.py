@@ -20,7 +20,7 @@ def engine_parser_classes() -> list[type[LogParser]]:
 
 
 def parser_classes() -> list[type[LogParser]]:
-    from doctor.sources.logs.crashes import CrashParser
+    from doctor.sources.engines._ggml.crash_parser import CrashParser
     from doctor.sources.logs.pasted import PastedParser
 
     # PastedParser reads settings and output pasted beside a log; neither it nor CrashParser casts an engine vote

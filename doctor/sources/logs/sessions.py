@@ -5,14 +5,9 @@ engine start (its banner, or the model load that begins it) opens a new session,
 two runs are not mixed. A marker belongs to a family (the engine) and has an order inside one start
 (vLLM prints its API server version, then initialises the engine: one start, two markers).
 
-The strings are the engines' own (see /work/shared/reference/engine_log_signatures.md):
-- llama.cpp (llama-server, llama-cli, llama-cpp-python, and Ollama's runner): `build: N (hash) with`
-  (common/common.cpp, printed first by the tools), `llama_model_loader: loaded meta data with N
-  key-value pairs` (src/llama-model-loader.cpp, the start of every model load);
-- vLLM: `vLLM API server version X` (entrypoints/openai/api_server.py), `Initializing a V1 LLM engine
-  (vX) with config` / `Initializing an LLM engine (vX) with config` (V1 core.py / V0 llm_engine.py);
-- Ollama: `msg="Listening on ADDR (version X)"` (server/routes.go, once per `ollama serve`);
-- TGI: the launcher's `Args {` (launcher/src/main.rs, first thing it logs).
+The lines are the engines' own, kept in each engine's row of the engine table (`Engine.starts`,
+doctor/sources/engines/<engine>/engine.py); this module reads them from the table, as it stands when
+they are asked for (an engine registered later brings its start lines).
 
 Pure.
 """
@@ -20,19 +15,10 @@ Pure.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-# (family, order within one start, pattern fragment)
-MARKERS: tuple[tuple[str, int, str], ...] = (
-    ("llama.cpp", 0, r"\bbuild: \d+ \([0-9a-f]+\) with "),
-    ("llama.cpp", 1, r"llama_model_loader: loaded meta data with \d+ key-value pairs"),
-    ("vllm", 0, r"vLLM API server version \d"),
-    ("vllm", 1, r"Initializing an? (?:V1 )?LLM engine \(v\d"),
-    ("ollama", 0, r"msg=\"?Listening on "),
-    ("tgi", 0, r"text_generation_launcher: Args \{"),
-)
-FRAGMENTS = tuple(f for _, _, f in MARKERS)
-_START = re.compile("|".join(f"({f})" for f in FRAGMENTS).encode())
+from doctor.core import engines
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +27,45 @@ class StartMarker:
     order: int
 
 
+@dataclass(frozen=True, slots=True)
+class StartLines:
+    """The engine table's start lines at one generation of the table, compiled into one pattern."""
+
+    generation: int
+    markers: tuple[tuple[str, int, str], ...]  # (family, order within one start, pattern fragment)
+    pattern: re.Pattern[bytes] | None
+
+    @property
+    def fragments(self) -> tuple[str, ...]:
+        """The pattern fragments (every one must be a candidate line of the scan)."""
+        return tuple(f for _, _, f in self.markers)
+
+    def marker(self, raw: bytes) -> StartMarker | None:
+        """The engine start this line marks, or None."""
+        m = self.pattern.search(raw) if self.pattern is not None else None
+        if m is None or m.lastindex is None:
+            return None
+        family, order, _ = self.markers[m.lastindex - 1]
+        return StartMarker(family, order)
+
+
+_CACHE: list[StartLines] = []
+
+
+def start_lines() -> StartLines:
+    """Every engine's start lines, in table order (made again when the table changes)."""
+    generation = engines.generation()
+    if _CACHE and _CACHE[0].generation == generation:
+        return _CACHE[0]
+    markers = tuple((e.name, order, fragment) for e in engines.table() for order, fragment in enumerate(e.starts.lines))
+    pattern = re.compile("|".join(f"({f})" for _, _, f in markers).encode()) if markers else None
+    _CACHE[:] = [StartLines(generation, markers, pattern)]
+    return _CACHE[0]
+
+
 def start_marker(raw: bytes) -> StartMarker | None:
     """The engine start this line marks, or None."""
-    m = _START.search(raw)
-    if m is None or m.lastindex is None:
-        return None
-    family, order, _ = MARKERS[m.lastindex - 1]
-    return StartMarker(family, order)
+    return start_lines().marker(raw)
 
 
 @dataclass(slots=True)
@@ -59,20 +77,25 @@ class OpenSession:
     text: str | None = None
     markers: dict[str, int] | None = None
 
-    def begins_new(self, marker: StartMarker, has_run: bool, ollama: bool) -> bool:
-        """Whether `marker` starts another engine run rather than continuing this one.
+    def begins_new(self, marker: StartMarker, has_run: bool, voted: Iterable[str] = ()) -> bool:
+        """Whether `marker` starts another engine run rather than continuing this one; `voted`: the
+        engines whose signature lines the session has shown so far.
 
         - the same engine starting again (a marker of a family already seen, at the same or an
-          earlier step of its start) is a new run — for llama.cpp only once the first run did
-          something (a draft model loads right after the main one, in the same process);
+          earlier step of its start) is a new run — for an engine whose row says `again_after_run`
+          (llama.cpp) only once the first run did something (a draft model loads right after the
+          main one, in the same process);
         - a first marker after the session already logged a run (events, run facts) is a restart;
-        - Ollama loads a model (llama.cpp's loader lines) in a runner per request: not a restart.
+        - an engine that loads what it wraps per request (`wrapped_per_request`: Ollama loads a model,
+          llama.cpp's loader lines, in a runner per request): not a restart.
         """
         seen = self.markers or {}
-        if marker.family == "llama.cpp" and ollama:
+        if any(w is not None and w.wraps == marker.family and w.starts.wrapped_per_request
+               for w in map(engines.get, voted)):
             return False
         if marker.family in seen and marker.order <= seen[marker.family]:
-            return has_run or marker.family != "llama.cpp"
+            row = engines.get(marker.family)
+            return has_run or row is None or not row.starts.again_after_run
         return marker.family not in seen and has_run
 
     def note(self, marker: StartMarker) -> None:

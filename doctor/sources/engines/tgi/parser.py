@@ -1,21 +1,8 @@
 """Hugging Face text-generation-inference (TGI) logs: launcher, router and shard messages.
 
-What is read (format strings from TGI's source, see fixtures/logs/tgi/README.md):
-- the launcher's `Args { ... }` (one line before v2, pretty-printed over many lines from v2), the
-  `Default max_batch_prefill_tokens`, `Reducing the max batch prefill ...` and sharding lines;
-- shard start and failure (`Starting shard`, `Shard ready in`, `Shard N failed to start`,
-  `Error: ShardCannotStart`, `Shard N crashed`, `Webserver Crashed`);
-- warm-up: `Warming up model`, the shard's `KV-cache blocks: N, size: S`, `Setting max batch total
-  tokens to N`, and its failures: `Not enough memory to handle N prefill tokens` (the warm-up batch
-  of --max-batch-prefill-tokens did not fit), `Not enough memory to handle max_total_tokens=N` (the
-  KV blocks cannot hold one request of --max-total-tokens);
-- request validation against --max-input-tokens / --max-total-tokens, and whether the prompt alone
-  or the prompt plus max_new_tokens was too long;
-- PyTorch out-of-memory errors (shared with the vLLM parser through `TorchOomBoard`), placed by the
-  shard method that failed (`Method Warmup encountered an error`) or the start-up step.
-
-Lines are recognised by message text; the tracing targets (`text_generation_launcher`,
-`text_generation_router`, ...) are what the engine detection counts.
+The parser: it reads the lines of patterns.py (what is read and the strings' sources are there) and
+turns them into facts and events; PyTorch's OOMs go to the analysis's TorchOomBoard
+(../_torch/pytorch.py), which the PyTorch servers' parsers share.
 
 Pure.
 """
@@ -23,75 +10,53 @@ Pure.
 from __future__ import annotations
 
 import contextlib
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.core.facts import Facts, Source
-from doctor.sources.logs.base import LineKind, LineKinds, LogParser
-from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import gated
-from doctor.sources.logs.pytorch import (
-    FRAME,
-    FRAME_LINES,
-    OOM_LINES,
-    OOM_PATTERNS,
-    TRACEBACK,
+from doctor.sources.engines._torch.pytorch import (
     Frames,
     LargestRequest,
     TorchOomBoard,
     rejection_data,
     torch_oom,
 )
-
-TARGET = gated(r"\btext_generation_(?:launcher|router|server|client|router_v\d)\b")
-ARG = gated(r"\b(max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
-            r"|max_batch_total_tokens|num_shard|quantize|cuda_memory_fraction|max_concurrent_requests"
-            r"|kv_cache_dtype|model_id): (Some\(\s*)?(\"[^\"]*\"|[\w.\-]+)?")
-DEFAULTS = gated(r"Default `(max_input_tokens|max_total_tokens|max_batch_prefill_tokens)` to (\d+)"
-                 r"|Maximum (input|total) tokens defaulted to (\d+)")
-MODEL_SUPPORTS = gated(r"Model supports up to (\d+) but tgi will now set its default to (\d+)")
-REDUCED_PREFILL = gated(r"Reducing the max batch prefill from (\d+) to (\d+) because there is not enough VRAM")
-SHARDING = gated(r"Sharding model on (\d+) processes")
-SHARD_START = gated(r"Starting shard\b")
-SHARD_READY = gated(r"Shard ready in ([\d.]+)(ms|s|µs|us|m)\b")
-WARMING = gated(r"Warming up model")
-KV_BLOCKS = gated(r"KV-cache blocks: (\d+), size: (\d+)")
-BATCH_TOTAL = gated(r"Setting max batch total tokens to (\d+)|Inferred max batch total tokens: (\d+)")
-METHOD_FAILED = gated(r"Method (\w+) encountered an error")
-INIT_FAILED = gated(r"Error when initializing model")
-# the message is also quoted back lower-cased or without its Error: Warmup(...) frame
-PREFILL_OOM = gated(r"[Nn]ot enough memory to handle (\d+) prefill tokens")
-TOTAL_OOM = gated(r"[Nn]ot enough memory to handle `max_total_tokens=(\d+)`|NotEnoughMemory\((\d+)\)")
-TOTAL_OVER_BATCH = gated(r"`max_total_tokens` must be <= `max_batch_total_tokens`\. Given: (\d+) and (\d+)")
-INPUT_TOTAL = gated(r"`inputs` tokens \+ `max_new_tokens` must be <= (\d+)\. "
-                    r"Given: (\d+) `inputs` tokens and (\d+) `max_new_tokens`")
-INPUT_LEN = gated(r"`inputs` must have less than (\d+) tokens\. Given: (\d+)")
-MAX_NEW = gated(r"`max_new_tokens` must be <= (\d+)\. Given: (\d+)")
-ARGS_INPUT_TOTAL = gated(r"`max_input_(?:tokens|length)`\s*\((\d+)\) must be < `max_total_tokens`\s*\((\d+)\)")
-SHARD_FAILED = gated(r"Shard (\d+) failed to start|Error: ShardCannotStart|Error: ShardDisconnected")
-# a shard died while serving; "Webserver Crashed" after a failed warm-up is a consequence, not a crash
-CRASHED = gated(r"Shard (\d+) crashed|Error: ShardFailed")
-GRAPH_WARMUP_FAILED = gated(r"cuda graph warmup failed", re.IGNORECASE)
-SIGNATURE = gated(r"Error: (?:ShardCannotStart|Warmup\(|Backend\(|WebserverFailed)"
-                  r"|`inputs` tokens \+ `max_new_tokens`"
-                  r"|prefill tokens\. You need to decrease `--max-batch-prefill-tokens`"
-                  r"|KV-cache blocks: \d+, size: \d+")
-
-# the start-up stages and the phase an OOM in each would be
-STAGE_PHASE: dict[str, tuple[str | None, str | None]] = {
-    "start": (None, None), "load": ("weights", "load_model"), "loaded": ("compute", "warmup"),
-    "warmup": ("compute", "warmup"), "run": ("runtime", "serving"),
-}
-METHOD_PHASE: dict[str, tuple[str, str]] = {
-    "Warmup": ("compute", "warmup"), "Prefill": ("runtime", "prefill"), "Decode": ("runtime", "decode"),
-}
-HINT_WINDOW = 200  # lines a method failure or handled warm-up covers
-
-
-def _duration_ms(value: str, unit: str) -> float:
-    scale = {"ms": 1.0, "s": 1000.0, "µs": 0.001, "us": 0.001, "m": 60000.0}[unit]
-    return round(float(value) * scale, 1)
+from doctor.sources.engines.tgi.patterns import (
+    ARG,
+    ARGS_INPUT_TOTAL,
+    BATCH_TOTAL,
+    CRASHED,
+    DEFAULTS,
+    FRAME_PHASE,
+    GRAPH_WARMUP_FAILED,
+    HINT_WINDOW,
+    INIT_FAILED,
+    INPUT_LEN,
+    INPUT_TOTAL,
+    KINDS,
+    KV_BLOCKS,
+    MAX_NEW,
+    METHOD_FAILED,
+    METHOD_PHASE,
+    MODEL_SUPPORTS,
+    OOM,
+    PREFILL_OOM,
+    READ,
+    REDUCED_PREFILL,
+    SHARD_FAILED,
+    SHARD_READY,
+    SHARD_START,
+    SHARDING,
+    SIGNATURE,
+    STAGE_PHASE,
+    TARGET,
+    TOTAL_OOM,
+    TOTAL_OVER_BATCH,
+    WARMING,
+    duration_ms,
+)
+from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.line import LogLine
 
 
 @dataclass(slots=True)
@@ -106,34 +71,6 @@ class _State:
     crashed: bool = False
     largest: LargestRequest = field(default_factory=LargestRequest)
 
-
-# The lines read, by kind. Phases: "frame" reads traceback frames, "oom" PyTorch's OOM messages,
-# "read" TGI's own; a message wrapped over two lines is read joined with the next ("oom" and "read"
-# again). The PyTorch lines are in the vLLM parser's triggers already: TGI adds them to its gate only.
-KINDS = LineKinds(
-    LineKind("header", None, (), (r"text_generation_launcher",)),
-    LineKind("frame", "_frame", (TRACEBACK, FRAME), FRAME_LINES, scan=(), phase="frame"),
-    LineKind("oom", "_oom", OOM_PATTERNS, OOM_LINES, scan=(), phase="oom"),
-    LineKind("args", "_args", (ARG, "Args {"),
-             (r"Args \{", r"(?:max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
-              r"|max_batch_total_tokens|num_shard|quantize|cuda_memory_fraction|model_id): ")),
-    LineKind("startup", "_startup",
-             (DEFAULTS, MODEL_SUPPORTS, REDUCED_PREFILL, SHARDING, SHARD_START, SHARD_READY, WARMING, KV_BLOCKS,
-              BATCH_TOTAL, METHOD_FAILED, INIT_FAILED),
-             (r"max batch prefill", r"Sharding model on", r"Default `max_", r"tokens defaulted to",
-              r"Model supports up to", r"Shard ", r"Warming up model", r"KV-cache blocks", r"max batch total tokens",
-              r"encountered an error", r"Error when initializing model")),
-    LineKind("graph_warmup", "_graph_warmup", (GRAPH_WARMUP_FAILED,), (r"cuda graph warmup failed",)),
-    LineKind("memory", "_memory", (PREFILL_OOM, TOTAL_OOM, TOTAL_OVER_BATCH),
-             (r"NotEnoughMemory", r"must be <= `max_batch_total_tokens`", r"[Nn]ot enough memory to handle")),
-    LineKind("validation", "_validation", (INPUT_TOTAL, INPUT_LEN, MAX_NEW, ARGS_INPUT_TOTAL),
-             (r"`inputs` ", r"`max_new_tokens` must be", r"must be < `max_total_tokens`")),
-    LineKind("failure", "_failure", (SHARD_FAILED, CRASHED),
-             (r"Error: (?:Shard|Webserver|Warmup|Backend)", r"Webserver Crashed")),
-    phases=("frame", "oom", "read"),
-)
-TRIGGERS = KINDS.triggers
-_FRAME, _OOM, _READ = (KINDS.phase(p) for p in KINDS.phases)
 
 
 class TgiParser(LogParser):
@@ -154,12 +91,12 @@ class TgiParser(LogParser):
         if framed or SIGNATURE.search(t):
             self._vote()
         plan = KINDS.plan(KINDS.bits(t))  # the kinds this line can be, by phase
-        if self.run(plan[_FRAME], line):
+        if self.run(plan[FRAME_PHASE], line):
             return
         for candidate in (line, *line.continuations()):  # a message wrapped over two lines is read joined
             if candidate is not line:
                 plan = KINDS.plan(KINDS.bits(candidate.text))
-            if self.run(plan[_OOM], candidate) or self.run(plan[_READ], candidate):
+            if self.run(plan[OOM], candidate) or self.run(plan[READ], candidate):
                 return
 
     def _frame(self, line: LogLine) -> bool:
@@ -253,7 +190,7 @@ class TgiParser(LogParser):
         m = SHARD_READY.search(t)
         if m:
             s.stage = "loaded"
-            self.set("run.load_ms", _duration_ms(m.group(1), m.group(2)), line)
+            self.set("run.load_ms", duration_ms(m.group(1), m.group(2)), line)
             return True
         if WARMING.search(t):
             s.stage = "warmup"

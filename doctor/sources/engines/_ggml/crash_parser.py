@@ -1,0 +1,270 @@
+"""The crash parser: finds the crash causes of the table (crashes.py) in any engine's log, with the
+evidence around them (the AMX / CPU_REPACK weight buffers, `AMX_INT8 = 1` in the system line, the
+CPU model, backtrace frames), and at each summary writes one `crash_cause` event per cause found,
+plus `crash_evidence` events for the lines that support it. Votes for no engine. Its lines:
+crash_patterns.py. Pure: text in, events out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from doctor.core.facts import Event, Facts, Scalar
+from doctor.sources.engines._ggml.crash_patterns import (
+    AMX_BUFFER,
+    AMX_CPU,
+    AMX_FEATURE,
+    AMX_FRAME,
+    AMX_REPACK_LINE,
+    AMX_VARIANT,
+    CUBLAS_CALL,
+    CUDA_ERROR,
+    CUDA_WHERE,
+    ENGINE_WORDS,
+    EXPLICIT,
+    KERNEL_TRAP,
+    KINDS,
+    LCP_LOAD_FAILED,
+    SEGV,
+    SIGILL,
+)
+from doctor.sources.engines._ggml.crashes import (
+    AMX,
+    CUBLAS,
+    CUDA_BLOCK,
+    CUDA_CAUSES,
+    CUDA_OTHER,
+    ILLEGAL_INSTRUCTION,
+    UNKNOWN_ARCH,
+    Cause,
+)
+from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.line import LogLine
+
+MAX_CRASHES = 64  # crash lines kept per input (a journal of a crash loop repeats them)
+BACKTRACE_WINDOW = 80  # lines after a crash in which its backtrace frames are read
+
+
+@dataclass(slots=True)
+class _Crash:
+    line: LogLine
+    kind: str  # segv | sigill
+
+
+@dataclass(slots=True)
+class _Found:
+    cause: Cause
+    confidence: str
+    line: LogLine
+    detail: str = ""
+    support: list[LogLine] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _State:
+    explicit: list[_Found] = field(default_factory=list)
+    crashes: list[_Crash] = field(default_factory=list)
+    amx_strong: list[LogLine] = field(default_factory=list)  # AMX buffer or amx repack lines (first of each)
+    repack: LogLine | None = None  # a CPU_REPACK (non-AMX) weight buffer
+    amx_build: LogLine | None = None  # AMX_INT8 = 1 in the system line, or the AMX CPU variant loaded
+    amx_cpu: LogLine | None = None  # a CPU model / flags with AMX
+    frames: list[LogLine] = field(default_factory=list)  # backtrace frames through the AMX / extra kernels
+    pending_cuda: _Found | None = None  # a "CUDA error: X" that no explicit entry named (yet)
+    cuda_block: _Found | None = None  # the latest CUDA finding: its "current device" line follows
+
+
+class CrashParser(LogParser):
+    """Finds the crash causes of CAUSES in any engine's log. Votes for no engine."""
+
+    name = "crashes"
+    kinds = KINDS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = _State()
+
+    def feed(self, line: LogLine) -> None:
+        if not self.passes_gate(line.text):
+            return
+        s = self.s
+        if s.pending_cuda is not None and line.number - s.pending_cuda.line.number > CUDA_BLOCK:
+            self._flush_cuda()
+        self.dispatch(line)
+
+    # -- line kinds ------------------------------------------------------------------------------
+    def _explicit(self, line: LogLine) -> bool:
+        t = line.text
+        for cause, confidence, pattern in EXPLICIT:
+            m = pattern.search(t)  # type: ignore[attr-defined]
+            if m:
+                detail = m.group(0)
+                if cause.id.startswith("assert_"):
+                    detail = cause.family[0]  # one spelling for both formats and for Ollama's restatement
+                elif cause is UNKNOWN_ARCH and m.groups() and m.group(1) is not None:
+                    detail = f"architecture '{m.group(1)}'"
+                found = _Found(cause, confidence, line, detail)
+                if cause in CUDA_CAUSES:
+                    s = self.s
+                    if s.pending_cuda is not None and line.number - s.pending_cuda.line.number <= CUDA_BLOCK:
+                        s.pending_cuda = None  # "CUDA error: <this text>": the explicit match says more
+                    s.cuda_block = found
+                self._found(found)
+                return True
+        return False
+
+    def _cuda_detail(self, line: LogLine) -> bool:
+        """A line of the block after the latest CUDA error: where it happened, or the cuBLAS call."""
+        t = line.text
+        s = self.s
+        block = s.cuda_block
+        if block is not None and line.number - block.line.number <= CUDA_BLOCK:
+            m = CUDA_WHERE.search(t)
+            if m:
+                if " in " not in block.detail:
+                    block.detail = f"{block.detail} in {m.group(2)} ({m.group(3).rsplit('/', 1)[-1]})"
+                block.support.append(line)
+                return True
+            m = CUBLAS_CALL.search(t)
+            if m and block is s.pending_cuda:
+                block.cause, block.confidence = CUBLAS, "high"
+                block.detail = f"{block.detail}, calling {m.group(1)}"
+                block.support.append(line)
+                return True
+        return False
+
+    def _cuda_error(self, line: LogLine) -> bool:
+        m = CUDA_ERROR.search(line.text)
+        if not m:
+            return False
+        self._flush_cuda()
+        self.s.pending_cuda = self.s.cuda_block = _Found(CUDA_OTHER, "medium", line, m.group(0).strip()[:160])
+        return True
+
+    def _lcp_load_failed(self, line: LogLine) -> bool:
+        if not LCP_LOAD_FAILED.search(line.text):
+            return False
+        found = self._last(UNKNOWN_ARCH)
+        if found is not None and line.number - found.line.number <= 20:
+            found.support.append(line)
+        return True
+
+    def _signal(self, line: LogLine) -> bool:
+        """The process died by a signal (classified at the summary, with the evidence around it)."""
+        t = line.text
+        s = self.s
+        if len(s.crashes) < MAX_CRASHES and not _another_process(t):
+            if SIGILL.search(t):
+                s.crashes.append(_Crash(line, "sigill"))
+            elif SEGV.search(t):
+                s.crashes.append(_Crash(line, "segv"))
+        return False
+
+    def _flush_cuda(self) -> None:
+        s = self.s
+        if s.pending_cuda is not None:
+            self._found(s.pending_cuda)
+            s.pending_cuda = None
+
+    def _amx_evidence(self, line: LogLine) -> bool:
+        """Evidence for the AMX / repack crash; never takes the line (it may be the crash itself)."""
+        self._amx_line(line)
+        return False
+
+    def _amx_line(self, line: LogLine) -> None:
+        t = line.text
+        s = self.s
+        m = AMX_BUFFER.search(t)
+        if m:
+            if m.group(1) == "AMX":
+                if not any("buffer" in x.text for x in s.amx_strong):
+                    s.amx_strong.append(line)
+            elif s.repack is None:
+                s.repack = line
+            return
+        if AMX_REPACK_LINE.search(t):
+            if not any("repack" in x.text for x in s.amx_strong):
+                s.amx_strong.append(line)
+            return
+        if AMX_FEATURE.search(t) or (AMX_VARIANT.search(t) and "backend" in t):
+            s.amx_build = s.amx_build or line
+            return
+        if AMX_FRAME.search(t) and not SEGV.search(t):
+            if len(s.frames) < 8:
+                s.frames.append(line)
+            return
+        if AMX_CPU.search(t) and s.amx_cpu is None:
+            s.amx_cpu = line
+
+    def _found(self, found: _Found) -> None:
+        if any(f.cause is found.cause and f.detail == found.detail for f in self.s.explicit):
+            return  # the same failure restated (Ollama repeats the runner's last error line)
+        if len(self.s.explicit) < MAX_CRASHES:
+            self.s.explicit.append(found)
+
+    def _last(self, cause: Cause) -> _Found | None:
+        return next((f for f in reversed(self.s.explicit) if f.cause is cause), None)
+
+    # -- summary --------------------------------------------------------------------------------
+    def summarize(self, facts: Facts) -> None:
+        s = self.s
+        found = list(s.explicit)
+        if s.pending_cuda is not None and not any(f.cause is s.pending_cuda.cause and f.detail == s.pending_cuda.detail
+                                                  for f in found):
+            found.append(s.pending_cuda)
+        for crash in s.crashes:
+            f = self._classify(crash)
+            if f is not None and not any(x.cause is f.cause for x in found):
+                found.append(f)
+        for f in found:
+            self._emit(facts, f)
+
+    def _classify(self, crash: _Crash) -> _Found | None:
+        s = self.s
+        n = crash.line.number
+        if crash.kind == "sigill":
+            return _Found(ILLEGAL_INSTRUCTION, "high", crash.line, "illegal instruction")
+        before = [x for x in s.amx_strong if x.number < n]
+        frames = [x for x in s.frames if abs(x.number - n) <= BACKTRACE_WINDOW]
+        amx_frames = [x for x in frames if "amx" in x.text or "sapphirerapids" in x.text]
+        in_amx_lib = AMX_VARIANT.search(crash.line.text) is not None
+        what = _signal_words(crash.line.text)
+        if before or amx_frames or in_amx_lib:
+            support = before + amx_frames
+            where = "the AMX buffer" if before else "the AMX kernel"
+            return _Found(AMX, "high", crash.line, f"{what} after weights went to {where}", support)
+        build = s.amx_build if s.amx_build is not None and s.amx_build.number < n else None
+        repack = s.repack if s.repack is not None and s.repack.number < n else None
+        if repack is not None or frames:
+            support = [x for x in (repack,) if x is not None] + frames
+            return _Found(AMX, "medium", crash.line, f"{what} after weights went to the CPU_REPACK buffer", support)
+        if build is not None:
+            return _Found(AMX, "medium", crash.line, f"{what} with an AMX build (AMX_INT8 = 1)", [build])
+        if s.amx_cpu is not None:
+            return _Found(AMX, "low", crash.line, f"{what} on an Intel Xeon with AMX", [s.amx_cpu])
+        return None
+
+    def _emit(self, facts: Facts, f: _Found) -> None:
+        c = f.cause
+        fx = c.fixes
+        detail = f" ({f.detail})" if f.detail else ""
+        summary = f"{c.title}{detail}. {c.meaning}"
+        data: dict[str, Scalar] = {"cause": c.id, "confidence": f.confidence, "title": c.title, "detail": f.detail,
+                "summary": summary[:900], "fix": fx.text, "fix_llama_cpp": fx.llama_cpp, "fix_lcp": fx.lcp,
+                "fix_ollama": fx.ollama, "fix_vllm": fx.vllm or fx.text}
+        facts.add_event(Event(kind="crash_cause", line=f.line.number, text=f.line.raw[:400], source=self.name,
+                              data=data))
+        for support in f.support:  # the same data: whichever line comes first renders the finding
+            facts.add_event(Event(kind="crash_evidence", line=support.number, text=support.raw[:400],
+                                  source=self.name, data=data))
+
+
+def _another_process(text: str) -> bool:
+    """A kernel line about a process that is no engine (a journal holds every program's segfaults)."""
+    m = KERNEL_TRAP.search(text)
+    return m is not None and not ENGINE_WORDS.search(text)
+
+
+def _signal_words(text: str) -> str:
+    if "general protection" in text:
+        return "a general protection fault"
+    return "a segmentation fault"

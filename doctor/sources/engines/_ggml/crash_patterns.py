@@ -1,0 +1,114 @@
+"""The lines that name a crash cause (crashes.py) by themselves, and the evidence around a crash: the
+crash parser's patterns and its table of line kinds. Strings: the engines' own messages (see each
+cause's `family` and `checked`). Pure.
+"""
+
+from __future__ import annotations
+
+import re
+
+from doctor.sources.engines._ggml.crashes import (
+    ASSERT_CPY_INT_MAX,
+    ASSERT_EXPERTS,
+    ASSERT_GET_ROWS,
+    ASSERT_HOST_MEMORY,
+    ASSERT_N_BATCH,
+    ASSERT_SAMPLER,
+    ASSERT_UBATCH,
+    CUBLAS,
+    CUDA_DRIVER,
+    ILLEGAL_ADDRESS,
+    K_SHIFT,
+    NO_KERNEL_IMAGE,
+    UNKNOWN_ARCH,
+    Cause,
+)
+from doctor.sources.logs.base import LineKind, LineKinds
+from doctor.sources.logs.matcher import gated
+
+# -- matching --------------------------------------------------------------------------------------
+
+def _assert_re(expr: str) -> object:
+    """A GGML_ASSERT of `expr` in both of its formats: `FILE:LINE: GGML_ASSERT(expr) failed` (ggml_abort,
+    since mid 2024) and `GGML_ASSERT: FILE:LINE: expr` (the fprintf of earlier builds)."""
+    return gated(r"GGML_ASSERT(?:\(|: \S+:\d+: )" + re.escape(expr))
+
+
+# Lines that name their cause by themselves: (cause, confidence, pattern). First match wins.
+EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
+    (K_SHIFT, "high", gated(r"does not support K-shift")),
+    # an empty name (no general.architecture key) is a file that is not a model: LD901/LD903, not this
+    (UNKNOWN_ARCH, "high", gated(r"(?:unknown|unsupported) model architecture: '([^']+)'")),
+    # an empty name (no general.architecture key) is a file that is not a model: LD901/LD903, not this
+    (UNKNOWN_ARCH, "high", gated(r"this model is not supported by your version of Ollama")),
+    (NO_KERNEL_IMAGE, "high", gated(r"no kernel image is available for execution on the device")),
+    (CUDA_DRIVER, "high", gated(r"CUDA driver version is insufficient for CUDA runtime version"
+                                r"|PTX was compiled with an unsupported toolchain")),
+    (ILLEGAL_ADDRESS, "high", gated(r"an illegal memory access was encountered|\bmisaligned address\b"
+                                    r"|unspecified launch failure")),
+    (CUBLAS, "high", gated(r"CUBLAS_STATUS_(?!ALLOC_FAILED|SUCCESS)[A-Z_]+|cuBLAS error \d+ at ")),
+    (ASSERT_N_BATCH, "high", _assert_re("n_tokens_all <= cparams.n_batch")),
+    (ASSERT_UBATCH, "high", gated(r"non-causal attention requires n_ubatch >= n_tokens"
+                                  r"|encoder requires n_ubatch >= n_tokens")),
+    (ASSERT_CPY_INT_MAX, "high", _assert_re("ggml_nbytes(src0) <= INT_MAX")),
+    (ASSERT_SAMPLER, "high", _assert_re("cur_p.selected >= 0")),
+    (ASSERT_GET_ROWS, "high", _assert_re("i01 >= 0 && i01 < ne01")),
+    (ASSERT_EXPERTS, "high", _assert_re("hparams.n_expert <= LLAMA_MAX_EXPERTS")),
+    (ASSERT_HOST_MEMORY, "high", _assert_re("ctx->mem_buffer != NULL")),
+)
+# a CUDA/HIP error whose text is none of the above (out of memory is the OOM rules' to explain)
+CUDA_ERROR = gated(r"\b(?:CUDA|HIP|ROCm|MUSA) error(?::| \d+ at \S+:\d+:)\s*"
+                   r"(?!out of memory|CUBLAS_STATUS_ALLOC_FAILED|the resource allocation failed)(\S.*)$")
+CUDA_WHERE = gated(r"current device: (-?\d+), in function (\w+) at (\S+)")
+CUBLAS_CALL = gated(r"(?:^|\s)(cublas[A-Z]\w*)\(")
+LCP_LOAD_FAILED = gated(r"Failed to load model from file: ")
+# the process died by a signal: segfault family, and SIGILL
+SEGV = gated(r"Segmentation fault|\bsegfault at\b|general protection fault|\bSIGSEGV\b|signal: segmentation fault"
+             r"|exit status 0xc0000005|Signals\.SIGSEGV")
+SIGILL = gated(r"Illegal instruction|trap invalid opcode|\bSIGILL\b|signal: illegal instruction"
+               r"|exit status 0xc000001d")
+# the kernel's own lines: "comm[pid]: segfault at ..." / "traps: comm[pid] general protection fault ..."
+KERNEL_TRAP = gated(r"\S+\[\d+\]:? (?:segfault at|general protection fault|trap invalid opcode)")
+ENGINE_WORDS = re.compile(r"llama|python|ollama|ggml|vllm|text-generation|koboldcpp|lms", re.IGNORECASE)
+# evidence for the AMX / repack crash
+AMX_BUFFER = gated(r"\b(AMX|CPU_REPACK|CPU_AARCH64|[A-Za-z]+-REPACK) model buffer size")
+AMX_REPACK_LINE = gated(r"amx repack tensor")
+AMX_FEATURE = gated(r"\bAMX_INT8 = 1\b")
+AMX_FRAME = gated(r"ggml_backend_amx_\w+|ggml::cpu::amx::|ggml_cpu_extra_\w+|ggml::cpu::repack::\w+"
+                  r"|libggml-cpu-sapphirerapids")
+AMX_VARIANT = gated(r"libggml-cpu-sapphirerapids|ggml-cpu-sapphirerapids\.dll")
+# an Intel Xeon generation with AMX: 4th/5th gen Scalable (x4xx / x5xx), Xeon W-2400/3400/2500/3500,
+# Xeon Max 9400, Xeon 6 with P-cores (6xxxP); QEMU/cloud model names and the kernel's family/model line
+AMX_CPU = gated(r"Xeon\(R\) (?:Platinum|Gold|Silver|Bronze) [3-9][45]\d\d|Xeon\(R\) w[3579]-[23][45]\d\d"
+                r"|Xeon\(R\) (?:CPU )?Max 94\d\d|Xeon\(R\) 6\d\d\dP\b|Sapphire ?Rapids|Emerald ?Rapids"
+                r"|Granite ?Rapids|family: 0x6, model: 0x(?:8f|cf|ad|ae)\b|\bamx_int8\b")
+
+# The kinds of line this parser reads, in the order it tries them. Their `lines` are its gate (the
+# analyzer hands it no others); their `scan` the candidate lines it adds to the scan: only those no
+# other parser's triggers already select (the llama.cpp parser's take every line with "error",
+# "failed", "GGML_A", "buffer size =", "Segmentation fault", "SIGSEGV", "SSE3 = "...), so the scan
+# over every byte stays as fast.
+KINDS = LineKinds(
+    LineKind("explicit", "_explicit", tuple(pattern for _, _, pattern in EXPLICIT),
+             (r"K-shift", r"model architecture", r"not supported by your version", r"kernel image",
+              r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
+              r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT"),
+             scan=(r"K-shift", r"model architecture")),
+    # the lines after a CUDA error that say where it happened
+    LineKind("cuda_detail", "_cuda_detail", (CUDA_WHERE, CUBLAS_CALL), (r"current device: ", r"cublas[A-Z]\w*\(")),
+    LineKind("cuda_error", "_cuda_error", (CUDA_ERROR,), (r"(?:CUDA|HIP|ROCm|MUSA) error",), scan=()),
+    LineKind("lcp_load_failed", "_lcp_load_failed", (LCP_LOAD_FAILED,), (r"Failed to load model from file",), scan=()),
+    LineKind("amx_evidence", "_amx_evidence",
+             (AMX_BUFFER, AMX_REPACK_LINE, AMX_FEATURE, AMX_VARIANT, AMX_FRAME, AMX_CPU),
+             (r"model buffer size", r"amx repack", r"AMX_INT8 = 1", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_",
+              r"sapphirerapids", r"Xeon|Rapids|family: 0x6, model|amx_int8"),
+             scan=(r"amx repack", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_|sapphirerapids",
+                   r"Xeon|Rapids|amx_int8")),
+    LineKind("signal", "_signal", (SIGILL, SEGV),
+             (r"Segmentation fault|segfault at|general protection fault|SIGSEGV|signal: segmentation|0xc0000005",
+              r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d"),
+             scan=(r"segfault at|general protection|signal: segm",
+                   r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d")),
+)
+GATE = KINDS.gate
+TRIGGERS = KINDS.triggers

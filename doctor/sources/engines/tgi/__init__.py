@@ -1,0 +1,1 @@
+"""Hugging Face text-generation-inference: launcher, router and shard messages."""
