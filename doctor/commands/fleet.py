@@ -1,4 +1,4 @@
-"""`llm-doctor fleet --prometheus URL`: every llama-server, vLLM and TGI instance a Prometheus scrapes,
+"""`llm-doctor fleet --prometheus URL`: every llama-server, vLLM, TGI and SGLang instance a Prometheus scrapes,
 judged by the rule base one instance at a time, reported worst first.
 
 The facts come from doctor/sources/live/metrics/prometheus.py (fleet-wide PromQL over a window, the targets'

@@ -26,51 +26,30 @@ Pure.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from doctor.core.facts import Facts, Source
-from doctor.sources.logs.base import Extremes, LineKind, LineKinds, LogParser
-from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import gated
-
-GIB = 1 << 30
-ARGS = gated(r"server_args=(?:ServerArgs\(|\{)")
-# ServerArgs(key=value, ...) to 0.4; a dict {'key': value, ...} in 0.5
-ARG = re.compile(r"\b(model_path|context_length|mem_fraction_static|max_running_requests|chunked_prefill_size"
-                 r"|max_total_tokens|tp_size|dp_size|kv_cache_dtype|disable_cuda_graph|cuda_graph_max_bs"
-                 r"|schedule_conservativeness)'?(?:=|: )('[^']*'|[\w.\-]+)")
-POOL = gated(r"max_total_num_tokens=(\d+), (?:chunked_prefill_size=(-?\d+), )?max_prefill_tokens=(\d+), "
-             r"max_running_requests=(\d+), context_len=(\d+)")
-WEIGHTS = gated(r"Load weight end\..*?avail mem=([\d.]+) GB(?:, mem usage=([\d.]+) GB)?")
-POOL_END = gated(r"Memory pool end\. avail mem=([\d.]+) GB")
-BATCH = gated(r"(Prefill|Decode) batch\b[^#]*#")
-STAT = re.compile(r"(#running-req|#queue-req|token usage|gen throughput \(token/s\)|#new-token): ([\d.]+)")
-RETRACT = gated(r"(?:Decode out of memory happened|KV cache pool is full\. Retract requests)\. "
-                r"#retracted_reqs: (\d+)")
-NO_POOL = gated(r"Not enough memory\. Please try to increase --mem-fraction-static")
-GRAPH_FAILED = gated(r"Capture cuda graph failed")
-OUT_OF_MEMORY = re.compile(r"out of memory", re.IGNORECASE)
-INPUT_TOO_LONG = gated(r"The input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)"
-                       r"(\. Truncating the input)?")
-TOTAL_TOO_LONG = gated(r"Requested token count exceeds the model's maximum context length of (\d+) tokens\. "
-                       r"You requested a total of (\d+) tokens: (\d+) tokens from the input messages and (\d+)")
-TOTAL_TRUNCATED = gated(r"Requested token count \((\d+) input \+ (\d+) new\) exceeds the model's context "
-                        r"length \((\d+) tokens\)")
-READY = gated(r"The server is fired up and ready to roll")
-
-KINDS = LineKinds(
-    LineKind("args", "_args", (ARGS,), (r"server_args=(?:ServerArgs\(|\{)",)),
-    LineKind("pool", "_pool", (POOL, WEIGHTS, POOL_END),
-             (r"max_total_num_tokens=\d+", r"Load weight end\.", r"Memory pool end\.")),
-    LineKind("batch", "_batch", (BATCH,), (r"(?:Prefill|Decode) batch\b[^#\n]*#",)),
-    LineKind("memory", "_memory", (RETRACT, NO_POOL, GRAPH_FAILED),
-             (r"Decode out of memory happened", r"KV cache pool is full\. Retract", r"Not enough memory\. Please try "
-              r"to increase --mem-fraction-static", r"Capture cuda graph failed")),
-    LineKind("length", "_length", (INPUT_TOO_LONG, TOTAL_TOO_LONG, TOTAL_TRUNCATED),
-             (r"is longer than the model's context length", r"Requested token count")),
-    LineKind("ready", "_ready", (READY,), (r"The server is fired up and ready to roll",)),
+from doctor.sources.engines.sglang.patterns import (
+    ARG,
+    ARGS,
+    BATCH,
+    GIB,
+    GRAPH_FAILED,
+    INPUT_TOO_LONG,
+    KINDS,
+    NO_POOL,
+    OUT_OF_MEMORY,
+    POOL,
+    POOL_END,
+    READY,
+    RETRACT,
+    STAT,
+    TOTAL_TOO_LONG,
+    TOTAL_TRUNCATED,
+    WEIGHTS,
 )
+from doctor.sources.logs.base import Extremes, LogParser
+from doctor.sources.logs.line import LogLine
 
 
 @dataclass(slots=True)
@@ -78,13 +57,13 @@ class _Run:
     running: Extremes
     queued: Extremes
     usage: Extremes
-    gen_tps: Extremes
+    gen_tps: list[tuple[float, Source]] = field(default_factory=list)
     retracted: int = 0
     retract_source: Source | None = None
 
 
 def _run() -> _Run:
-    return _Run(Extremes(), Extremes(), Extremes(), Extremes())
+    return _Run(Extremes(), Extremes(), Extremes())
 
 
 class SglangParser(LogParser):
@@ -173,12 +152,13 @@ class SglangParser(LogParser):
         s = self.s
         if "#running-req" in stats:
             s.running.add(int(float(stats["#running-req"])), src)
-        if "#queue-req" in stats:
+        if "#queue-req" in stats and m.group(1) == "Decode":
+            # waiting while others decode; a prefill line's queue counts a request being chunked in
             s.queued.add(int(float(stats["#queue-req"])), src)
         if "token usage" in stats:
             s.usage.add(round(float(stats["token usage"]) * 100.0, 1), src)
-        if m.group(1) == "Decode" and "gen throughput (token/s)" in stats:
-            s.gen_tps.add(float(stats["gen throughput (token/s)"]), src)
+        if m.group(1) == "Decode" and "gen throughput (token/s)" in stats and len(s.gen_tps) < 10000:
+            s.gen_tps.append((float(stats["gen throughput (token/s)"]), src))
         return True
 
     def _memory(self, line: LogLine) -> bool:
@@ -244,8 +224,14 @@ class SglangParser(LogParser):
     def summarize(self, facts: Facts) -> None:
         s = self.s
         s.running.emit(facts, None, "server.running_max")
+        if s.running.high is not None and s.running.high_source is not None:
+            facts.set("server.max_num_seqs_suggested", max(1, int(s.running.high) // 2), s.running.high_source)
         s.queued.emit(facts, None, "server.waiting_max")
         s.usage.emit(facts, None, "server.kv_usage_max")
-        s.gen_tps.emit(facts, "run.decode_tps_min", "run.decode_tps_max")
+        if s.gen_tps:
+            # all requests together over each logging interval (the first one holds the idle time before
+            # it): the median, not a per-request speed
+            rate, src = sorted(s.gen_tps)[len(s.gen_tps) // 2]
+            facts.set("server.gen_tps", rate, src)
         if s.retracted and s.retract_source is not None:
             facts.set("server.preemptions", s.retracted, s.retract_source)

@@ -7,7 +7,7 @@ the number of servers. Each value becomes a fact of the same name `watch --metri
 fact's source text is the PromQL and the value, which the report shows as evidence.
 
 Instances are found by their metric families: `llamacpp:*` (llama-server --metrics), `vllm:*`,
-`tgi_*`. A target Prometheus reports down, or whose last scrape is older than three scrape
+`tgi_*`, `sglang:*`. A target Prometheus reports down, or whose last scrape is older than three scrape
 intervals (and 30 s), becomes `server.target_up` / `server.scrape_stale` facts (the rule base makes them a
 finding), never an exception.
 
@@ -41,11 +41,11 @@ STALE_INTERVALS = 3.0
 PROPS_BUDGET_S = 15.0  # all /props reads together (2 s each at most)
 STALE_MIN_S = 30.0  # a short scrape interval delayed by a busy Prometheus is not yet stale
 
-ENGINE_FAMILIES = {"llama.cpp": "llamacpp:.+", "vllm": "vllm:.+", "tgi": "tgi_.+"}
+ENGINE_FAMILIES = {"llama.cpp": "llamacpp:.+", "vllm": "vllm:.+", "tgi": "tgi_.+", "sglang": "sglang:.+"}
 # one gauge each engine always exports: finds instances whose series went stale inside the window
 # (a range function over a name regex would drop the names and collide)
 ENGINE_GAUGE = {"llama.cpp": "llamacpp:requests_processing", "vllm": "vllm:num_requests_running",
-                "tgi": "tgi_queue_size"}
+                "tgi": "tgi_queue_size", "sglang": "sglang:num_running_reqs"}
 
 _MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
 _SELECTOR_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*,?)?$")
@@ -100,6 +100,21 @@ QUERIES: dict[str, list[Query]] = {
               "sum by (instance) (rate(vllm:time_to_first_token_seconds_count{{{sel}}}[{d}]))", scale=1000.0),
         Query("server.gen_tps_rate", "sum by (instance) (rate(vllm:generation_tokens_total{{{sel}}}[{d}]))"),
         Query("server.prompt_tps_rate", "sum by (instance) (rate(vllm:prompt_tokens_total{{{sel}}}[{d}]))"),
+    ],
+    # SGLang: srt/metrics/collector.py (0.4), srt/observability/metrics_collector.py (0.5)
+    "sglang": [
+        Query("server.waiting_max", "max by (instance) (max_over_time(sglang:num_queue_reqs{{{sel}}}[{d}]))", "int"),
+        Query("server.running_max", "max by (instance) (max_over_time(sglang:num_running_reqs{{{sel}}}[{d}]))",
+              "int"),
+        Query("server.kv_usage_max", "max by (instance) (max_over_time(sglang:token_usage{{{sel}}}[{d}]))",
+              scale=100.0),
+        Query("server.preemptions",
+              "sum by (instance) (increase(sglang:num_retracted_requests_total{{{sel}}}[{d}]))", "int"),
+        Query("run.ttft_ms_mean",
+              "sum by (instance) (rate(sglang:time_to_first_token_seconds_sum{{{sel}}}[{d}])) / "
+              "sum by (instance) (rate(sglang:time_to_first_token_seconds_count{{{sel}}}[{d}]))", scale=1000.0),
+        Query("server.gen_tps_rate", "sum by (instance) (rate(sglang:generation_tokens_total{{{sel}}}[{d}]))"),
+        Query("server.prompt_tps_rate", "sum by (instance) (rate(sglang:prompt_tokens_total{{{sel}}}[{d}]))"),
     ],
     "tgi": [
         Query("server.waiting_max", "max by (instance) (max_over_time(tgi_queue_size{{{sel}}}[{d}]))", "int"),
