@@ -19,6 +19,8 @@ from doctor.sources.engines.llamacpp.memory import MemoryLines
 from doctor.sources.engines.llamacpp.patterns import (
     BUFFER,
     CLI_SIGNATURE,
+    COMMAND,
+    COMMAND_NGL,
     FIT_PROJECTED,
     GIB,
     INDEX,
@@ -129,6 +131,15 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
         self.set("model.path", m.group(1).strip("'\""), line)
         self.votes["llama.cpp-library"] += 1
         return True
+
+    def _step_command(self, line: LogLine) -> bool:
+        m = COMMAND.search(line.text)
+        if not m:
+            return False
+        binary = m.group(1)
+        self.set("engine.binary", binary, line)
+        self.s.command = (binary, bool(COMMAND_NGL.search(line.text[m.end():])), line)
+        return False  # the same line sets -ngl, -c, -t ...
 
     def _step_settings(self, line: LogLine) -> bool:
         m = NGL_SETTING.search(line.text)

@@ -26,6 +26,7 @@ from doctor.sources.engines.ollama.patterns import (
     GPU_DISCOVERY_FAILED,
     IMAGE_STEP,
     INFERENCE_PATH,
+    INSTALL_PATH,
     JOURNALD,
     KINDS,
     KV_ENV,
@@ -35,6 +36,7 @@ from doctor.sources.engines.ollama.patterns import (
     OLD_ESTIMATE,
     OLD_GO_LOG,
     READ,
+    SET_PARAM,
     SLOG,
     SOURCE,
     SYSTEM_MEMORY,
@@ -410,6 +412,26 @@ class OllamaParser(Summary):
         elif m.group(1) == "200" and INFERENCE_PATH.search(line.text):
             s.served += 1
         return True
+
+    def _set_param(self, line: LogLine) -> bool:
+        m = SET_PARAM.search(line.text)
+        if not m:
+            return False
+        name, value = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        s = self.s
+        self.votes["ollama"] += 1
+        # the typed command and the CLI's answer are one change
+        same = bool(s.param_sets) and s.param_sets[-1][0] == name and s.param_sets[-1][3] == len(s.cli)
+        if not same and len(s.param_sets) < 100:
+            s.param_sets.append((name, value, line, len(s.cli)))
+        s.cli_current = None  # the next statistics block is a new generation
+        return True
+
+    def _install(self, line: LogLine) -> bool:
+        """A llama.cpp line naming Ollama's own install: the llama.cpp inside is Ollama's."""
+        if INSTALL_PATH.search(line.text):
+            self.votes["ollama"] += 1
+        return False
 
     def _cli(self, line: LogLine) -> bool:
         t = line.text
