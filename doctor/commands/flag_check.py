@@ -9,8 +9,10 @@ changes where no binary is found.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from doctor.core.report import Report
-from doctor.sources.probes.engine_flags import FlagSet, check_command, find_flags
+from doctor.sources.probes.engine_flags import FlagSet, check_command, find_flags, read_flags
 
 ENGINES = ("llama.cpp",)  # engines whose fixes are llama.cpp command-line flags
 
@@ -18,9 +20,10 @@ ENGINES = ("llama.cpp",)  # engines whose fixes are llama.cpp command-line flags
 def check_report_flags(report: Report, binary: str | None = None, log_binary: str | None = None,
                        flags: FlagSet | None = None) -> FlagSet | None:
     """Respell `report`'s llama.cpp fix commands for the build found; the FlagSet used (None: none)."""
+    if flags is None and binary:
+        flags = read_flags(Path(binary))  # the user named it: whatever its name
     if flags is None:
-        paths = [p for p in (binary, log_binary) if p]
-        flags = find_flags(paths)
+        flags = find_flags([log_binary] if log_binary else [])
     if flags is None:
         return None
     for finding in report.findings:

@@ -90,3 +90,51 @@ def test_the_suites_llama_server_is_read() -> None:
     flags = read_flags(binary)
     assert flags is not None and {"--ctx-size", "-ngl", "-fa"} <= flags.spellings
     assert check_command("--no-mmap", flags).command in ("--no-mmap", "--load-mode none")
+
+
+ARCH_LOG = (Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama-cpp-python" / "arch"
+            / "gemma-2-9b__c4096.log")
+
+
+def _old_build(tmp_path: Path) -> Path:
+    """A stand-in for an old llama-server: prints b4000's recorded --help and --version."""
+    binary = tmp_path / "bin" / "llama-server"
+    binary.parent.mkdir()
+    binary.write_text(f"#!/bin/sh\nif [ \"$1\" = --version ]; then cat '{HELP / (OLD + '.version.txt')}'; "
+                      f"else cat '{HELP / (OLD + '.help.txt')}'; fi\n")
+    binary.chmod(0o755)
+    return binary
+
+
+def _analyze(*args: str) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(root)}
+    env.pop("LLM_DOCTOR_LLAMA_SERVER", None)
+    done = subprocess.run([sys.executable, "-m", "doctor", "analyze", *args, "--format", "json"], capture_output=True,
+                          env=env, cwd=root, timeout=120, check=False)
+    return json.loads(done.stdout)
+
+
+def _fix(doc: dict, rule: str) -> dict:
+    return next(f["fix"] for f in doc["findings"] if f["id"] == rule)
+
+
+def test_analyze_spells_fixes_for_the_binary_given(tmp_path: Path) -> None:
+    plain = _fix(_analyze(str(ARCH_LOG)), "LD102")
+    assert "--load-mode mmap" in plain["by_engine"]["llama.cpp"]
+    fix = _fix(_analyze(str(ARCH_LOG), "--engine-binary", str(_old_build(tmp_path))), "LD102")
+    assert "--load-mode" not in fix["by_engine"]["llama.cpp"]  # b4000 has no --load-mode
+    assert "the default (mmap)" in fix["by_engine"]["llama.cpp"] and "llama-server" in fix["text"]
+
+
+def test_analyze_reads_the_binary_the_log_started(tmp_path: Path) -> None:
+    binary = _old_build(tmp_path)
+    log = tmp_path / "run.log"
+    log.write_text(f"$ {binary} -m /models/gemma-2-9b-it-Q4_K_M.gguf -c 4096 --no-mmap\n" + ARCH_LOG.read_text())
+    fix = _fix(_analyze(str(log)), "LD102")
+    assert "--load-mode" not in fix["by_engine"]["llama.cpp"]

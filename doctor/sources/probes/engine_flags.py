@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-NAMES = ("llama-server", "llama-cli", "main", "server")  # the binaries a llama.cpp log may name
 HELP_TIMEOUT_S = 10.0
 # an option line: at most four spaces in, then a flag; its columns are cut by runs of two spaces or more
 OPTION = re.compile(r"^ {0,4}-[-\w]")
@@ -44,6 +43,11 @@ RESPELL: dict[tuple[str, str | None], tuple[tuple[str, str | None], ...]] = {
     ("--flash-attn", "auto"): (("--flash-attn", None),),
     ("--n-gpu-layers", "auto"): (("--n-gpu-layers", "999"),),
     ("--n-gpu-layers", "all"): (("--n-gpu-layers", "999"),),
+}
+# what older builds did without being told, in words (no flag of theirs says it)
+DEFAULTS_OF_OLD_BUILDS: dict[tuple[str, str | None], str] = {
+    ("--load-mode", "mmap"): "the default (mmap)",
+    ("--flash-attn", "off"): "no -fa (off by default)",
 }
 # spellings of one option across eras, long form first (the build's own help adds its own aliases)
 SYNONYMS: tuple[tuple[str, ...], ...] = (
@@ -88,7 +92,7 @@ class FlagSet:
     def accepts(self, flag: str, value: str | None) -> bool:
         """Whether the build takes `flag` with `value` (a word it lists, or any value it takes one)."""
         if value is None:
-            return flag not in self.takes_value or flag in self.choices  # a choice flag may stand alone
+            return True  # named without a value: a mention in prose ("or a smaller --ctx-size"), or a switch
         if flag not in self.takes_value:
             return False
         allowed = self.choices.get(flag)
@@ -201,6 +205,10 @@ def _respell(flag: str, value: str | None, flags: FlagSet) -> str | None:
     if own is not None and flags.accepts(own, value):
         return own if value is None else f"{own} {value}"
     long_form = next((g[0] for g in SYNONYMS if flag in g), flag)
+    if own is None or not flags.accepts(own, value):
+        said = DEFAULTS_OF_OLD_BUILDS.get((long_form, value))
+        if said is not None and not flags.knows("--fit"):  # an older build: its default does it
+            return said
     for alt_flag, alt_value in RESPELL.get((long_form, value), ()):
         same_option = alt_flag == long_form and own is not None
         alt = own if same_option else flags.spelled(alt_flag)
@@ -229,7 +237,8 @@ def candidates(log_paths: Iterable[str] = (), suite_cache: bool = False) -> list
     found: list[Path] = []
     for text in log_paths:
         path = Path(text)
-        if path.name in NAMES or path.name.startswith("llama-"):
+        # only llama.cpp's own program names: a log is input, and "main" or "server" could be anything
+        if path.name in ("llama-server", "llama-cli", "llama-server.exe", "llama-cli.exe"):
             found.append(path)
     env = os.environ.get("LLM_DOCTOR_LLAMA_SERVER")
     if env:
