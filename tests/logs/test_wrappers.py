@@ -61,3 +61,19 @@ def test_text_generation_webui_and_the_engine_inside(frame: str, engine: str) ->
     assert facts.value("client.frontend") == "text-generation-webui"
     assert facts.value("client.frontend_engine") == engine
     assert facts.value("client.prompt_tokens_max") == 812
+
+
+def test_lm_studio_running_llama_cpp_is_lm_studio_with_lms_words() -> None:
+    report = _report(WRAPPERS / "lmstudio-llama-cpp-context-v0.3.log")
+    assert report.engine == "lmstudio"
+    lead = report.findings[0]
+    assert lead.cls == "context.overflow"
+    assert (lead.fix.command or "").startswith("lms load --context-length ")
+
+
+def test_an_lm_studio_model_path_alone_is_evidence() -> None:
+    text = ("llama_model_loader: loaded meta data with 30 key-value pairs and 291 tensors from "
+            "C:\\Users\\u\\.lmstudio\\models\\bartowski\\Llama-3.2-3B-Instruct-GGUF\\Llama-3.2-3B-Instruct-Q4_K_M.gguf "
+            "(version GGUF V3 (latest))\nload_tensors: offloaded 0/29 layers to GPU\n")
+    facts = analyze_bytes(text.encode(), "pasted log")
+    assert facts.value("engine.name") == "lmstudio"

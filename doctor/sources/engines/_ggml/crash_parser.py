@@ -250,9 +250,7 @@ class CrashParser(LogParser):
         summary = f"{c.title}{detail}. {c.meaning}"
         data: dict[str, Scalar] = {"cause": c.id, "confidence": f.confidence, "title": c.title, "detail": f.detail,
                 "summary": summary[:900], "fix": fx.text, "fix_llama_cpp": fx.llama_cpp, "fix_lcp": fx.lcp,
-                "fix_ollama": fx.ollama, "fix_vllm": fx.vllm or fx.text}
-        if fx.tgi:
-            data["fix_tgi"] = fx.tgi
+                "fix_ollama": fx.ollama, "fix_vllm": fx.vllm or fx.text, "fix_tgi": fx.tgi or fx.text}
         facts.add_event(Event(kind="crash_cause", line=f.line.number, text=f.line.raw[:400], source=self.name,
                               data=data))
         for support in f.support:  # the same data: whichever line comes first renders the finding
