@@ -54,7 +54,8 @@ INPUT_TOTAL = gated(r"`inputs` tokens \+ `max_new_tokens` must be <= (\d+)\. "
                     r"Given: (\d+) `inputs` tokens and (\d+) `max_new_tokens`")
 INPUT_LEN = gated(r"`inputs` must have less than (\d+) tokens\. Given: (\d+)")
 # router/src/validation.rs MaxNewTokens (1.x); quoted back without its ". Given: N" too
-MAX_NEW = gated(r"`max_new_tokens` must be <= (\d+)(?:\. Given: (\d+))?")
+# (not the tail of "`inputs` tokens + `max_new_tokens` must be <= N", which is INPUT_TOTAL's)
+MAX_NEW = gated(r"(?<!\+ )`max_new_tokens` must be <= (\d+)(?:\. Given: (\d+))?")
 # the launcher's settings as the environment gives them (clap `env`: MAX_INPUT_LENGTH to 1.x,
 # MAX_INPUT_TOKENS from 2.0) or as its own flags, pasted from a docker -e, a compose file or a shell
 ENV = gated(r"\b(MAX_INPUT_LENGTH|MAX_INPUT_TOKENS|MAX_TOTAL_TOKENS|MAX_BATCH_PREFILL_TOKENS)['\"]?\s*[:=]"
@@ -65,7 +66,7 @@ SHARD_FAILED = gated(r"Shard (\d+) failed to start|Error: ShardCannotStart|Error
 CRASHED = gated(r"Shard (\d+) crashed|Error: ShardFailed")
 GRAPH_WARMUP_FAILED = gated(r"cuda graph warmup failed", re.IGNORECASE)
 SIGNATURE = gated(r"Error: (?:ShardCannotStart|Warmup\(|Backend\(|WebserverFailed)"
-                  r"|`inputs` tokens \+ `max_new_tokens`|`max_new_tokens` must be <= \d+"
+                  r"|`inputs` tokens \+ `max_new_tokens`|(?<!\+ )`max_new_tokens` must be <= \d+"
                   r"|prefill tokens\. You need to decrease `--max-batch-prefill-tokens`"
                   r"|KV-cache blocks: \d+, size: \d+")
 
