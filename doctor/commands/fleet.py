@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from doctor.sources.live.metrics.prometheus import Fleet
     from doctor.views.render.fleet import FleetView
 
-HELP = "diagnose every llama-server / vLLM / TGI instance a Prometheus scrapes"
+HELP = "diagnose every llama-server / vLLM / TGI / SGLang instance a Prometheus scrapes"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
