@@ -12,9 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from doctor.core.report import Report
+from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
 from doctor.sources.probes.engine_flags import FlagSet, check_command, find_flags, read_flags
 
-ENGINES = ("llama.cpp",)  # engines whose fixes are llama.cpp command-line flags
+ENGINES = (LLAMACPP.name,)  # engines whose fixes are llama.cpp command-line flags
 
 
 def check_report_flags(report: Report, binary: str | None = None, log_binary: str | None = None,

@@ -123,7 +123,7 @@ class Verifier:
         result: Verified | None = None
         for changes in cands:
             applied_flags = flags(changes)
-            label = applied_flags.get("llama.cpp") or ", ".join(f"{k}={v}" for k, v in changes.items())
+            label = next(iter(applied_flags.values()), None) or ", ".join(f"{k}={v}" for k, v in changes.items())
             self.say(f"{finding.id}: re-running with {label}")
             after_report = self.job(changes)
             if after_report is None:

@@ -53,12 +53,30 @@ class Defaults:
 
 @dataclass(frozen=True, slots=True)
 class Spelling:
-    """How an engine spells a change of settings: one form per RunSettings field (doctor/judge/fixmap.py
-    fills "{v}" and its other fields), joined into one command and wrapped."""
+    """How an engine spells a change of settings: one form per setting (a RunSettings field, or a
+    server's own setting such as max_num_seqs), joined into one command and wrapped. A form is a
+    format string: "{v}" the value, "{V}" it in capitals, "{onoff}" on/off, "{bit}" 1/0, "{lower}"
+    lower case, "{mmap}" / "{repack}" llama.cpp's flag that turns it off ("" when on)."""
 
     forms: Mapping[str, str] = field(default_factory=dict, hash=False)
     join: str = " "
     wrap: str = "{}"
+
+    def spell(self, change: Mapping[str, object]) -> str | None:
+        """The change in this engine's words; None when it spells none of its settings."""
+        parts: list[str] = []
+        for name, value in change.items():
+            form = self.forms.get(name)
+            text = form.format(**_fields(value)).strip() if form else ""
+            if text and text not in parts:
+                parts.append(text)
+        return self.wrap.format(self.join.join(parts)) if parts else None
+
+
+def _fields(value: object) -> dict[str, object]:
+    """What a Spelling form may use besides "{v}"."""
+    return {"v": value, "V": str(value).upper(), "onoff": "on" if value else "off", "bit": int(bool(value)),
+            "lower": str(value).lower(), "mmap": "" if value else "--no-mmap", "repack": "" if value else "-nr"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +95,30 @@ class Starts:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricQuery:
+    """One fleet-wide PromQL query over a server's metrics: which fact it feeds (its unit is the
+    catalogue's) and how the value is scaled."""
+
+    fact: str
+    promql: str  # with {sel} for the label matchers and {d} for the window
+    kind: str = "float"  # float | int
+    scale: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """What a server publishes at /metrics (Prometheus): the names of its metrics, one gauge it always
+    exports, the queries that turn them into facts over a window (`fleet`), the prefix `watch --metrics`
+    knows its page by, and whether it answers /props beside them (the slot count and size)."""
+
+    family: str  # regular expression of its metric names ("vllm:.+")
+    gauge: str  # a gauge it always exports: finds instances whose series went stale inside a window
+    queries: tuple[MetricQuery, ...] = ()
+    prefix: str = ""  # its metric names' prefix, as `watch --metrics` reads a page ("": not read there)
+    props: bool = False  # it answers /props (llama-server)
+
+
+@dataclass(frozen=True, slots=True)
 class Engine:
     name: str  # engine.name, the --engine choice, the key in a rule's engines: and fix:
     label: str  # for people: "Ollama", "vLLM"
@@ -88,6 +130,17 @@ class Engine:
     rules: Path | None = None  # a folder of rule files that comes with the engine (loaded after the built-ins)
     starts: Starts = field(default_factory=Starts)  # the lines that show it starting (log sessions)
     embedded: bool = False  # the engine scan's short trace and watch's default run go through (one row has it)
+    # its own words for the fix of a known failure, by the failure's key (the crash causes of
+    # doctor/sources/engines/_ggml/crashes.py), where the failure's settings change in its spelling
+    # does not say it all
+    fixes: Mapping[str, str] = field(default_factory=dict, hash=False)
+    short: str = ""  # its name where a name must be an identifier (event data: fix_<short>); "": from the name
+    metrics: Metrics | None = None  # what it publishes to Prometheus (None: nothing llm-doctor reads)
+
+    @property
+    def key(self) -> str:
+        """`short`, or the name with each character that is not a letter or a digit as "_"."""
+        return self.short or "".join(c if c.isalnum() else "_" for c in self.name)
 
 
 _TABLE: dict[str, Engine] = {}

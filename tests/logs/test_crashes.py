@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from doctor.core import engines
 from doctor.core.facts import Event
 from doctor.judge.evaluate import diagnose
-from doctor.sources.engines._ggml.crashes import CAUSES
+from doctor.sources.engines._ggml.crashes import CAUSES, GGML, fix_data
 from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes
 
 CRASHES = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "crashes"
@@ -239,8 +240,31 @@ def test_every_cause_has_a_case_and_a_fix_for_each_engine(rulebase) -> None:
     explain = next(r for r in rulebase.rules if r.id == "LD960").explain
     assert all(c.id in explain for c in CAUSES)  # `llm-doctor explain LD960` lists them all
     for c in CAUSES:
-        assert c.fixes.text and c.fixes.llama_cpp and c.fixes.lcp and c.fixes.ollama and c.fixes.checked, c.id
+        assert c.fix.text and c.fix.checked, c.id
         assert c.family, c.id
+        data = fix_data(c)  # one fix per engine of the table, whatever engines it holds
+        assert set(data) == {"fix"} | {f"fix_{e.key}" for e in engines.table()}, c.id
+        assert all(text.strip() for text in data.values()), c.id
+
+
+def test_a_crash_fix_is_a_settings_change_spelled_by_each_ggml_engine_and_a_new_engine_gets_it() -> None:
+    batch = next(c for c in CAUSES if c.id == "assert_n_batch")
+    data = fix_data(batch)
+    assert data["fix_lcp"] == "Llama(..., n_batch=<tokens>, n_ubatch=<tokens>)"  # the binding's spelling
+    assert data["fix_ollama"] == "PARAMETER num_batch <tokens>"  # Ollama spells n_batch only
+    assert data["fix_tgi"] == batch.fix.text  # TGI's launcher has no batch-size flag of llama.cpp's kind
+    assert data["fix_llama_cpp"] == "-b <tokens> -ub <tokens>"  # its own words win over its spelling
+    assert data["fix_vllm"] == batch.fix.text  # vLLM runs no ggml: the change is not spelled for it
+    row = engines.register(engines.Engine("newd", "Newd", wraps=GGML.name,
+                                          spelling=engines.Spelling({"n_batch": "--batch {v}"})))
+    try:
+        assert fix_data(batch)["fix_newd"] == "--batch <tokens>"
+        shift = next(c for c in CAUSES if c.id == "context_shift_unsupported")
+        assert fix_data(shift)["fix_newd"] == shift.fix.text  # no n_ctx form: the words
+        assert fix_data(shift)["fix_tgi"] == "--max-total-tokens <larger>"  # TGI wraps llama.cpp and spells n_ctx
+        assert row.key == "newd"
+    finally:
+        engines.unregister("newd")
 
 
 @pytest.mark.parametrize("text", [

@@ -1,15 +1,18 @@
-"""The engine table (doctor/core/engines.py) is the one place an engine is named.
+"""An engine is a folder plus an entry point: the engine table (doctor/core/engines.py) is read from the
+entry-point group `llm_doctor.engine`, and nothing else holds an engine list.
 
-A toy engine is added here with one parser module (tests/logs/toy_engine.py), one table row
-(`register`) and one rule file (written to tmp_path, in the engine's own rule folder), touching
-nothing else, and `analyze` then detects it, runs its parser, fires its rule and takes `--engine toy`.
-The rest checks that nothing else holds an engine list of its own: the rules, the `--engine`
-choices, the parsers the analyzer runs, the engines the parsers vote for and the session start
-lines all name the table's engines.
+The toy engine (tests/logs/toy_engine/: its row, its parser and its rules folder) is added here the
+way a third-party engine is: one entry point in a distribution of its own (made in tmp_path, a
+`*.dist-info` folder on sys.path, as pip would install it), touching no other file; `analyze` then
+detects it, runs its parser, fires its rule, splits its sessions at its start line and takes
+`--engine toy`. The rest checks that nothing else holds an engine list of its own: the rules, the
+`--engine` choices, the parsers the analyzer runs, the engines the parsers vote for, the session
+start lines and the metric families all name the table's engines.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -25,33 +28,9 @@ from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes, analyze_stre
 from doctor.sources.logs.detect import Detection
 from doctor.sources.logs.registry import engine_parser_classes, parser_classes
 from doctor.sources.logs.sessions import start_lines
-from tests.logs.toy_engine import ToyParser
+from tests.logs.toy_engine.parser import ToyParser
 
 ROOT = Path(__file__).resolve().parents[2]
-
-TOY_RULE = """\
-- id: TOY001
-  slug: toy-prompt-cut-to-window
-  class: context.overflow
-  severity: warning
-  engines: [toy]
-  title: toyd cut a prompt to its context window
-  when:
-    events: {kind: truncation, data: {limit: toy_window}}
-  confidence: high
-  message: >
-    toyd cut a prompt of {event.n_tokens} tokens to its window of {event.n_ctx}.
-  fix:
-    text: Give toyd a window that holds the prompt.
-    toy: "toyd --window {event.n_tokens}"
-  tests:
-    - name: a cut prompt
-      events: [{kind: truncation, line: 3, data: {n_tokens: 3100, n_ctx: 2048, limit: toy_window}}]
-      expect: fired
-    - name: another engine's truncation
-      events: [{kind: truncation, line: 3, data: {n_tokens: 3100, n_ctx: 2048}}]
-      expect: ok
-"""
 
 TOY_LOG = """\
 toyd 0.3.1 listening on :9000
@@ -60,16 +39,31 @@ toyd: request 7: prompt of 3100 tokens cut to the window of 2048
 """
 
 
+def install_distribution(site: Path, name: str, entry_points: dict[str, str]) -> None:
+    """A distribution as pip leaves it in site-packages: NAME-VERSION.dist-info with its METADATA and
+    entry_points.txt (what importlib.metadata reads)."""
+    info = site / f"{name.replace('-', '_')}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    lines = "".join(f"{key} = {value}\n" for key, value in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[{engines.GROUP}]\n{lines}")
+
+
 @pytest.fixture
-def toy(tmp_path: Path) -> Iterator[engines.Engine]:
-    rules = tmp_path / "toy-rules"
-    rules.mkdir()
-    (rules / "toy.yaml").write_text(TOY_RULE)
-    engine = engines.register(engines.Engine("toy", "Toy", "tests.logs.toy_engine:ToyParser", rules=rules))
+def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[engines.Engine]:
+    """The toy engine installed: one entry point naming its folder's row."""
+    install_distribution(tmp_path / "site", "llm-doctor-toy", {"toy": "tests.logs.toy_engine.engine:ENGINE"})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    importlib.invalidate_caches()
+    engines.reload()
     try:
+        engine = engines.get("toy")
+        assert engine is not None, "the toy's entry point was not found"
         yield engine
     finally:
-        engines.unregister("toy")
+        monkeypatch.undo()  # the distribution leaves sys.path ...
+        importlib.invalidate_caches()
+        engines.reload()  # ... and the table
 
 
 def _analyze_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
@@ -77,7 +71,7 @@ def _analyze_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, 
     return code, json.loads(capsys.readouterr().out)
 
 
-def test_a_toy_engine_added_with_one_module_one_row_and_one_rule_file_is_analyzed(
+def test_a_toy_engine_added_as_one_folder_and_one_entry_point_is_analyzed(
         toy: engines.Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "toyd.log"
     log.write_text(TOY_LOG)
@@ -119,9 +113,31 @@ def test_the_toy_rule_stays_out_of_another_engines_report(toy: engines.Engine,
     assert not any(c["id"] == "TOY001" for c in [*report["findings"], *report["checks"]])
 
 
-def test_unregister_takes_the_toy_engine_out_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_toy_engine_splits_its_log_at_its_start_line(toy: engines.Engine) -> None:
+    facts = analyze_bytes((TOY_LOG + TOY_LOG.replace("0.3.1", "0.3.2")).encode(), "toyd.log")
+    assert [s.started_by for s in facts.sessions] == ["input", "engine start"]  # the row's start line
+    assert facts.value("engine.version") == "0.3.2"
+
+
+def test_the_entry_point_group_is_the_table(toy: engines.Engine) -> None:
+    from importlib.metadata import entry_points
+
+    found = {ep.name: ep.value for ep in entry_points(group=engines.GROUP)}
+    assert found["toy"] == "tests.logs.toy_engine.engine:ENGINE"
+    assert engines.names()[-1] == "toy" and toy.rules == ROOT / "tests/logs/toy_engine/rules"
+    # llm-doctor's own rows are the entry points its pyproject.toml declares, in that order
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][engines.GROUP]
+    assert len(declared) == len(engines.names()) - 1
+    assert [engines._import(v).name for v in declared.values()] == list(engines.names()[:-1])
+
+
+def test_unregister_takes_an_added_engine_out_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.logs.toy_engine.engine import ENGINE
+
     before = engines.names()
-    engines.register(engines.Engine("toy", "Toy", "tests.logs.toy_engine:ToyParser"))
+    engines.register(ENGINE)
     try:
         assert engines.names() == (*before, "toy")
         assert ToyParser in parser_classes()
@@ -153,7 +169,7 @@ def test_every_engine_a_rule_names_is_in_the_table() -> None:
         for rule in yaml.safe_load(path.read_text()) or []:
             named |= set(rule.get("engines") or ())
             if isinstance(rule.get("fix"), dict):
-                named |= set(rule["fix"]) - {"text", "change"}  # change: a setting, spelled by the table
+                named |= set(rule["fix"]) - {"text", "change"}
     assert named, "the rules name no engine: this test reads them wrongly"
     assert named <= set(engines.names()), named - set(engines.names())
 
@@ -197,12 +213,37 @@ def test_every_engine_the_parsers_vote_for_on_the_fixture_logs_is_in_the_table(
     assert all(engines.canonical(k) is not None for k in votes), [k for k in votes if engines.canonical(k) is None]
 
 
-def test_session_start_lines_and_metric_families_are_of_table_engines() -> None:
-    from doctor.sources.live.metrics.prometheus import ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES
+def test_session_start_lines_and_metric_families_come_from_the_rows() -> None:
+    from doctor.sources.live.metrics import endpoint, prometheus
 
-    assert {family for family, _, _ in start_lines().markers} <= set(engines.names())
-    for per_engine in (ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES):
-        assert set(per_engine) <= set(engines.names())
+    markers = start_lines().markers
+    assert [(f, o, frag) for f, o, frag in markers] == [
+        (e.name, i, frag) for e in engines.table() for i, frag in enumerate(e.starts.lines)]
+    assert {f for f, _, _ in markers} == {e.name for e in engines.table() if e.starts.lines}
+    served = prometheus.served()
+    assert [name for name, _ in served] == [e.name for e in engines.table() if e.metrics is not None]
+    assert len(served) >= 3 and all(m.queries and m.gauge for _, m in served)
+    # watch --metrics knows a page by its rows' prefixes, and reads /props where a row says so
+    for engine in engines.table():
+        if engine.metrics is not None and engine.metrics.prefix:
+            assert endpoint._engine_of({engine.metrics.prefix + "x": 1.0}) == engine.name
+            assert endpoint._answers_props(engine.name) is engine.metrics.props
+    assert endpoint._engine_of({"go_goroutines": 1.0}) is None
+
+
+def test_a_new_engine_brings_its_start_lines_and_metrics(toy: engines.Engine) -> None:
+    from doctor.sources.live.metrics import endpoint, prometheus
+
+    assert ("toy", 0, toy.starts.lines[0]) in start_lines().markers
+    assert "toy" not in dict(prometheus.served())  # the toy publishes no metrics
+    row = engines.register(engines.Engine("toyd-metrics", "Toyd", metrics=engines.Metrics(
+        "toyd_.+", "toyd_busy", (engines.MetricQuery("server.running_max", "max(toyd_busy{{{sel}}})", "int"),),
+        prefix="toyd_")))
+    try:
+        assert dict(prometheus.served())[row.name] is row.metrics
+        assert endpoint._engine_of({"toyd_busy": 2.0}) == row.name
+    finally:
+        engines.unregister(row.name)
 
 
 def test_wrapped_engines_and_aliases_resolve_in_the_table() -> None:

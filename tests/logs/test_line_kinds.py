@@ -19,7 +19,7 @@ import pytest
 
 from doctor.sources.engines._torch.pytorch import TorchOomBoard
 from doctor.sources.logs.analyze import LogAnalyzer, analyze_stream
-from doctor.sources.logs.base import AnalysisState, LineKind, LineKinds, LogParser
+from doctor.sources.logs.base import AnalysisState, LineKind, LineKinds, LogParser, reads
 from doctor.sources.logs.line import make_line
 from doctor.sources.logs.matcher import LiteralIndex, gated
 from doctor.sources.logs.registry import parser_classes
@@ -40,7 +40,9 @@ def test_every_parser_takes_triggers_gate_and_index_from_its_kinds() -> None:
         assert cls.triggers == kinds.triggers and cls.gate == kinds.gate, cls.__name__
         assert cls.literal_index is kinds.index, cls.__name__
         for kind in kinds.kinds:
-            assert kind.handler is None or callable(getattr(cls, kind.handler)), (cls.__name__, kind.name)
+            handler = kinds.handler(kind)  # the method marked @reads(kind), bound when the class was made
+            assert (handler is None) == (not kind.handled), (cls.__name__, kind.name)
+            assert handler is None or kind in getattr(handler, "__line_kinds__", ()), (cls.__name__, kind.name)
 
 
 @pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
@@ -56,13 +58,14 @@ def test_routing_of_every_parser_finds_what_trying_every_kind_finds(path: Path,
             assert _facts(data) == routed
 
 
+NEEDLE = LineKind("needle", (gated(r"needle (\d+)"),), (r"needle",))
+SHOUT = LineKind("shout", (gated(r"SHOUT", re.IGNORECASE),), (r"(?i)shout",))
+BOTH = LineKind("both", ("needle", gated(r"hay\w+")), (r"hay",), scan=())
+
+
 class _Probe(LogParser):
     name = "probe"
-    kinds = LineKinds(
-        LineKind("needle", "_needle", (gated(r"needle (\d+)"),), (r"needle",)),
-        LineKind("shout", "_shout", (gated(r"SHOUT", re.IGNORECASE),), (r"(?i)shout",)),
-        LineKind("both", "_both", ("needle", gated(r"hay\w+")), (r"hay",), scan=()),
-    )
+    kinds = LineKinds(NEEDLE, SHOUT, BOTH)
 
     def __init__(self) -> None:
         super().__init__()
@@ -72,14 +75,17 @@ class _Probe(LogParser):
         if self.passes_gate(line.text):
             self.dispatch(line)
 
+    @reads(NEEDLE)
     def _needle(self, line) -> bool:
         self.seen.append("needle")
         return "stop" in line.text
 
+    @reads(SHOUT)
     def _shout(self, line) -> bool:
         self.seen.append("shout")
         return False
 
+    @reads(BOTH)
     def _both(self, line) -> bool:
         self.seen.append("both")
         return False
@@ -98,9 +104,26 @@ def test_kinds_are_tried_in_order_where_their_literals_are() -> None:
     assert seen == [["needle", "shout", "both"], ["needle"], ["shout", "both"], [], ["shout"]]
 
 
-def test_a_handler_name_that_does_not_exist_fails_at_class_creation() -> None:
-    with pytest.raises(AttributeError):
-        type("Broken", (LogParser,), {"kinds": LineKinds(LineKind("x", "_missing", (), ("x",)))})
+def test_a_kind_without_a_handler_fails_at_class_creation() -> None:
+    with pytest.raises(TypeError, match="line kind 'x' has no handler"):
+        type("Broken", (LogParser,), {"kinds": LineKinds(LineKind("x", (), ("x",)))})
+
+
+def test_a_handler_is_bound_by_reference_and_an_override_keeps_its_place() -> None:
+    kinds = _Probe.kinds
+    assert kinds.handler(NEEDLE) is _Probe._needle and kinds.handler(BOTH) is _Probe._both
+
+    class _Louder(_Probe):
+        kinds = LineKinds(NEEDLE, SHOUT, BOTH)
+
+        def _shout(self, line) -> bool:  # overrides the marked method: the kind binds to this one
+            self.seen.append("SHOUT")
+            return True
+
+    assert _Louder.kinds.handler(SHOUT) is _Louder._shout
+    probe = _Louder()
+    probe.feed(make_line(1, b"SHOUT hay"))
+    assert probe.seen == ["SHOUT"]
 
 
 def test_two_analyses_at_once_keep_their_torch_ooms_apart() -> None:

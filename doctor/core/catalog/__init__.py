@@ -38,7 +38,8 @@ EVENT_KINDS: dict[str, str] = {
     "gpu_init_failed": "the GPU backend failed to initialise",
     "crash": "the engine aborted (GGML_ASSERT, abort, segfault, runner terminated)",
     "crash_cause": "a crash whose cause the crash table knows (doctor/sources/engines/_ggml/crashes.py); data: cause, "
-                   "confidence, summary, fix, fix_llama_cpp, fix_lcp, fix_ollama, fix_vllm, fix_tgi",
+                   "confidence, summary, fix (in words) and fix_<engine key> for each engine of the table "
+                   "(fix_llama_cpp, fix_lcp, ...)",
     "crash_evidence": "a line that supports a crash_cause (an AMX weight buffer, the system line, a backtrace "
                       "frame); same data",
     "preempted": "a server preempted requests because its KV pool ran out",

@@ -28,7 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor.core.facts import Facts, Source
-from doctor.sources.logs.base import LineKind, LineKinds, LogParser
+from doctor.sources.engines.llama_cpp_python.engine import ENGINE as LCP
+from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
+from doctor.sources.logs.base import LineKind, LineKinds, LogParser, reads
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.matcher import gated
 
@@ -48,22 +50,23 @@ WEBUI_EXCEEDS = gated(r"The request exceeds the available context size, try incr
 PAIR_WINDOW = 40  # lines between a pretty-printed finish_reason and its usage block
 REPLIES_KEPT = 4096
 
-KINDS = LineKinds(
-    LineKind("finish", "_finish", (FINISH,), (r"(?:finish_reason|done_reason)['\"]?\s*[:=]",)),
-    LineKind("usage", "_usage", (COMPLETION, PROMPT),
-             (r"(?:completion_tokens|eval_count|generated_tokens|prompt_tokens|prompt_eval_count)['\"]?\s*[:=]",)),
-    LineKind("budget", "_budget", (BUDGET, TRUNCATION),
-             (r"(?:max_tokens|max_new_tokens|max_completion_tokens|n_predict|num_predict|truncation_length)"
-              r"['\"]?\s*[:=]", r"PARAMETER num_predict")),
-    LineKind("webui", "_webui", (WEBUI_OUTPUT, WEBUI_FRAME, WEBUI_SERVER, WEBUI_EXCEEDS),
-             (r"Output generated in [\d.]+ seconds", r"modules/\w+\.py", r"Using gpu_layers=\w+ \| ctx_size=",
-              r"The request exceeds the available context size")),
-)
+FINISH_KIND = LineKind("finish", (FINISH,), (r"(?:finish_reason|done_reason)['\"]?\s*[:=]",))
+USAGE_KIND = LineKind(
+    "usage", (COMPLETION, PROMPT),
+    (r"(?:completion_tokens|eval_count|generated_tokens|prompt_tokens|prompt_eval_count)['\"]?\s*[:=]",))
+BUDGET_KIND = LineKind(
+    "budget", (BUDGET, TRUNCATION),
+    (r"(?:max_tokens|max_new_tokens|max_completion_tokens|n_predict|num_predict|truncation_length)['\"]?\s*[:=]",
+     r"PARAMETER num_predict"))
+WEBUI_KIND = LineKind(
+    "webui", (WEBUI_OUTPUT, WEBUI_FRAME, WEBUI_SERVER, WEBUI_EXCEEDS),
+    (r"Output generated in [\d.]+ seconds", r"modules/\w+\.py", r"Using gpu_layers=\w+ \| ctx_size=",
+     r"The request exceeds the available context size"))
+KINDS = LineKinds(FINISH_KIND, USAGE_KIND, BUDGET_KIND, WEBUI_KIND)
 
 FRONTEND = "text-generation-webui"
 # the module a text-generation-webui traceback runs through -> the engine inside it
-WEBUI_ENGINE = {"llamacpp_model": "llama-cpp-python", "llamacpp_hf": "llama-cpp-python",
-                "llama_cpp_server": "llama.cpp"}
+WEBUI_ENGINE = {"llamacpp_model": LCP.name, "llamacpp_hf": LCP.name, "llama_cpp_server": LLAMACPP.name}
 
 
 @dataclass(slots=True)
@@ -114,6 +117,7 @@ class ClientParser(LogParser):
                 s.replies.append(reply)
             s.open = None
 
+    @reads(FINISH_KIND)
     def _finish(self, line: LogLine) -> bool:
         m = FINISH.search(line.text)
         if not m:
@@ -126,6 +130,7 @@ class ClientParser(LogParser):
         self._close(reply)
         return False  # the same line may carry the usage and the budget
 
+    @reads(USAGE_KIND)
     def _usage(self, line: LogLine) -> bool:
         if FINISH.search(line.text):
             return False  # read with its finish reason
@@ -146,6 +151,7 @@ class ClientParser(LogParser):
         return found
 
     # -- settings ----------------------------------------------------------------------------------
+    @reads(BUDGET_KIND)
     def _budget(self, line: LogLine) -> bool:
         m = BUDGET.search(line.text)
         if m:
@@ -158,6 +164,7 @@ class ClientParser(LogParser):
         return False
 
     # -- text-generation-webui ---------------------------------------------------------------------
+    @reads(WEBUI_KIND)
     def _webui(self, line: LogLine) -> bool:
         s = self.s
         m = WEBUI_OUTPUT.search(line.text)
@@ -175,7 +182,7 @@ class ClientParser(LogParser):
             return False
         m = WEBUI_SERVER.search(line.text)
         if m:
-            s.webui, s.webui_engine = s.webui or self.src(line), "llama.cpp"
+            s.webui, s.webui_engine = s.webui or self.src(line), LLAMACPP.name
             if m.group(2).isdigit():
                 s.webui_ctx = (int(m.group(2)), self.src(line))
             return True

@@ -90,8 +90,9 @@ class AnalysisState:
 class LineKind:
     """One kind of line a parser reads.
 
-    `handler` names the parser method that reads it, `handler(line, *args) -> bool`: True when it took
-    the line (the kinds after it in the same phase are then not tried). `patterns` are what the
+    Its handler is the parser method decorated with `@reads(this kind)`, `handler(line, *args) -> bool`:
+    True when it took the line (the kinds after it in the same phase are then not tried); the parser
+    class finds it when it is made (a kind with no handler fails there). `patterns` are what the
     handler matches on the line's own text (gated patterns, whose required literals are read from
     their syntax, or plain substrings): the kind is tried only on a line that holds one of their
     literals, so a handler must change nothing and return False when none of them matches. A kind
@@ -100,16 +101,16 @@ class LineKind:
     `keys` is a cheaper first need (substrings the handler tests itself before its patterns).
     `lines` are the RE2 fragments of the lines of this kind (they make the parser's gate) and
     `scan` those it adds to the analyzer's scan, `lines` when None (a parser without a gate lists
-    its trigger fragments there). A kind without a handler only names lines that the parser reads
-    before its dispatch (an engine's header, read for its vote)."""
+    its trigger fragments there). A kind with `handled=False` has no handler: it only names lines
+    that the parser reads before its dispatch (an engine's header, read for its vote)."""
 
     name: str
-    handler: str | None
     patterns: tuple[object, ...] = ()
     lines: tuple[str, ...] = ()
     scan: tuple[str, ...] | None = None
     keys: tuple[str, ...] = ()
     phase: str = "read"
+    handled: bool = True
 
     def needs(self) -> list[tuple[str, ...]]:
         """The literal sets a line must meet (one literal of each) for this kind to be tried."""
@@ -120,6 +121,20 @@ class LineKind:
         if literals:
             found.append(literals)
         return found
+
+
+READS = "__line_kinds__"  # the attribute `reads` puts on a handler: the kinds it reads
+H = TypeVar("H", bound=Callable[..., Any])
+
+
+def reads(*kinds: LineKind) -> Callable[[H], H]:
+    """Mark a parser method as the handler of these line kinds: `@reads(KV_SIZE_KIND)` above
+    `def _kv_size(self, line)`. The parser's LineKinds table binds it when the class is made."""
+    def mark(handler: H) -> H:
+        setattr(handler, READS, (*getattr(handler, READS, ()), *kinds))
+        return handler
+
+    return mark
 
 
 def _literals(patterns: tuple[object, ...]) -> tuple[str, ...] | None:
@@ -169,9 +184,32 @@ class LineKinds:
         return self.phases.index(name)
 
     def bind_class(self, cls: type) -> None:
-        """Resolve each kind's handler on the parser class (an unknown name fails at import)."""
-        self._handlers = tuple(None if k.handler is None else getattr(cls, k.handler) for k in self.kinds)
+        """Find each kind's handler on the parser class: the method marked `@reads(kind)` (a method
+        that overrides it in a subclass keeps the mark's place). A kind without one fails here, when
+        the class is made."""
+        marked: dict[int, str] = {}
+        for klass in reversed(cls.__mro__):
+            for attr_name, attr in vars(klass).items():
+                for kind in getattr(attr, READS, ()):
+                    marked[id(kind)] = attr_name
+        handlers: list[Callable[..., Any] | None] = []
+        for kind in self.kinds:
+            if not kind.handled:
+                handlers.append(None)
+                continue
+            if id(kind) not in marked:
+                raise TypeError(f"{cls.__name__}: line kind {kind.name!r} has no handler (a method marked "
+                                f"@reads({kind.name} kind))")
+            handlers.append(getattr(cls, marked[id(kind)]))
+        self._handlers = tuple(handlers)
         self._plans = {}
+
+    def handler(self, kind: LineKind) -> Callable[..., Any] | None:
+        """The handler bound to `kind` (None for a kind without one)."""
+        for k, found in zip(self.kinds, self._handlers, strict=True):
+            if k is kind:
+                return found
+        raise KeyError(kind.name)
 
     def bits(self, text: str) -> int:
         index = self.index

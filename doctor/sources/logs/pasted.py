@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from doctor.core.facts import Facts, Source
-from doctor.sources.logs.base import LineKind, LineKinds, LogParser
+from doctor.sources.logs.base import LineKind, LineKinds, LogParser, reads
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.matcher import gated
 
@@ -37,14 +37,22 @@ MAX_OUTPUT = 64 * 1024
 MAX_SCANNED = 256 * 1024  # a paste is short: past this much text between candidates, stop looking
 
 # every kind reads the line and none takes it (a pasted command line may set several of them)
+TEMPERATURE_KIND = LineKind(
+    "temperature", (TEMPERATURE,),
+    (r"temperature['\"]?\s*[=:]|--temp|PARAMETER temperature|parameter temperature",))
+TOP_K_KIND = LineKind("top_k", (TOP_K,), (r"top_k['\"]?\s*[=:]|--top-k",))
+GREEDY_KIND = LineKind("greedy", (GREEDY_FLAG,), (r"do_sample['\"]?\s*[=:]|\bgreedy\b",))
+PENALTY_KIND = LineKind("penalty", (PENALTY,), (r"repeat_penalty|repetition_penalty|--repeat-penalty",))
+CPUS_KIND = LineKind("cpus", (CPUS,), (r"--cpus|cpus: ",))
+CPUSET_KIND = LineKind("cpuset", (CPUSET,), (r"--cpuset-cpus",))
+
 KINDS = LineKinds(
-    LineKind("temperature", "_temperature", (TEMPERATURE,),
-             (r"temperature['\"]?\s*[=:]|--temp|PARAMETER temperature|parameter temperature",)),
-    LineKind("top_k", "_top_k", (TOP_K,), (r"top_k['\"]?\s*[=:]|--top-k",)),
-    LineKind("greedy", "_greedy", (GREEDY_FLAG,), (r"do_sample['\"]?\s*[=:]|\bgreedy\b",)),
-    LineKind("penalty", "_penalty", (PENALTY,), (r"repeat_penalty|repetition_penalty|--repeat-penalty",)),
-    LineKind("cpus", "_cpus", (CPUS,), (r"--cpus|cpus: ",)),
-    LineKind("cpuset", "_cpuset", (CPUSET,), (r"--cpuset-cpus",)),
+    TEMPERATURE_KIND,
+    TOP_K_KIND,
+    GREEDY_KIND,
+    PENALTY_KIND,
+    CPUS_KIND,
+    CPUSET_KIND,
 )
 TRIGGERS = KINDS.triggers
 
@@ -68,6 +76,7 @@ class PastedParser(LogParser):
         if self.passes_gate(line.text):
             self.dispatch(line)
 
+    @reads(TEMPERATURE_KIND)
     def _temperature(self, line: LogLine) -> bool:
         m = TEMPERATURE.search(line.text)
         if m:
@@ -77,6 +86,7 @@ class PastedParser(LogParser):
                 self.greedy_line = self.greedy_line or line
         return False
 
+    @reads(TOP_K_KIND)
     def _top_k(self, line: LogLine) -> bool:
         m = TOP_K.search(line.text)
         if m:
@@ -86,24 +96,28 @@ class PastedParser(LogParser):
                 self.greedy_line = self.greedy_line or line
         return False
 
+    @reads(GREEDY_KIND)
     def _greedy(self, line: LogLine) -> bool:
         if GREEDY_FLAG.search(line.text):
             self.greedy_line = self.greedy_line or line
             self.settings.setdefault("temperature", (0.0, line))  # greedy decoding: temperature 0 in effect
         return False
 
+    @reads(PENALTY_KIND)
     def _penalty(self, line: LogLine) -> bool:
         m = PENALTY.search(line.text)
         if m:
             self.settings.setdefault("repeat_penalty", (float(m.group(1) or m.group(2)), line))
         return False
 
+    @reads(CPUS_KIND)
     def _cpus(self, line: LogLine) -> bool:
         m = CPUS.search(line.text)
         if m:
             self.cpus = (float(m.group(1) or m.group(2)), line)
         return False
 
+    @reads(CPUSET_KIND)
     def _cpuset(self, line: LogLine) -> bool:
         m = CPUSET.search(line.text)
         if m:

@@ -23,6 +23,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from doctor.sources.engines.llamacpp.engine import BINARIES
+
+SERVER = BINARIES[0]  # llama-server
+
 HELP_TIMEOUT_S = 10.0
 # an option line: at most four spaces in, then a flag; its columns are cut by runs of two spaces or more
 OPTION = re.compile(r"^ {0,4}-[-\w]")
@@ -101,7 +105,7 @@ class FlagSet:
         return True  # a number, a type name, or prose after the flag ("-ngl two below ...")
 
 
-def parse_help(text: str, binary: str = "llama-server", version_text: str = "") -> FlagSet:
+def parse_help(text: str, binary: str = SERVER, version_text: str = "") -> FlagSet:
     """Index a `--help` text (either era's layout)."""
     spellings: set[str] = set()
     takes_value: set[str] = set()
@@ -238,17 +242,17 @@ def candidates(log_paths: Iterable[str] = (), suite_cache: bool = False) -> list
     for text in log_paths:
         path = Path(text)
         # only llama.cpp's own program names: a log is input, and "main" or "server" could be anything
-        if path.name in ("llama-server", "llama-cli", "llama-server.exe", "llama-cli.exe"):
+        if path.name.removesuffix(".exe") in BINARIES:
             found.append(path)
     env = os.environ.get("LLM_DOCTOR_LLAMA_SERVER")
     if env:
         found.append(Path(env))
-    on_path = shutil.which("llama-server")
+    on_path = shutil.which(SERVER)
     if on_path:
         found.append(Path(on_path))
     if suite_cache:
         cache = Path(os.environ.get("LLM_DOCTOR_CACHE", Path.home() / ".cache" / "llm-doctor"))
-        found.extend(sorted(cache.glob("llama-server-*/bin/llama-server"), reverse=True))
+        found.extend(sorted(cache.glob(f"{SERVER}-*/bin/{SERVER}"), reverse=True))
     return [p for p in dict.fromkeys(found) if p.is_file() and os.access(p, os.X_OK)]
 
 

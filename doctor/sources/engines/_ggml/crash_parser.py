@@ -13,20 +13,26 @@ from doctor.core.facts import Event, Facts, Scalar
 from doctor.sources.engines._ggml.crash_patterns import (
     AMX_BUFFER,
     AMX_CPU,
+    AMX_EVIDENCE_KIND,
     AMX_FEATURE,
     AMX_FRAME,
     AMX_REPACK_LINE,
     AMX_VARIANT,
     CUBLAS_CALL,
+    CUDA_DETAIL_KIND,
     CUDA_ERROR,
+    CUDA_ERROR_KIND,
     CUDA_WHERE,
     ENGINE_WORDS,
     EXPLICIT,
+    EXPLICIT_KIND,
     KERNEL_TRAP,
     KINDS,
     LCP_LOAD_FAILED,
+    LCP_LOAD_FAILED_KIND,
     SEGV,
     SIGILL,
+    SIGNAL_KIND,
 )
 from doctor.sources.engines._ggml.crashes import (
     AMX,
@@ -37,8 +43,9 @@ from doctor.sources.engines._ggml.crashes import (
     ILLEGAL_INSTRUCTION,
     UNKNOWN_ARCH,
     Cause,
+    fix_data,
 )
-from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.base import LogParser, reads
 from doctor.sources.logs.line import LogLine
 
 MAX_CRASHES = 64  # crash lines kept per input (a journal of a crash loop repeats them)
@@ -92,6 +99,7 @@ class CrashParser(LogParser):
         self.dispatch(line)
 
     # -- line kinds ------------------------------------------------------------------------------
+    @reads(EXPLICIT_KIND)
     def _explicit(self, line: LogLine) -> bool:
         t = line.text
         for cause, confidence, pattern in EXPLICIT:
@@ -112,6 +120,7 @@ class CrashParser(LogParser):
                 return True
         return False
 
+    @reads(CUDA_DETAIL_KIND)
     def _cuda_detail(self, line: LogLine) -> bool:
         """A line of the block after the latest CUDA error: where it happened, or the cuBLAS call."""
         t = line.text
@@ -132,6 +141,7 @@ class CrashParser(LogParser):
                 return True
         return False
 
+    @reads(CUDA_ERROR_KIND)
     def _cuda_error(self, line: LogLine) -> bool:
         m = CUDA_ERROR.search(line.text)
         if not m:
@@ -140,6 +150,7 @@ class CrashParser(LogParser):
         self.s.pending_cuda = self.s.cuda_block = _Found(CUDA_OTHER, "medium", line, m.group(0).strip()[:160])
         return True
 
+    @reads(LCP_LOAD_FAILED_KIND)
     def _lcp_load_failed(self, line: LogLine) -> bool:
         if not LCP_LOAD_FAILED.search(line.text):
             return False
@@ -148,6 +159,7 @@ class CrashParser(LogParser):
             found.support.append(line)
         return True
 
+    @reads(SIGNAL_KIND)
     def _signal(self, line: LogLine) -> bool:
         """The process died by a signal (classified at the summary, with the evidence around it)."""
         t = line.text
@@ -165,6 +177,7 @@ class CrashParser(LogParser):
             self._found(s.pending_cuda)
             s.pending_cuda = None
 
+    @reads(AMX_EVIDENCE_KIND)
     def _amx_evidence(self, line: LogLine) -> bool:
         """Evidence for the AMX / repack crash; never takes the line (it may be the crash itself)."""
         self._amx_line(line)
@@ -245,12 +258,10 @@ class CrashParser(LogParser):
 
     def _emit(self, facts: Facts, f: _Found) -> None:
         c = f.cause
-        fx = c.fixes
         detail = f" ({f.detail})" if f.detail else ""
         summary = f"{c.title}{detail}. {c.meaning}"
         data: dict[str, Scalar] = {"cause": c.id, "confidence": f.confidence, "title": c.title, "detail": f.detail,
-                "summary": summary[:900], "fix": fx.text, "fix_llama_cpp": fx.llama_cpp, "fix_lcp": fx.lcp,
-                "fix_ollama": fx.ollama, "fix_vllm": fx.vllm or fx.text, "fix_tgi": fx.tgi or fx.text}
+                                   "summary": summary[:900], **fix_data(c)}
         facts.add_event(Event(kind="crash_cause", line=f.line.number, text=f.line.raw[:400], source=self.name,
                               data=data))
         for support in f.support:  # the same data: whichever line comes first renders the finding

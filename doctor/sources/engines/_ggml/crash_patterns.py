@@ -38,9 +38,9 @@ def _assert_re(expr: str) -> object:
 # Lines that name their cause by themselves: (cause, confidence, pattern). First match wins.
 EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     (K_SHIFT, "high", gated(r"does not support K-shift")),
-    # an empty name (no general.architecture key) is a file that is not a model: LD901/LD903, not this
+    # an empty name (no general.architecture key) is a file that is not a model: the model rules' (a failed
+    # load, class model.corrupt), not this
     (UNKNOWN_ARCH, "high", gated(r"(?:unknown|unsupported) model architecture: '([^']+)'")),
-    # an empty name (no general.architecture key) is a file that is not a model: LD901/LD903, not this
     (UNKNOWN_ARCH, "high", gated(r"this model is not supported by your version of Ollama")),
     (NO_KERNEL_IMAGE, "high", gated(r"no kernel image is available for execution on the device")),
     (CUDA_DRIVER, "high", gated(r"CUDA driver version is insufficient for CUDA runtime version"
@@ -91,27 +91,37 @@ AMX_CPU = gated(r"Xeon\(R\) (?:Platinum|Gold|Silver|Bronze) [3-9][45]\d\d|Xeon\(
 # other parser's triggers already select (the llama.cpp parser's take every line with "error",
 # "failed", "GGML_A", "buffer size =", "Segmentation fault", "SIGSEGV", "SSE3 = "...), so the scan
 # over every byte stays as fast.
+EXPLICIT_KIND = LineKind(
+    "explicit", tuple(pattern for _, _, pattern in EXPLICIT),
+    (r"K-shift", r"model architecture", r"not supported by your version", r"kernel image",
+     r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
+     r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor"),
+    scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor"))
+# the lines after a CUDA error that say where it happened
+CUDA_DETAIL_KIND = LineKind("cuda_detail", (CUDA_WHERE, CUBLAS_CALL), (r"current device: ", r"cublas[A-Z]\w*\("))
+CUDA_ERROR_KIND = LineKind("cuda_error", (CUDA_ERROR,), (r"(?:CUDA|HIP|ROCm|MUSA) error",), scan=())
+LCP_LOAD_FAILED_KIND = LineKind("lcp_load_failed", (LCP_LOAD_FAILED,), (r"Failed to load model from file",), scan=())
+AMX_EVIDENCE_KIND = LineKind(
+    "amx_evidence",
+    (AMX_BUFFER, AMX_REPACK_LINE, AMX_FEATURE, AMX_VARIANT, AMX_FRAME, AMX_CPU),
+    (r"model buffer size", r"amx repack", r"AMX_INT8 = 1", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_",
+     r"sapphirerapids", r"Xeon|Rapids|family: 0x6, model|amx_int8"),
+    scan=(r"amx repack", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_|sapphirerapids",
+          r"Xeon|Rapids|amx_int8"))
+SIGNAL_KIND = LineKind(
+    "signal", (SIGILL, SEGV),
+    (r"Segmentation fault|segfault at|general protection fault|SIGSEGV|signal: segmentation|0xc0000005",
+     r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d"),
+    scan=(r"segfault at|general protection|signal: segm",
+          r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d"))
+
 KINDS = LineKinds(
-    LineKind("explicit", "_explicit", tuple(pattern for _, _, pattern in EXPLICIT),
-             (r"K-shift", r"model architecture", r"not supported by your version", r"kernel image",
-              r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
-              r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor"),
-             scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor")),
-    # the lines after a CUDA error that say where it happened
-    LineKind("cuda_detail", "_cuda_detail", (CUDA_WHERE, CUBLAS_CALL), (r"current device: ", r"cublas[A-Z]\w*\(")),
-    LineKind("cuda_error", "_cuda_error", (CUDA_ERROR,), (r"(?:CUDA|HIP|ROCm|MUSA) error",), scan=()),
-    LineKind("lcp_load_failed", "_lcp_load_failed", (LCP_LOAD_FAILED,), (r"Failed to load model from file",), scan=()),
-    LineKind("amx_evidence", "_amx_evidence",
-             (AMX_BUFFER, AMX_REPACK_LINE, AMX_FEATURE, AMX_VARIANT, AMX_FRAME, AMX_CPU),
-             (r"model buffer size", r"amx repack", r"AMX_INT8 = 1", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_",
-              r"sapphirerapids", r"Xeon|Rapids|family: 0x6, model|amx_int8"),
-             scan=(r"amx repack", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_|sapphirerapids",
-                   r"Xeon|Rapids|amx_int8")),
-    LineKind("signal", "_signal", (SIGILL, SEGV),
-             (r"Segmentation fault|segfault at|general protection fault|SIGSEGV|signal: segmentation|0xc0000005",
-              r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d"),
-             scan=(r"segfault at|general protection|signal: segm",
-                   r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d")),
+    EXPLICIT_KIND,
+    CUDA_DETAIL_KIND,
+    CUDA_ERROR_KIND,
+    LCP_LOAD_FAILED_KIND,
+    AMX_EVIDENCE_KIND,
+    SIGNAL_KIND,
 )
 GATE = KINDS.gate
 TRIGGERS = KINDS.triggers

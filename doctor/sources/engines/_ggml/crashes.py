@@ -8,7 +8,7 @@ evidence some causes need, and writes one `crash_cause` event per cause found, p
 `crash_evidence` events for the lines that support it; the rule of class engine.crash renders them,
 and a crash no entry explains stays with the generic crash rule.
 
-Where each fix was checked is in `Fixes.checked`; README.md of fixtures/logs/crashes lists the
+Where each fix was checked is in `Fix.checked`; README.md of fixtures/logs/crashes lists the
 strings' sources. Pure data.
 """
 
@@ -16,29 +16,64 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from doctor.core import engines
+from doctor.core.engines import Engine
+from doctor.sources.engines.llamacpp.engine import ENGINE as GGML  # the engine ggml ships with
+
 # -- the table -------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class Fixes:
-    text: str  # in words, for every engine
-    llama_cpp: str
-    lcp: str  # llama-cpp-python
-    ollama: str
-    vllm: str = ""
-    tgi: str = ""  # only where the cause is TGI's own
-    checked: str = ""  # where each fix was checked (source read, doc, public report)
+class Fix:
+    """What to do, in words for every engine, and the settings change that does it (RunSettings field
+    names and values, as the engine table's Spelling forms take them; "<tokens>" and the like stand for
+    a value the user picks). Each engine says it in its own words where it has them (its row's
+    `fixes`, by the cause's key), else an engine that runs ggml gets the change in its spelling (with
+    `after`), else the words."""
+
+    text: str
+    change: tuple[tuple[str, object], ...] = ()
+    after: str = ""  # words after the spelled change
+    checked: str = ""  # where the fix was checked (source read, doc, public report)
 
 
 @dataclass(frozen=True, slots=True)
 class Cause:
-    id: str
+    id: str  # the cause's key: the crash_cause event's `cause`, the key of an engine's own fix words
     title: str  # what happened, in a few words
     meaning: str  # one sentence: why it happens
-    fixes: Fixes
+    fix: Fix
     family: tuple[str, ...]  # the messages that name it, across engine versions (documentation and tests)
 
 
-_REBUILD_NATIVE = 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall --no-cache-dir llama-cpp-python'
+def runs_ggml(engine: Engine) -> bool:
+    """The engine is ggml's own (llama.cpp) or wraps it (its crashes are ggml's)."""
+    seen: set[str] = set()
+    current: Engine | None = engine
+    while current is not None and current.name not in seen:
+        if current.name == GGML.name:
+            return True
+        seen.add(current.name)
+        current = engines.get(current.wraps) if current.wraps else None
+    return False
+
+
+def fix_for(cause: Cause, engine: Engine) -> str:
+    """The cause's fix as this engine says it: its own words, else the change in its spelling (an
+    engine that runs ggml), else the words for every engine."""
+    own = engine.fixes.get(cause.id)
+    if own:
+        return own
+    if cause.fix.change and engine.spelling is not None and runs_ggml(engine):
+        spelled = engine.spelling.spell(dict(cause.fix.change))
+        if spelled:
+            return spelled + cause.fix.after
+    return cause.fix.text
+
+
+def fix_data(cause: Cause) -> dict[str, str]:
+    """The crash_cause event's fix fields: `fix` (the words) and `fix_<engine key>` for every engine of
+    the table (the rule of class engine.crash renders them by engine)."""
+    return {"fix": cause.fix.text, **{f"fix_{e.key}": fix_for(cause, e) for e in engines.table()}}
 
 AMX = Cause(
     "amx_repack", "llama.cpp's AMX / weight-repacking CPU kernel crashed",
@@ -47,19 +82,10 @@ AMX = Cause(
     "special kernel; on some of these machines and builds that kernel crashes on the first batch of two or "
     "more tokens. It is an engine bug, not a problem of the model or the settings (Ollama traced it in its "
     "own builds to AMX code compiled by GCC 11, fixed in Ollama 0.32.2 by building with GCC 13).",
-    Fixes(
+    Fix(
         "Turn weight repacking off (llama.cpp -nr / --no-repack: the extra buffer types are not used), or use a "
         "build without AMX.",
-        "-nr   (--no-repack; or LLAMA_ARG_REPACK=false in the environment; builds from about Aug 2025 have it); "
-        "or build without AMX: cmake -B build -DGGML_NATIVE=OFF",
-        "turn the extra buffer types off (what llama.cpp's -nr / --no-repack does); 0.3.36 has no Llama() "
-        "argument for it: before creating Llama, run  import llama_cpp.llama_cpp as C; "
-        "_p = C.llama_model_default_params; C.llama_model_default_params = lambda: (q := _p(), "
-        "setattr(q, 'use_extra_bufts', False), q)[2]  — or rebuild without AMX: " + _REBUILD_NATIVE,
-        "Ollama 0.30-0.32.1: upgrade to 0.32.2 or later (its Linux build moved to GCC 13: 'GCC 11 builds broken "
-        "AMX code which causes the Sapphire Rapids CPU backend to crash'), or set LLAMA_ARG_REPACK=false in the "
-        "environment of `ollama serve` (it is passed on to the llama-server runner); 0.5.8-0.5.11: upgrade "
-        "(0.5.12 dropped the AMX CPU backend)",
+        change=(("use_extra_bufts", False),),
         checked="llama.cpp common/arg.cpp (-nr/--no-repack, env LLAMA_ARG_REPACK, parse_bool_value) and "
         "common/common.cpp (use_extra_bufts = !no_extra_bufts), ggml/src/ggml-cpu/CMakeLists.txt (GGML_NATIVE "
         "adds -march=native; with it OFF the AMX options default OFF), ggml-cpu.cpp (the AMX buffer type exists "
@@ -83,13 +109,8 @@ ILLEGAL_INSTRUCTION = Cause(
     "illegal_instruction", "The engine build uses a CPU instruction this processor does not have",
     "A build made for another CPU (-march=native on a newer machine, or an AVX-512 / AVX2 build) stops with "
     "SIGILL at the first instruction this CPU lacks.",
-    Fixes(
+    Fix(
         "Use a build made for this CPU: build it on this machine, or turn native optimisation off.",
-        "cmake -B build -DGGML_NATIVE=OFF   (or build on this machine; release builds with "
-        "-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON pick the CPU variant at run time)",
-        _REBUILD_NATIVE + "   (a wheel built on another machine with GGML_NATIVE)",
-        "no known setting: Ollama picks its CPU backend variant itself; report the CPU (lscpu) with the log "
-        "at github.com/ollama/ollama/issues",
         checked="llama.cpp ggml/CMakeLists.txt (GGML_NATIVE, GGML_BACKEND_DL, GGML_CPU_ALL_VARIANTS) and "
         "ggml/src/ggml-cpu/CMakeLists.txt, vendored by llama-cpp-python 0.3.36; Ollama "
         "ml/backend/ggml/ggml/src/CMakeLists.txt (CPU variants)",
@@ -104,14 +125,10 @@ K_SHIFT = Cause(
     "When the context fills, llama.cpp's context shift discards old tokens and re-rotates the keys ('K-shift'); "
     "models whose KV cache cannot be rotated that way (DeepSeek-2 MLA in 2024 builds, multi-position RoPE, "
     "recurrent or some hybrid caches) abort instead.",
-    Fixes(
+    Fix(
         "Keep the conversation inside the context (a larger context, or shorter requests), or turn context "
         "shift off so a full context ends the request instead of the process.",
-        "--no-context-shift  (or a larger --ctx-size); builds since about Aug/Sep 2025 have context shift off "
-        "by default and disable it for models that cannot shift",
-        "Llama(..., n_ctx=<larger>)  (llama-cpp-python does not shift the context itself)",
-        "PARAMETER num_ctx <larger>  (or OLLAMA_CONTEXT_LENGTH); newer Ollama releases disable the shift for "
-        "such models",
+        change=(("n_ctx", "<larger>"),),
         checked="llama.cpp src/llama-kv-cache.cpp (GGML_ABORT text, get_can_shift) and common/arg.cpp "
         "(--context-shift / --no-context-shift), tools/server/server-context.cpp ('ctx_shift is not supported "
         "by this context, it will be disabled'), vendored by llama-cpp-python 0.3.36; older abort texts in the "
@@ -127,14 +144,9 @@ UNKNOWN_ARCH = Cause(
     "unknown_architecture", "The model's architecture is newer than this engine build",
     "The GGUF declares an architecture the engine's llama.cpp does not know yet, so it refuses the file; the "
     "file itself is usually fine.",
-    Fixes(
+    Fix(
         "Upgrade the engine to a build that knows the architecture (the model card or the llama.cpp release "
         "notes name the first build that supports it).",
-        "update llama.cpp (git pull && cmake --build build, or a newer release)",
-        "pip install --upgrade --force-reinstall --no-cache-dir llama-cpp-python   (a release whose vendored "
-        "llama.cpp knows the architecture; or build from source against a newer llama.cpp)",
-        "upgrade Ollama (the error 'this model is not supported by your version of Ollama' says the same)",
-        "pip install --upgrade vllm   (or a release that lists the architecture as supported)",
         checked="llama.cpp src/llama-model.cpp (both throws), llama_cpp/_internals.py 0.3.36 (ValueError "
         "'Failed to load model from file'); Ollama v0.13.0 llm/server.go (the 'not supported by your version' "
         "rewrite); public report abetlen/llama-cpp-python#1994 (../shared/corpus/108: llama4, support landed "
@@ -158,15 +170,10 @@ ILLEGAL_ADDRESS = Cause(
     "kernel goes out of bounds; the error surfaces at the next synchronisation, so the function named is often "
     "not the culprit. It is an engine or driver bug, usually tied to one feature: flash attention, CUDA graphs, "
     "a multi-GPU split, or a quantisation type.",
-    Fixes(
+    Fix(
         "Find the feature that triggers it and turn it off, then update the engine: flash attention off, one GPU, "
         "CUDA_LAUNCH_BLOCKING=1 to see the kernel that failed.",
-        "-fa off   (then -sm none / CUDA_VISIBLE_DEVICES=0 for one GPU; CUDA_LAUNCH_BLOCKING=1 to find the "
-        "kernel); update llama.cpp",
-        "Llama(..., flash_attn=False); CUDA_LAUNCH_BLOCKING=1 to find the kernel; pip install --upgrade "
-        "llama-cpp-python",
-        "OLLAMA_FLASH_ATTENTION=0 on the server, CUDA_VISIBLE_DEVICES=<one GPU>; upgrade Ollama",
-        "--enforce-eager   (no CUDA graphs); CUDA_LAUNCH_BLOCKING=1 to find the kernel; upgrade vLLM",
+        change=(("flash_attn", False),),
         checked=_CUDA_CHECKED + "; llama.cpp common/arg.cpp (-fa, -sm), llama_cpp/llama.py (flash_attn), "
         "Ollama envconfig/config.go (OLLAMA_FLASH_ATTENTION)",
     ),
@@ -180,13 +187,8 @@ NO_KERNEL_IMAGE = Cause(
     "cuda_arch_missing", "The engine was not built for this GPU's architecture",
     "'no kernel image is available for execution on the device' means the build contains no code for this "
     "GPU's compute capability (a build for newer or older GPUs only).",
-    Fixes(
+    Fix(
         "Use a build compiled for this GPU's compute capability.",
-        "cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=<compute capability, e.g. 86>",
-        'CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=<e.g. 86>" pip install --force-reinstall '
-        "--no-cache-dir llama-cpp-python",
-        "upgrade Ollama, or check that the GPU's compute capability is supported (docs/gpu.md)",
-        "install a vLLM / PyTorch build for this GPU (pip install vllm with the matching CUDA)",
         checked=_CUDA_CHECKED + "; CMAKE_CUDA_ARCHITECTURES in llama.cpp ggml/src/ggml-cuda/CMakeLists.txt",
     ),
     ("CUDA error: no kernel image is available for execution on the device",),
@@ -195,13 +197,9 @@ NO_KERNEL_IMAGE = Cause(
 CUDA_DRIVER = Cause(
     "cuda_driver_old", "The NVIDIA driver is older than the CUDA runtime the engine was built with",
     "The engine's CUDA runtime needs a newer kernel driver than the one installed.",
-    Fixes(
+    Fix(
         "Update the NVIDIA driver, or use an engine build for the CUDA version the driver supports (nvidia-smi "
         "shows it).",
-        "update the NVIDIA driver, or build with the CUDA toolkit your driver supports",
-        "update the NVIDIA driver, or reinstall llama-cpp-python built with an older CUDA toolkit",
-        "update the NVIDIA driver",
-        "update the NVIDIA driver, or install the vLLM/PyTorch wheel for your driver's CUDA version",
         checked=_CUDA_CHECKED + " (cudaGetErrorString texts)",
     ),
     ("CUDA error: CUDA driver version is insufficient for CUDA runtime version",
@@ -212,13 +210,9 @@ CUBLAS = Cause(
     "cublas_error", "A cuBLAS call failed (not for lack of memory)",
     "A matrix multiplication in cuBLAS failed: an unsupported type or shape on this GPU, a driver / cuBLAS "
     "mismatch, or an earlier kernel fault that cuBLAS only reported.",
-    Fixes(
+    Fix(
         "Update the engine and the driver; to narrow it down run with CUDA_LAUNCH_BLOCKING=1, and try without "
         "flash attention or with another quantisation.",
-        "update llama.cpp; -fa off; CUDA_LAUNCH_BLOCKING=1 to find the call",
-        "pip install --upgrade llama-cpp-python; CUDA_LAUNCH_BLOCKING=1 to find the call",
-        "upgrade Ollama; OLLAMA_FLASH_ATTENTION=0",
-        "--enforce-eager; check --dtype against the GPU (bfloat16 needs compute capability 8.0); upgrade vLLM",
         checked=_CUDA_CHECKED,
     ),
     ("CUDA error: CUBLAS_STATUS_EXECUTION_FAILED", "  cublasGemmEx(...)",
@@ -230,21 +224,17 @@ CUDA_OTHER = Cause(
     "cuda_error", "A CUDA call failed",
     "The GPU runtime returned an error the engine cannot recover from; the lines after 'CUDA error' name the "
     "call and the function.",
-    Fixes(
+    Fix(
         "Read the error text and the function it names; update the engine and the driver; run with "
         "CUDA_LAUNCH_BLOCKING=1 to see where it happens.",
-        "update llama.cpp; CUDA_LAUNCH_BLOCKING=1; report the three 'CUDA error' lines with your command",
-        "pip install --upgrade llama-cpp-python; CUDA_LAUNCH_BLOCKING=1",
-        "upgrade Ollama; OLLAMA_DEBUG=1 to see the runner's lines",
-        "CUDA_LAUNCH_BLOCKING=1; upgrade vLLM",
         checked=_CUDA_CHECKED,
     ),
     ("CUDA error: <cudaGetErrorString text>", "HIP error: invalid device function"),
 )
 
 
-def _assert(cid: str, title: str, meaning: str, fixes: Fixes, *family: str) -> Cause:
-    return Cause(cid, title, meaning, fixes, family)
+def _assert(cid: str, title: str, meaning: str, fix: Fix, *family: str) -> Cause:
+    return Cause(cid, title, meaning, fix, family)
 
 
 _ASSERT_SRC = "vendored by llama-cpp-python 0.3.36 and by Ollama v0.3.14-v0.13.0"
@@ -253,11 +243,9 @@ ASSERT_N_BATCH = _assert(
     "assert_n_batch", "One decode call got more tokens than n_batch",
     "llama_decode was given more tokens at once than the logical batch size (n_batch): an application that "
     "passes a whole prompt or embedding input in one batch, larger than n_batch.",
-    Fixes(
+    Fix(
         "Raise the batch size to at least the longest input, or split the input into batches of n_batch.",
-        "-b <tokens> -ub <tokens>",
-        "Llama(..., n_batch=<tokens>, n_ubatch=<tokens>)",
-        "PARAMETER num_batch <tokens>",
+        change=(("n_batch", "<tokens>"), ("n_ubatch", "<tokens>")),
         checked="llama.cpp src/llama-context.cpp (GGML_ASSERT(n_tokens_all <= cparams.n_batch)), " + _ASSERT_SRC,
     ),
     "GGML_ASSERT(n_tokens_all <= cparams.n_batch) failed", "GGML_ASSERT: llama.cpp:N: n_tokens_all <= cparams.n_batch",
@@ -266,11 +254,9 @@ ASSERT_UBATCH = _assert(
     "assert_ubatch_embeddings", "An embedding / encoder input is longer than the physical batch",
     "Embedding, reranking and encoder models (non-causal attention) must see a whole input in one micro-batch, "
     "so an input longer than n_ubatch aborts.",
-    Fixes(
+    Fix(
         "Set the physical batch (n_ubatch) and n_batch to at least the longest input, or truncate inputs.",
-        "-ub <tokens> -b <tokens>",
-        "Llama(..., embedding=True, n_batch=<tokens>, n_ubatch=<tokens>)",
-        "PARAMETER num_batch <tokens>  (or truncate inputs to the model's context)",
+        change=(("n_ubatch", "<tokens>"), ("n_batch", "<tokens>")),
         checked="llama.cpp src/llama-context.cpp (both asserts), " + _ASSERT_SRC,
     ),
     "GGML_ASSERT((cparams.causal_attn || cparams.n_ubatch >= n_tokens_all) && \"non-causal attention requires "
@@ -282,11 +268,8 @@ ASSERT_CPY_INT_MAX = _assert(
     "Older ggml CUDA builds could not copy a tensor over INT_MAX bytes; a very large context (its KV cache "
     "copied during a context shift, defragmentation or a quantised-cache conversion) hits it. The llama.cpp "
     "vendored by llama-cpp-python 0.3.36 no longer has this limit.",
-    Fixes(
+    Fix(
         "Update the engine (newer ggml lifted the limit), or use a smaller context.",
-        "update llama.cpp (or a smaller --ctx-size)",
-        "pip install --upgrade llama-cpp-python (or a smaller n_ctx)",
-        "upgrade Ollama (or a smaller num_ctx)",
         checked="ggml/src/ggml-cuda/cpy.cu: GGML_ASSERT(ggml_nbytes(src0) <= INT_MAX) in the ggml vendored by "
         "Ollama v0.3.14, v0.6.0, v0.13.0; absent from the llama.cpp vendored by llama-cpp-python 0.3.36",
     ),
@@ -296,12 +279,11 @@ ASSERT_SAMPLER = _assert(
     "assert_no_token_sampled", "The sampler had no token left to pick",
     "Every candidate token was filtered out: usually NaN or infinite logits (a broken quantisation, or an "
     "fp16 overflow on this backend), or a grammar / logit bias that excludes every token.",
-    Fixes(
+    Fix(
         "Check the logits: try another quantisation of the model or CPU only (no GPU layers) to compare, and "
         "remove a grammar or logit bias that may exclude every token.",
-        "-ngl 0 to compare; another quant; drop --grammar / --logit-bias",
-        "Llama(..., n_gpu_layers=0) to compare; another quant; drop grammar= / logit_bias=",
-        "PARAMETER num_gpu 0 to compare; another quant of the model",
+        change=(("n_gpu_layers", 0),),
+        after=' to compare; another quant of the model',
         checked="llama.cpp src/llama-sampler.cpp (src/llama-sampling.cpp in older builds): GGML_ASSERT(cur_p.selected "
         ">= 0 && cur_p.selected < (int32_t) cur_p.size), " + _ASSERT_SRC,
     ),
@@ -312,12 +294,9 @@ ASSERT_GET_ROWS = _assert(
     "The embedding lookup got a token id larger than the vocabulary: tokens made by another tokenizer "
     "(a draft model with a different vocabulary, tokens cached from another model) or a GGUF whose vocabulary "
     "and embedding sizes disagree.",
-    Fixes(
+    Fix(
         "Tokenize with the model's own tokenizer; for speculative decoding use a draft model with the same "
         "vocabulary; re-download the GGUF if its vocabulary does not match its embeddings.",
-        "use a draft model (-md) with the same vocabulary; re-download the model",
-        "tokenize with llm.tokenize() of the same Llama; draft model with the same vocabulary",
-        "re-pull the model (ollama pull <model>)",
         checked="ggml/src/ggml-cpu/ops.cpp get_rows: GGML_ASSERT(i01 >= 0 && i01 < ne01), " + _ASSERT_SRC,
     ),
     "GGML_ASSERT(i01 >= 0 && i01 < ne01) failed",
@@ -326,11 +305,8 @@ ASSERT_EXPERTS = _assert(
     "assert_too_many_experts", "The model has more experts than this engine build supports",
     "LLAMA_MAX_EXPERTS was 160 in mid-2024 builds, 256 in early 2025, 384 in late 2025 and 1024 in the llama.cpp "
     "of llama-cpp-python 0.3.36; a mixture-of-experts model with more experts needs a newer build.",
-    Fixes(
+    Fix(
         "Upgrade the engine to a build that supports this many experts.",
-        "update llama.cpp",
-        "pip install --upgrade llama-cpp-python",
-        "upgrade Ollama",
         checked="src/llama-model.cpp GGML_ASSERT(hparams.n_expert <= LLAMA_MAX_EXPERTS) and src/llama-hparams.h "
         "(160 in Ollama v0.3.14's llama.cpp, 256 in v0.6.0, 384 in v0.13.0, 1024 in llama-cpp-python 0.3.36)",
     ),
@@ -339,31 +315,26 @@ ASSERT_EXPERTS = _assert(
 ASSERT_HOST_MEMORY = _assert(
     "assert_host_alloc", "ggml could not allocate host memory",
     "ggml_init's malloc of its context buffer failed: the process ran out of RAM (or hit a memory limit).",
-    Fixes(
+    Fix(
         "Free RAM or raise the memory limit; use a smaller context or model.",
-        "a smaller --ctx-size; check free -h and the container's memory limit",
-        "Llama(..., n_ctx=<smaller>); check free -h and the container's memory limit",
-        "PARAMETER num_ctx <smaller>; check the host's free memory",
+        change=(("n_ctx", "<smaller>"),),
+        after="; check the host's free memory and any container limit",
         checked="ggml/src/ggml.c ggml_init: GGML_ASSERT(ctx->mem_buffer != NULL), " + _ASSERT_SRC,
     ),
     "GGML_ASSERT(ctx->mem_buffer != NULL) failed",
 )
 
 # Not a ggml crash: a PyTorch server's CUDA extension handed CPU tensors. It stands in this table because
-# the crash table is where a crash's cause gets its name and each engine's fix.
+# the crash table is where a crash's cause gets its name and each engine's fix (TGI's own words:
+# ../tgi/crash_fixes.py).
 CUDA_TENSOR_ON_CPU = Cause(
     "cuda_kernels_without_gpu", "The server's custom CUDA kernels were handed tensors on the CPU",
     "A CUDA extension checks that its inputs live on the GPU ('x must be a CUDA tensor'); on a machine without "
     "a GPU, or in a container started without one, the model runs on the CPU and the first call into such a "
     "kernel fails - TGI's custom kernels for BLOOM and similar models do it on every request.",
-    Fixes(
-        "Run the server where it sees the GPU, or turn its custom CUDA kernels off on a machine without one.",
-        "run on the GPU the build targets (this message is not llama.cpp's own)",
-        "run on the GPU the build targets (this message is not llama-cpp-python's own)",
-        "run on the GPU the build targets (this message is not Ollama's own)",
-        "start the container with the GPU (docker run --gpus all); on a machine without one use vLLM's CPU build",
-        tgi="--disable-custom-kernels   (and leave out --gpus all on a machine without GPUs); with a GPU: docker "
-        "run --gpus all so the shards see it",
+    Fix(
+        "Run the server where it sees the GPU (a container started with the GPU: docker run --gpus all), or turn "
+        "its custom CUDA kernels off on a machine without one.",
         checked="text-generation-inference server/custom_kernels/custom_kernels/fused_attention_cuda.cu and "
         "fused_bloom_attention_cuda.cu (v0.9-v1.x: #define CHECK_CUDA(x) TORCH_CHECK(x.device().is_cuda(), #x "
         "\" must be a CUDA tensor\")), launcher/src/main.rs (--disable-custom-kernels, env DISABLE_CUSTOM_KERNELS), "

@@ -9,6 +9,7 @@ loader's lines). The embedded engine: scan's short trace and watch's default run
 from __future__ import annotations
 
 from doctor.core.engines import Engine, Spelling
+from doctor.sources.engines.llama_cpp_python.crash_fixes import FIXES
 from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
 from doctor.sources.engines.llamacpp.engine import PARSER
 
@@ -24,5 +25,6 @@ ARGS = {
 
 ENGINE = Engine(
     "llama-cpp-python", "llama-cpp-python", PARSER, wraps=LLAMACPP.name,
-    spelling=Spelling(ARGS, join=", ", wrap="Llama(..., {})"), embedded=True,
+    spelling=Spelling(ARGS, join=", ", wrap="Llama(..., {})"), embedded=True, short="lcp",
+    fixes=FIXES,
 )

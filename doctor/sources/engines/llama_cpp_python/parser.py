@@ -11,8 +11,8 @@ import re
 from typing import Protocol
 
 from doctor.sources.engines.llama_cpp_python.engine import ENGINE
-from doctor.sources.engines.llama_cpp_python.patterns import FINISH, SIGNATURE, TEXT
-from doctor.sources.logs.base import LogParser
+from doctor.sources.engines.llama_cpp_python.patterns import FINISH, OUTPUT_KIND, SIGNATURE, SIGNATURE_KIND, TEXT
+from doctor.sources.logs.base import LogParser, reads
 from doctor.sources.logs.line import LogLine
 
 OUTPUT_MAX = 64 * 1024  # bytes of generated text kept
@@ -40,11 +40,13 @@ class LlamaCppPythonLines(LogParser):
         """A line only the binding prints (its signature, its exception texts)."""
         self.votes[ENGINE.name] += weight
 
+    @reads(SIGNATURE_KIND)
     def _vote_lcp(self, line: LogLine) -> bool:
         if SIGNATURE.search(line.text):
             self.vote_binding()
         return False
 
+    @reads(OUTPUT_KIND)
     def _lcp_output(self, line: LogLine) -> bool:
         """llama-cpp-python's completion dicts: the text the model wrote and why it stopped."""
         t = line.text

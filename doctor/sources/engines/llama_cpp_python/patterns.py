@@ -22,10 +22,10 @@ TEXT = gated(r"""['"]text['"]\s*:\s*(['"])(.*?)(?<!\\)\1""")
 FINISH = gated(r"""['"]finish_reason['"]\s*:\s*['"](\w+)['"]""")
 
 # the binding's signature lines (a vote; never takes the line)
-SIGNATURE_KIND = LineKind("lcp_signature", "_vote_lcp", (SIGNATURE,),
+SIGNATURE_KIND = LineKind("lcp_signature", (SIGNATURE,),
                           (r"Model metadata|chat format|chat template|eos_token|Llama\.|llama_cpp",
                            r"Llama\(model_path="),
                           phase="vote")
 # its completion dicts, on a line no other kind took
-OUTPUT_KIND = LineKind("lcp_output", "_lcp_output", (TEXT, FINISH), (r"'text': |\"text\": |finish_reason",),
+OUTPUT_KIND = LineKind("lcp_output", (TEXT, FINISH), (r"'text': |\"text\": |finish_reason",),
                        phase="rest")

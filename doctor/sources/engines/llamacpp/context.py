@@ -13,6 +13,8 @@ from typing import Any
 from doctor.sources.engines.llama_cpp_python.parser import LlamaCppPythonLines
 from doctor.sources.engines.llamacpp.patterns import (
     CONTEXT_KEYS,
+    CONTEXT_KIND,
+    CONTEXT_PARAMS_KIND,
     CTX_FULL_STOP,
     CTX_KV,
     CTX_KV_KEYS,
@@ -40,12 +42,14 @@ from doctor.sources.engines.llamacpp.patterns import (
     task_key,
 )
 from doctor.sources.engines.llamacpp.state import LlamaCppBase
+from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
 
 
 class ContextLines(LlamaCppBase, LlamaCppPythonLines):
     """The context kinds of the llama.cpp parser (llama-cpp-python's context errors vote for it)."""
 
+    @reads(CONTEXT_KIND)
     def _step_context(self, line: LogLine) -> bool:
         t = line.text
         return any(k in t for k in CONTEXT_KEYS) and self._context_overflow(line)
@@ -129,6 +133,7 @@ class ContextLines(LlamaCppBase, LlamaCppPythonLines):
             return True
         return False
 
+    @reads(CONTEXT_PARAMS_KIND)
     def _context_params(self, line: LogLine) -> bool:
         t = line.text
         s = self.s

@@ -18,11 +18,13 @@ from doctor.sources.engines.llamacpp.patterns import (
     GPU_BACKENDS,
     GPU_INIT_FAILED,
     GPU_RUNTIME_FAILED,
+    HARDWARE_KIND,
     METAL_DEVICE,
     MIB,
     NO_GPU,
     SAMPLER_KEYS,
     SAMPLER_KV,
+    SAMPLING_KIND,
     SECTION,
     SEED,
     SERVER_THREADS,
@@ -32,12 +34,14 @@ from doctor.sources.engines.llamacpp.patterns import (
     backend_of,
 )
 from doctor.sources.engines.llamacpp.state import LlamaCppBase
+from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
 
 
 class HardwareLines(LlamaCppBase):
     """The hardware and sampling kinds of the llama.cpp parser."""
 
+    @reads(HARDWARE_KIND)
     def _hardware(self, line: LogLine) -> bool:
         t = line.text
         s = self.s
@@ -126,6 +130,7 @@ class HardwareLines(LlamaCppBase):
             return True
         return False
 
+    @reads(SAMPLING_KIND)
     def _sampling(self, line: LogLine) -> bool:
         t = line.text
         if any(k in t for k in SAMPLER_KEYS):

@@ -22,7 +22,9 @@ from doctor.sources.engines.llamacpp.patterns import (
     GALLOCR,
     LOAD_FAILED,
     MEMORY_KEYS,
+    MEMORY_KIND,
     METAL_ALLOCATED,
+    METAL_KIND,
     METAL_OVER_SET,
     METAL_SET_SIZE,
     MIB,
@@ -32,12 +34,14 @@ from doctor.sources.engines.llamacpp.patterns import (
     is_gpu_buffer,
 )
 from doctor.sources.engines.llamacpp.state import LlamaCppBase, PendingOom
+from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
 
 
 class MemoryLines(LlamaCppBase):
     """The memory kinds of the llama.cpp parser."""
 
+    @reads(MEMORY_KIND)
     def _step_memory(self, line: LogLine) -> bool:
         t = line.text
         return any(k in t for k in MEMORY_KEYS) and self._memory(line)
@@ -122,6 +126,7 @@ class MemoryLines(LlamaCppBase):
             return True
         return False
 
+    @reads(METAL_KIND)
     def _step_metal(self, line: LogLine) -> bool:
         """Metal's working-set check: past recommendedMaxWorkingSetSize the GPU pages and then fails."""
         t = line.text

@@ -18,30 +18,45 @@ from doctor.sources.engines.llamacpp.hardware import HardwareLines
 from doctor.sources.engines.llamacpp.memory import MemoryLines
 from doctor.sources.engines.llamacpp.patterns import (
     BUFFER,
+    BUFFER_KIND,
     CLI_SIGNATURE,
+    CLI_SIGNATURE_KIND,
     COMMAND,
+    COMMAND_KIND,
     COMMAND_NGL,
     FIT_PROJECTED,
+    FIT_PROJECTED_KIND,
     GIB,
     INDEX,
     KINDS,
     KV_SELF,
     KV_SELF_2023,
     KV_SIZE,
+    KV_SIZE_KIND,
     KV_TYPES_OLD,
     LOAD_MODE,
+    LOAD_MODE_KIND,
     LOADED_META,
+    LOADED_META_KIND,
     LOADING_FROM,
+    LOADING_FROM_KIND,
     MEM_REQUIRED_2023,
     META,
+    META_KIND,
     MIB,
     NGL_SETTING,
     OFFLOADED,
+    OFFLOADED_KIND,
+    OLD_BUFFERS_KIND,
     OUTPUT_END,
+    OUTPUT_END_KIND,
     READ,
     SERVER_SIGNATURE,
+    SERVER_SIGNATURE_KIND,
     SERVER_TG,
+    SETTINGS_KIND,
     TIMING,
+    TIMINGS_KIND,
     VRAM_USED_2023,
     backend_of,
     is_gpu_buffer,
@@ -50,6 +65,7 @@ from doctor.sources.engines.llamacpp.patterns import (
 )
 from doctor.sources.engines.llamacpp.state import Timing, int_list, num
 from doctor.sources.engines.llamacpp.summary import Summary
+from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
 
 
@@ -83,6 +99,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
         for handler in rest:
             handler(self, line)
 
+    @reads(SERVER_SIGNATURE_KIND)
     def _vote_server(self, line: LogLine) -> bool:
         if SERVER_SIGNATURE.search(line.text):
             self.votes["llama.cpp"] += 1
@@ -90,18 +107,21 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
             return True  # not llama-cli as well
         return False
 
+    @reads(CLI_SIGNATURE_KIND)
     def _vote_cli(self, line: LogLine) -> bool:
         if CLI_SIGNATURE.search(line.text):
             self.votes["llama.cpp"] += 1
             return True
         return False
 
+    @reads(OUTPUT_END_KIND)
     def _output_end(self, line: LogLine) -> bool:
         s = self.s
         if s.capture and OUTPUT_END.search(line.text):
             s.capture = False
         return False
 
+    @reads(META_KIND)
     def _step_meta(self, line: LogLine) -> bool:
         t = line.text
         if "print_info" in t or "llm_load_print_meta" in t:
@@ -109,10 +129,12 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
             return True
         return False
 
+    @reads(TIMINGS_KIND)
     def _step_timings(self, line: LogLine) -> bool:
         t = line.text
         return (" time" in t or "t/s" in t) and self._timings(line)
 
+    @reads(LOADED_META_KIND)
     def _step_loaded_meta(self, line: LogLine) -> bool:
         m = LOADED_META.search(line.text)
         if not m:
@@ -123,6 +145,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
         self.votes["llama.cpp-library"] += 1
         return True
 
+    @reads(LOADING_FROM_KIND)
     def _step_loading_from(self, line: LogLine) -> bool:
         m = LOADING_FROM.search(line.text)
         if not m:
@@ -132,6 +155,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
         self.votes["llama.cpp-library"] += 1
         return True
 
+    @reads(COMMAND_KIND)
     def _step_command(self, line: LogLine) -> bool:
         m = COMMAND.search(line.text)
         if not m:
@@ -141,6 +165,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
         self.s.command = (binary, bool(COMMAND_NGL.search(line.text[m.end():])), line)
         return False  # the same line sets -ngl, -c, -t ...
 
+    @reads(SETTINGS_KIND)
     def _step_settings(self, line: LogLine) -> bool:
         m = NGL_SETTING.search(line.text)
         if not m or "option will be ignored" in line.text:
@@ -148,6 +173,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
         self.set("config.n_gpu_layers", int(m.group(1) or m.group(2)), line)
         return False  # the line may carry more (a command line with other flags)
 
+    @reads(LOAD_MODE_KIND)
     def _step_load_mode(self, line: LogLine) -> bool:
         m = LOAD_MODE.search(line.text)
         if not m:
@@ -164,6 +190,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
             self.set("config.use_mlock", "mlock" in mode, line)
         return True
 
+    @reads(OFFLOADED_KIND)
     def _step_offloaded(self, line: LogLine) -> bool:
         m = OFFLOADED.search(line.text)
         if not m:
@@ -174,6 +201,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
         self.set("engine.gpu_offload_supported", True, line)
         return True
 
+    @reads(BUFFER_KIND)
     def _step_buffer(self, line: LogLine) -> bool:
         m = BUFFER.search(line.text)
         if m and "buffer size is" not in line.text:
@@ -181,6 +209,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
             return True
         return False
 
+    @reads(FIT_PROJECTED_KIND)
     def _step_fit_projected(self, line: LogLine) -> bool:
         m = FIT_PROJECTED.search(line.text)
         if not m:
@@ -189,6 +218,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
         self.set("run.fit_free_bytes", int(m.group(2)) * MIB, line)
         return True
 
+    @reads(OLD_BUFFERS_KIND)
     def _old_buffers(self, line: LogLine) -> bool:
         """2023 builds: "VRAM used: N MB", "mem required = N MB" (MB meant MiB then)."""
         m = VRAM_USED_2023.search(line.text)
@@ -265,6 +295,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
             s.backends.add(backend_of(buf))
             s.backends_line = s.backends_line or line
 
+    @reads(KV_SIZE_KIND)
     def _kv_size(self, line: LogLine) -> bool:
         t = line.text
         s = self.s

@@ -178,60 +178,92 @@ SAMPLER_KEYS = ("repeat_penalty", "top_k =", "mirostat =", "temp =")
 # literals of a gated pattern come from the pattern itself (matcher.required_literals), so they
 # cannot drift from the regex; tests/logs/test_log_routing.py checks the result against trying every
 # kind. Each handler keeps its own full condition: the routing only skips kinds that cannot fire.
+SERVER_SIGNATURE_KIND = LineKind(
+    "server_signature", (SERVER_SIGNATURE,),
+    (r"server is listening|all slots are idle",), phase="vote")
+CLI_SIGNATURE_KIND = LineKind("cli_signature", (CLI_SIGNATURE,), (r"sampler params",), phase="vote")
+OUTPUT_END_KIND = LineKind("output_end", (OUTPUT_END,), (r"end of text|interrupted by user",), phase="end")
+META_KIND = LineKind(
+    "meta", ("print_info", "llm_load_print_meta"),
+    (r"(?:print_info|llm_load_print_meta): +(?:arch|n_ctx_train|n_embd|n_layer |n_head|n_swa|n_expert"
+     r"|n_vocab|model (?:type|ftype|params|size)|file (?:type|size)|general\.name)",))
+MEMORY_KIND = LineKind(
+    "memory",
+    (CUDA_MALLOC, ALLOC_RANGE, GALLOCR, CPU_ALLOC, PHASE_KV, PHASE_COMPUTE, PHASE_WEIGHTS, BACKEND_OOM,
+     CUDA_MALLOC_BARE, CORRUPT, LOAD_FAILED, CONTEXT_FAILED, CRASH),
+    (r"failed|Failed|error|Error|unable to|out of memory|OutOf|Insufficient Memory",
+     r"GGML_A|Segmentation fault|core dumped|terminate called|Aborted|SIGABRT|SIGSEGV",
+     r"not within the file|corrupt|invalid magic|bad GGUF|Model path"),
+    keys=MEMORY_KEYS)
+CONTEXT_KIND = LineKind(
+    "context",
+    (REQUESTED_TOKENS, PROMPT_TOO_LONG, REQUEST_EXCEEDS, INPUT_LARGER, TOO_BIG_MSGS, TRUNCATED,
+     STOP_TRUNCATED, CTX_FULL_STOP, CTX_SHIFT, MEMORY_SLOT, KV_FULL, CTX_SHIFT_DISABLED, DECODE_FAILED),
+    (r"exceed|too long|too big|larger than|truncated|context shift|context full|shifting|KV cache|returned",
+     r"stop processing"),
+    keys=CONTEXT_KEYS)
+TIMINGS_KIND = LineKind(
+    "timings", (SERVER_TG, TIMING), (r" time +=", r"(?:tg|n_gen|n_decoded) += ", r"print_timing"),
+    keys=(" time", "t/s"))
+LOADED_META_KIND = LineKind("loaded_meta", (LOADED_META,), (r"loaded meta data",))
+LOADING_FROM_KIND = LineKind("loading_from", (LOADING_FROM,), (r"loading model from ",))
+METAL_KIND = LineKind(
+    "metal", (METAL_SET_SIZE, METAL_ALLOCATED, METAL_OVER_SET),
+    (r"recommended max working set|allocated buffer, size|recommendedMaxWorkingSetSize",))
+COMMAND_KIND = LineKind(
+    "command", (COMMAND,),
+    (r"(?:main|llama-cli|llama-server|server|llama-run)(?:\.exe)? .*-(?:m|-model|hf|-hf-repo) ",))
+SETTINGS_KIND = LineKind("settings", (NGL_SETTING,), (r"n_gpu_layers|-ngl |gpu-layers",))
+LOAD_MODE_KIND = LineKind("load_mode", (LOAD_MODE,), (r"loading model tensors",))
+OFFLOADED_KIND = LineKind("offloaded", (OFFLOADED,), (r"offloaded \d+/",))
+BUFFER_KIND = LineKind("buffer", (BUFFER,), (r"buffer size +=",))
+FIT_PROJECTED_KIND = LineKind("fit_projected", (FIT_PROJECTED,), (r"projected to use",))
+KV_SIZE_KIND = LineKind(
+    "kv_size", (KV_SIZE, KV_SELF, KV_SELF_2023, KV_TYPES_OLD),
+    (r"cells,", r"KV self size", r"kv self size", r"type_k = '"))
+CONTEXT_PARAMS_KIND = LineKind(
+    "context_params",
+    (QUANT_V_NEEDS_FA, CTX_TRAIN_OVER, CTX_TRAIN_WARN, FA_DECISION, GENERATE, SLOT_INIT, NEW_SLOT, NEW_PROMPT,
+     *CTX_KV_KEYS),
+    (r"n_ctx(?:_seq|_per_seq)? +=", r"n_seq_max +=", r"n_u?batch +=", r"flash_attn +=", r"Flash Attention",
+     r"kv_unified +=", r"n_slots", r"V cache (?:quantization )?requires|quantized V cache", r"> n_ctx_train",
+     r"trained on only", r"generate: n_ctx", r"new prompt|new slot|initializing"))
+HARDWARE_KIND = LineKind(
+    "hardware",
+    (SYSINFO_THREADS, SERVER_THREADS, " = 1", CUDA_FOUND, CUDA_DEVICE, USING_DEVICE, BACKEND_LOADED,
+     VULKAN_FOUND, METAL_DEVICE, NO_GPU, GPU_INIT_FAILED, GPU_RUNTIME_FAILED, BACKEND_NOT_LOADED, BUILD),
+    (r"n_threads +=", r"(?:AVX2|NEON|SSE3) = ", r"found \d+ \w+ devices", r"Device \d+: ", r"using device",
+     r"backend from", r"ggml_metal\w*: (?:found device|GPU name|error)",
+     r"ggml_vulkan: (?:Found|Device memory)", r"no usable GPU|GPU offload support|without GPU support",
+     r"build(?::| =) \d+ \("))
+SAMPLING_KIND = LineKind(
+    "sampling", (*SAMPLER_KEYS, SEED),
+    (r"repeat_penalty|top_k = |mirostat = |sampler seed|seed +=",))
+OLD_BUFFERS_KIND = LineKind("old_buffers", (VRAM_USED_2023, MEM_REQUIRED_2023), (r"VRAM used", r"mem required"))
+
 KINDS = LineKinds(
     LCP_SIGNATURE,
-    LineKind("server_signature", "_vote_server", (SERVER_SIGNATURE,),
-             (r"server is listening|all slots are idle",), phase="vote"),
-    LineKind("cli_signature", "_vote_cli", (CLI_SIGNATURE,), (r"sampler params",), phase="vote"),
-    LineKind("output_end", "_output_end", (OUTPUT_END,), (r"end of text|interrupted by user",), phase="end"),
-    LineKind("meta", "_step_meta", ("print_info", "llm_load_print_meta"),
-             (r"(?:print_info|llm_load_print_meta): +(?:arch|n_ctx_train|n_embd|n_layer |n_head|n_swa|n_expert"
-              r"|n_vocab|model (?:type|ftype|params|size)|file (?:type|size)|general\.name)",)),
-    LineKind("memory", "_step_memory",
-             (CUDA_MALLOC, ALLOC_RANGE, GALLOCR, CPU_ALLOC, PHASE_KV, PHASE_COMPUTE, PHASE_WEIGHTS, BACKEND_OOM,
-              CUDA_MALLOC_BARE, CORRUPT, LOAD_FAILED, CONTEXT_FAILED, CRASH),
-             (r"failed|Failed|error|Error|unable to|out of memory|OutOf|Insufficient Memory",
-              r"GGML_A|Segmentation fault|core dumped|terminate called|Aborted|SIGABRT|SIGSEGV",
-              r"not within the file|corrupt|invalid magic|bad GGUF|Model path"),
-             keys=MEMORY_KEYS),
-    LineKind("context", "_step_context",
-             (REQUESTED_TOKENS, PROMPT_TOO_LONG, REQUEST_EXCEEDS, INPUT_LARGER, TOO_BIG_MSGS, TRUNCATED,
-              STOP_TRUNCATED, CTX_FULL_STOP, CTX_SHIFT, MEMORY_SLOT, KV_FULL, CTX_SHIFT_DISABLED, DECODE_FAILED),
-             (r"exceed|too long|too big|larger than|truncated|context shift|context full|shifting|KV cache|returned",
-              r"stop processing"),
-             keys=CONTEXT_KEYS),
-    LineKind("timings", "_step_timings", (SERVER_TG, TIMING), (r" time +=", r"(?:tg|n_gen|n_decoded) += ",
-                                                                r"print_timing"),
-             keys=(" time", "t/s")),
-    LineKind("loaded_meta", "_step_loaded_meta", (LOADED_META,), (r"loaded meta data",)),
-    LineKind("loading_from", "_step_loading_from", (LOADING_FROM,), (r"loading model from ",)),
-    LineKind("metal", "_step_metal", (METAL_SET_SIZE, METAL_ALLOCATED, METAL_OVER_SET),
-             (r"recommended max working set|allocated buffer, size|recommendedMaxWorkingSetSize",)),
-    LineKind("command", "_step_command", (COMMAND,),
-             (r"(?:main|llama-cli|llama-server|server|llama-run)(?:\.exe)? .*-(?:m|-model|hf|-hf-repo) ",)),
-    LineKind("settings", "_step_settings", (NGL_SETTING,), (r"n_gpu_layers|-ngl |gpu-layers",)),
-    LineKind("load_mode", "_step_load_mode", (LOAD_MODE,), (r"loading model tensors",)),
-    LineKind("offloaded", "_step_offloaded", (OFFLOADED,), (r"offloaded \d+/",)),
-    LineKind("buffer", "_step_buffer", (BUFFER,), (r"buffer size +=",)),
-    LineKind("fit_projected", "_step_fit_projected", (FIT_PROJECTED,), (r"projected to use",)),
-    LineKind("kv_size", "_kv_size", (KV_SIZE, KV_SELF, KV_SELF_2023, KV_TYPES_OLD),
-             (r"cells,", r"KV self size", r"kv self size", r"type_k = '")),
-    LineKind("context_params", "_context_params",
-             (QUANT_V_NEEDS_FA, CTX_TRAIN_OVER, CTX_TRAIN_WARN, FA_DECISION, GENERATE, SLOT_INIT, NEW_SLOT, NEW_PROMPT,
-              *CTX_KV_KEYS),
-             (r"n_ctx(?:_seq|_per_seq)? +=", r"n_seq_max +=", r"n_u?batch +=", r"flash_attn +=", r"Flash Attention",
-              r"kv_unified +=", r"n_slots", r"V cache (?:quantization )?requires|quantized V cache", r"> n_ctx_train",
-              r"trained on only", r"generate: n_ctx", r"new prompt|new slot|initializing")),
-    LineKind("hardware", "_hardware",
-             (SYSINFO_THREADS, SERVER_THREADS, " = 1", CUDA_FOUND, CUDA_DEVICE, USING_DEVICE, BACKEND_LOADED,
-              VULKAN_FOUND, METAL_DEVICE, NO_GPU, GPU_INIT_FAILED, GPU_RUNTIME_FAILED, BACKEND_NOT_LOADED, BUILD),
-             (r"n_threads +=", r"(?:AVX2|NEON|SSE3) = ", r"found \d+ \w+ devices", r"Device \d+: ", r"using device",
-              r"backend from", r"ggml_metal\w*: (?:found device|GPU name|error)",
-              r"ggml_vulkan: (?:Found|Device memory)", r"no usable GPU|GPU offload support|without GPU support",
-              r"build(?::| =) \d+ \(")),
-    LineKind("sampling", "_sampling", (*SAMPLER_KEYS, SEED),
-             (r"repeat_penalty|top_k = |mirostat = |sampler seed|seed +=",)),
-    LineKind("old_buffers", "_old_buffers", (VRAM_USED_2023, MEM_REQUIRED_2023), (r"VRAM used", r"mem required")),
+    SERVER_SIGNATURE_KIND,
+    CLI_SIGNATURE_KIND,
+    OUTPUT_END_KIND,
+    META_KIND,
+    MEMORY_KIND,
+    CONTEXT_KIND,
+    TIMINGS_KIND,
+    LOADED_META_KIND,
+    LOADING_FROM_KIND,
+    METAL_KIND,
+    COMMAND_KIND,
+    SETTINGS_KIND,
+    LOAD_MODE_KIND,
+    OFFLOADED_KIND,
+    BUFFER_KIND,
+    FIT_PROJECTED_KIND,
+    KV_SIZE_KIND,
+    CONTEXT_PARAMS_KIND,
+    HARDWARE_KIND,
+    SAMPLING_KIND,
+    OLD_BUFFERS_KIND,
     LCP_OUTPUT,
     phases=("vote", "end", "read", "rest"), gated=False,
 )

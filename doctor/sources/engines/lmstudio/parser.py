@@ -9,8 +9,16 @@ Pure.
 from __future__ import annotations
 
 from doctor.sources.engines.lmstudio.engine import ENGINE
-from doctor.sources.engines.lmstudio.patterns import CONTEXT_LENGTH, GPU_OFFLOAD, GUARDRAIL, KINDS, PATH
-from doctor.sources.logs.base import LogParser
+from doctor.sources.engines.lmstudio.patterns import (
+    CONTEXT_LENGTH,
+    GPU_OFFLOAD,
+    GUARDRAIL,
+    KINDS,
+    LOAD_KIND,
+    PATH,
+    PATH_KIND,
+)
+from doctor.sources.logs.base import LogParser, reads
 from doctor.sources.logs.line import LogLine
 
 
@@ -22,11 +30,13 @@ class LmStudioParser(LogParser):
         if self.passes_gate(line.text):
             self.dispatch(line)
 
+    @reads(PATH_KIND)
     def _path(self, line: LogLine) -> bool:
         if PATH.search(line.text):
             self.votes[ENGINE.name] += 1
         return False  # the llama.cpp line is read for its own facts too
 
+    @reads(LOAD_KIND)
     def _load(self, line: LogLine) -> bool:
         t = line.text
         m = CONTEXT_LENGTH.search(t)

@@ -17,9 +17,9 @@ CONTEXT_LENGTH = gated(r"^\s*Context Length: ([\d,]+)\s*$")
 GPU_OFFLOAD = gated(r"^\s*GPU Offload: ([\d.]+)%\s*$")
 GUARDRAIL = gated(r"This model will fail to load based on your resource guardrails settings")
 
-KINDS = LineKinds(
-    LineKind("path", "_path", (PATH,),
-             (r"\.lmstudio[/\\]|\.cache[/\\]lm-studio|LM Studio\.app|Programs[/\\]LM Studio",)),
-    LineKind("load", "_load", (CONTEXT_LENGTH, GPU_OFFLOAD, GUARDRAIL),
-             (r"^\s*Context Length: [\d,]+", r"^\s*GPU Offload: [\d.]+%", r"resource guardrails settings")),
-)
+PATH_KIND = LineKind("path", (PATH,),
+                     (r"\.lmstudio[/\\]|\.cache[/\\]lm-studio|LM Studio\.app|Programs[/\\]LM Studio",))
+LOAD_KIND = LineKind("load", (CONTEXT_LENGTH, GPU_OFFLOAD, GUARDRAIL),
+                     (r"^\s*Context Length: [\d,]+", r"^\s*GPU Offload: [\d.]+%", r"resource guardrails settings"))
+
+KINDS = LineKinds(PATH_KIND, LOAD_KIND)

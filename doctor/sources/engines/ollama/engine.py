@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from doctor.core.engines import Defaults, Engine, Spelling, Starts
 from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
+from doctor.sources.engines.ollama.crash_fixes import FIXES
 
 # RunSettings field -> Modelfile parameter or server environment; "{v}" the value, the other fields:
 # doctor/judge/fixmap.py
@@ -26,4 +27,5 @@ ENGINE = Engine(
     "ollama", "Ollama", "doctor.sources.engines.ollama.parser:OllamaParser", wraps=LLAMACPP.name,
     defaults=Defaults(threads="physical", swa_full=False), spelling=Spelling(PARAMS, join=" / "),
     starts=Starts((r"msg=\"?Listening on ",), wrapped_per_request=True),
+    fixes=FIXES,
 )

@@ -18,14 +18,20 @@ from doctor.sources.engines._ggml.oom import RUNNER_OOM
 from doctor.sources.engines.ollama.patterns import (
     ACCESS,
     AVX_GATE,
+    CLI_KIND,
     CLI_STAT,
     CMD_FLAG,
+    CONTEXT_KIND,
     ENV_PAIR,
     EXIT,
+    FAILURES_KIND,
     GIN,
+    GIN_KIND,
     GPU_DISCOVERY_FAILED,
+    GPUS_KIND,
     IMAGE_STEP,
     INFERENCE_PATH,
+    INSTALL_KIND,
     INSTALL_PATH,
     JOURNALD,
     KINDS,
@@ -33,15 +39,20 @@ from doctor.sources.engines.ollama.patterns import (
     LISTENING,
     LOAD_PROGRESS,
     LOAD_REQUEST,
+    MEMORY_KIND,
+    OFFLOAD_KIND,
     OLD_ESTIMATE,
     OLD_GO_LOG,
     READ,
+    RUNNER_KIND,
     SET_PARAM,
+    SET_PARAM_KIND,
     SLOG,
     SOURCE,
     SYSTEM_MEMORY,
     TERMINATED,
     TIME_FIELD,
+    WARNINGS_KIND,
     go_duration_ms,
     size_sum,
     slog_pairs,
@@ -51,6 +62,7 @@ from doctor.sources.engines.ollama.patterns import (
 )
 from doctor.sources.engines.ollama.state import Cli, Offload
 from doctor.sources.engines.ollama.summary import Summary
+from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
 
 
@@ -82,6 +94,7 @@ class OllamaParser(Summary):
         self.run(plan[READ], line, msg, pairs)
 
     # -- memory estimate and offload ------------------------------------------------------------------
+    @reads(OFFLOAD_KIND)
     def _offload(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
         if msg.startswith("offload to ") or msg == "offload":
             library = p.get("library") or msg.removeprefix("offload to ").strip() or None
@@ -132,6 +145,7 @@ class OllamaParser(Summary):
         return False
 
     # -- GPUs and the AVX gate -------------------------------------------------------------------------------
+    @reads(GPUS_KIND)
     def _gpus(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
         s = self.s
         if msg == "inference compute":
@@ -158,6 +172,7 @@ class OllamaParser(Summary):
         return False
 
     # -- context ---------------------------------------------------------------------------------------------
+    @reads(CONTEXT_KIND)
     def _context(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
         if msg == "truncating input prompt":
             limit, prompt = to_int(p.get("limit")), to_int(p.get("prompt"))
@@ -192,6 +207,7 @@ class OllamaParser(Summary):
         return False
 
     # -- runner start, configuration and death -----------------------------------------------------------
+    @reads(RUNNER_KIND)
     def _runner(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
         t = line.text
         s = self.s
@@ -307,6 +323,7 @@ class OllamaParser(Summary):
             self.set("server.ollama.kv_cache_type_env", value.lower(), line)
 
     # -- memory failures ----------------------------------------------------------------------------------
+    @reads(MEMORY_KIND)
     def _memory(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
         if msg == "model request too large for system":
             required, available = size_sum(p.get("requested")), size_sum(p.get("available"))
@@ -329,6 +346,7 @@ class OllamaParser(Summary):
         self.event("oom", line, phase="weights", **data)
 
     # -- GPU discovery failures, the runner's own OOMs, load progress ------------------------------------------
+    @reads(FAILURES_KIND)
     def _failures(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
         t = line.text
         s = self.s
@@ -375,6 +393,7 @@ class OllamaParser(Summary):
         return True
 
     # -- warnings worth showing ---------------------------------------------------------------------------
+    @reads(WARNINGS_KIND)
     def _warnings(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
         what = {
             "quantized kv cache requested but flash attention disabled": "kv_quant_without_fa",
@@ -396,6 +415,7 @@ class OllamaParser(Summary):
         return True
 
     # -- access log and the CLI statistics ------------------------------------------------------------------
+    @reads(GIN_KIND)
     def _gin(self, line: LogLine) -> bool:
         """An access-log line: taken whether or not it reads as one."""
         if "[GIN]" not in line.text:
@@ -413,6 +433,7 @@ class OllamaParser(Summary):
             s.served += 1
         return True
 
+    @reads(SET_PARAM_KIND)
     def _set_param(self, line: LogLine) -> bool:
         m = SET_PARAM.search(line.text)
         if not m:
@@ -427,12 +448,14 @@ class OllamaParser(Summary):
         s.cli_current = None  # the next statistics block is a new generation
         return True
 
+    @reads(INSTALL_KIND)
     def _install(self, line: LogLine) -> bool:
         """A llama.cpp line naming Ollama's own install: the llama.cpp inside is Ollama's."""
         if INSTALL_PATH.search(line.text):
             self.votes["ollama"] += 1
         return False
 
+    @reads(CLI_KIND)
     def _cli(self, line: LogLine) -> bool:
         t = line.text
         if not ("duration:" in t or "eval " in t or "rate:" in t):

@@ -164,39 +164,59 @@ def go_duration_ms(text: str) -> float | None:
 # and the CLI statistics, "read" the server's messages. Those handlers read the slog message and its
 # key=value pairs (a record wrapped over two lines is read joined), not the line's own text: they
 # name no patterns, so each is tried on every line the gate lets in.
+GIN_KIND = LineKind("gin", ("[GIN]",), (r"\[GIN\] ",), phase="access")
+SET_PARAM_KIND = LineKind("set_param", (SET_PARAM,), (r"/set parameter \w+ ", r"Set parameter '\w+' to '"),
+                          phase="access")
+INSTALL_KIND = LineKind(
+    "install", (INSTALL_PATH,),
+    (r"[/\\]lib[/\\]ollama[/\\]|[/\\]Ollama\.app[/\\]|[/\\]Programs[/\\]Ollama[/\\]",), phase="access")
+CLI_KIND = LineKind(
+    "cli", (CLI_STAT,),
+    (r"(?:total|load) duration: |prompt eval (?:count|duration|rate): |eval (?:count|duration|rate): ",),
+    keys=("duration:", "eval ", "rate:"), phase="access")
+# a warning or error wrapped before its message: read with its tail
+WRAPPED_KIND = LineKind("wrapped", (), (r"level=(?:WARN|ERROR) ",), handled=False)
+OFFLOAD_KIND = LineKind(
+    "offload", (),
+    (r"offload to |msg=offload ", r"msg=\"loading model\"",
+     r"msg=\"(?:model weights|kv cache|compute graph|total memory)\""))
+GPUS_KIND = LineKind(
+    "gpus", (),
+    (r"inference compute", r"no compatible GPUs", r"vector extensions|does not have AVX"))
+CONTEXT_KIND = LineKind("context", (), (r"truncating input prompt", r"context size too large"))
+RUNNER_KIND = LineKind(
+    "runner", (),
+    (r"runner started in|llama-server started in", r"starting llama server|starting runner|msg=load request=",
+     r"server config", r"Listening on ", r"process has terminated|process no longer running",
+     r"llama runner terminated"))
+MEMORY_KIND = LineKind("memory", (), (r"request too large for system|more system memory",))
+WARNINGS_KIND = LineKind(
+    "warnings", (),
+    (r"flash attention (?:enabled but|requested)|enabling flash attention|kv cache type not supported",
+     r"quantized kv cache requested",
+     r"memory layout cannot be allocated|did not fit, applying backoff|VRAM usage didn't recover"))
+# GPU discovery failing (driver / runtime), the 2023 layer estimate, the runner's own OOMs, load progress
+FAILURES_KIND = LineKind(
+    "failures", (),
+    (r"init failure: |cudaSetDevice err|cuInit err|Unable to load cudart|unknown error initializing cuda"
+     r"|version mismatch between driver",
+     r"MB VRAM available, loading up to",
+     RUNNER_OOM_LINES,
+     r"clip_model_load|encode_image|image embedding|mtmd_|projector", r"model load progress"))
+
 KINDS = LineKinds(
-    LineKind("gin", "_gin", ("[GIN]",), (r"\[GIN\] ",), phase="access"),
-    LineKind("cli", "_cli", (CLI_STAT,),
-             (r"(?:total|load) duration: |prompt eval (?:count|duration|rate): |eval (?:count|duration|rate): ",),
-             keys=("duration:", "eval ", "rate:"), phase="access"),
-    LineKind("set_param", "_set_param", (SET_PARAM,), (r"/set parameter \w+ ", r"Set parameter '\w+' to '"),
-             phase="access"),
-    LineKind("install", "_install", (INSTALL_PATH,),
-             (r"[/\\]lib[/\\]ollama[/\\]|[/\\]Ollama\.app[/\\]|[/\\]Programs[/\\]Ollama[/\\]",), phase="access"),
-    # a warning or error wrapped before its message: read with its tail
-    LineKind("wrapped", None, (), (r"level=(?:WARN|ERROR) ",)),
-    LineKind("offload", "_offload", (),
-             (r"offload to |msg=offload ", r"msg=\"loading model\"",
-              r"msg=\"(?:model weights|kv cache|compute graph|total memory)\"")),
-    LineKind("gpus", "_gpus", (),
-             (r"inference compute", r"no compatible GPUs", r"vector extensions|does not have AVX")),
-    LineKind("context", "_context", (), (r"truncating input prompt", r"context size too large")),
-    LineKind("runner", "_runner", (),
-             (r"runner started in|llama-server started in", r"starting llama server|starting runner|msg=load request=",
-              r"server config", r"Listening on ", r"process has terminated|process no longer running",
-              r"llama runner terminated")),
-    LineKind("memory", "_memory", (), (r"request too large for system|more system memory",)),
-    LineKind("warnings", "_warnings", (),
-             (r"flash attention (?:enabled but|requested)|enabling flash attention|kv cache type not supported",
-              r"quantized kv cache requested",
-              r"memory layout cannot be allocated|did not fit, applying backoff|VRAM usage didn't recover")),
-    # GPU discovery failing (driver / runtime), the 2023 layer estimate, the runner's own OOMs, load progress
-    LineKind("failures", "_failures", (),
-             (r"init failure: |cudaSetDevice err|cuInit err|Unable to load cudart|unknown error initializing cuda"
-              r"|version mismatch between driver",
-              r"MB VRAM available, loading up to",
-              RUNNER_OOM_LINES,
-              r"clip_model_load|encode_image|image embedding|mtmd_|projector", r"model load progress")),
+    GIN_KIND,
+    CLI_KIND,
+    SET_PARAM_KIND,
+    INSTALL_KIND,
+    WRAPPED_KIND,
+    OFFLOAD_KIND,
+    GPUS_KIND,
+    CONTEXT_KIND,
+    RUNNER_KIND,
+    MEMORY_KIND,
+    WARNINGS_KIND,
+    FAILURES_KIND,
     phases=("access", "read"),
 )
 TRIGGERS = KINDS.triggers

@@ -32,23 +32,29 @@ from doctor.core.facts import Facts, Source
 from doctor.sources.engines.sglang.patterns import (
     ARG,
     ARGS,
+    ARGS_KIND,
     BATCH,
+    BATCH_KIND,
     GIB,
     GRAPH_FAILED,
     INPUT_TOO_LONG,
     KINDS,
+    LENGTH_KIND,
+    MEMORY_KIND,
     NO_POOL,
     OUT_OF_MEMORY,
     POOL,
     POOL_END,
+    POOL_KIND,
     READY,
+    READY_KIND,
     RETRACT,
     STAT,
     TOTAL_TOO_LONG,
     TOTAL_TRUNCATED,
     WEIGHTS,
 )
-from doctor.sources.logs.base import Extremes, LogParser
+from doctor.sources.logs.base import Extremes, LogParser, reads
 from doctor.sources.logs.line import LogLine
 
 
@@ -84,6 +90,7 @@ class SglangParser(LogParser):
         self.votes["sglang"] += 1
 
     # -- start-up ----------------------------------------------------------------------------------
+    @reads(ARGS_KIND)
     def _args(self, line: LogLine) -> bool:
         if not ARGS.search(line.text):
             return False
@@ -111,6 +118,7 @@ class SglangParser(LogParser):
                 self.set("server.sglang.disable_cuda_graph", value == "True", line)
         return True
 
+    @reads(POOL_KIND)
     def _pool(self, line: LogLine) -> bool:
         t = line.text
         m = POOL.search(t)
@@ -139,6 +147,7 @@ class SglangParser(LogParser):
         return False
 
     # -- serving -----------------------------------------------------------------------------------
+    @reads(BATCH_KIND)
     def _batch(self, line: LogLine) -> bool:
         t = line.text
         m = BATCH.search(t)
@@ -161,6 +170,7 @@ class SglangParser(LogParser):
             s.gen_tps.append((float(stats["gen throughput (token/s)"]), src))
         return True
 
+    @reads(MEMORY_KIND)
     def _memory(self, line: LogLine) -> bool:
         t = line.text
         m = RETRACT.search(t)
@@ -183,6 +193,7 @@ class SglangParser(LogParser):
             return True
         return False
 
+    @reads(LENGTH_KIND)
     def _length(self, line: LogLine) -> bool:
         t = line.text
         m = INPUT_TOO_LONG.search(t)
@@ -215,6 +226,7 @@ class SglangParser(LogParser):
             return True
         return False
 
+    @reads(READY_KIND)
     def _ready(self, line: LogLine) -> bool:
         if not READY.search(line.text):
             return False

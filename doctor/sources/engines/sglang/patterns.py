@@ -36,15 +36,16 @@ TOTAL_TRUNCATED = gated(r"Requested token count \((\d+) input \+ (\d+) new\) exc
                         r"length \((\d+) tokens\)")
 READY = gated(r"The server is fired up and ready to roll")
 
-KINDS = LineKinds(
-    LineKind("args", "_args", (ARGS,), (r"server_args=(?:ServerArgs\(|\{)",)),
-    LineKind("pool", "_pool", (POOL, WEIGHTS, POOL_END),
-             (r"max_total_num_tokens=\d+", r"Load weight end\.", r"Memory pool end\.")),
-    LineKind("batch", "_batch", (BATCH,), (r"(?:Prefill|Decode) batch\b[^#\n]*#",)),
-    LineKind("memory", "_memory", (RETRACT, NO_POOL, GRAPH_FAILED),
-             (r"Decode out of memory happened", r"KV cache pool is full\. Retract", r"Not enough memory\. Please try "
-              r"to increase --mem-fraction-static", r"Capture cuda graph failed")),
-    LineKind("length", "_length", (INPUT_TOO_LONG, TOTAL_TOO_LONG, TOTAL_TRUNCATED),
-             (r"is longer than the model's context length", r"Requested token count")),
-    LineKind("ready", "_ready", (READY,), (r"The server is fired up and ready to roll",)),
-)
+ARGS_KIND = LineKind("args", (ARGS,), (r"server_args=(?:ServerArgs\(|\{)",))
+POOL_KIND = LineKind("pool", (POOL, WEIGHTS, POOL_END),
+                     (r"max_total_num_tokens=\d+", r"Load weight end\.", r"Memory pool end\."))
+BATCH_KIND = LineKind("batch", (BATCH,), (r"(?:Prefill|Decode) batch\b[^#\n]*#",))
+MEMORY_KIND = LineKind(
+    "memory", (RETRACT, NO_POOL, GRAPH_FAILED),
+    (r"Decode out of memory happened", r"KV cache pool is full\. Retract", r"Not enough memory\. Please try "
+     r"to increase --mem-fraction-static", r"Capture cuda graph failed"))
+LENGTH_KIND = LineKind("length", (INPUT_TOO_LONG, TOTAL_TOO_LONG, TOTAL_TRUNCATED),
+                       (r"is longer than the model's context length", r"Requested token count"))
+READY_KIND = LineKind("ready", (READY,), (r"The server is fired up and ready to roll",))
+
+KINDS = LineKinds(ARGS_KIND, POOL_KIND, BATCH_KIND, MEMORY_KIND, LENGTH_KIND, READY_KIND)

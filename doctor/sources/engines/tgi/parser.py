@@ -1,8 +1,9 @@
 """Hugging Face text-generation-inference (TGI) logs: launcher, router and shard messages.
 
-The parser: it reads the lines of patterns.py (what is read and the strings' sources are there) and
-turns them into facts and events; PyTorch's OOMs go to the analysis's TorchOomBoard
-(../_torch/pytorch.py), which the PyTorch servers' parsers share.
+The handlers: launcher arguments, shard start-up and warm-up, warm-up memory failures, request
+validation, shard and webserver failures (patterns.py names the lines and their sources); a PyTorch
+OOM in a shard goes on the analysis's board (../_torch/pytorch.py), placed by the shard method that
+failed.
 
 Pure.
 """
@@ -14,22 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.core.facts import Facts, Source
-from doctor.sources.engines._torch.pytorch import (
-    Frames,
-    LargestRequest,
-    TorchOomBoard,
-    rejection_data,
-    torch_oom,
-)
+from doctor.sources.engines._torch import pytorch
 from doctor.sources.engines.tgi.patterns import (
     ARG,
     ARGS_INPUT_TOTAL,
+    ARGS_KIND,
     BATCH_TOTAL,
     CRASHED,
     DEFAULTS,
     ENV,
+    ENV_KIND,
+    FAILURE_KIND,
+    FRAME_KIND,
     FRAME_PHASE,
     GRAPH_WARMUP_FAILED,
+    GRAPH_WARMUP_KIND,
     HINT_WINDOW,
     INIT_FAILED,
     INPUT_LEN,
@@ -37,10 +37,12 @@ from doctor.sources.engines.tgi.patterns import (
     KINDS,
     KV_BLOCKS,
     MAX_NEW,
+    MEMORY_KIND,
     METHOD_FAILED,
     METHOD_PHASE,
     MODEL_SUPPORTS,
     OOM,
+    OOM_KIND,
     PREFILL_OOM,
     READ,
     REDUCED_PREFILL,
@@ -50,13 +52,15 @@ from doctor.sources.engines.tgi.patterns import (
     SHARDING,
     SIGNATURE,
     STAGE_PHASE,
+    STARTUP_KIND,
     TARGET,
     TOTAL_OOM,
     TOTAL_OVER_BATCH,
+    VALIDATION_KIND,
     WARMING,
     duration_ms,
 )
-from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.base import LogParser, reads
 from doctor.sources.logs.line import LogLine
 
 
@@ -70,7 +74,7 @@ class _State:
     total_seen: set[int] = field(default_factory=set)
     failed: bool = False
     crashed: bool = False
-    largest: LargestRequest = field(default_factory=LargestRequest)
+    largest: pytorch.LargestRequest = field(default_factory=pytorch.LargestRequest)
 
 
 
@@ -81,7 +85,7 @@ class TgiParser(LogParser):
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
-        self.frames = Frames()
+        self.frames = pytorch.Frames()
         self._framed = False  # the line being read carries a TGI tracing target
 
     def feed(self, line: LogLine) -> None:
@@ -100,12 +104,13 @@ class TgiParser(LogParser):
             if self.run(plan[OOM], candidate) or self.run(plan[READ], candidate):
                 return
 
+    @reads(FRAME_KIND)
     def _frame(self, line: LogLine) -> bool:
         return self.frames.feed(line)
 
     def _vote(self) -> None:
         self.votes["tgi"] += 1
-        self.state.part(TorchOomBoard).votes["tgi"] = sum(self.votes.values())
+        self.state.part(pytorch.TorchOomBoard).votes["tgi"] = sum(self.votes.values())
 
     def _new_run(self) -> None:
         s = self.s
@@ -114,8 +119,9 @@ class TgiParser(LogParser):
         s.total_seen.clear()
 
     # -- PyTorch OOM in a shard --------------------------------------------------------------------
+    @reads(OOM_KIND)
     def _oom(self, line: LogLine) -> bool:
-        data = torch_oom(line.text)
+        data = pytorch.torch_oom(line.text)
         if data is None:
             return False
         s = self.s
@@ -124,10 +130,12 @@ class TgiParser(LogParser):
             frame = s.method
         handled = line.number <= s.handled_until
         owner = "tgi" if self._framed else None
-        self.state.part(TorchOomBoard).record("tgi", line, data, STAGE_PHASE[s.stage], frame, owner, handled=handled)
+        board = self.state.part(pytorch.TorchOomBoard)
+        board.record("tgi", line, data, STAGE_PHASE[s.stage], frame, owner, handled=handled)
         return True
 
     # -- launcher arguments --------------------------------------------------------------------------
+    @reads(ARGS_KIND)
     def _args(self, line: LogLine) -> bool:
         t = line.text
         if "Args {" in t:
@@ -162,6 +170,7 @@ class TgiParser(LogParser):
         return found or "Args {" in t
 
     # -- start-up ------------------------------------------------------------------------------------
+    @reads(STARTUP_KIND)
     def _startup(self, line: LogLine) -> bool:
         t = line.text
         s = self.s
@@ -218,6 +227,7 @@ class TgiParser(LogParser):
             return True
         return False
 
+    @reads(GRAPH_WARMUP_KIND)
     def _graph_warmup(self, line: LogLine) -> bool:
         if GRAPH_WARMUP_FAILED.search(line.text):
             # TGI catches this OOM, drops the CUDA graph and goes on: not a failure
@@ -226,6 +236,7 @@ class TgiParser(LogParser):
         return False
 
     # -- warm-up memory failures -----------------------------------------------------------------------
+    @reads(MEMORY_KIND)
     def _memory(self, line: LogLine) -> bool:
         t = line.text
         s = self.s
@@ -263,6 +274,7 @@ class TgiParser(LogParser):
             self.event("kv_capacity", line, **data)
 
     # -- request validation ------------------------------------------------------------------------------
+    @reads(ENV_KIND)
     def _env(self, line: LogLine) -> bool:
         """MAX_INPUT_LENGTH=4095 / MAX_TOTAL_TOKENS: 4096 / --max-input-tokens 4095, as pasted."""
         found = False
@@ -278,6 +290,7 @@ class TgiParser(LogParser):
                 self._vote()  # TGI's own name for the prompt budget
         return found
 
+    @reads(VALIDATION_KIND)
     def _validation(self, line: LogLine) -> bool:
         t = line.text
         m = INPUT_TOTAL.search(t)
@@ -313,14 +326,15 @@ class TgiParser(LogParser):
 
     def _rejected(self, line: LogLine, *, n_tokens: int, n_ctx: int, prompt: int, limit: str,
                   completion: int | None = None) -> None:
-        self.event("prompt_too_long", line, **rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt,
-                                                             limit=limit, completion=completion))
+        data = pytorch.rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt, limit=limit, completion=completion)
+        self.event("prompt_too_long", line, **data)
         self.s.largest.saw_prompt(prompt, line)
         self.s.largest.saw_request(n_tokens, line)
         self.set("server.limit_tokens", n_ctx, line)
         self.set("server.limit_name", limit, line)
 
     # -- shard and webserver failures ---------------------------------------------------------------------
+    @reads(FAILURE_KIND)
     def _failure(self, line: LogLine) -> bool:
         t = line.text
         s = self.s
@@ -340,7 +354,7 @@ class TgiParser(LogParser):
     # -- summary -----------------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        self.state.part(TorchOomBoard).summarize("tgi", self.votes, facts)
+        self.state.part(pytorch.TorchOomBoard).summarize("tgi", self.votes, facts)
         if not self.votes:
             return
         s.largest.emit(facts, self.src)

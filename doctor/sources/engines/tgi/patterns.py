@@ -53,8 +53,8 @@ TOTAL_OVER_BATCH = gated(r"`max_total_tokens` must be <= `max_batch_total_tokens
 INPUT_TOTAL = gated(r"`inputs` tokens \+ `max_new_tokens` must be <= (\d+)\. "
                     r"Given: (\d+) `inputs` tokens and (\d+) `max_new_tokens`")
 INPUT_LEN = gated(r"`inputs` must have less than (\d+) tokens\. Given: (\d+)")
-# router/src/validation.rs MaxNewTokens (1.x); quoted back without its ". Given: N" too
-# (not the tail of "`inputs` tokens + `max_new_tokens` must be <= N", which is INPUT_TOTAL's)
+# router/src/validation.rs MaxNewTokens (1.x); quoted back without its ". Given: N" too (not the tail of
+# "`inputs` tokens + `max_new_tokens` must be <= N", which is INPUT_TOTAL's)
 MAX_NEW = gated(r"(?<!\+ )`max_new_tokens` must be <= (\d+)(?:\. Given: (\d+))?")
 # the launcher's settings as the environment gives them (clap `env`: MAX_INPUT_LENGTH to 1.x,
 # MAX_INPUT_TOKENS from 2.0) or as its own flags, pasted from a docker -e, a compose file or a shell
@@ -89,29 +89,46 @@ def duration_ms(value: str, unit: str) -> float:
 # The lines read, by kind. Phases: "frame" reads traceback frames, "oom" PyTorch's OOM messages,
 # "read" TGI's own; a message wrapped over two lines is read joined with the next ("oom" and "read"
 # again). The PyTorch lines are in the vLLM parser's triggers already: TGI adds them to its gate only.
+HEADER_KIND = LineKind("header", (), (r"text_generation_launcher",), handled=False)
+FRAME_KIND = LineKind("frame", (TRACEBACK, FRAME), FRAME_LINES, scan=(), phase="frame")
+OOM_KIND = LineKind("oom", OOM_PATTERNS, OOM_LINES, scan=(), phase="oom")
+ARGS_KIND = LineKind(
+    "args", (ARG, "Args {"),
+    (r"Args \{", r"(?:max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
+     r"|max_batch_total_tokens|num_shard|quantize|cuda_memory_fraction|model_id): "))
+STARTUP_KIND = LineKind(
+    "startup",
+    (DEFAULTS, MODEL_SUPPORTS, REDUCED_PREFILL, SHARDING, SHARD_START, SHARD_READY, WARMING, KV_BLOCKS,
+     BATCH_TOTAL, METHOD_FAILED, INIT_FAILED),
+    (r"max batch prefill", r"Sharding model on", r"Default `max_", r"tokens defaulted to",
+     r"Model supports up to", r"Shard ", r"Warming up model", r"KV-cache blocks", r"max batch total tokens",
+     r"encountered an error", r"Error when initializing model"))
+GRAPH_WARMUP_KIND = LineKind("graph_warmup", (GRAPH_WARMUP_FAILED,), (r"cuda graph warmup failed",))
+MEMORY_KIND = LineKind(
+    "memory", (PREFILL_OOM, TOTAL_OOM, TOTAL_OVER_BATCH),
+    (r"NotEnoughMemory", r"must be <= `max_batch_total_tokens`", r"[Nn]ot enough memory to handle"))
+ENV_KIND = LineKind(
+    "env", (ENV,),
+    (r"MAX_(?:INPUT_LENGTH|INPUT_TOKENS|TOTAL_TOKENS|BATCH_PREFILL_TOKENS)['\"]?\s*[:=]",
+     r"--max-input-(?:length|tokens)[ =]\d"))
+VALIDATION_KIND = LineKind(
+    "validation", (INPUT_TOTAL, INPUT_LEN, MAX_NEW, ARGS_INPUT_TOTAL),
+    (r"`inputs` ", r"`max_new_tokens` must be", r"must be < `max_total_tokens`"))
+FAILURE_KIND = LineKind(
+    "failure", (SHARD_FAILED, CRASHED),
+    (r"Error: (?:Shard|Webserver|Warmup|Backend)", r"Webserver Crashed"))
+
 KINDS = LineKinds(
-    LineKind("header", None, (), (r"text_generation_launcher",)),
-    LineKind("frame", "_frame", (TRACEBACK, FRAME), FRAME_LINES, scan=(), phase="frame"),
-    LineKind("oom", "_oom", OOM_PATTERNS, OOM_LINES, scan=(), phase="oom"),
-    LineKind("args", "_args", (ARG, "Args {"),
-             (r"Args \{", r"(?:max_input_tokens|max_input_length|max_total_tokens|max_batch_prefill_tokens"
-              r"|max_batch_total_tokens|num_shard|quantize|cuda_memory_fraction|model_id): ")),
-    LineKind("startup", "_startup",
-             (DEFAULTS, MODEL_SUPPORTS, REDUCED_PREFILL, SHARDING, SHARD_START, SHARD_READY, WARMING, KV_BLOCKS,
-              BATCH_TOTAL, METHOD_FAILED, INIT_FAILED),
-             (r"max batch prefill", r"Sharding model on", r"Default `max_", r"tokens defaulted to",
-              r"Model supports up to", r"Shard ", r"Warming up model", r"KV-cache blocks", r"max batch total tokens",
-              r"encountered an error", r"Error when initializing model")),
-    LineKind("graph_warmup", "_graph_warmup", (GRAPH_WARMUP_FAILED,), (r"cuda graph warmup failed",)),
-    LineKind("memory", "_memory", (PREFILL_OOM, TOTAL_OOM, TOTAL_OVER_BATCH),
-             (r"NotEnoughMemory", r"must be <= `max_batch_total_tokens`", r"[Nn]ot enough memory to handle")),
-    LineKind("env", "_env", (ENV,),
-             (r"MAX_(?:INPUT_LENGTH|INPUT_TOKENS|TOTAL_TOKENS|BATCH_PREFILL_TOKENS)['\"]?\s*[:=]",
-              r"--max-input-(?:length|tokens)[ =]\d")),
-    LineKind("validation", "_validation", (INPUT_TOTAL, INPUT_LEN, MAX_NEW, ARGS_INPUT_TOTAL),
-             (r"`inputs` ", r"`max_new_tokens` must be", r"must be < `max_total_tokens`")),
-    LineKind("failure", "_failure", (SHARD_FAILED, CRASHED),
-             (r"Error: (?:Shard|Webserver|Warmup|Backend)", r"Webserver Crashed")),
+    HEADER_KIND,
+    FRAME_KIND,
+    OOM_KIND,
+    ARGS_KIND,
+    STARTUP_KIND,
+    GRAPH_WARMUP_KIND,
+    MEMORY_KIND,
+    ENV_KIND,
+    VALIDATION_KIND,
+    FAILURE_KIND,
     phases=("frame", "oom", "read"),
 )
 TRIGGERS = KINDS.triggers

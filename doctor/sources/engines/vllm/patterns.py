@@ -134,34 +134,49 @@ def to_int(value: str) -> int | None:
 # traceback frames, "oom" PyTorch's OOM messages, "read" vLLM's own; a message wrapped over two lines
 # is read joined with the next ("oom" and "read" again). A kind without a handler names lines read only for the
 # engine's own header (its vote).
+HEADER_KIND = LineKind("header", (), (r"Automatically detected platform",), handled=False)
+STAGE_KIND = LineKind(
+    "stage", tuple(pattern for pattern, _ in STAGE_MARKS),
+    (r"Capturing (?:the model|cudagraphs|CUDA graph)", r"Compile and warming up", r"Graph capturing finished",
+     r"init engine \(profile", r"Starting vLLM API server", r"Available routes are",
+     r"Application startup complete"), phase="stage")
+FRAME_KIND = LineKind("frame", (TRACEBACK, FRAME), FRAME_LINES, phase="frame")
+OOM_KIND = LineKind("oom", OOM_PATTERNS, OOM_LINES, phase="oom")
+CONFIG_KIND = LineKind(
+    "config",
+    (VERSION, CONFIG_LINE, MAX_LEN_USED, CHUNKED, BATCHED_BELOW, USER_MAX_LEN, LOAD_START, WEIGHTS_TOOK),
+    (r"vLLM API server version", r"LLM engine \(v", r"LLM engine with config", r"args: Namespace\(",
+     r"non-default args: ", r"Using max model len", r"Chunked prefill is enabled",
+     r"max_num_batched_tokens \(", r"User-specified max_model_len", r"Starting to load model",
+     r"Loading model weights took", r"Model loading took", r"Loading weights took"))
+CAPACITY_KIND = LineKind(
+    "capacity",
+    (BLOCKS, KV_TOKENS, CONCURRENCY, KV_AVAILABLE, PROFILE_TOTAL, PROFILE_SPLIT, PROFILE_V1, NO_KV_MEMORY,
+     MAX_SEQ_OVER_KV, TO_SERVE, LOOKAHEAD),
+    (r"Memory profiling takes", r"total_gpu_memory \(", r"model weights take", r"# \w+ blocks: \d",
+     r"KV cache size: [\d,]+ tokens", r"Maximum concurrency for", r"Available KV cache memory",
+     r"No available memory for the cache", r"max seq len \(", r"Input prompt \("))
+# no patterns: PROMPT_LONGER is also read on the line joined with the next, so it is tried on every line
+CONTEXT_KIND = LineKind("context", (), (r"maximum context length is", r"maximum model length of"))
+PREEMPTION_KIND = LineKind("preemption", (PREEMPTED,), (r"is preempted by",))
+STATS_KIND = LineKind("stats", (STATS,), (r"Avg prompt throughput", r"(?:Running|Waiting|Pending): \d+ reqs"))
+# a failed start is reported by the error that caused it: those lines are read for the vote
+FAILURE_KIND = LineKind(
+    "failure", (ENGINE_FAILED,),
+    (r"EngineCore (?:failed|encountered)", r"Engine core initialization failed", r"WorkerProc failed",
+     r"Error in model execution"))
+
 KINDS = LineKinds(
-    LineKind("header", None, (), (r"Automatically detected platform",)),
-    LineKind("stage", "_stage_marks", tuple(pattern for pattern, _ in STAGE_MARKS),
-             (r"Capturing (?:the model|cudagraphs|CUDA graph)", r"Compile and warming up", r"Graph capturing finished",
-              r"init engine \(profile", r"Starting vLLM API server", r"Available routes are",
-              r"Application startup complete"), phase="stage"),
-    LineKind("frame", "_frame", (TRACEBACK, FRAME), FRAME_LINES, phase="frame"),
-    LineKind("oom", "_oom", OOM_PATTERNS, OOM_LINES, phase="oom"),
-    LineKind("config", "_config",
-             (VERSION, CONFIG_LINE, MAX_LEN_USED, CHUNKED, BATCHED_BELOW, USER_MAX_LEN, LOAD_START, WEIGHTS_TOOK),
-             (r"vLLM API server version", r"LLM engine \(v", r"LLM engine with config", r"args: Namespace\(",
-              r"non-default args: ", r"Using max model len", r"Chunked prefill is enabled",
-              r"max_num_batched_tokens \(", r"User-specified max_model_len", r"Starting to load model",
-              r"Loading model weights took", r"Model loading took", r"Loading weights took")),
-    LineKind("capacity", "_capacity",
-             (BLOCKS, KV_TOKENS, CONCURRENCY, KV_AVAILABLE, PROFILE_TOTAL, PROFILE_SPLIT, PROFILE_V1, NO_KV_MEMORY,
-              MAX_SEQ_OVER_KV, TO_SERVE, LOOKAHEAD),
-             (r"Memory profiling takes", r"total_gpu_memory \(", r"model weights take", r"# \w+ blocks: \d",
-              r"KV cache size: [\d,]+ tokens", r"Maximum concurrency for", r"Available KV cache memory",
-              r"No available memory for the cache", r"max seq len \(", r"Input prompt \(")),
-    # no patterns: PROMPT_LONGER is also read on the line joined with the next, so it is tried on every line
-    LineKind("context", "_context", (), (r"maximum context length is", r"maximum model length of")),
-    LineKind("preemption", "_preemption", (PREEMPTED,), (r"is preempted by",)),
-    LineKind("stats", "_stats", (STATS,), (r"Avg prompt throughput", r"(?:Running|Waiting|Pending): \d+ reqs")),
-    # a failed start is reported by the error that caused it: those lines are read for the vote
-    LineKind("failure", "_failure", (ENGINE_FAILED,),
-             (r"EngineCore (?:failed|encountered)", r"Engine core initialization failed", r"WorkerProc failed",
-              r"Error in model execution")),
+    HEADER_KIND,
+    STAGE_KIND,
+    FRAME_KIND,
+    OOM_KIND,
+    CONFIG_KIND,
+    CAPACITY_KIND,
+    CONTEXT_KIND,
+    PREEMPTION_KIND,
+    STATS_KIND,
+    FAILURE_KIND,
     phases=("stage", "frame", "oom", "read"),
 )
 TRIGGERS = KINDS.triggers

@@ -56,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.core import engines
 from doctor.core.events import FactsEvent, IncidentEvent, LiveEvent
 from doctor.core.facts import Facts, Source
 
@@ -174,6 +175,27 @@ class MetricsState:
         return value * 100.0 if value is not None else None
 
 
+def _engine_of(values: dict[str, float]) -> str | None:
+    """The engine whose metric names the page holds (each row's `metrics.prefix`, the engine table)."""
+    for engine in engines.table():
+        prefix = engine.metrics.prefix if engine.metrics is not None else ""
+        if prefix and any(k.startswith(prefix) for k in values):
+            return engine.name
+    return None
+
+
+def _answers_props(name: str | None) -> bool:
+    """The engine answers /props beside its /metrics (llama-server: the slot count and size)."""
+    engine = engines.get(name)
+    return engine is not None and engine.metrics is not None and engine.metrics.props
+
+
+def _spells(name: str | None, setting: str) -> bool:
+    """The engine has this setting (its row spells it)."""
+    engine = engines.get(name)
+    return engine is not None and engine.spelling is not None and setting in engine.spelling.forms
+
+
 def _grow(old: float, new: float) -> float:
     """A counter's increase between two scrapes: a fall is a reset (it counts on from the new value)."""
     return new - old if new >= old else new
@@ -186,12 +208,9 @@ def update(state: MetricsState, samples: dict[str, float] | Scrape) -> None:
         scrape.counters = {n for n in scrape.values if n.endswith(("_total", "_sum", "_count"))}
     state.scrapes += 1
     values = scrape.values
-    if any(k.startswith("vllm:") for k in values):
-        state.engine = "vllm"
-    elif any(k.startswith("llamacpp:") for k in values):
-        state.engine = "llama.cpp"
-    elif any(k.startswith("sglang:") for k in values):
-        state.engine = "sglang"
+    engine = _engine_of(values)
+    if engine is not None:
+        state.engine = engine
     prev = state.last
     if state.first is None:
         state.first = scrape
@@ -300,7 +319,7 @@ def to_facts(state: MetricsState, url: str) -> Facts:
     if running is not None:
         peak = int(state.gauge_max[running])
         facts.set("server.running_max", peak, src(f"{running} (gauge, largest)"))
-        if state.engine in ("vllm", "sglang") and peak > 0:
+        if peak > 0 and _spells(state.engine, "max_num_seqs"):  # a server with a sequence limit (vLLM's)
             facts.set("server.max_num_seqs_suggested", max(1, peak // 2),
                       src(f"half the {running} peak of {peak}"))
     itl = next((n for n in ITL if f"{n}_sum" in last), None)
@@ -396,7 +415,7 @@ class MetricsPoller:
         prev = self.state.last.values.get(name) if name is not None and self.state.last is not None else None
         update(self.state, samples)
         facts = to_facts(self.state, self.url)
-        if self.state.engine == "llama.cpp" and self.props is None:
+        if self.props is None and _answers_props(self.state.engine):
             self.props = self._read_props()
         if self.props is not None:
             facts.merge(self.props)

@@ -1,5 +1,5 @@
-"""A toy engine's log parser, for tests/logs/test_engine_table.py only: the one module a new engine
-brings (with its engine-table row and its rules, both made in the test).
+"""The toy engine's log parser (its row: engine.py; its rules: rules/), for tests/logs/test_engine_table.py
+only.
 
 "toyd" is not a real engine and its three line shapes are made up for this test: what is tested is
 the plumbing an engine goes through (table -> analyzer -> detection -> rules -> --engine), not the
