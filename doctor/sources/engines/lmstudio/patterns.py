@@ -20,6 +20,6 @@ GUARDRAIL = gated(r"This model will fail to load based on your resource guardrai
 PATH_KIND = LineKind("path", (PATH,),
                      (r"\.lmstudio[/\\]|\.cache[/\\]lm-studio|LM Studio\.app|Programs[/\\]LM Studio",))
 LOAD_KIND = LineKind("load", (CONTEXT_LENGTH, GPU_OFFLOAD, GUARDRAIL),
-                     (r"^\s*Context Length: [\d,]+", r"^\s*GPU Offload: [\d.]+%", r"resource guardrails settings"))
+                     (r"Context Length: [\d,]+", r"GPU Offload: [\d.]+%", r"resource guardrails settings"))
 
 KINDS = LineKinds(PATH_KIND, LOAD_KIND)
