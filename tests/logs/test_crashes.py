@@ -205,6 +205,12 @@ CASES = [
      "cparams.n_batch) failed\ntime=2025-03-02T10:11:12.345Z level=ERROR source=sched.go:455 msg=\"error loading "
      "llama server\" error=\"llama runner process has terminated: GGML_ASSERT(n_tokens_all <= cparams.n_batch) "
      "failed\"\n", "assert_n_batch", "num_batch"),
+    # TGI's custom kernels (CHECK_CUDA) on a machine without a GPU, from the router's error reply and a shard
+    ("cuda-tensor-tgi-reply", '{"error":"Request failed during generation: Server error: query_layer must be a CUDA '
+     'tensor","error_type":"generation"}\n', "cuda_kernels_without_gpu", "--disable-custom-kernels"),
+    ("cuda-tensor-shard", "2023-09-02T10:11:12.000000Z ERROR text_generation_launcher: Method Decode encountered an "
+     "error.\nRuntimeError: attention_mask must be a CUDA tensor\n", "cuda_kernels_without_gpu",
+     "--disable-custom-kernels"),
 ]
 
 

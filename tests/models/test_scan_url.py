@@ -91,7 +91,7 @@ def test_ollama_ps_and_show_become_the_plan(stores: Home, capsys: pytest.Capture
 
 
 def test_vllm_and_sglang_model_lists(stores: Home, capsys: pytest.CaptureFixture[str]) -> None:
-    for name, engine, ctx in (("vllm-models.json", "vllm", 2048), ("sglang-models.json", "vllm", 8192)):
+    for name, engine, ctx in (("vllm-models.json", "vllm", 2048), ("sglang-models.json", "sglang", 8192)):
         with recorded({("GET", "/v1/models"): _fixture(name, str(stores.model))}) as url:
             report = _scan(capsys, url + "/v1/models")
         assert report["engine"] == engine and _value(report, "model.path") == str(stores.model)

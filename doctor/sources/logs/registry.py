@@ -1,5 +1,6 @@
 """The parsers `analyze` runs: each engine's parser from the engine table (doctor/core/engines.py), then
-the parsers that belong to no engine (crash messages of any engine, settings pasted beside a log).
+the parsers that belong to no engine (crash messages of any engine, settings pasted beside a log, what a
+client sent and got back: doctor/sources/clients).
 Add an engine with its table row, not here."""
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ def engine_parser_classes() -> list[type[LogParser]]:
 
 
 def parser_classes() -> list[type[LogParser]]:
+    from doctor.sources.clients.parser import ClientParser
     from doctor.sources.engines._ggml.crash_parser import CrashParser
     from doctor.sources.engines.llamacpp.bench_table import LlamaBenchParser
     from doctor.sources.logs.devices import DeviceLineParser
     from doctor.sources.logs.pasted import PastedParser
 
-    # PastedParser reads settings and output pasted beside a log, DeviceLineParser the hardware pasted with it;
-    # neither they nor CrashParser cast an engine vote. LlamaBenchParser (in llama.cpp's folder) reads
-    # llama-bench's results: a llama.cpp tool whose tables no line of the engine's own parser resembles.
-    return [*engine_parser_classes(), CrashParser, PastedParser, DeviceLineParser, LlamaBenchParser]
+    # PastedParser reads settings and output pasted beside a log, ClientParser request budgets and reply
+    # bodies, DeviceLineParser the hardware pasted with it; none of them nor CrashParser casts an engine vote.
+    # LlamaBenchParser (in llama.cpp's folder) reads llama-bench's results: a llama.cpp tool whose tables no
+    # line of the engine's own parser resembles.
+    return [*engine_parser_classes(), CrashParser, PastedParser, ClientParser, DeviceLineParser, LlamaBenchParser]

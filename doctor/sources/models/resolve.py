@@ -2,7 +2,7 @@
 name, a Hugging Face repo id in the Hub cache or llama.cpp's, an LM Studio model); and every model on
 this machine, for `llm-doctor models`.
 
-Room: sources (imports core only). The stores: those that are no engine's (hf.py, lmstudio.py) and the
+Room: sources (imports core only). The stores: those that are no engine's (hf.py) and the
 engines' own, each named by its engine row's `store` (doctor/core/engines.py), tried after a file that
 exists in their `order`: Ollama (its names are the shortest: `llama3.2:1b`), the Hub cache, llama.cpp's
 cache, LM Studio. Nothing found is a UsageError (exit 2) naming where it looked, with the close names
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from doctor.core import engines
 from doctor.core.errors import UsageError
-from doctor.sources.models import hf, lmstudio
+from doctor.sources.models import hf
 from doctor.sources.models.found import FoundModel, ModelStore, Preset, Searched
 
-NEUTRAL = (hf.STORE, lmstudio.STORE)  # the stores that are no engine's
+NEUTRAL = (hf.STORE,)  # the stores that are no engine's
 
 
 def stores() -> tuple[ModelStore, ...]:

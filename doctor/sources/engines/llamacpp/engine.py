@@ -26,6 +26,9 @@ FLAGS = {
 
 PARSER = "doctor.sources.engines.llamacpp.parser:LlamaCppParser"
 
+# its programs as a user or a wrapper starts them (llm-doctor reads the server's --help: probes/engine_flags.py)
+BINARIES = ("llama-server", "llama-cli")
+
 ENGINE = Engine(
     "llama.cpp", "llama.cpp", PARSER, aliases=("llama-server", "llama.cpp-library"),
     defaults=Defaults(threads="physical", flash_attn="auto", swa_full=False, prompt_cache_mib=8192),

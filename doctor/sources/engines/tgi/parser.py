@@ -23,6 +23,8 @@ from doctor.sources.engines.tgi.patterns import (
     BATCH_TOTAL,
     CRASHED,
     DEFAULTS,
+    ENV,
+    ENV_KIND,
     FAILURE_KIND,
     FRAME_KIND,
     FRAME_PHASE,
@@ -272,6 +274,22 @@ class TgiParser(LogParser):
             self.event("kv_capacity", line, **data)
 
     # -- request validation ------------------------------------------------------------------------------
+    @reads(ENV_KIND)
+    def _env(self, line: LogLine) -> bool:
+        """MAX_INPUT_LENGTH=4095 / MAX_TOTAL_TOKENS: 4096 / --max-input-tokens 4095, as pasted."""
+        found = False
+        for m in ENV.finditer(line.text):
+            key = (m.group(1) or m.group(3) or "").lower().replace("-", "_")
+            value = int(m.group(2) or m.group(4))
+            target = {"max_input_length": "config.max_input_tokens", "max_input_tokens": "config.max_input_tokens",
+                      "max_total_tokens": "config.max_total_tokens",
+                      "max_batch_prefill_tokens": "config.max_batch_prefill_tokens"}[key]
+            self.set(target, value, line)
+            found = True
+            if key.startswith("max_input"):
+                self._vote()  # TGI's own name for the prompt budget
+        return found
+
     @reads(VALIDATION_KIND)
     def _validation(self, line: LogLine) -> bool:
         t = line.text
@@ -290,9 +308,14 @@ class TgiParser(LogParser):
             return True
         m = MAX_NEW.search(t)
         if m:
-            limit, new = int(m.group(1)), int(m.group(2))
-            self.event("prompt_too_long", line, n_tokens=new, n_ctx=limit, completion=new, limit="max_new_tokens",
-                       cause="completion", room=limit)
+            limit = int(m.group(1))
+            if m.group(2):
+                new = int(m.group(2))
+                self.event("prompt_too_long", line, n_tokens=new, n_ctx=limit, completion=new,
+                           limit="max_new_tokens", cause="completion", room=limit)
+            else:
+                self.event("prompt_too_long", line, n_ctx=limit, limit="max_new_tokens", cause="completion",
+                           room=limit)
             return True
         m = ARGS_INPUT_TOTAL.search(t)
         if m:

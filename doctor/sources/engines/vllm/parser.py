@@ -91,6 +91,7 @@ class _State:
     running_line: LogLine | None = None
     waiting_max: int | None = None
     waiting_line: LogLine | None = None
+    idle_wait: tuple[int, LogLine | None] = (0, None)  # most requests waiting while none ran
     swapped_max: int | None = None
     swapped_line: LogLine | None = None
     # the fastest generation throughput of an interval with one request running and no prompt
@@ -454,6 +455,8 @@ class VllmParser(LogParser):
         if (running == 1 and pairs.get("Avg prompt throughput") == 0 and generated
                 and (s.solo_decode is None or generated > s.solo_decode)):
             s.solo_decode, s.solo_decode_line = generated, line
+        if waiting and running == 0 and waiting > s.idle_wait[0]:
+            s.idle_wait = (int(waiting), line)  # requests waiting while none ran
         swapped = pairs.get("Swapped")
         if swapped is not None and (s.swapped_max is None or swapped > s.swapped_max):
             s.swapped_max, s.swapped_line = int(swapped), line
@@ -495,6 +498,8 @@ class VllmParser(LogParser):
             facts.set("server.max_num_seqs_suggested", max(1, s.running_max // 2), self._src(s.running_line))
         if s.waiting_max is not None:
             facts.set("server.waiting_max", s.waiting_max, self._src(s.waiting_line))
+        if s.idle_wait[1] is not None:
+            facts.set("server.waiting_while_idle", s.idle_wait[0], self._src(s.idle_wait[1]))
         if s.swapped_max is not None:
             facts.set("server.swapped_max", s.swapped_max, self._src(s.swapped_line))
         if s.solo_decode is not None and not facts.has("run.decode_tps"):

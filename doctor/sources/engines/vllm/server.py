@@ -3,18 +3,18 @@
 Room: sources (imports core and doctor/sources/live/metrics/server_plan.py). The answer's shape is read
 from vllm/entrypoints/openai/models/serving.py and SGLang's sglang/srt/entrypoints/http_server.py,
 openai/protocol.py: GET /v1/models -> {data: [ModelCard {id, root (the model path or repo id), owned_by
-("vllm" / "sglang"), max_model_len}]}. SGLang's plan is vLLM's while SGLang is no row of the table.
+("vllm" / "sglang"), max_model_len}]}.
+An SGLang server is reported as SGLang (its row of the table); vLLM stands in where a plan needs it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from doctor.core import engines
 from doctor.core.errors import UsageError
 from doctor.sources.engines.vllm.engine import ENGINE
 from doctor.sources.live.metrics.server_plan import Fetch, ServerPlan, ServerReader, as_int, get_json, src
-
-SGLANG = "sglang"  # SGLang's owned_by
 
 
 def read(base: str, fetch: Fetch) -> ServerPlan | None:
@@ -29,7 +29,7 @@ def _plan(base: str, cards: list[Any]) -> ServerPlan:
     if card is None:
         raise UsageError(f"--url {base}: /v1/models lists no base model")
     owner = str(card.get("owned_by") or "")
-    engine = SGLANG if owner == SGLANG else ENGINE.name
+    engine = engines.canonical(owner) or ENGINE.name  # owned_by names the server ("vllm", SGLang's name)
     root = str(card.get("root") or card.get("id") or "")
     plan = ServerPlan(base, engine, root, stands_in=ENGINE.name)
     length = as_int(card.get("max_model_len"))

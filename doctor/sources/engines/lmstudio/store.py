@@ -13,10 +13,11 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from doctor.sources.engines.lmstudio.engine import ENGINE
 from doctor.sources.models.found import FoundModel, ModelStore, Searched, ggufs, home, pick, projector, repo_entries
 from doctor.sources.models.hf import split_name
 
-NAME = "lmstudio"
+NAME = ENGINE.name
 
 
 def lmstudio_home(env: Mapping[str, str]) -> Path:
