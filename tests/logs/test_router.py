@@ -1,7 +1,6 @@
 """The router's one RE2 set match per line (doctor/sources/logs/router.py): it tells start lines exactly as
 the start-line pattern does, its cached routes answer as a fresh match would, and analyzing with it
-gives the same sessions as without it; the catalogue's trigger for an anchored entry selects exactly
-the lines its pattern matches."""
+gives the same sessions as without it."""
 
 from __future__ import annotations
 
@@ -76,13 +75,3 @@ def test_sessions_and_facts_are_the_same_without_the_router(engine: str, monkeyp
     monkeypatch.setattr(Router, "build", classmethod(lambda cls, parsers, starts=(): None))
     assert LogAnalyzer("x").router is None
     assert _analyze(data) == routed
-
-
-def test_an_anchored_catalogue_entry_selects_only_its_own_lines() -> None:
-    catalogue = pytest.importorskip("doctor.sources.catalogue.parser")
-    fragments = catalogue.catalogue_set().fragments
-    assert "\\x3a\\x20" not in fragments  # ": " alone would make every line of a log a candidate
-    trigger = LogAnalyzer("x").scanner.trigger
-    abort = b"ggml.c:1234: GGML_ASSERT(x) failed"
-    assert trigger.search(b"first line\n" + abort + b"\nlast line\n") is not None  # mid-block, line-anchored
-    assert trigger.search(b"a note: nothing an engine said\nkey: value\n") is None
