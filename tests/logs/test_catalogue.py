@@ -132,3 +132,14 @@ def test_a_line_a_parser_reads_is_not_reported_twice(rulebase) -> None:
     assert messages and all(e.data["known"] is True for e in messages), messages
     report = diagnose(facts, rulebase, command="analyze", mode="analyze")
     assert not [f for f in report.findings if "catalogued" in f.slug], report.findings
+
+
+def test_numbers_become_facts_where_the_entry_names_them() -> None:
+    facts, _ = analyze_line("Using gpu_layers=33 | ctx_size=8192 | cache_type=fp16")
+    assert (facts.value("config.n_ctx"), facts.value("config.n_gpu_layers")) == (8192, 33)
+    assert facts.get("config.n_ctx").source.name == "catalogue"
+    # a fact an engine parser set stays its own: the llama.cpp parser reads n_ctx_train from its header
+    facts, _ = analyze_line("print_info: n_ctx_train      = 4096\n"
+                            "llama_init_from_model: n_ctx_per_seq (512) < n_ctx_train (8192) -- the full capacity "
+                            "of the model will not be utilized")
+    assert facts.value("model.n_ctx_train") == 4096 and facts.get("model.n_ctx_train").source.name != "catalogue"

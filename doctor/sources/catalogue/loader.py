@@ -35,6 +35,8 @@ UNITS: dict[str, tuple[str | None, float]] = {
     "ms": ("ms", 1), "s": ("s", 1), "tok/s": ("tokens/s", 1), "count": ("count", 1), "percent": ("%", 1),
     "index": (None, 1), "text": (None, 1),
 }
+# fact units a count may be set in (a number of layers, threads, sequences...)
+COUNTS = frozenset({"count", "layers", "threads", "sequences", "requests", "slots", "blocks", "cores", "GPUs"})
 # what RE2 lacks (look-around, backreferences, possessive and atomic groups)
 _RE2_LACKS = re.compile(r"\(\?[=!]|\(\?<[=!]|\\[1-9]|\(\?P=|\(\?>|[*+?}]\+")
 
@@ -118,7 +120,7 @@ def _read(path: Path) -> list[tuple[int, dict[str, Any]]]:
             data = constructor.construct_mapping(node, deep=True)
         except yaml.YAMLError as exc:
             raise RuleError(name, _line_of(node), None, f"not valid YAML: {exc}") from None
-        out.append((_line_of(node), dict(data)))
+        out.append((_line_of(node), {str(k): v for k, v in data.items()}))
     return out
 
 
@@ -170,7 +172,8 @@ def _check(path: str, line: int, engine: str, raw: dict[str, Any], classes: froz
             return _raise(fail("facts", f"{group!r} is not one of the entry's numbers"))
         if spec is None:
             return _raise(fail("facts", f"unknown fact {name!r} (doctor/core/catalog)"))
-        if spec.unit != UNITS[numbers[group]][0]:
+        unit = UNITS[numbers[group]][0]
+        if spec.unit != unit and not (unit == "count" and spec.unit in COUNTS):
             return _raise(fail("facts", f"{name} is in {spec.unit}, the number in {numbers[group]}"))
     versions = raw["versions"]
     if not isinstance(versions, dict) or set(versions) != {"first", "last"}:

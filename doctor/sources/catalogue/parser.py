@@ -9,7 +9,8 @@ that matched, to read their numbers. A matched entry:
   - counts as recognised (`seen`, by entry id);
   - when it is a warning or error with a diagnosis class, becomes a `message` event (data: id, class,
     level, engine, fix, known and its numbers) in the snapshot. `known` is true when a parser of the
-    engine already read that line (an event or a fact from it): the rules that judge `message` events
+    engine already read that line, or another line of the same entry (an event or a fact from it):
+    the rules that judge `message` events
     (rules/LD*-catalogue.yaml) take only the others, so a line is never reported twice.
 It casts no engine vote: engine identity stays with the engines' parsers.
 """
@@ -63,10 +64,12 @@ class CatalogueParser(LogParser):
         if not self._pending:
             return
         read = _lines_read(facts)
+        # an entry a parser read on one line is known on all of them (a traceback repeats its error)
+        known = {entry.id for entry, _, line in self._pending if line.number in read}
         for entry, numbers, line in self._pending:
             data: dict[str, object] = {k: v for k, v in numbers.items() if k not in _DATA_KEYS}
             data.update({"id": entry.id, "class": entry.meaning, "level": entry.level, "engine": entry.engine,
-                         "fix": entry.fix, "known": line.number in read})
+                         "fix": entry.fix, "known": entry.id in known})
             facts.add_event(Event(kind="message", line=line.number, text=line.raw[:400], source=self.name,
                                   data={k: v for k, v in data.items() if isinstance(v, int | float | str | bool)}))
 
