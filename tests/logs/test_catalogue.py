@@ -63,7 +63,7 @@ def test_classes_are_the_rule_families() -> None:
 
 def test_one_re2_set_holds_every_pattern() -> None:
     messages = catalogue_set()
-    assert messages._set is not None, "a catalogue pattern RE2 refuses: the set fell back to one regex per entry"
+    assert messages.compiled, "a catalogue pattern RE2 refuses: the set fell back to one regex per entry"
     assert len(messages.entries) == len(ENTRIES)
 
 

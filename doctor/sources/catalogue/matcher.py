@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from doctor.sources.catalogue.loader import Entry
-from doctor.sources.logs.matcher import required_literals, set_matcher
+from doctor.sources.logs.matcher import LiteralIndex, required_literals, set_matcher
 
 STRONG = 9  # a literal shorter than this is held by too many lines to select candidates with
 
@@ -30,9 +30,11 @@ class Hit:
 
 
 def _fragment(literal: str) -> str:
-    """A literal as an RE2 fragment that matches exactly it."""
-    return "".join(c if c.isalnum() or c == "_" else f"\\x{ord(c):02x}" if c.isascii() else re.escape(c)
-                   for c in literal)
+    """A literal as a fragment that matches exactly it, in the syntax RE2 and grep -E share."""
+    return "".join(f"\\{c}" if c in _META else c for c in literal)
+
+
+_META = frozenset("\\.^$|?*+()[]{}")
 
 
 def entry_literals(entry: Entry) -> tuple[str, ...]:
@@ -41,52 +43,97 @@ def entry_literals(entry: Entry) -> tuple[str, ...]:
     return required_literals(entry.pattern) or ()
 
 
+class PatternIndex(LiteralIndex):
+    """A LiteralIndex whose members are whole patterns (the catalogue's), not literals: which entries a
+    line is, as a bit set, from one RE2 set match. A reader that matched these patterns already may
+    prime the bits (`prime_bits`), as for a LiteralIndex. Without RE2 each pattern is tried behind its
+    literal gate."""
+
+    def __init__(self, entries: tuple[Entry, ...]) -> None:
+        self.literals = [e.id for e in entries]  # names for mask(); never searched for
+        self.patterns = [e.pattern for e in entries]
+        self._match = set_matcher(self.patterns)
+        self._primed = (None, 0)
+        self._fallback = [(entry_literals(e), e.regex) for e in entries] if self._match is None else []
+
+    def bits(self, text: str) -> int:
+        primed = self._primed
+        if primed[0] is text:
+            return primed[1]
+        bits = 0
+        if self._match is not None:
+            for i in self._match(text.encode("utf-8", "surrogatepass")):
+                bits |= 1 << i
+            return bits
+        for i, (literals, regex) in enumerate(self._fallback):
+            if (not literals or any(lit in text for lit in literals)) and regex.search(text):
+                bits |= 1 << i
+        return bits
+
+
 class MessageSet:
     """A group of entries (one engine's, or every engine's) matched in one pass per line."""
 
     def __init__(self, entries: Iterable[Entry]) -> None:
         self.entries = tuple(entries)
         self.fragments: tuple[str, ...] = tuple(dict.fromkeys(self._fragments()))
-        self._set = set_matcher([e.pattern for e in self.entries])
-        self._fallback: list[tuple[tuple[str, ...], re.Pattern[str]]] = []
-        if self._set is None:
-            self._fallback = [(entry_literals(e), e.regex) for e in self.entries]
+        self.index = PatternIndex(self.entries)
+        # per entry: whether a match must read its numbers (a warning/error kept as an event, or facts to set)
+        self.reads = tuple(e.diagnostic or bool(e.facts) for e in self.entries)
 
     def _fragments(self) -> Iterable[str]:
         for entry in self.entries:
             literals = entry_literals(entry)
-            anchored = "^" in entry.pattern or "$" in entry.pattern  # meaningful on a line, not in a block
+            anchored = entry.pattern.startswith("^") or entry.pattern.endswith("$")  # a line's ends, not a block's
             if literals and (anchored or min(map(len, literals)) >= STRONG):
                 yield from (_fragment(lit) for lit in literals)
             else:  # no literal, or one most lines hold (": "): the pattern itself, its named groups plain
-                yield re.sub(r"\(\?P<\w+>", "(?:", entry.pattern)
+                # and lazy repeats greedy (same lines selected; the syntax grep -E shares)
+                yield re.sub(r"([+*])\?", r"\1", re.sub(r"\(\?P<\w+>", "(?:", entry.pattern))
+
+    @property
+    def compiled(self) -> bool:
+        """Whether every pattern is in the one RE2 set (False: RE2 missing or refusing one)."""
+        return self.index._match is not None
 
     def indices(self, text: str) -> list[int]:
-        """The entries (their positions) whose patterns match somewhere in `text`."""
-        if self._set is not None:
-            return self._set(text.encode("utf-8", "surrogatepass"))
+        """The positions of the entries whose patterns match somewhere in `text`, in catalogue order."""
+        bits = self.index.bits(text)
         found: list[int] = []
-        for i, (literals, regex) in enumerate(self._fallback):
-            if (not literals or any(lit in text for lit in literals)) and regex.search(text):
-                found.append(i)
+        while bits:
+            low = bits & -bits
+            found.append(low.bit_length() - 1)
+            bits ^= low
         return found
+
+    def entries_in(self, text: str) -> list[Entry]:
+        """The entries whose patterns match somewhere in `text`, in catalogue order (no numbers read)."""
+        entries = self.entries
+        return [entries[i] for i in self.indices(text)]
 
     def match(self, text: str) -> list[Hit]:
         """The entries `text` is, each with its numbers, in catalogue order."""
         hits: list[Hit] = []
-        for i in sorted(self.indices(text)):
-            entry = self.entries[i]
-            m = entry.regex.search(text)
-            if m is None:  # RE2 and re disagree on this text (non-ASCII classes): re decides
-                continue
-            numbers: dict[str, float | str] = {}
-            for group, raw in m.groupdict().items():
-                if raw is not None and group in entry.numbers:
-                    value = entry.value(group, raw)
-                    if value is not None:
-                        numbers[group] = value
-            hits.append(Hit(entry, numbers))
+        for entry in self.entries_in(text):
+            numbers = read_numbers(entry, text)
+            if numbers is not None:
+                hits.append(Hit(entry, numbers))
         return hits
+
+
+def read_numbers(entry: Entry, text: str) -> dict[str, float | str] | None:
+    """The numbers `entry` reads in `text` (fact units); None when its pattern does not match there
+    (RE2 and re disagreeing on a text: re decides)."""
+    m = entry.regex.search(text)
+    if m is None:
+        return None
+    numbers: dict[str, float | str] = {}
+    for group, raw in m.groupdict().items():
+        if raw is not None and group in entry.numbers:
+            value = entry.value(group, raw)
+            if value is not None:
+                numbers[group] = value
+    return numbers
 
 
 _SETS: dict[tuple[str, ...], MessageSet] = {}

@@ -2,9 +2,11 @@
 
 Sources floor; the messages are the catalogue's (messages/*.yaml, loader.py). The parser's
 triggers and gate are the catalogue's literals (matcher.py), so the analyzer's one scan selects its
-lines and the router hands it only those; on each it makes one RE2 set match over every engine's
-patterns (the engine is known only once the whole log is read) and runs the patterns of the entries
-that matched, to read their numbers. A matched entry:
+lines and the router hands it only those. Every engine's patterns are in one RE2 set (the engine is
+known only once the whole log is read), matched once per line (matcher.PatternIndex: kept apart from
+the router's own set, whose automaton with these patterns added grows past RE2's cache and crawls);
+only the entries that matched and whose numbers something uses run their own pattern. A matched
+entry:
   - sets its numbers as facts where the entry names them (`facts:`) and no parser set them already;
   - counts as recognised (`seen`, by entry id);
   - when it is a warning or error with a diagnosis class, becomes a `message` event (data: id, class,
@@ -21,7 +23,7 @@ from collections import Counter
 
 from doctor.core.facts import Event, Facts
 from doctor.sources.catalogue import loader
-from doctor.sources.catalogue.matcher import MessageSet, message_set
+from doctor.sources.catalogue.matcher import MessageSet, message_set, read_numbers
 from doctor.sources.logs.base import LogParser
 from doctor.sources.logs.line import LogLine
 
@@ -34,31 +36,52 @@ def catalogue_set() -> MessageSet:
     return message_set(loader.builtin(), ("*",))
 
 
+class _Fragments:
+    """The catalogue's fragments as a class attribute read on first use (the scan's triggers and the gate are
+    asked of the class too, bench/analyze_throughput.py), so importing the parser loads no YAML."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> tuple[str, ...]:
+        return catalogue_set().fragments
+
+
 class CatalogueParser(LogParser):
     name = "catalogue"
+    triggers = _Fragments()
+    gate = _Fragments()
 
     def __init__(self) -> None:
         self.messages = catalogue_set()
-        self.triggers = self.messages.fragments
-        self.gate = self.messages.fragments
         super().__init__()
-        self.seen: Counter[str] = Counter()  # entry id -> lines it matched
+        self._counts = [0] * len(self.messages.entries)  # lines matched, by entry position
         self._pending: list[tuple[loader.Entry, dict[str, float | str], LogLine]] = []
 
+    @property
+    def seen(self) -> Counter[str]:
+        """Entry id -> the lines it matched (entries that matched none left out)."""
+        entries = self.messages.entries
+        return Counter({entries[i].id: n for i, n in enumerate(self._counts) if n})
+
     def feed(self, line: LogLine) -> None:
-        hits = self.messages.match(line.text)
-        if not hits:
-            return
-        facts = self.facts
-        for hit in hits:
-            entry = hit.entry
-            count = self.seen[entry.id] = self.seen[entry.id] + 1
+        messages = self.messages
+        counts, reads = self._counts, messages.reads
+        for i in messages.indices(line.text):
+            counts[i] += 1
+            if not reads[i]:
+                continue  # recognised; its numbers are read only where something uses them
+            entry = messages.entries[i]
+            keep = entry.diagnostic and counts[i] <= KEPT_PER_ENTRY and len(self._pending) < KEPT_TOTAL
+            if not (keep or entry.facts):
+                continue
+            numbers = read_numbers(entry, line.text)
+            if numbers is None:  # RE2 and re disagree on this text: re decides
+                counts[i] -= 1
+                continue
             for group, name in entry.facts.items():
-                value = hit.numbers.get(group)
-                if value is not None and not facts.has(name):
+                value = numbers.get(group)
+                if value is not None and not self.facts.has(name):
                     self.set(name, value, line)
-            if entry.diagnostic and count <= KEPT_PER_ENTRY and len(self._pending) < KEPT_TOTAL:
-                self._pending.append((entry, hit.numbers, line))
+            if keep:
+                self._pending.append((entry, numbers, line))
 
     def summarize(self, facts: Facts) -> None:
         if not self._pending:
