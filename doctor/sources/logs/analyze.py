@@ -20,15 +20,15 @@ Pure apart from reading the given stream.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from typing import BinaryIO
 
 from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
 from doctor.sources.logs.base import AnalysisState, LogParser
 from doctor.sources.logs.detect import detect
 from doctor.sources.logs.line import LogLine, decode, make_line
-from doctor.sources.logs.matcher import BytesPattern, LiteralIndex, compile_triggers, set_matcher, verdict
+from doctor.sources.logs.matcher import BytesPattern, compile_triggers
 from doctor.sources.logs.registry import parser_classes
+from doctor.sources.logs.router import Router
 from doctor.sources.logs.sessions import OpenSession, StartLines, StartMarker, start_lines
 from doctor.sources.logs.stream import CHUNK, LineScanner, open_input, rewindable
 
@@ -51,87 +51,19 @@ def _trigger_pattern(parsers: list[LogParser], starts: StartLines) -> BytesPatte
 STARTUP_EVENTS = frozenset({"no_gpu", "gpu_init_failed", "warning", "ctx_over_train"})
 
 
-class _Router:
-    """Which parsers a plain line goes to, in one RE2 set match on its raw bytes: the set holds every
-    parser's gate and, for each parser's LiteralIndex (`literal_index`, from its line kinds), that index's
-    literals, whose hits are handed to the index so the parser need not match the line again."""
-
-    def __init__(self, parsers: list[LogParser], gated: list[int], indexes: list[tuple[LiteralIndex, int, int]],
-                 matcher: Callable[[bytes], list[int]]) -> None:
-        self.parsers = parsers
-        self.gated = gated  # indices (into the parser list) of the parsers with a gate
-        self.verdicts = [verdict(parsers[i].gate or ()) for i in gated]  # their gates' verdict slots
-        self.indexes = indexes  # (index, first set pattern, end): its literals' place in the set
-        self.matcher = matcher  # RE2 set: pattern k < len(gated) = the gate of parser gated[k]
-        # set pattern k >= len(gated): (which index, its bit there)
-        self._owner = {k: (slot, 1 << (k - first)) for slot, (_, first, end) in enumerate(indexes)
-                       for k in range(first, end)}
-        self._targets: dict[tuple[int, ...], list[LogParser]] = {}
-
-    @classmethod
-    def build(cls, parsers: list[LogParser]) -> _Router | None:
-        gated = [i for i, p in enumerate(parsers) if p.gate]
-        patterns = ["|".join(f"(?:{f})" for f in parsers[i].gate or ()) for i in gated]
-        indexes: list[tuple[LiteralIndex, int, int]] = []
-        for parser in parsers:
-            index = getattr(parser, "literal_index", None)
-            if isinstance(index, LiteralIndex) and all(index is not x for x, _, _ in indexes):
-                indexes.append((index, len(patterns), len(patterns) + len(index.patterns)))
-                patterns += index.patterns
-        if not gated:
-            return None
-        # None without RE2, or when it refuses a gate: every parser then sees every line, as before
-        matcher = set_matcher(patterns)
-        return cls(parsers, gated, indexes, matcher) if matcher is not None else None
-
-    def rebind(self, parsers: list[LogParser]) -> _Router:
-        """The same router for fresh parsers of the same classes (a new session): the RE2 set is kept."""
-        self.parsers = parsers
-        self._targets = {}
-        return self
-
-    def targets(self, line: LogLine, raw: bytes) -> list[LogParser]:
-        """The parsers to feed: all of them, less the gated ones whose gate the line fails. Told from
-        the raw bytes only where they are the text the parsers see (no JSON, quote, control or
-        non-ASCII rewriting); otherwise every parser gets the line and asks its own gate."""
-        if line.fields or len(line.text) != len(raw) or not raw.isascii():
-            return self.parsers
-        hits = self.matcher(raw)
-        n_gates = len(self.gated)
-        text = line.text
-        passed = []
-        bits = [0] * len(self.indexes)
-        owner = self._owner
-        for k in hits:
-            if k < n_gates:
-                passed.append(k)
-                self.verdicts[k].passed = text  # this gate passes: the parser's own check need not search
-            else:
-                slot, bit = owner[k]
-                bits[slot] |= bit
-        for (index, _, _), found_bits in zip(self.indexes, bits, strict=True):
-            index.prime_bits(text, found_bits)
-        key = tuple(sorted(passed))
-        found = self._targets.get(key)
-        if found is None:
-            dropped = {self.gated[k] for k in range(n_gates) if k not in key}
-            found = self._targets[key] = [p for i, p in enumerate(self.parsers) if i not in dropped]
-        return found
-
-
 class LogAnalyzer:
     def __init__(self, name: str = "input", parsers: list[LogParser] | None = None) -> None:
         self.name = name
         self.parsers = parsers if parsers is not None else [cls() for cls in parser_classes()]
-        self._bind_fresh(self.parsers)
         self.starts = start_lines()  # the engine table's start lines (doctor/sources/logs/sessions.py)
+        self._bind_fresh(self.parsers)
         self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts))
         self.skipped_lines = 0
         self.sessions: list[Session] = []  # the closed ones, oldest first (at most MAX_SESSIONS kept)
         self.sessions_closed = 0
         self.open = OpenSession()
 
-    def _bind_fresh(self, parsers: list[LogParser], router: _Router | None = None) -> None:
+    def _bind_fresh(self, parsers: list[LogParser], router: Router | None = None) -> None:
         self.parsers = parsers
         self.facts = Facts()
         self.facts.events_observed = True
@@ -139,7 +71,8 @@ class LogAnalyzer:
         self.state = AnalysisState()  # what the parsers of this session share (doctor/sources/logs/base.py)
         for parser in self.parsers:
             parser.bind(self.facts, self.state)
-        self.router = router.rebind(parsers) if router is not None else _Router.build(self.parsers)
+        self.router = router.rebind(parsers) if router is not None else \
+            Router.build(self.parsers, self.starts.fragments)
         # the parsers that ever ask for the text between candidates (the others never do)
         self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
         self.skipped_lines = 0
@@ -195,7 +128,8 @@ class LogAnalyzer:
 
     def _consume(self, items: object) -> None:
         parsers = self.parsers
-        route = self.router.targets if self.router is not None else None
+        router = self.router
+        plain = router.plain if router is not None else None
         capturing = self._capturing
         wants = capturing[0].wants_capture if len(capturing) == 1 else None
         capture_any = self.scanner.capture  # a gap may come in a later feed() than its trigger line
@@ -204,13 +138,15 @@ class LogAnalyzer:
             text = raw.text
             if text is not None:
                 line = make_line(raw.number, text, raw.next)
-                marker = starts.marker(text)
+                # a plain line: one RE2 set match says which parsers it concerns and whether it holds
+                # a start fragment; any other line goes to every parser and to the start-line pattern
+                found = router.route(text) if router is not None and plain(line, text) else None  # type: ignore[misc]
+                marker = starts.marker(text) if found is None or found.start else None
                 if marker is not None and self._start_line(marker, raw.number, line.raw):
                     parsers = self.parsers  # a new session: fresh parsers
-                    route = self.router.targets if self.router is not None else None
                     capturing = self._capturing
                     wants = capturing[0].wants_capture if len(capturing) == 1 else None
-                for parser in route(line, text) if route is not None else parsers:
+                for parser in router.targets(found, line.text) if found is not None else parsers:  # type: ignore[union-attr]
                     try:
                         parser.feed(line)
                     except (ValueError, OverflowError, ArithmeticError):

@@ -265,6 +265,7 @@ class LogParser:
         self.facts = Facts()  # replaced by the analyzer with the shared snapshot
         self.state = AnalysisState()  # replaced by the analyzer with the one of its analysis
         self._gate_test = _gate_test(self.gate) if self.gate else None
+        self._last_src: tuple[LogLine | None, Source | None] = (None, None)
 
     def passes_gate(self, text: str) -> bool:
         """Whether `text` is one of this parser's lines (always, for a parser without a gate). Cheap
@@ -311,7 +312,13 @@ class LogParser:
 
     # -- helpers for subclasses ------------------------------------------------------------
     def src(self, line: LogLine) -> Source:
-        return Source("log", self.name, line.number, line.raw[:300])
+        """The source of facts read from `line`: one (immutable) object for all the facts of a line."""
+        last_line, last = self._last_src
+        if last_line is line and last is not None:
+            return last
+        found = Source("log", self.name, line.number, line.raw[:300])
+        self._last_src = (line, found)
+        return found
 
     def set(self, name: str, value: Value, line: LogLine) -> None:
         """Set a fact read from `line` (its unit is the catalogue's)."""

@@ -15,10 +15,11 @@ Pure.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from doctor.core import engines
+from doctor.sources.logs.matcher import set_matcher
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,9 @@ class StartLines:
     generation: int
     markers: tuple[tuple[str, int, str], ...]  # (family, order within one start, pattern fragment)
     pattern: re.Pattern[bytes] | None
+    # one RE2 set over the same fragments: a line none of them is in (nearly every line) is told so
+    # in native code; `pattern` (whose alternation order decides which marker) runs only on the others
+    prefilter: Callable[[bytes], list[int]] | None = None
 
     @property
     def fragments(self) -> tuple[str, ...]:
@@ -42,6 +46,8 @@ class StartLines:
 
     def marker(self, raw: bytes) -> StartMarker | None:
         """The engine start this line marks, or None."""
+        if self.prefilter is not None and not self.prefilter(raw):
+            return None
         m = self.pattern.search(raw) if self.pattern is not None else None
         if m is None or m.lastindex is None:
             return None
@@ -59,7 +65,8 @@ def start_lines() -> StartLines:
         return _CACHE[0]
     markers = tuple((e.name, order, fragment) for e in engines.table() for order, fragment in enumerate(e.starts.lines))
     pattern = re.compile("|".join(f"({f})" for _, _, f in markers).encode()) if markers else None
-    _CACHE[:] = [StartLines(generation, markers, pattern)]
+    prefilter = set_matcher([f for _, _, f in markers]) if markers else None
+    _CACHE[:] = [StartLines(generation, markers, pattern, prefilter)]
     return _CACHE[0]
 
 
