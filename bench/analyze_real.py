@@ -1,0 +1,141 @@
+"""Analyze throughput and memory on real server lines, side by side with grep (issue 28).
+
+Two logs made of real recordings, repeated to `--size-mb`:
+  - queue: fixtures/logs/llama-server/real-queueing.log, its start-up once, then its request block (the
+    slot/srv lines after start-up) repeated, then its last line: one long llama-server session, where
+    nearly every line is a candidate (slot launches, timings, releases);
+  - mixed: every real log of the repository and the labelled corpus (fixtures/logs/**/*.log and
+    $LLM_DOCTOR_CORPUS or /work/shared/corpus/*.log) concatenated, the whole repeated: every engine,
+    many sessions.
+For `--rounds` rounds, in turn: `llm-doctor analyze FILE --format json` as a user runs it (wall, CPU,
+peak RSS) and `grep -E -c -f TRIGGERS FILE` (the trigger signatures of bench/analyze_throughput.py, C
+locale). Reports the median MB/s of each, the ratio (target >= 0.5x grep, by wall time; by CPU time in
+the details: on a busy shared machine the wall ratio swings with the load) and the peak RSS
+(<= 100 MB). `watch --log` feeds the same analyzer (doctor/sources/live/session.py emit_log_block);
+its capacity is the analyze rate, judged against a log growing at 50 MB/s.
+
+    python bench/analyze_real.py [--size-mb 100] [--rounds 3] [--logs queue,mixed]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.analyze_throughput import grep_cmd, trigger_file  # noqa: E402
+from bench.common import RESULTS, Row, child_env, doctor, median, run, spread, workdir  # noqa: E402
+
+TARGET_RATIO = 0.5
+TARGET_RSS = 100 << 20
+WATCH_RATE = 50.0  # MB/s: the growing log watch --log must keep up with
+QUEUE = ROOT / "fixtures" / "logs" / "llama-server" / "real-queueing.log"
+QUEUE_HEAD, QUEUE_BLOCK_END = 11, 45  # lines 1-11: start-up; 12-45: the request block; 46: exit
+
+
+def corpus_dir() -> Path:
+    return Path(os.environ.get("LLM_DOCTOR_CORPUS") or "/work/shared/corpus")
+
+
+def _repeat(out: Path, head: bytes, block: bytes, tail: bytes, size: int) -> int:
+    rep = block * max(1, (1 << 20) // max(1, len(block)))
+    written = 0
+    with out.open("wb") as f:
+        f.write(head)
+        written += len(head)
+        while written < size - len(tail):
+            f.write(rep)
+            written += len(rep)
+        f.write(tail)
+        written += len(tail)
+    return written
+
+
+def build_queue(out: Path, size: int) -> int:
+    lines = QUEUE.read_bytes().splitlines(keepends=True)
+    return _repeat(out, b"".join(lines[:QUEUE_HEAD]), b"".join(lines[QUEUE_HEAD:QUEUE_BLOCK_END]),
+                   b"".join(lines[QUEUE_BLOCK_END:]), size)
+
+
+def build_mixed(out: Path, size: int) -> int:
+    files = sorted((ROOT / "fixtures" / "logs").rglob("*.log")) + sorted(corpus_dir().glob("*.log"))
+    parts = [p.read_bytes() for p in files]
+    blob = b"".join(p if p.endswith(b"\n") else p + b"\n" for p in parts)
+    return _repeat(out, b"", blob, b"", size)
+
+
+BUILDERS = {"queue": build_queue, "mixed": build_mixed}
+TITLES = {"queue": "real-queueing.log request block repeated", "mixed": "every engine's real logs, repeated"}
+
+
+def measure(name: str, size_mb: int, rounds: int, patterns: Path) -> list[Row]:
+    folder = workdir()
+    log = folder / f"{name}.log"
+    size = BUILDERS[name](log, size_mb * 1_000_000)
+    c_locale = child_env(LC_ALL="C")
+    counts = run(grep_cmd(patterns, log), env=c_locale).stdout.strip()  # also warms the page cache
+    doctor_runs, grep_runs = [], []
+    for _ in range(rounds):
+        d = run(doctor("analyze", str(log), "--format", "json"), ok=(0, 1), timeout_s=3600)
+        json.loads(d.stdout)
+        doctor_runs.append(d)
+        grep_runs.append(run(grep_cmd(patterns, log), env=c_locale))
+    log.unlink()
+    mb = size / 1e6
+    d_rate, g_rate = median([mb / r.wall_s for r in doctor_runs]), median([mb / r.wall_s for r in grep_runs])
+    ratios = [g.wall_s / d.wall_s for d, g in zip(doctor_runs, grep_runs, strict=True)]
+    cpu_ratio = median([g.cpu_s / d.cpu_s for d, g in zip(doctor_runs, grep_runs, strict=True)])
+    cpu_rate = median([mb / r.cpu_s for r in doctor_runs])
+    rss = max(r.peak_rss for r in doctor_runs)
+    details = {
+        "size_bytes": size, "rounds": rounds, "candidate_lines_grep": int(counts or 0),
+        "doctor_wall_s": [round(r.wall_s, 2) for r in doctor_runs],
+        "doctor_cpu_s": [round(r.cpu_s, 2) for r in doctor_runs],
+        "grep_wall_s": [round(r.wall_s, 3) for r in grep_runs],
+        "grep_cpu_s": [round(r.cpu_s, 3) for r in grep_runs],
+        "ratio_per_round": [round(x, 4) for x in ratios], "ratio_cpu": round(cpu_ratio, 4),
+        "doctor_mb_s_cpu": round(cpu_rate, 1), "peak_rss_bytes": [r.peak_rss for r in doctor_runs],
+        "load_1m": round(os.getloadavg()[0], 2),
+    }
+    title = f"{TITLES[name]}, {mb:.0f} MB"
+    ratio = median(ratios)
+    return [
+        Row(f"analyze throughput, {title}", "grep -E -c, same signatures, same file (LC_ALL=C)",
+            f">= {TARGET_RATIO}x grep MB/s", f"{d_rate:.1f} MB/s", f"{g_rate:.1f} MB/s", f"{ratio:.3f}x",
+            ratio >= TARGET_RATIO,
+            f"median of {rounds} alternating rounds; per-round ratio {spread(ratios)}; by CPU time {cpu_ratio:.3f}x "
+            f"({cpu_rate:.1f} MB/s of CPU)", details),
+        Row(f"analyze peak memory, {title}", "-", "<= 100 MB", f"{rss / 2**20:.1f} MB", "-",
+            f"{rss / 2**20:.1f} MB", rss <= TARGET_RSS, "largest peak RSS of the runs above"),
+        Row(f"watch --log capacity, {title}", "a log growing at 50 MB/s", f">= {WATCH_RATE:.0f} MB/s",
+            f"{cpu_rate:.1f} MB/s", f"{WATCH_RATE:.0f} MB/s", f"{cpu_rate / WATCH_RATE:.2f}x", cpu_rate >= WATCH_RATE,
+            "watch --log feeds the same analyzer: its rate per CPU second, with a core to itself"),
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-mb", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--logs", default="queue,mixed")
+    args = ap.parse_args()
+    patterns = trigger_file(workdir())
+    rows: list[Row] = []
+    for name in args.logs.split(","):
+        rows += measure(name, args.size_mb, args.rounds, patterns)
+    for row in rows:
+        print(f"{row.measure}: {row.doctor} vs {row.ref} -> {row.result} (target {row.target}); {row.note}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"analyze_real_{args.size_mb}mb.json"
+    out.write_text(json.dumps([r.to_json() for r in rows], indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
