@@ -20,8 +20,10 @@ def engine_parser_classes() -> list[type[LogParser]]:
 
 
 def parser_classes() -> list[type[LogParser]]:
+    from doctor.sources.catalogue.parser import CatalogueParser
     from doctor.sources.engines._ggml.crash_parser import CrashParser
     from doctor.sources.logs.pasted import PastedParser
 
-    # PastedParser reads settings and output pasted beside a log; neither it nor CrashParser casts an engine vote
-    return [*engine_parser_classes(), CrashParser, PastedParser]
+    # PastedParser reads settings and output pasted beside a log; neither it nor CrashParser casts an engine vote;
+    # CatalogueParser (every engine's catalogued messages) comes last: it asks whether a parser read a line already
+    return [*engine_parser_classes(), CrashParser, PastedParser, CatalogueParser]
