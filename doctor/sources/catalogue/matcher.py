@@ -56,10 +56,11 @@ class MessageSet:
         for entry in self.entries:
             literals = entry_literals(entry)
             anchored = "^" in entry.pattern or "$" in entry.pattern  # meaningful on a line, not in a block
-            if literals and (anchored or min(map(len, literals)) >= STRONG):
+            if literals and min(map(len, literals)) >= STRONG:
                 yield from (_fragment(lit) for lit in literals)
             else:  # no literal, or one most lines hold (": "): the pattern itself, its named groups plain
-                yield re.sub(r"\(\?P<\w+>", "(?:", entry.pattern)
+                plain = re.sub(r"\(\?P<\w+>", "(?:", entry.pattern)
+                yield f"(?m:{plain})" if anchored else plain
 
     def indices(self, text: str) -> list[int]:
         """The entries (their positions) whose patterns match somewhere in `text`."""
