@@ -7,7 +7,7 @@ each candidate is decoded, made inert and given to every parser — except to a 
 when one RE2 set match on the raw bytes shows the line is not one of its own (only for plain lines,
 whose text is their raw bytes, so the parser's own gate would say the same). The same match hands
 the gates that pass, and every parser's literal index (doctor/sources/logs/base.py, LineKinds), their answers
-for that line.
+for that line, and says whether the line can be an engine start (doctor/sources/logs/router.py).
 
 Sessions: an engine start line (doctor/sources/logs/sessions.py) that begins another run, or a truncation or
 rotation of a followed file (`new_session`), closes the session so far with its own snapshot and
@@ -25,7 +25,7 @@ from typing import BinaryIO
 from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
 from doctor.sources.logs.base import AnalysisState, LogParser
 from doctor.sources.logs.detect import detect
-from doctor.sources.logs.line import LogLine, decode, make_line
+from doctor.sources.logs.line import decode, make_line
 from doctor.sources.logs.matcher import BytesPattern, compile_triggers
 from doctor.sources.logs.registry import parser_classes
 from doctor.sources.logs.router import Router
@@ -129,7 +129,6 @@ class LogAnalyzer:
     def _consume(self, items: object) -> None:
         parsers = self.parsers
         router = self.router
-        plain = router.plain if router is not None else None
         capturing = self._capturing
         wants = capturing[0].wants_capture if len(capturing) == 1 else None
         capture_any = self.scanner.capture  # a gap may come in a later feed() than its trigger line
@@ -140,13 +139,14 @@ class LogAnalyzer:
                 line = make_line(raw.number, text, raw.next)
                 # a plain line: one RE2 set match says which parsers it concerns and whether it holds
                 # a start fragment; any other line goes to every parser and to the start-line pattern
-                found = router.route(text) if router is not None and plain(line, text) else None  # type: ignore[misc]
+                found = router.route(text) if router is not None and router.plain(line, text) else None
                 marker = starts.marker(text) if found is None or found.start else None
                 if marker is not None and self._start_line(marker, raw.number, line.raw):
                     parsers = self.parsers  # a new session: fresh parsers
                     capturing = self._capturing
                     wants = capturing[0].wants_capture if len(capturing) == 1 else None
-                for parser in router.targets(found, line.text) if found is not None else parsers:  # type: ignore[union-attr]
+                targets = router.targets(found, line.text) if found is not None and router is not None else parsers
+                for parser in targets:
                     try:
                         parser.feed(line)
                     except (ValueError, OverflowError, ArithmeticError):
