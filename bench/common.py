@@ -30,7 +30,7 @@ _WORK: Path | None = None
 
 def repack_crashes_here() -> bool:
     """Whether llama.cpp's weight repacking must be off for the engine to run here: on a Xeon with AMX
-    the AMX kernel of llama-cpp-python 0.3.36's llama.cpp crashes (SIGILL / SIGSEGV; rules/triage.yaml
+    the AMX kernel of llama-cpp-python 0.3.36's llama.cpp crashes (SIGILL / SIGSEGV; rules/LD9-model-engine.yaml
     LD951). Benchmarks that load the engine turn it off there on every side they compare, alike."""
     try:
         return "amx_tile" in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")

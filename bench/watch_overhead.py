@@ -48,7 +48,7 @@ cfg = json.loads(sys.argv[1])
 kwargs = dict(n_ctx=cfg["n_ctx"], verbose=False, seed=1)
 if cfg["threads"]:
     kwargs["n_threads"] = cfg["threads"]
-if not cfg["repack"]:  # an AMX Xeon: the documented workaround (rules/triage.yaml LD951), as the runner does
+if not cfg["repack"]:  # an AMX Xeon: the documented workaround (rules/LD9-model-engine.yaml LD951), as the runner does
     default_params = llama_cpp.llama_model_default_params
     def no_repack():
         params = default_params()

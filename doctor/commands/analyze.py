@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from doctor.commands.flag_check import ENGINES, check_report_flags
 from doctor.commands.options import add_options
 from doctor.commands.output import exit_code, show_report
 from doctor.commands.selection import select_rules
@@ -62,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     # a saved scan is judged as the scan was (scan checks, no serving-log checks) and shown with its header
     mode: Mode = "scan" if loaded.saved_by == "scan" else "analyze"
     report = diagnose(loaded.facts, rulebase, command="analyze", mode=mode, engine=args.engine)
+    if args.engine_binary or report.engine in ENGINES:
+        check_report_flags(report, args.engine_binary, loaded.facts.value("engine.binary"))
     if args.verify:
         from doctor.commands.verify_log import verify_log
 

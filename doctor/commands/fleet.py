@@ -1,4 +1,4 @@
-"""`llm-doctor fleet --prometheus URL`: every llama-server, vLLM and TGI instance a Prometheus scrapes,
+"""`llm-doctor fleet --prometheus URL`: every llama-server, vLLM, TGI and SGLang instance a Prometheus scrapes,
 judged by the rule base one instance at a time, reported worst first.
 
 The facts come from doctor/sources/live/metrics/prometheus.py (fleet-wide PromQL over a window, the targets'
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from doctor.sources.live.metrics.prometheus import Fleet
     from doctor.views.render.fleet import FleetView
 
-HELP = "diagnose every llama-server / vLLM / TGI instance a Prometheus scrapes"
+HELP = "diagnose every llama-server / vLLM / TGI / SGLang instance a Prometheus scrapes"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -196,6 +196,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("fail_on", "--fail-on", "exit 1 when a finding is at or above this severity (default: error)", ALL,
        "output", choices=FAIL_ON, default="error"),
     _o("engine", "--engine", "whose flags the fixes use (default: the engine detected)", ALL, "output"),
+    _o("engine_binary", "--engine-binary", "the llama.cpp binary (llama-server) whose --help the llama.cpp fixes are "
+       "checked against and spelled in (default: the path the log names, $LLM_DOCTOR_LLAMA_SERVER, llama-server on "
+       "PATH)", "analyze", "output", metavar="FILE"),
     _o("verbose", "-v --verbose", "every check, all evidence, every engine's fix", ALL, "output",
        action="store_true"),
     _o("color", "--color", "colour in text output (NO_COLOR is honoured)", ALL, "output",

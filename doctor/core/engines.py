@@ -95,6 +95,30 @@ class Starts:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricQuery:
+    """One fleet-wide PromQL query over a server's metrics: which fact it feeds (its unit is the
+    catalogue's) and how the value is scaled."""
+
+    fact: str
+    promql: str  # with {sel} for the label matchers and {d} for the window
+    kind: str = "float"  # float | int
+    scale: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """What a server publishes at /metrics (Prometheus): the names of its metrics, one gauge it always
+    exports, the queries that turn them into facts over a window (`fleet`), the prefix `watch --metrics`
+    knows its page by, and whether it answers /props beside them (the slot count and size)."""
+
+    family: str  # regular expression of its metric names ("vllm:.+")
+    gauge: str  # a gauge it always exports: finds instances whose series went stale inside a window
+    queries: tuple[MetricQuery, ...] = ()
+    prefix: str = ""  # its metric names' prefix, as `watch --metrics` reads a page ("": not read there)
+    props: bool = False  # it answers /props (llama-server)
+
+
+@dataclass(frozen=True, slots=True)
 class Engine:
     name: str  # engine.name, the --engine choice, the key in a rule's engines: and fix:
     label: str  # for people: "Ollama", "vLLM"
@@ -111,6 +135,7 @@ class Engine:
     # does not say it all
     fixes: Mapping[str, str] = field(default_factory=dict, hash=False)
     short: str = ""  # its name where a name must be an identifier (event data: fix_<short>); "": from the name
+    metrics: Metrics | None = None  # what it publishes to Prometheus (None: nothing llm-doctor reads)
 
     @property
     def key(self) -> str:

@@ -69,7 +69,7 @@ class Source:
     """Where a fact or event came from.
 
     kind: log | probe | trace | estimate | config | test
-    name: the parser, probe or estimator that produced it (e.g. "llama.cpp", "probe.storage")
+    name: the parser, probe or estimator that produced it (an engine's log parser, "probe.storage", ...)
     line: 1-based line number in the input log or recording, when there is one
     text: the (sanitised, shortened) input line, for evidence
     """

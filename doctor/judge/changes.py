@@ -55,28 +55,51 @@ def flags(changes: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def _garbled(name: str, value: str) -> str | None:
+    """The first engine whose form for `name` would not carry a "{fact}" value through unchanged
+    (an upper-cased GGML type, on/off), or None."""
+    if not value.startswith("{"):
+        return None
+    for engine in engines.table():
+        spelled = engine.spelling.spell({name: value}) if engine.spelling is not None else None
+        if spelled is not None and value not in spelled:
+            return engine.name
+    return None
+
+
 # -- read from YAML --------------------------------------------------------------------------------
 
-def parse_change(ctx: Ctx, node: Any, field_name: str, *, needed: bool = False) -> dict[str, Any]:
-    """A mapping of setting -> value, checked: known settings, single values, known facts."""
+def embedded_settings() -> tuple[str, ...]:
+    """The settings of the embedded engine (the one `--verify` re-runs), as the table spells them."""
+    engine = engines.get(engines.embedded())
+    return tuple(engine.spelling.forms) if engine is not None and engine.spelling is not None else ()
+
+
+def parse_change(ctx: Ctx, node: Any, field_name: str, *, verify: bool = False) -> dict[str, Any]:
+    """A mapping of setting -> value, checked: known settings (a verify candidate's: the embedded
+    engine's), single values, known facts."""
     if not isinstance(node, dict) or not node:
         raise ctx.fail(field_name, "a settings change maps settings to values ({n_ctx: 4096})", node)
-    known = setting_names()
+    known = embedded_settings() if verify else setting_names()
     out: dict[str, Any] = {}
     for name, value in node.items():
         if name not in known:
-            raise ctx.fail(field_name, f"unknown setting '{name}' (the engine table spells: {', '.join(known)})",
-                           node)
+            whose = "the embedded engine has" if verify else "the engine table spells"
+            raise ctx.fail(field_name, f"unknown setting '{name}' ({whose}: {', '.join(known)})", node)
         if value is None or isinstance(value, dict | list):
             raise ctx.fail(f"{field_name}.{name}", "a setting takes one value (a number, a word, true/false "
                                                    "or \"{fact.name}\")", node)
         if isinstance(value, str):
             value = value.strip()
-            if value == NEEDED and not needed:
+            if value == NEEDED and not verify:
                 raise ctx.fail(f"{field_name}.{name}", f"'{NEEDED}' is a verify value only", node)
             if value.startswith("{") and not (value.endswith("}") and catalog.is_known(value[1:-1])):
                 raise ctx.fail(f"{field_name}.{name}", f"'{value}' is not a known fact in braces "
                                                        "(see `llm-doctor facts`)", node)
+            garbled = _garbled(name, value)
+            if garbled is not None:
+                raise ctx.fail(f"{field_name}.{name}", f"{garbled} spells {name} in a way a fact cannot go "
+                                                       "into; give the value itself", node)
         out[str(name)] = value
     return out
 
@@ -101,6 +124,6 @@ def parse_verify(ctx: Ctx, node: Any, field_name: str = "verify") -> Recipe:
     tries = node["try"]
     if not isinstance(tries, list) or not tries:
         raise ctx.fail(f"{field_name}.try", "'try' is a non-empty list of settings changes", node)
-    candidates = tuple(tuple(parse_change(ctx, item, f"{field_name}.try[{i}]", needed=True).items())
+    candidates = tuple(tuple(parse_change(ctx, item, f"{field_name}.try[{i}]", verify=True).items())
                        for i, item in enumerate(tries))
     return Recipe(candidates, needs_gpu=needs_gpu)

@@ -13,6 +13,7 @@ adds families and classes (a class or a range already taken must be the same).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,7 +107,14 @@ def canon(name: str) -> str:
 
 
 def builtin() -> Families:
-    """The built-in rule base's families (rules/families.yaml)."""
+    """The built-in rule base's families (rules/families.yaml), read once per process; a copy, so a
+    caller may add to it."""
+    known = _builtin()
+    return Families(list(known.families), dict(known.classes))
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin() -> Families:
     return load_families(builtin_rules_dir() / FILE)
 
 
@@ -124,6 +132,8 @@ def families_from_tree(data: Any, where: str) -> Families:
         if not isinstance(item, dict):
             raise ctx.fail("ids", "each family is a mapping {ids: LD2xx, title: ..., classes: {...}}", data)
         family, classes = _family(ctx, item)
+        if any(f.key == family.key for f in out.families):
+            raise RuleError(where, family.line, "ids", f"family {family.ids} is listed twice")
         twice = next((name for name in classes if name in out.classes), None)
         if twice is not None:
             raise RuleError(where, family.line, "classes", f"class {twice} is listed twice")

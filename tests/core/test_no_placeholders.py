@@ -1,7 +1,8 @@
 """No raw placeholder ever reaches the user (issue 13 item 5): every rule's message, fix text and fix
-command for every engine, rendered with realistic facts (a machine, a model, the settings, and the
-rule's own firing test case on top), holds no `<...>` or `{...}` placeholder. And where a fact is
-unknown after all, the command is left out rather than shown with a hole in it."""
+command for every engine of the engine table, rendered with realistic facts (a machine, a model, the
+settings, and the rule's own firing test case on top), holds no `<...>` or `{...}` placeholder; every
+`fix.change` spelled for every engine of the table (and for one added to it) renders whole. And where
+a fact is unknown after all, the command is left out rather than shown with a hole in it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import pytest
 
 from doctor.core import engines
 from doctor.core.facts import Facts, Source
+from doctor.core.format import render_complete
 from doctor.derive import derive
-from doctor.judge.evaluate import _finding, build_report, evaluate_rule
+from doctor.judge.changes import flags, setting_names
+from doctor.judge.evaluate import RuleResult, _finding, build_report, evaluate_rule
+from doctor.judge.rule import Rule
 from doctor.judge.rulebase import RuleBase, load_rulebase
 
 GIB = 1 << 30
@@ -58,9 +62,8 @@ def _cases(rulebase: RuleBase) -> list[tuple[str, int]]:
 RULES = load_rulebase()
 
 
-@pytest.mark.parametrize(("rule_id", "index"), _cases(RULES), ids=lambda x: str(x))
-def test_every_fired_rule_renders_without_placeholders(rule_id: str, index: int) -> None:
-    rule = RULES.by_id(rule_id)
+def _fired(rule_base: RuleBase, rule_id: str, index: int) -> tuple[Rule, RuleResult, Facts]:
+    rule = rule_base.by_id(rule_id)
     assert rule is not None
     case = rule.tests[index]
     facts = _realistic(case.facts, case.events)
@@ -69,12 +72,55 @@ def test_every_fired_rule_renders_without_placeholders(rule_id: str, index: int)
         facts = derive(Facts.from_values(case.facts, case.events, events_observed=True))
         result = evaluate_rule(rule, facts, None)
     assert result.outcome == "fired"
+    return rule, result, facts
+
+
+@pytest.mark.parametrize(("rule_id", "index"), _cases(RULES), ids=lambda x: str(x))
+def test_every_fired_rule_renders_without_placeholders(rule_id: str, index: int) -> None:
+    rule, result, facts = _fired(RULES, rule_id, index)
     for engine in engines.names():
         finding = _finding(rule, result, facts, engine)
         shown = [finding.message, finding.fix.text, *(finding.fix.by_engine.values())]
         for text in shown:
             assert not HOLE.search(text), (engine, text)
         assert set(finding.fix.by_engine) == set(rule.fix_engines), "a command was left out for want of a fact"
+
+
+CHANGED = [(rid, i) for rid, i in _cases(RULES) if RULES.by_id(rid).fix_change]
+
+
+@pytest.mark.parametrize(("rule_id", "index"), CHANGED, ids=lambda x: str(x))
+def test_every_change_renders_whole_for_every_engine_of_the_table(rule_id: str, index: int) -> None:
+    """`fix.change` as each engine of the table spells it (where the rule gives its own words or null,
+    too: they may go, the spelling stays), with the firing case's facts read in."""
+    rule, result, facts = _fired(RULES, rule_id, index)
+    event = min(result.events, key=lambda e: e.line or 0) if result.events else None
+    spelled = flags(rule.fix_change)
+    assert spelled, f"{rule_id}: no engine of the table spells {sorted(rule.fix_change)}"
+    for engine in engines.table():
+        if engine.spelling is None or engine.name not in spelled:
+            continue
+        text = render_complete(spelled[engine.name], facts, event)
+        assert text is not None and not HOLE.search(text), (engine.name, spelled[engine.name], text)
+
+
+def test_an_engine_added_to_the_table_gets_every_change_rendered_whole() -> None:
+    """A new engine that spells every setting gets a command from every `fix.change`, with the facts
+    read in (not only the five engines the rules were written for)."""
+    spelling = engines.Spelling({name: f"--toy-{name.replace('_', '-')} {{v}}" for name in setting_names()})
+    engines.register(engines.Engine("toy-spelling", "Toy", spelling=spelling))
+    try:
+        rules = load_rulebase([], env={})
+        cases = [(rid, i) for rid, i in _cases(rules) if rules.by_id(rid).fix_change]
+        assert cases
+        for rule_id, index in cases:
+            rule, result, facts = _fired(rules, rule_id, index)
+            finding = _finding(rule, result, facts, "toy-spelling")
+            command = finding.fix.by_engine.get("toy-spelling")
+            assert command and command == finding.fix.command, rule_id
+            assert command.startswith("--toy-") and not HOLE.search(command), (rule_id, command)
+    finally:
+        engines.unregister("toy-spelling")
 
 
 def test_a_command_with_an_unknown_fact_is_left_out_not_shown_with_a_hole() -> None:

@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 from doctor.core.errors import RuleError
 from doctor.core.facts import Facts, Source
 from doctor.core.format import render
+from doctor.judge import families
 from doctor.judge.evaluate import build_report
 from doctor.judge.predicates import compile_regex
-from doctor.judge.rulebase import RuleBase, load_rulebase, parse_rules
+from doctor.judge.rulebase import RuleBase, load_rulebase, parse_rules, rule_files
 
 from .fuzz_targets import (
     HOSTILE_YAML,
@@ -207,7 +208,8 @@ def test_loading_and_judging_touch_no_file_process_or_network(monkeypatch: pytes
                                                               tmp_path: Path) -> None:
     """Parse every built-in rule and a hostile user rule, evaluate and render them on real facts,
     with opening files, starting processes and connecting anywhere made to fail loudly."""
-    texts = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "rules").glob("*.yaml"))]
+    texts = [p.read_text(encoding="utf-8") for p in rule_files(ROOT / "rules")]
+    families.builtin()  # the classes rules are checked against: read once, before the patches
     hostile = yaml.safe_load(GOOD_RULE)
     hostile[0]["message"] = "{config.n_ctx} {event.__class__} {event.__init__} $HOME $(id) `id` {{config.n_ctx}} %s"
     hostile[0]["when"] = {"all": [{"fact": "config.n_ctx", "exists": True},

@@ -205,6 +205,12 @@ CASES = [
      "cparams.n_batch) failed\ntime=2025-03-02T10:11:12.345Z level=ERROR source=sched.go:455 msg=\"error loading "
      "llama server\" error=\"llama runner process has terminated: GGML_ASSERT(n_tokens_all <= cparams.n_batch) "
      "failed\"\n", "assert_n_batch", "num_batch"),
+    # TGI's custom kernels (CHECK_CUDA) on a machine without a GPU, from the router's error reply and a shard
+    ("cuda-tensor-tgi-reply", '{"error":"Request failed during generation: Server error: query_layer must be a CUDA '
+     'tensor","error_type":"generation"}\n', "cuda_kernels_without_gpu", "--disable-custom-kernels"),
+    ("cuda-tensor-shard", "2023-09-02T10:11:12.000000Z ERROR text_generation_launcher: Method Decode encountered an "
+     "error.\nRuntimeError: attention_mask must be a CUDA tensor\n", "cuda_kernels_without_gpu",
+     "--disable-custom-kernels"),
 ]
 
 
@@ -246,7 +252,7 @@ def test_a_crash_fix_is_a_settings_change_spelled_by_each_ggml_engine_and_a_new_
     data = fix_data(batch)
     assert data["fix_lcp"] == "Llama(..., n_batch=<tokens>, n_ubatch=<tokens>)"  # the binding's spelling
     assert data["fix_ollama"] == "PARAMETER num_batch <tokens>"  # Ollama spells n_batch only
-    assert data["fix_tgi"] == "--max-batch-total-tokens <tokens> --max-physical-batch-total-tokens <tokens>"
+    assert data["fix_tgi"] == batch.fix.text  # TGI's launcher has no batch-size flag of llama.cpp's kind
     assert data["fix_llama_cpp"] == "-b <tokens> -ub <tokens>"  # its own words win over its spelling
     assert data["fix_vllm"] == batch.fix.text  # vLLM runs no ggml: the change is not spelled for it
     row = engines.register(engines.Engine("newd", "Newd", wraps=GGML.name,
@@ -255,6 +261,7 @@ def test_a_crash_fix_is_a_settings_change_spelled_by_each_ggml_engine_and_a_new_
         assert fix_data(batch)["fix_newd"] == "--batch <tokens>"
         shift = next(c for c in CAUSES if c.id == "context_shift_unsupported")
         assert fix_data(shift)["fix_newd"] == shift.fix.text  # no n_ctx form: the words
+        assert fix_data(shift)["fix_tgi"] == "--max-total-tokens <larger>"  # TGI wraps llama.cpp and spells n_ctx
         assert row.key == "newd"
     finally:
         engines.unregister("newd")

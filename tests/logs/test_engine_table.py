@@ -169,7 +169,7 @@ def test_every_engine_a_rule_names_is_in_the_table() -> None:
         for rule in yaml.safe_load(path.read_text()) or []:
             named |= set(rule.get("engines") or ())
             if isinstance(rule.get("fix"), dict):
-                named |= set(rule["fix"]) - {"text"}
+                named |= set(rule["fix"]) - {"text", "change"}
     assert named, "the rules name no engine: this test reads them wrongly"
     assert named <= set(engines.names()), named - set(engines.names())
 
@@ -192,7 +192,7 @@ def test_the_analyzer_runs_the_table_parsers_and_only_engine_less_parsers_beside
     for engine in engines.table():
         assert engine.parser is not None and engines.load(engine.parser) in run, engine.name
     others = [cls for cls in run if cls not in table_parsers]
-    assert {cls.name for cls in others} == {"crashes", "pasted"}
+    assert {cls.name for cls in others} == {"crashes", "pasted", "client"}
 
 
 def test_every_engine_the_parsers_vote_for_on_the_fixture_logs_is_in_the_table(
@@ -213,12 +213,37 @@ def test_every_engine_the_parsers_vote_for_on_the_fixture_logs_is_in_the_table(
     assert all(engines.canonical(k) is not None for k in votes), [k for k in votes if engines.canonical(k) is None]
 
 
-def test_session_start_lines_and_metric_families_are_of_table_engines() -> None:
-    from doctor.sources.live.metrics.prometheus import ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES
+def test_session_start_lines_and_metric_families_come_from_the_rows() -> None:
+    from doctor.sources.live.metrics import endpoint, prometheus
 
-    assert {family for family, _, _ in start_lines().markers} <= set(engines.names())
-    for per_engine in (ENGINE_FAMILIES, ENGINE_GAUGE, QUERIES):
-        assert set(per_engine) <= set(engines.names())
+    markers = start_lines().markers
+    assert [(f, o, frag) for f, o, frag in markers] == [
+        (e.name, i, frag) for e in engines.table() for i, frag in enumerate(e.starts.lines)]
+    assert {f for f, _, _ in markers} == {e.name for e in engines.table() if e.starts.lines}
+    served = prometheus.served()
+    assert [name for name, _ in served] == [e.name for e in engines.table() if e.metrics is not None]
+    assert len(served) >= 3 and all(m.queries and m.gauge for _, m in served)
+    # watch --metrics knows a page by its rows' prefixes, and reads /props where a row says so
+    for engine in engines.table():
+        if engine.metrics is not None and engine.metrics.prefix:
+            assert endpoint._engine_of({engine.metrics.prefix + "x": 1.0}) == engine.name
+            assert endpoint._answers_props(engine.name) is engine.metrics.props
+    assert endpoint._engine_of({"go_goroutines": 1.0}) is None
+
+
+def test_a_new_engine_brings_its_start_lines_and_metrics(toy: engines.Engine) -> None:
+    from doctor.sources.live.metrics import endpoint, prometheus
+
+    assert ("toy", 0, toy.starts.lines[0]) in start_lines().markers
+    assert "toy" not in dict(prometheus.served())  # the toy publishes no metrics
+    row = engines.register(engines.Engine("toyd-metrics", "Toyd", metrics=engines.Metrics(
+        "toyd_.+", "toyd_busy", (engines.MetricQuery("server.running_max", "max(toyd_busy{{{sel}}})", "int"),),
+        prefix="toyd_")))
+    try:
+        assert dict(prometheus.served())[row.name] is row.metrics
+        assert endpoint._engine_of({"toyd_busy": 2.0}) == row.name
+    finally:
+        engines.unregister(row.name)
 
 
 def test_wrapped_engines_and_aliases_resolve_in_the_table() -> None:

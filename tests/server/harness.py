@@ -106,7 +106,7 @@ class LlamaServer:
 
 def server_argv(binary: Path, model: Path, port: int, *extra: str) -> list[str]:
     # on a Xeon with AMX this llama.cpp's AMX weight-repacking kernel kills llama-server (SIGILL,
-    # rules/triage.yaml LD951): there the servers run with its documented switch, -nr
+    # rules/LD9-model-engine.yaml LD951): there the servers run with its documented switch, -nr
     no_repack = ["-nr"] if host_has_amx() else []
     return [str(binary), "-m", str(model), "--host", HOST, "--port", str(port), "--metrics", "--slots",
             "-t", "1", "-tb", "1", "--no-webui", *no_repack, *extra]

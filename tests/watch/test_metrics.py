@@ -94,3 +94,14 @@ def test_only_http_urls_are_fetched() -> None:
     poller = MetricsPoller("file:///etc/passwd")
     events, note = poller.poll()
     assert events == [] and note is not None and "http" in note
+
+
+def test_sglang_pages_map_to_the_same_facts() -> None:
+    facts = _facts("sglang-0.4.3-busy.prom", "sglang-0.4.3-later.prom")
+    assert facts.value("engine.name") == "sglang"
+    assert facts.value("server.kv_usage_max") == 97.0  # sglang:token_usage, 0-1
+    assert facts.value("server.running_max") == 200 and facts.value("server.waiting_max") == 73
+    assert facts.value("server.max_num_seqs_suggested") == 100
+    # 19 requests in the window
+    assert facts.value("run.ttft_ms_mean") == pytest.approx((328.9 - 151.4) / 19 * 1000, abs=0.5)
+    assert facts.value("server.gen_tps") is not None  # sglang:generation_tokens_total over the window

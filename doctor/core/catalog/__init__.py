@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from doctor.core.catalog import arch, config, derived, host, model, run, server
+from doctor.core.catalog import arch, client, config, derived, host, model, run, server
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +66,13 @@ LABELS = frozenset({
     "engine.backends", "engine.cpu_features", "engine.detected", "model.arch", "model.file_type",
     "model.storage.kind", "model.storage.fs_type", "model.storage.transport", "run.finish_reason",
     "server.limit_name", "server.vllm.quantization", "server.tgi.quantize", "server.ollama.kv_cache_type_env",
-    "derived.weights_repack_buffers",
+    "derived.weights_repack_buffers", "client.max_tokens_name", "client.frontend", "client.frontend_engine",
 })
 
 
 def _build() -> dict[str, FactSpec]:
     specs: dict[str, FactSpec] = {}
-    for module in (host, model, config, run, derived, server, arch):
+    for module in (host, model, config, run, derived, server, arch, client):
         for name, type_, unit, doc in module.FACTS:
             if name in specs:
                 raise RuntimeError(f"fact {name} documented twice")

@@ -58,6 +58,7 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("engine.name", "str", None, "engine the facts describe (llama.cpp, llama-cpp-python, ollama, vllm, tgi)"),
     ("engine.version", "str", None, "engine version or build number"),
     ("engine.build", "int", None, "llama.cpp build number (bNNNN) when printed"),
+    ("engine.binary", "str", None, "the engine binary the log's command line started (a path, as printed)"),
     ("engine.gpu_offload_supported", "bool", None, "the engine build can offload to a GPU"),
     ("engine.backends", "list", None, "compute backends the engine reported (CPU, CUDA, Metal, ...)"),
     ("engine.mmap_supported", "bool", None, "the engine can mmap model files"),

@@ -37,6 +37,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("server.metrics_window_s", "float", "s", "time from the first to the last /metrics scrape"),
     ("server.running_max", "int", "requests", "most requests running at once"),
     ("server.waiting_max", "int", "requests", "most requests waiting at once"),
+    ("server.waiting_while_idle", "int", "requests",
+     "most requests waiting while none ran (a request the scheduler can never start blocks the queue)"),
     ("server.swapped_max", "int", "requests", "most requests swapped to CPU at once (vLLM V0)"),
     ("server.max_num_seqs_suggested", "int", "sequences",
      "half the running peak: a --max-num-seqs the KV pool can carry"),
@@ -60,6 +62,14 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("server.vllm.quantization", "str", None, "vLLM quantization method in force"),
     ("server.vllm.enforce_eager", "bool", None, "vLLM runs without CUDA graphs"),
     ("server.vllm.pipeline_parallel_size", "int", None, "vLLM pipeline parallel size"),
+    # SGLang settings without a general name (doctor/sources/engines/sglang)
+    ("server.sglang.mem_fraction_static", "float", None,
+     "SGLang --mem-fraction-static: the share of GPU memory for weights and the KV pool"),
+    ("server.sglang.max_running_requests", "int", "requests", "SGLang max_running_requests in force"),
+    ("server.sglang.tp_size", "int", None, "SGLang --tp (tensor parallel size)"),
+    ("server.sglang.disable_cuda_graph", "bool", None, "SGLang runs without CUDA graphs"),
+    ("server.sglang.avail_after_pool_bytes", "int", "bytes",
+     "SGLang: GPU memory left after the KV pool (Memory pool end), for activations and CUDA graphs"),
     # TGI settings without a general name
     ("server.tgi.quantize", "str", None, "TGI --quantize"),
     ("server.tgi.cuda_memory_fraction", "float", None, "TGI --cuda-memory-fraction"),

@@ -1,5 +1,6 @@
 """The parsers `analyze` runs: each engine's parser from the engine table (doctor/core/engines.py), then
-the parsers that belong to no engine (crash messages of any engine, settings pasted beside a log).
+the parsers that belong to no engine (crash messages of any engine, settings pasted beside a log, what a
+client sent and got back: doctor/sources/clients).
 Add an engine with its table row, not here."""
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ def engine_parser_classes() -> list[type[LogParser]]:
 
 def parser_classes() -> list[type[LogParser]]:
     from doctor.sources.catalogue.parser import CatalogueParser
+    from doctor.sources.clients.parser import ClientParser
     from doctor.sources.engines._ggml.crash_parser import CrashParser
     from doctor.sources.logs.pasted import PastedParser
 
-    # PastedParser reads settings and output pasted beside a log; neither it nor CrashParser casts an engine vote;
-    # CatalogueParser (every engine's catalogued messages) comes last: it asks whether a parser read a line already
-    return [*engine_parser_classes(), CrashParser, PastedParser, CatalogueParser]
+    # PastedParser reads settings and output pasted beside a log, ClientParser request budgets and reply
+    # bodies; none of these casts an engine vote. CatalogueParser (every engine's catalogued messages)
+    # comes last: it asks whether a parser read a line already
+    return [*engine_parser_classes(), CrashParser, PastedParser, ClientParser, CatalogueParser]

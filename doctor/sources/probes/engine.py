@@ -15,6 +15,7 @@ import subprocess
 import sys
 from typing import Any
 
+from doctor.core import engines
 from doctor.core.facts import Facts
 from doctor.sources.probes.base import Probe, ProbeContext, Reporter
 
@@ -49,9 +50,9 @@ def ask_engine(timeout_s: float = 30.0) -> dict[str, Any]:
 def engine_facts(answer: dict[str, Any], rep: Reporter) -> None:
     if "error" in answer:
         for name in ("engine.version", "engine.gpu_offload_supported"):
-            rep.unknown(name, f"llama-cpp-python not importable ({answer['error']})")
+            rep.unknown(name, f"{engines.embedded()} not importable ({answer['error']})")
         return
-    rep.set("engine.name", "llama-cpp-python", text="the embedded engine")
+    rep.set("engine.name", engines.embedded(), text="the embedded engine")
     rep.set("engine.version", answer.get("version"), text="llama_cpp.__version__")
     rep.set("engine.gpu_offload_supported", answer.get("gpu_offload"), text="llama_supports_gpu_offload()")
     rep.set("engine.mmap_supported", answer.get("mmap"), text="llama_supports_mmap()")
@@ -69,7 +70,7 @@ def engine_facts(answer: dict[str, Any], rep: Reporter) -> None:
 def collect_engine(answers: dict[str, Any] | None = None) -> Facts:
     rep = Reporter("engine")
     answer = answers if answers is not None else rep.read(
-        ("engine.version", "engine.gpu_offload_supported"), ask_engine, "llama-cpp-python")
+        ("engine.version", "engine.gpu_offload_supported"), ask_engine, engines.embedded())
     if answer is not None:
         engine_facts(answer, rep)
     return rep.facts

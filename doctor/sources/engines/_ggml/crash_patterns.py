@@ -17,6 +17,7 @@ from doctor.sources.engines._ggml.crashes import (
     ASSERT_UBATCH,
     CUBLAS,
     CUDA_DRIVER,
+    CUDA_TENSOR_ON_CPU,
     ILLEGAL_ADDRESS,
     K_SHIFT,
     NO_KERNEL_IMAGE,
@@ -55,6 +56,8 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     (ASSERT_GET_ROWS, "high", _assert_re("i01 >= 0 && i01 < ne01")),
     (ASSERT_EXPERTS, "high", _assert_re("hparams.n_expert <= LLAMA_MAX_EXPERTS")),
     (ASSERT_HOST_MEMORY, "high", _assert_re("ctx->mem_buffer != NULL")),
+    # a CUDA extension's CHECK_CUDA (TORCH_CHECK(x.device().is_cuda(), #x " must be a CUDA tensor"))
+    (CUDA_TENSOR_ON_CPU, "high", gated(r"\b\w+ must be a CUDA tensor")),
 )
 # a CUDA/HIP error whose text is none of the above (out of memory is the OOM rules' to explain)
 CUDA_ERROR = gated(r"\b(?:CUDA|HIP|ROCm|MUSA) error(?::| \d+ at \S+:\d+:)\s*"
@@ -92,8 +95,8 @@ EXPLICIT_KIND = LineKind(
     "explicit", tuple(pattern for _, _, pattern in EXPLICIT),
     (r"K-shift", r"model architecture", r"not supported by your version", r"kernel image",
      r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
-     r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT"),
-    scan=(r"K-shift", r"model architecture"))
+     r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor"),
+    scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor"))
 # the lines after a CUDA error that say where it happened
 CUDA_DETAIL_KIND = LineKind("cuda_detail", (CUDA_WHERE, CUBLAS_CALL), (r"current device: ", r"cublas[A-Z]\w*\("))
 CUDA_ERROR_KIND = LineKind("cuda_error", (CUDA_ERROR,), (r"(?:CUDA|HIP|ROCm|MUSA) error",), scan=())

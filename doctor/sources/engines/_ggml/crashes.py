@@ -324,10 +324,29 @@ ASSERT_HOST_MEMORY = _assert(
     "GGML_ASSERT(ctx->mem_buffer != NULL) failed",
 )
 
+# Not a ggml crash: a PyTorch server's CUDA extension handed CPU tensors. It stands in this table because
+# the crash table is where a crash's cause gets its name and each engine's fix (TGI's own words:
+# ../tgi/crash_fixes.py).
+CUDA_TENSOR_ON_CPU = Cause(
+    "cuda_kernels_without_gpu", "The server's custom CUDA kernels were handed tensors on the CPU",
+    "A CUDA extension checks that its inputs live on the GPU ('x must be a CUDA tensor'); on a machine without "
+    "a GPU, or in a container started without one, the model runs on the CPU and the first call into such a "
+    "kernel fails - TGI's custom kernels for BLOOM and similar models do it on every request.",
+    Fix(
+        "Run the server where it sees the GPU (a container started with the GPU: docker run --gpus all), or turn "
+        "its custom CUDA kernels off on a machine without one.",
+        checked="text-generation-inference server/custom_kernels/custom_kernels/fused_attention_cuda.cu and "
+        "fused_bloom_attention_cuda.cu (v0.9-v1.x: #define CHECK_CUDA(x) TORCH_CHECK(x.device().is_cuda(), #x "
+        "\" must be a CUDA tensor\")), launcher/src/main.rs (--disable-custom-kernels, env DISABLE_CUSTOM_KERNELS), "
+        "README (PR #773: to run without GPUs leave out --gpus all and add --disable-custom-kernels)",
+    ),
+    ("attention_scores_2d must be a CUDA tensor", "query_layer must be a CUDA tensor"),
+)
+
 CAUSES: tuple[Cause, ...] = (
     AMX, ILLEGAL_INSTRUCTION, K_SHIFT, UNKNOWN_ARCH, ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS,
     CUDA_OTHER, ASSERT_N_BATCH, ASSERT_UBATCH, ASSERT_CPY_INT_MAX, ASSERT_SAMPLER, ASSERT_GET_ROWS,
-    ASSERT_EXPERTS, ASSERT_HOST_MEMORY,
+    ASSERT_EXPERTS, ASSERT_HOST_MEMORY, CUDA_TENSOR_ON_CPU,
 )
 BY_ID = {c.id: c for c in CAUSES}
 CUDA_CAUSES = (ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS, CUDA_OTHER)

@@ -14,7 +14,8 @@ from doctor.sources.logs.matcher import gated
 
 SIGNATURE = gated(r"Model metadata: \{|Available chat formats from metadata|Using gguf chat template|"
                   r"Using chat eos_token"
-                  r"|Llama\.generate: |llama_cpp[/.]|Requested tokens \(|Failed to create llama_context"
+                  r"|Llama\.generate: |llama_cpp[/.]|Requested tokens (?:\(|exceed context window)"
+                  r"|Failed to create llama_context"
                   r"|Failed to load model from file|llama_decode returned|Llama\._create_completion"
                   r"|\bLlama\(model_path=")
 TEXT = gated(r"""['"]text['"]\s*:\s*(['"])(.*?)(?<!\\)\1""")

@@ -59,6 +59,11 @@ class ContextLines(LlamaCppBase, LlamaCppPythonLines):
         s = self.s
         for pattern in (REQUESTED_TOKENS, PROMPT_TOO_LONG, REQUEST_EXCEEDS, INPUT_LARGER):
             m = pattern.search(t)
+            if m and m.group(1) is None:  # llama-cpp-python's first wording: no count
+                self.event("prompt_too_long", line, n_ctx=int(m.group(2)))
+                self.vote_binding(2)
+                self.set("config.n_ctx", int(m.group(2)), line)
+                return True
             if m:
                 n_tokens, n_ctx = int(m.group(1)), int(m.group(2))
                 self.event("prompt_too_long", line, n_tokens=n_tokens, n_ctx=n_ctx)

@@ -10,8 +10,9 @@ and Ollama's runner's too).
 
 from __future__ import annotations
 
-from doctor.core.engines import Defaults, Engine, Spelling, Starts
+from doctor.core.engines import Defaults, Engine, Metrics, Spelling, Starts
 from doctor.sources.engines.llamacpp.crash_fixes import FIXES
+from doctor.sources.engines.llamacpp.metrics import QUERIES
 
 # RunSettings field -> the engine's form; "{v}" the value, the other fields: doctor/judge/fixmap.py
 FLAGS = {
@@ -25,6 +26,9 @@ FLAGS = {
 
 PARSER = "doctor.sources.engines.llamacpp.parser:LlamaCppParser"
 
+# its programs as a user or a wrapper starts them (llm-doctor reads the server's --help: probes/engine_flags.py)
+BINARIES = ("llama-server", "llama-cli")
+
 ENGINE = Engine(
     "llama.cpp", "llama.cpp", PARSER, aliases=("llama-server", "llama.cpp-library"),
     defaults=Defaults(threads="physical", flash_attn="auto", swa_full=False, prompt_cache_mib=8192),
@@ -32,4 +36,5 @@ ENGINE = Engine(
     starts=Starts((r"\bbuild: \d+ \([0-9a-f]+\) with ",
                    r"llama_model_loader: loaded meta data with \d+ key-value pairs"), again_after_run=True),
     fixes=FIXES,
+    metrics=Metrics("llamacpp:.+", "llamacpp:requests_processing", QUERIES, prefix="llamacpp:", props=True),
 )

@@ -21,6 +21,9 @@ from doctor.sources.engines.llamacpp.patterns import (
     BUFFER_KIND,
     CLI_SIGNATURE,
     CLI_SIGNATURE_KIND,
+    COMMAND,
+    COMMAND_KIND,
+    COMMAND_NGL,
     FIT_PROJECTED,
     FIT_PROJECTED_KIND,
     GIB,
@@ -151,6 +154,16 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
         self.set("model.path", m.group(1).strip("'\""), line)
         self.votes["llama.cpp-library"] += 1
         return True
+
+    @reads(COMMAND_KIND)
+    def _step_command(self, line: LogLine) -> bool:
+        m = COMMAND.search(line.text)
+        if not m:
+            return False
+        binary = m.group(1)
+        self.set("engine.binary", binary, line)
+        self.s.command = (binary, bool(COMMAND_NGL.search(line.text[m.end():])), line)
+        return False  # the same line sets -ngl, -c, -t ...
 
     @reads(SETTINGS_KIND)
     def _step_settings(self, line: LogLine) -> bool:

@@ -82,7 +82,9 @@ SAMPLER_KV = gated(r"\b(repeat_last_n|repeat_penalty|frequency_penalty|presence_
                    r"top_p|min_p|temp|mirostat)\s*=\s*(-?[\d.]+)")
 SEED = gated(r"\bseed\s*=\s*(\d+)|sampler seed:\s*(\d+)")
 # context overflow, in every form
-REQUESTED_TOKENS = gated(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+# llama-cpp-python's check of prompt + max_tokens against n_ctx (llama_cpp/llama.py _create_completion):
+# "Requested tokens exceed context window of N" in its first releases, with the count "(M)" later
+REQUESTED_TOKENS = gated(r"Requested tokens (?:\((\d+)\) )?exceed context window of (\d+)")
 PROMPT_TOO_LONG = gated(r"prompt is too long \((\d+) tokens, max (\d+)\)")
 REQUEST_EXCEEDS = gated(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)")
 INPUT_LARGER = gated(r"input \((\d+) tokens\) is larger than the max context size \((\d+) tokens\)")
@@ -118,6 +120,13 @@ METAL_OVER_SET = gated(r"current allocated size is greater than the recommended 
 METAL_ALLOCATED = gated(r"allocated buffer, size =\s*([\d.]+) MiB,\s*\(\s*([\d.]+) / ([\d.]+)\)")
 METAL_SET_SIZE = gated(r"recommendedMaxWorkingSetSize\s*=\s*([\d.]+) MB")
 # settings pasted beside the log: Python keyword arguments (Llama(..., n_gpu_layers=35)) or CLI flags
+# a shell command starting one of llama.cpp's programs on a model (main/server until mid 2024, llama-cli /
+# llama-server since): the binary's path, and whether GPU layers were asked for on it
+COMMAND = gated(r"(?:^|[\s$#>])((?:[\w.~:\-]*[/\\])*(?:main|llama-cli|llama-server|server|llama-run)(?:\.exe)?)"
+                r"\s+(?=(?:.*\s)?(?:-m|--model|-hf|--hf-repo|-mu|--model-url)\s)")
+COMMAND_NGL = gated(r"(?:^|\s)(?:-ngl|--n-gpu-layers|--gpu-layers|-fit|--fit)(?:[ =]|$)")
+OLD_BINARIES = ("main", "server", "main.exe", "server.exe")  # renamed llama-cli / llama-server in b3xxx (2024)
+NGL_DEFAULT_ALL_BUILD = 6325  # llama_model_default_params offloads every layer from here (e81b8e4, Aug 2025)
 NGL_SETTING = gated(r"\bn_gpu_layers\s*[=:]\s*(-?\d+)|(?:^|\s)(?:-ngl|--n-gpu-layers|--gpu-layers)[ =](-?\d+)\b")
 # PyTorch's "CUDA out of memory. Tried to allocate" (vLLM, TGI) is read by ../_torch/pytorch.py through
 # those engines' parsers, which know their steps
@@ -201,6 +210,9 @@ LOADING_FROM_KIND = LineKind("loading_from", (LOADING_FROM,), (r"loading model f
 METAL_KIND = LineKind(
     "metal", (METAL_SET_SIZE, METAL_ALLOCATED, METAL_OVER_SET),
     (r"recommended max working set|allocated buffer, size|recommendedMaxWorkingSetSize",))
+COMMAND_KIND = LineKind(
+    "command", (COMMAND,),
+    (r"(?:main|llama-cli|llama-server|server|llama-run)(?:\.exe)? .*-(?:m|-model|hf|-hf-repo) ",))
 SETTINGS_KIND = LineKind("settings", (NGL_SETTING,), (r"n_gpu_layers|-ngl |gpu-layers",))
 LOAD_MODE_KIND = LineKind("load_mode", (LOAD_MODE,), (r"loading model tensors",))
 OFFLOADED_KIND = LineKind("offloaded", (OFFLOADED,), (r"offloaded \d+/",))
@@ -241,6 +253,7 @@ KINDS = LineKinds(
     LOADED_META_KIND,
     LOADING_FROM_KIND,
     METAL_KIND,
+    COMMAND_KIND,
     SETTINGS_KIND,
     LOAD_MODE_KIND,
     OFFLOADED_KIND,

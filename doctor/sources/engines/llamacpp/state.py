@@ -72,6 +72,7 @@ class State:
     prompt_line: LogLine | None = None
     used_max: int = 0
     used_line: LogLine | None = None
+    command: tuple[str, bool, LogLine] | None = None  # the binary a command line started, GPU layers asked for
     n_slots: int | None = None
     # server tasks whose prompt was cut ("input truncated") or whose context shifted: a later
     # "stop processing: ..., truncated = 1" for them says nothing new; for any other task it means

@@ -11,6 +11,8 @@ from doctor.core.facts import Facts, Source
 from doctor.sources.engines.llamacpp.patterns import (
     GPU_BACKENDS,
     MIB,
+    NGL_DEFAULT_ALL_BUILD,
+    OLD_BINARIES,
     is_gpu_buffer,
     is_repack_buffer,
 )
@@ -54,11 +56,23 @@ class Summary(LlamaCppBase):
             if any(b.upper() in {g.upper() for g in GPU_BACKENDS} for b in s.backends):
                 facts.set("engine.gpu_offload_supported", True, src)
         self._summarize_cpu_only(facts)
+        self._summarize_default_layers(facts)
         if s.finish_reason and s.finish_line is not None:
             facts.set("run.finish_reason", s.finish_reason, self.src(s.finish_line))
         if s.output:
             facts.set("run.output_text", "".join(s.output)[-8192:],
                       Source("log", self.name, s.output_line, "generated output"))
+
+    def _summarize_default_layers(self, facts: Facts) -> None:
+        """A command line without -ngl on a build whose default was 0 GPU layers: n_gpu_layers is 0."""
+        command = self.s.command
+        if command is None or command[1] or facts.has("config.n_gpu_layers"):
+            return
+        binary, _, line = command
+        build = facts.value("engine.build")
+        name = binary.replace("\\", "/").rsplit("/", 1)[-1]
+        if name in OLD_BINARIES or (isinstance(build, int) and build < NGL_DEFAULT_ALL_BUILD):
+            facts.set("config.n_gpu_layers", 0, self.src(line))
 
     def _summarize_cpu_only(self, facts: Facts) -> None:
         """A GPU build of llama.cpp prints "offloaded N/M layers to GPU" (0/M too) before the model buffers;

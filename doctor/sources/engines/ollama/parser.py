@@ -31,6 +31,8 @@ from doctor.sources.engines.ollama.patterns import (
     GPUS_KIND,
     IMAGE_STEP,
     INFERENCE_PATH,
+    INSTALL_KIND,
+    INSTALL_PATH,
     JOURNALD,
     KINDS,
     KV_ENV,
@@ -43,6 +45,8 @@ from doctor.sources.engines.ollama.patterns import (
     OLD_GO_LOG,
     READ,
     RUNNER_KIND,
+    SET_PARAM,
+    SET_PARAM_KIND,
     SLOG,
     SOURCE,
     SYSTEM_MEMORY,
@@ -428,6 +432,28 @@ class OllamaParser(Summary):
         elif m.group(1) == "200" and INFERENCE_PATH.search(line.text):
             s.served += 1
         return True
+
+    @reads(SET_PARAM_KIND)
+    def _set_param(self, line: LogLine) -> bool:
+        m = SET_PARAM.search(line.text)
+        if not m:
+            return False
+        name, value = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        s = self.s
+        self.votes["ollama"] += 1
+        # the typed command and the CLI's answer are one change
+        same = bool(s.param_sets) and s.param_sets[-1][0] == name and s.param_sets[-1][3] == len(s.cli)
+        if not same and len(s.param_sets) < 100:
+            s.param_sets.append((name, value, line, len(s.cli)))
+        s.cli_current = None  # the next statistics block is a new generation
+        return True
+
+    @reads(INSTALL_KIND)
+    def _install(self, line: LogLine) -> bool:
+        """A llama.cpp line naming Ollama's own install: the llama.cpp inside is Ollama's."""
+        if INSTALL_PATH.search(line.text):
+            self.votes["ollama"] += 1
+        return False
 
     @reads(CLI_KIND)
     def _cli(self, line: LogLine) -> bool:

@@ -53,6 +53,12 @@ OLD_GO_LOG = gated(r"\b(?:llama|routes|server|images|download)\.go:\d+: ")
 GIN = gated(r"\[GIN\] [\d/]+ - [\d:]+ \|\s*(\d{3})\s*\|\s*([\d.]+)(µs|μs|us|ms|s|m)\s*\|")
 CLI_STAT = gated(r"^\s*(total duration|load duration|prompt eval count|prompt eval duration|prompt eval rate"
                  r"|eval count|eval duration|eval rate):\s+(.+?)\s*$")
+# `ollama run`: a parameter changed between two generations - the command typed at the prompt and the
+# CLI's answer (cmd/interactive.go: fmt.Printf("Set parameter '%s' to '%s'\n", ...), every era)
+SET_PARAM = gated(r"/set parameter (\w+) (\S+)|Set parameter '(\w+)' to '([^']*)'")
+# Ollama's own install in the paths llama.cpp prints (load_backend, the runner binary): /usr/lib/ollama,
+# /usr/local/lib/ollama, %LOCALAPPDATA%\Programs\Ollama\lib\ollama, /Applications/Ollama.app
+INSTALL_PATH = gated(r"[/\\]lib[/\\]ollama[/\\]|[/\\]Ollama\.app[/\\]|[/\\]Programs[/\\]Ollama[/\\]")
 GO_DURATION = gated(r"(?<![\d.])(\d+(?:\.\d+)?)(h|ms|µs|μs|us|ns|m|s)")  # (?<!..): linear on digit runs
 AVX_GATE = gated(r"CPU does not have AVX or AVX2, disabling GPU support"
                  r"|CPU does not have minimum vector extensions, GPU inference disabled"
@@ -159,6 +165,11 @@ def go_duration_ms(text: str) -> float | None:
 # key=value pairs (a record wrapped over two lines is read joined), not the line's own text: they
 # name no patterns, so each is tried on every line the gate lets in.
 GIN_KIND = LineKind("gin", ("[GIN]",), (r"\[GIN\] ",), phase="access")
+SET_PARAM_KIND = LineKind("set_param", (SET_PARAM,), (r"/set parameter \w+ ", r"Set parameter '\w+' to '"),
+                          phase="access")
+INSTALL_KIND = LineKind(
+    "install", (INSTALL_PATH,),
+    (r"[/\\]lib[/\\]ollama[/\\]|[/\\]Ollama\.app[/\\]|[/\\]Programs[/\\]Ollama[/\\]",), phase="access")
 CLI_KIND = LineKind(
     "cli", (CLI_STAT,),
     (r"(?:total|load) duration: |prompt eval (?:count|duration|rate): |eval (?:count|duration|rate): ",),
@@ -196,6 +207,8 @@ FAILURES_KIND = LineKind(
 KINDS = LineKinds(
     GIN_KIND,
     CLI_KIND,
+    SET_PARAM_KIND,
+    INSTALL_KIND,
     WRAPPED_KIND,
     OFFLOAD_KIND,
     GPUS_KIND,

@@ -50,6 +50,8 @@ class State:
     gin_line: LogLine | None = None
     cli: list[Cli] = field(default_factory=list)
     cli_current: Cli | None = None
+    # `ollama run` parameters changed between generations: (name, value, line, CLI blocks before it)
+    param_sets: list[tuple[str, str, LogLine, int]] = field(default_factory=list)
     memory: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> device -> bytes
     memory_line: LogLine | None = None
     env: dict[str, str] = field(default_factory=dict)

@@ -131,6 +131,25 @@ class Summary(OllamaBase):
             used.emit(facts, None, "run.tokens_used_max")
         rates.emit(facts, "run.decode_tps_min", "run.decode_tps_max", at_least=2)
         facts.set("run.requests", len(blocks), src)
+        self._summarize_thread_change(facts)
+
+    def _summarize_thread_change(self, facts: Facts) -> None:
+        """`/set parameter num_thread N` between two generations: their speeds before and after."""
+        s = self.s
+        for name, value, line, before_n in s.param_sets:
+            if name != "num_thread" or not value.isdigit():
+                continue
+            before = [b for b in s.cli[:before_n] if b.eval_tps is not None and (b.eval_tokens or 0) > 1]
+            after = [b for b in s.cli[before_n:] if b.eval_tps is not None and (b.eval_tokens or 0) > 1]
+            if not before or not after:
+                continue
+            was, now = before[-1], after[0]
+            facts.set("config.n_threads", int(value), self.src(line))
+            facts.set("run.decode_tps_before_threads", was.eval_tps,
+                      self.src(was.rate_line) if was.rate_line is not None else self.src(line))
+            facts.set("run.decode_tps_after_threads", now.eval_tps,
+                      self.src(now.rate_line) if now.rate_line is not None else self.src(line))
+            return
 
     def _summarize_memory(self, facts: Facts) -> None:
         s = self.s

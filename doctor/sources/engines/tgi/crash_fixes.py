@@ -15,4 +15,9 @@ FIXES: dict[str, str] = {
         "--cuda-graphs 0; check --dtype against the GPU (bfloat16 needs compute capability 8.0); upgrade TGI",
     "cuda_error":
         "CUDA_LAUNCH_BLOCKING=1; upgrade TGI",
+    # its custom kernels' CHECK_CUDA on a machine without a GPU (launcher/src/main.rs --disable-custom-kernels;
+    # README, PR #773)
+    "cuda_kernels_without_gpu":
+        "--disable-custom-kernels   (and leave out --gpus all on a machine without GPUs); with a GPU: docker run "
+        "--gpus all so the shards see it",
 }

@@ -1,8 +1,9 @@
 """Hugging Face text-generation-inference (TGI) logs: launcher, router and shard messages.
 
-The parser: it reads the lines of patterns.py (what is read and the strings' sources are there) and
-turns them into facts and events; PyTorch's OOMs go to the analysis's TorchOomBoard
-(../_torch/pytorch.py), which the PyTorch servers' parsers share.
+The handlers: launcher arguments, shard start-up and warm-up, warm-up memory failures, request
+validation, shard and webserver failures (patterns.py names the lines and their sources); a PyTorch
+OOM in a shard goes on the analysis's board (../_torch/pytorch.py), placed by the shard method that
+failed.
 
 Pure.
 """
@@ -14,13 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.core.facts import Facts, Source
-from doctor.sources.engines._torch.pytorch import (
-    Frames,
-    LargestRequest,
-    TorchOomBoard,
-    rejection_data,
-    torch_oom,
-)
+from doctor.sources.engines._torch import pytorch
 from doctor.sources.engines.tgi.patterns import (
     ARG,
     ARGS_INPUT_TOTAL,
@@ -28,6 +23,8 @@ from doctor.sources.engines.tgi.patterns import (
     BATCH_TOTAL,
     CRASHED,
     DEFAULTS,
+    ENV,
+    ENV_KIND,
     FAILURE_KIND,
     FRAME_KIND,
     FRAME_PHASE,
@@ -77,7 +74,7 @@ class _State:
     total_seen: set[int] = field(default_factory=set)
     failed: bool = False
     crashed: bool = False
-    largest: LargestRequest = field(default_factory=LargestRequest)
+    largest: pytorch.LargestRequest = field(default_factory=pytorch.LargestRequest)
 
 
 
@@ -88,7 +85,7 @@ class TgiParser(LogParser):
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
-        self.frames = Frames()
+        self.frames = pytorch.Frames()
         self._framed = False  # the line being read carries a TGI tracing target
 
     def feed(self, line: LogLine) -> None:
@@ -113,7 +110,7 @@ class TgiParser(LogParser):
 
     def _vote(self) -> None:
         self.votes["tgi"] += 1
-        self.state.part(TorchOomBoard).votes["tgi"] = sum(self.votes.values())
+        self.state.part(pytorch.TorchOomBoard).votes["tgi"] = sum(self.votes.values())
 
     def _new_run(self) -> None:
         s = self.s
@@ -124,7 +121,7 @@ class TgiParser(LogParser):
     # -- PyTorch OOM in a shard --------------------------------------------------------------------
     @reads(OOM_KIND)
     def _oom(self, line: LogLine) -> bool:
-        data = torch_oom(line.text)
+        data = pytorch.torch_oom(line.text)
         if data is None:
             return False
         s = self.s
@@ -133,7 +130,8 @@ class TgiParser(LogParser):
             frame = s.method
         handled = line.number <= s.handled_until
         owner = "tgi" if self._framed else None
-        self.state.part(TorchOomBoard).record("tgi", line, data, STAGE_PHASE[s.stage], frame, owner, handled=handled)
+        board = self.state.part(pytorch.TorchOomBoard)
+        board.record("tgi", line, data, STAGE_PHASE[s.stage], frame, owner, handled=handled)
         return True
 
     # -- launcher arguments --------------------------------------------------------------------------
@@ -276,6 +274,22 @@ class TgiParser(LogParser):
             self.event("kv_capacity", line, **data)
 
     # -- request validation ------------------------------------------------------------------------------
+    @reads(ENV_KIND)
+    def _env(self, line: LogLine) -> bool:
+        """MAX_INPUT_LENGTH=4095 / MAX_TOTAL_TOKENS: 4096 / --max-input-tokens 4095, as pasted."""
+        found = False
+        for m in ENV.finditer(line.text):
+            key = (m.group(1) or m.group(3) or "").lower().replace("-", "_")
+            value = int(m.group(2) or m.group(4))
+            target = {"max_input_length": "config.max_input_tokens", "max_input_tokens": "config.max_input_tokens",
+                      "max_total_tokens": "config.max_total_tokens",
+                      "max_batch_prefill_tokens": "config.max_batch_prefill_tokens"}[key]
+            self.set(target, value, line)
+            found = True
+            if key.startswith("max_input"):
+                self._vote()  # TGI's own name for the prompt budget
+        return found
+
     @reads(VALIDATION_KIND)
     def _validation(self, line: LogLine) -> bool:
         t = line.text
@@ -294,9 +308,14 @@ class TgiParser(LogParser):
             return True
         m = MAX_NEW.search(t)
         if m:
-            limit, new = int(m.group(1)), int(m.group(2))
-            self.event("prompt_too_long", line, n_tokens=new, n_ctx=limit, completion=new, limit="max_new_tokens",
-                       cause="completion", room=limit)
+            limit = int(m.group(1))
+            if m.group(2):
+                new = int(m.group(2))
+                self.event("prompt_too_long", line, n_tokens=new, n_ctx=limit, completion=new,
+                           limit="max_new_tokens", cause="completion", room=limit)
+            else:
+                self.event("prompt_too_long", line, n_ctx=limit, limit="max_new_tokens", cause="completion",
+                           room=limit)
             return True
         m = ARGS_INPUT_TOTAL.search(t)
         if m:
@@ -307,8 +326,8 @@ class TgiParser(LogParser):
 
     def _rejected(self, line: LogLine, *, n_tokens: int, n_ctx: int, prompt: int, limit: str,
                   completion: int | None = None) -> None:
-        self.event("prompt_too_long", line, **rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt,
-                                                             limit=limit, completion=completion))
+        data = pytorch.rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt, limit=limit, completion=completion)
+        self.event("prompt_too_long", line, **data)
         self.s.largest.saw_prompt(prompt, line)
         self.s.largest.saw_request(n_tokens, line)
         self.set("server.limit_tokens", n_ctx, line)
@@ -335,7 +354,7 @@ class TgiParser(LogParser):
     # -- summary -----------------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        self.state.part(TorchOomBoard).summarize("tgi", self.votes, facts)
+        self.state.part(pytorch.TorchOomBoard).summarize("tgi", self.votes, facts)
         if not self.votes:
             return
         s.largest.emit(facts, self.src)

@@ -53,14 +53,20 @@ TOTAL_OVER_BATCH = gated(r"`max_total_tokens` must be <= `max_batch_total_tokens
 INPUT_TOTAL = gated(r"`inputs` tokens \+ `max_new_tokens` must be <= (\d+)\. "
                     r"Given: (\d+) `inputs` tokens and (\d+) `max_new_tokens`")
 INPUT_LEN = gated(r"`inputs` must have less than (\d+) tokens\. Given: (\d+)")
-MAX_NEW = gated(r"`max_new_tokens` must be <= (\d+)\. Given: (\d+)")
+# router/src/validation.rs MaxNewTokens (1.x); quoted back without its ". Given: N" too (not the tail of
+# "`inputs` tokens + `max_new_tokens` must be <= N", which is INPUT_TOTAL's)
+MAX_NEW = gated(r"(?<!\+ )`max_new_tokens` must be <= (\d+)(?:\. Given: (\d+))?")
+# the launcher's settings as the environment gives them (clap `env`: MAX_INPUT_LENGTH to 1.x,
+# MAX_INPUT_TOKENS from 2.0) or as its own flags, pasted from a docker -e, a compose file or a shell
+ENV = gated(r"\b(MAX_INPUT_LENGTH|MAX_INPUT_TOKENS|MAX_TOTAL_TOKENS|MAX_BATCH_PREFILL_TOKENS)['\"]?\s*[:=]"
+            r"\s*['\"]?(\d+)|--(max-input-length|max-input-tokens)[ =](\d+)")
 ARGS_INPUT_TOTAL = gated(r"`max_input_(?:tokens|length)`\s*\((\d+)\) must be < `max_total_tokens`\s*\((\d+)\)")
 SHARD_FAILED = gated(r"Shard (\d+) failed to start|Error: ShardCannotStart|Error: ShardDisconnected")
 # a shard died while serving; "Webserver Crashed" after a failed warm-up is a consequence, not a crash
 CRASHED = gated(r"Shard (\d+) crashed|Error: ShardFailed")
 GRAPH_WARMUP_FAILED = gated(r"cuda graph warmup failed", re.IGNORECASE)
 SIGNATURE = gated(r"Error: (?:ShardCannotStart|Warmup\(|Backend\(|WebserverFailed)"
-                  r"|`inputs` tokens \+ `max_new_tokens`"
+                  r"|`inputs` tokens \+ `max_new_tokens`|(?<!\+ )`max_new_tokens` must be <= \d+"
                   r"|prefill tokens\. You need to decrease `--max-batch-prefill-tokens`"
                   r"|KV-cache blocks: \d+, size: \d+")
 
@@ -101,6 +107,10 @@ GRAPH_WARMUP_KIND = LineKind("graph_warmup", (GRAPH_WARMUP_FAILED,), (r"cuda gra
 MEMORY_KIND = LineKind(
     "memory", (PREFILL_OOM, TOTAL_OOM, TOTAL_OVER_BATCH),
     (r"NotEnoughMemory", r"must be <= `max_batch_total_tokens`", r"[Nn]ot enough memory to handle"))
+ENV_KIND = LineKind(
+    "env", (ENV,),
+    (r"MAX_(?:INPUT_LENGTH|INPUT_TOKENS|TOTAL_TOKENS|BATCH_PREFILL_TOKENS)['\"]?\s*[:=]",
+     r"--max-input-(?:length|tokens)[ =]\d"))
 VALIDATION_KIND = LineKind(
     "validation", (INPUT_TOTAL, INPUT_LEN, MAX_NEW, ARGS_INPUT_TOTAL),
     (r"`inputs` ", r"`max_new_tokens` must be", r"must be < `max_total_tokens`"))
@@ -116,6 +126,7 @@ KINDS = LineKinds(
     STARTUP_KIND,
     GRAPH_WARMUP_KIND,
     MEMORY_KIND,
+    ENV_KIND,
     VALIDATION_KIND,
     FAILURE_KIND,
     phases=("frame", "oom", "read"),

@@ -10,8 +10,9 @@ one start, two lines.
 
 from __future__ import annotations
 
-from doctor.core.engines import Defaults, Engine, Spelling, Starts
+from doctor.core.engines import Defaults, Engine, Metrics, Spelling, Starts
 from doctor.sources.engines.vllm.crash_fixes import FIXES
+from doctor.sources.engines.vllm.metrics import QUERIES
 
 # setting -> the server flag; "{v}" the value. n_ctx is the context of one request (max_model_len),
 # n_batch the tokens one scheduler step takes (max_num_batched_tokens); gpu_memory_utilization and
@@ -26,4 +27,5 @@ ENGINE = Engine(
     spelling=Spelling(FLAGS),
     starts=Starts((r"vLLM API server version \d", r"Initializing an? (?:V1 )?LLM engine \(v\d")),
     fixes=FIXES,
+    metrics=Metrics("vllm:.+", "vllm:num_requests_running", QUERIES, prefix="vllm:"),
 )

@@ -1,8 +1,9 @@
 """vLLM logs, V0 and V1 engines (0.2 to 0.34): facts and events from the engine's own messages.
 
-The parser: it reads the lines of patterns.py (what is read and the strings' sources are there) and
-turns them into facts and events; PyTorch's OOMs go to the analysis's TorchOomBoard
-(../_torch/pytorch.py), which the PyTorch servers' parsers share.
+The handlers: configuration, KV capacity, requests refused for length, preemption and the periodic
+stats, each read from the lines patterns.py names (what is read, and where the strings come from, is
+said there); a PyTorch OOM is recorded on the analysis's board (../_torch/pytorch.py) with the
+start-up step vLLM was in.
 
 Pure.
 """
@@ -14,14 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.core.facts import Facts, Source
-from doctor.sources.engines._torch.pytorch import (
-    GIB,
-    Frames,
-    LargestRequest,
-    TorchOomBoard,
-    rejection_data,
-    torch_oom,
-)
+from doctor.sources.engines._torch import pytorch
 from doctor.sources.engines.vllm.patterns import (
     BATCHED_BELOW,
     BLOCKS,
@@ -97,10 +91,11 @@ class _State:
     running_line: LogLine | None = None
     waiting_max: int | None = None
     waiting_line: LogLine | None = None
+    idle_wait: tuple[int, LogLine | None] = (0, None)  # most requests waiting while none ran
     swapped_max: int | None = None
     swapped_line: LogLine | None = None
     stats_lines: int = 0
-    largest: LargestRequest = field(default_factory=LargestRequest)
+    largest: pytorch.LargestRequest = field(default_factory=pytorch.LargestRequest)
     crashed: bool = False
     capacity_seen: set[tuple[str, int]] = field(default_factory=set)
 
@@ -113,7 +108,7 @@ class VllmParser(LogParser):
     def __init__(self) -> None:
         super().__init__()
         self.s = _State()
-        self.frames = Frames()
+        self.frames = pytorch.Frames()
         self._framed = False  # the line being read carries the vLLM header or a process prefix
 
     # -- entry -------------------------------------------------------------------------------
@@ -140,7 +135,7 @@ class VllmParser(LogParser):
 
     def _vote(self) -> None:
         self.votes["vllm"] += 1
-        self.state.part(TorchOomBoard).votes["vllm"] = sum(self.votes.values())
+        self.state.part(pytorch.TorchOomBoard).votes["vllm"] = sum(self.votes.values())
 
     @reads(STAGE_KIND)
     def _stage_marks(self, line: LogLine) -> bool:
@@ -165,14 +160,14 @@ class VllmParser(LogParser):
     # -- PyTorch OOM -------------------------------------------------------------------------
     @reads(OOM_KIND)
     def _oom(self, line: LogLine) -> bool:
-        data = torch_oom(line.text)
+        data = pytorch.torch_oom(line.text)
         if data is None:
             return False
         guess = STAGE_PHASE[self.s.stage]
         step = data.get("step")
         frame = ("compute", str(step)) if step else self.frames.current(line.number)
         owner = "vllm" if self._framed else None
-        self.state.part(TorchOomBoard).record("vllm", line, data, guess, frame, owner)
+        self.state.part(pytorch.TorchOomBoard).record("vllm", line, data, guess, frame, owner)
         return True
 
     # -- configuration -----------------------------------------------------------------------
@@ -218,7 +213,7 @@ class VllmParser(LogParser):
         if m:
             if m.group(1) or m.group(2):
                 # 0.6.x prints GiB under the name "GB" (model_memory_usage / 2**30)
-                self.set("server.weights_bytes", int(float(m.group(1) or m.group(2)) * GIB), line)
+                self.set("server.weights_bytes", int(float(m.group(1) or m.group(2)) * pytorch.GIB), line)
             seconds = m.group(3) or m.group(4)
             if seconds:
                 self.set("run.load_ms", round(float(seconds) * 1000, 1), line)
@@ -298,21 +293,21 @@ class VllmParser(LogParser):
             return True
         m = KV_AVAILABLE.search(t)
         if m:
-            self.set("server.kv_available_bytes", int(float(m.group(1)) * GIB), line)
+            self.set("server.kv_available_bytes", int(float(m.group(1)) * pytorch.GIB), line)
             return True
         m = PROFILE_TOTAL.search(t)
         if m:
-            self.set("server.gpu_total_bytes", int(float(m.group(1)) * GIB), line)
+            self.set("server.gpu_total_bytes", int(float(m.group(1)) * pytorch.GIB), line)
             self.set("config.gpu_memory_utilization", float(m.group(2)), line)
             return True
         m = PROFILE_SPLIT.search(t)
         if m:
-            self.set("server.weights_bytes", int(float(m.group(1)) * GIB), line)
-            self.set("server.kv_available_bytes", int(float(m.group(2)) * GIB), line)
+            self.set("server.weights_bytes", int(float(m.group(1)) * pytorch.GIB), line)
+            self.set("server.kv_available_bytes", int(float(m.group(2)) * pytorch.GIB), line)
             return True
         m = PROFILE_V1.search(t)
         if m:
-            self.set("server.weights_bytes", int(float(m.group(1)) * GIB), line)
+            self.set("server.weights_bytes", int(float(m.group(1)) * pytorch.GIB), line)
             return True
         if NO_KV_MEMORY.search(t):
             self._capacity_event(line, "no_memory")
@@ -329,15 +324,15 @@ class VllmParser(LogParser):
         if m:
             max_len, needed, available = int(m.group(1)), float(m.group(2)), float(m.group(3))
             self.set("config.max_model_len", max_len, line)
-            self.set("server.kv_needed_bytes", int(needed * GIB), line)
-            self.set("server.kv_available_bytes", int(available * GIB), line)
+            self.set("server.kv_needed_bytes", int(needed * pytorch.GIB), line)
+            self.set("server.kv_available_bytes", int(available * pytorch.GIB), line)
             est = ESTIMATED_LEN.search(line.joined())
             if est:
                 self.set("server.max_len_fit", int(est.group(1)), line)
             elif needed > 0 and available > 0:
                 self.set("server.max_len_fit", int(max_len * available / needed) // 256 * 256, line)
-            self._capacity_event(line, "max_len", max_len, max_model_len=max_len, needed=int(needed * GIB),
-                                 available=int(available * GIB))
+            self._capacity_event(line, "max_len", max_len, max_model_len=max_len, needed=int(needed * pytorch.GIB),
+                                 available=int(available * pytorch.GIB))
             return True
         m = LOOKAHEAD.search(t)
         if m:
@@ -389,8 +384,8 @@ class VllmParser(LogParser):
 
     def _rejected(self, line: LogLine, *, n_tokens: int, n_ctx: int, prompt: int, completion: int | None = None,
                   limit: str = "max_model_len") -> None:
-        self.event("prompt_too_long", line, **rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt,
-                                                             limit=limit, completion=completion))
+        data = pytorch.rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt, limit=limit, completion=completion)
+        self.event("prompt_too_long", line, **data)
         self.s.largest.saw_prompt(prompt, line)
         self.s.largest.saw_request(n_tokens, line)
         self.set("server.limit_tokens", n_ctx, line)
@@ -452,6 +447,8 @@ class VllmParser(LogParser):
         waiting = pairs.get("Waiting", pairs.get("Pending"))
         if waiting is not None and (s.waiting_max is None or waiting > s.waiting_max):
             s.waiting_max, s.waiting_line = int(waiting), line
+        if waiting and running == 0 and waiting > s.idle_wait[0]:
+            s.idle_wait = (int(waiting), line)  # requests waiting while none ran
         swapped = pairs.get("Swapped")
         if swapped is not None and (s.swapped_max is None or swapped > s.swapped_max):
             s.swapped_max, s.swapped_line = int(swapped), line
@@ -474,7 +471,7 @@ class VllmParser(LogParser):
     # -- summary -------------------------------------------------------------------------------------
     def summarize(self, facts: Facts) -> None:
         s = self.s
-        board = self.state.part(TorchOomBoard)
+        board = self.state.part(pytorch.TorchOomBoard)
         if s.furthest != "start":
             # an OOM read before any start-up step: the error pasted above its log, or a log viewer that
             # lists the newest line first (RunPod, some dashboards). It happened at the furthest step the
@@ -493,6 +490,8 @@ class VllmParser(LogParser):
             facts.set("server.max_num_seqs_suggested", max(1, s.running_max // 2), self._src(s.running_line))
         if s.waiting_max is not None:
             facts.set("server.waiting_max", s.waiting_max, self._src(s.waiting_line))
+        if s.idle_wait[1] is not None:
+            facts.set("server.waiting_while_idle", s.idle_wait[0], self._src(s.idle_wait[1]))
         if s.swapped_max is not None:
             facts.set("server.swapped_max", s.swapped_max, self._src(s.swapped_line))
         s.largest.emit(facts, self.src)

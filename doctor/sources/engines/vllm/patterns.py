@@ -96,7 +96,9 @@ PROMPT_LONGER = gated(r"The (?:decoder|encoder) prompt \(length (\d+)\)"
 PREEMPTED = gated(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not "
                   r"enough KV cache space")
 PREEMPT_TOTAL = gated(r"total_num_cumulative_preemption=(\d+)")
-STATS = gated(r"Avg prompt throughput: ")
+# the periodic stats line (V0 metrics.py, V1 loggers.py); its request counts also stand quoted alone
+# ("Waiting: 1 reqs, Running: 0 reqs")
+STATS = gated(r"Avg prompt throughput: |\b(?:Running|Waiting|Pending): \d+ reqs")
 STATS_NUMBER = gated(r"(-?[\d.]+)")
 STAGE_MARKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (gated(r"Starting to load model|Loading safetensors checkpoint|Loading pt checkpoint"), "load"),
@@ -157,7 +159,7 @@ CAPACITY_KIND = LineKind(
 # no patterns: PROMPT_LONGER is also read on the line joined with the next, so it is tried on every line
 CONTEXT_KIND = LineKind("context", (), (r"maximum context length is", r"maximum model length of"))
 PREEMPTION_KIND = LineKind("preemption", (PREEMPTED,), (r"is preempted by",))
-STATS_KIND = LineKind("stats", (STATS,), (r"Avg prompt throughput",))
+STATS_KIND = LineKind("stats", (STATS,), (r"Avg prompt throughput", r"(?:Running|Waiting|Pending): \d+ reqs"))
 # a failed start is reported by the error that caused it: those lines are read for the vote
 FAILURE_KIND = LineKind(
     "failure", (ENGINE_FAILED,),

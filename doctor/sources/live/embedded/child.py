@@ -47,6 +47,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from doctor.core.engines import embedded
 from doctor.sources.live.embedded.messages import FLUSH_INTERVAL_S, LEVELS
 
 MAX_BUFFERED = 256  # messages buffered before a write
@@ -282,9 +283,10 @@ class ChildRun:
         if s.get("context_full", "truncate") == "truncate" and n_prompt + effective >= n_ctx:
             effective = max(0, n_ctx - n_prompt)  # llama-cpp-python's create_completion does the same
         system_info = llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()
+        name = embedded()  # this process is the embedded engine (its row of the engine table)
         engine = {
-            "engine": "llama-cpp-python", "engine_name": "llama-cpp-python",
-            "engine_version": f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')}",
+            "engine": name, "engine_name": name,
+            "engine_version": f"{name} {getattr(llama_cpp, '__version__', '?')}",
             "n_ctx": n_ctx, "n_ctx_seq": int(llama_cpp.llama_n_ctx_seq(ctx)), "n_parallel": 1,
             "n_batch": int(llama_cpp.llama_n_batch(ctx)), "n_ubatch": int(llama_cpp.llama_n_ubatch(ctx)),
             "n_threads": int(llama_cpp.llama_n_threads(ctx)),

@@ -34,6 +34,13 @@ What is mapped (names from the engines' source: llama-server tools/server/server
 - server.gen_tps: `vllm:generation_tokens_total`, `llamacpp:tokens_predicted_total` over the window;
 - run.decode_tps_min / max: `llamacpp:predicted_tokens_seconds` (a gauge, per scrape);
 - run.tokens_used_max: `llamacpp:n_tokens_max` (largest prompt + generation seen).
+- SGLang (srt/metrics/collector.py to 0.4, srt/observability/metrics_collector.py in 0.5, every metric
+  prefixed `sglang:`): `sglang:token_usage` (0-1) as KV usage, `sglang:num_queue_reqs` /
+  `sglang:num_running_reqs` as waiting / running, `sglang:time_to_first_token_seconds`,
+  `sglang:inter_token_latency_seconds` (0.5; `sglang:time_per_output_token_seconds` before),
+  `sglang:queue_time_seconds`, `sglang:generation_tokens_total`, and
+  `sglang:num_retracted_requests_total` (requests sent back to the queue when the KV pool filled) as
+  preemptions.
 - config.n_parallel, config.n_ctx_seq: llama-server's `/props` next to its /metrics, read once
   (doctor/sources/live/metrics/llama_props.py), since the metrics carry neither the slot count nor the slot size.
 
@@ -49,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.core import engines
 from doctor.core.events import FactsEvent, IncidentEvent, LiveEvent
 from doctor.core.facts import Facts, Source
 
@@ -56,16 +64,18 @@ MAX_BODY = 8 << 20
 INTERVAL_S = 5.0
 TIMEOUT_S = 3.0
 
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "llamacpp:kv_cache_usage_ratio")
-PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
-WAITING = ("vllm:num_requests_waiting", "llamacpp:requests_deferred")
-RUNNING = ("vllm:num_requests_running", "llamacpp:requests_processing")
-TTFT = "vllm:time_to_first_token_seconds"
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "llamacpp:kv_cache_usage_ratio",
+            "sglang:token_usage")
+PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions", "sglang:num_retracted_requests_total")
+WAITING = ("vllm:num_requests_waiting", "llamacpp:requests_deferred", "sglang:num_queue_reqs")
+RUNNING = ("vllm:num_requests_running", "llamacpp:requests_processing", "sglang:num_running_reqs")
+TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
-       "vllm:request_time_per_output_token_seconds")
-QUEUE = "vllm:request_queue_time_seconds"
+       "vllm:request_time_per_output_token_seconds", "sglang:inter_token_latency_seconds",
+       "sglang:time_per_output_token_seconds")
+QUEUE = ("vllm:request_queue_time_seconds", "sglang:queue_time_seconds")
 PREFILL = "vllm:request_prefill_time_seconds"
-GEN_TOKENS = ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total")
+GEN_TOKENS = ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total", "sglang:generation_tokens_total")
 LCPP_GEN_S, LCPP_GEN_N = "llamacpp:tokens_predicted_seconds_total", "llamacpp:tokens_predicted_total"
 LCPP_PROMPT_S, LCPP_PROMPT_N = "llamacpp:prompt_seconds_total", "llamacpp:prompt_tokens_total"
 GEN_RATE = "llamacpp:predicted_tokens_seconds"
@@ -165,6 +175,27 @@ class MetricsState:
         return value * 100.0 if value is not None else None
 
 
+def _engine_of(values: dict[str, float]) -> str | None:
+    """The engine whose metric names the page holds (each row's `metrics.prefix`, the engine table)."""
+    for engine in engines.table():
+        prefix = engine.metrics.prefix if engine.metrics is not None else ""
+        if prefix and any(k.startswith(prefix) for k in values):
+            return engine.name
+    return None
+
+
+def _answers_props(name: str | None) -> bool:
+    """The engine answers /props beside its /metrics (llama-server: the slot count and size)."""
+    engine = engines.get(name)
+    return engine is not None and engine.metrics is not None and engine.metrics.props
+
+
+def _spells(name: str | None, setting: str) -> bool:
+    """The engine has this setting (its row spells it)."""
+    engine = engines.get(name)
+    return engine is not None and engine.spelling is not None and setting in engine.spelling.forms
+
+
 def _grow(old: float, new: float) -> float:
     """A counter's increase between two scrapes: a fall is a reset (it counts on from the new value)."""
     return new - old if new >= old else new
@@ -177,10 +208,9 @@ def update(state: MetricsState, samples: dict[str, float] | Scrape) -> None:
         scrape.counters = {n for n in scrape.values if n.endswith(("_total", "_sum", "_count"))}
     state.scrapes += 1
     values = scrape.values
-    if any(k.startswith("vllm:") for k in values):
-        state.engine = "vllm"
-    elif any(k.startswith("llamacpp:") for k in values):
-        state.engine = "llama.cpp"
+    engine = _engine_of(values)
+    if engine is not None:
+        state.engine = engine
     prev = state.last
     if state.first is None:
         state.first = scrape
@@ -289,11 +319,13 @@ def to_facts(state: MetricsState, url: str) -> Facts:
     if running is not None:
         peak = int(state.gauge_max[running])
         facts.set("server.running_max", peak, src(f"{running} (gauge, largest)"))
-        if state.engine == "vllm" and peak > 0:
+        if peak > 0 and _spells(state.engine, "max_num_seqs"):  # a server with a sequence limit (vLLM's)
             facts.set("server.max_num_seqs_suggested", max(1, peak // 2),
                       src(f"half the {running} peak of {peak}"))
     itl = next((n for n in ITL if f"{n}_sum" in last), None)
-    for name, prefix in ((TTFT, "run.ttft_ms"), (itl, "run.itl_ms"), (QUEUE, "server.queue_ms"),
+    ttft = next((n for n in TTFT if f"{n}_sum" in last), None)
+    queue = next((n for n in QUEUE if f"{n}_sum" in last), None)
+    for name, prefix in ((ttft, "run.ttft_ms"), (itl, "run.itl_ms"), (queue, "server.queue_ms"),
                          (PREFILL, "run.prefill_request_ms")):
         if name is None:
             continue
@@ -383,7 +415,7 @@ class MetricsPoller:
         prev = self.state.last.values.get(name) if name is not None and self.state.last is not None else None
         update(self.state, samples)
         facts = to_facts(self.state, self.url)
-        if self.state.engine == "llama.cpp" and self.props is None:
+        if self.props is None and _answers_props(self.state.engine):
             self.props = self._read_props()
         if self.props is not None:
             facts.merge(self.props)

@@ -6,10 +6,11 @@ query covers the whole fleet (grouped `by (instance)`), so the number of queries
 the number of servers. Each value becomes a fact of the same name `watch --metrics` sets, and the
 fact's source text is the PromQL and the value, which the report shows as evidence.
 
-Instances are found by their metric families: `llamacpp:*` (llama-server --metrics), `vllm:*`,
-`tgi_*`. A target Prometheus reports down, or whose last scrape is older than three scrape
-intervals (and 30 s), becomes `server.target_up` / `server.scrape_stale` facts (the rule base makes them a
-finding), never an exception.
+Instances are found by their metric families, and read with their queries: each engine's row of the
+engine table holds them (`Engine.metrics`, doctor/sources/engines/<engine>/metrics.py: `llamacpp:*`
+for llama-server --metrics, `vllm:*`, `tgi_*`). A target Prometheus reports down, or whose last
+scrape is older than three scrape intervals (and 30 s), becomes `server.target_up` /
+`server.scrape_stale` facts (the rule base makes them a finding), never an exception.
 
 llama-server's /metrics do not carry its slot count or slot size; when the instance answers on the
 address Prometheus scrapes, `/props` (`total_slots`, `default_generation_settings.n_ctx`) adds
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from doctor.core import engines
+from doctor.core.engines import Metrics
 from doctor.core.errors import InputError, UsageError
 from doctor.core.facts import Event, Facts, Source
 
@@ -41,71 +44,15 @@ STALE_INTERVALS = 3.0
 PROPS_BUDGET_S = 15.0  # all /props reads together (2 s each at most)
 STALE_MIN_S = 30.0  # a short scrape interval delayed by a busy Prometheus is not yet stale
 
-ENGINE_FAMILIES = {"llama.cpp": "llamacpp:.+", "vllm": "vllm:.+", "tgi": "tgi_.+"}
-# one gauge each engine always exports: finds instances whose series went stale inside the window
-# (a range function over a name regex would drop the names and collide)
-ENGINE_GAUGE = {"llama.cpp": "llamacpp:requests_processing", "vllm": "vllm:num_requests_running",
-                "tgi": "tgi_queue_size"}
-
 _MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
 _SELECTOR_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*,?)?$")
 
 
-@dataclass(frozen=True, slots=True)
-class Query:
-    """One fleet-wide PromQL query: which fact it feeds (its unit is the catalogue's) and how the value is
-    scaled."""
-
-    fact: str
-    promql: str  # with {sel} for the label matchers and {d} for the window
-    kind: str = "float"  # float | int
-    scale: float = 1.0
-
-
-# The same facts as doctor/sources/live/metrics/endpoint.py sets from one /metrics page, over the window.
-QUERIES: dict[str, list[Query]] = {
-    "llama.cpp": [
-        Query("server.waiting_max", "max by (instance) (max_over_time(llamacpp:requests_deferred{{{sel}}}[{d}]))",
-              "int"),
-        Query("server.running_max",
-              "max by (instance) (max_over_time(llamacpp:requests_processing{{{sel}}}[{d}]))", "int"),
-        Query("server.busy_slots_per_decode",
-              "max by (instance) (last_over_time(llamacpp:n_busy_slots_per_decode{{{sel}}}[{d}]))"),
-        Query("run.tokens_used_max", "max by (instance) (max_over_time(llamacpp:n_tokens_max{{{sel}}}[{d}]))", "int"),
-        Query("server.kv_usage_max",
-              "max by (instance) (max_over_time(llamacpp:kv_cache_usage_ratio{{{sel}}}[{d}]))", scale=100.0),
-        # generation speed reported while tokens were generated (0 when idle is left out)
-        Query("run.decode_tps_min",
-              "min by (instance) (min_over_time((llamacpp:predicted_tokens_seconds{{{sel}}} > 0)[{d}:]))"),
-        Query("run.decode_tps_max",
-              "max by (instance) (max_over_time((llamacpp:predicted_tokens_seconds{{{sel}}} > 0)[{d}:]))"),
-        # rates over the window
-        Query("server.gen_tps_rate", "sum by (instance) (rate(llamacpp:tokens_predicted_total{{{sel}}}[{d}]))"),
-        Query("server.prompt_tps_rate", "sum by (instance) (rate(llamacpp:prompt_tokens_total{{{sel}}}[{d}]))"),
-        Query("server.decode_tps_per_request",
-              "sum by (instance) (rate(llamacpp:tokens_predicted_total{{{sel}}}[{d}])) / "
-              "sum by (instance) (rate(llamacpp:tokens_predicted_seconds_total{{{sel}}}[{d}]))"),
-    ],
-    "vllm": [
-        Query("server.waiting_max", "max by (instance) (max_over_time(vllm:num_requests_waiting{{{sel}}}[{d}]))",
-              "int"),
-        Query("server.running_max", "max by (instance) (max_over_time(vllm:num_requests_running{{{sel}}}[{d}]))",
-              "int"),
-        Query("server.kv_usage_max",
-              "max by (instance) (max_over_time({{__name__=~\"vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc\","
-              "{sel}}}[{d}]))", scale=100.0),
-        Query("server.preemptions", "sum by (instance) (increase(vllm:num_preemptions_total{{{sel}}}[{d}]))", "int"),
-        Query("run.ttft_ms_mean",
-              "sum by (instance) (rate(vllm:time_to_first_token_seconds_sum{{{sel}}}[{d}])) / "
-              "sum by (instance) (rate(vllm:time_to_first_token_seconds_count{{{sel}}}[{d}]))", scale=1000.0),
-        Query("server.gen_tps_rate", "sum by (instance) (rate(vllm:generation_tokens_total{{{sel}}}[{d}]))"),
-        Query("server.prompt_tps_rate", "sum by (instance) (rate(vllm:prompt_tokens_total{{{sel}}}[{d}]))"),
-    ],
-    "tgi": [
-        Query("server.waiting_max", "max by (instance) (max_over_time(tgi_queue_size{{{sel}}}[{d}]))", "int"),
-        Query("server.running_max", "max by (instance) (max_over_time(tgi_batch_current_size{{{sel}}}[{d}]))", "int"),
-    ],
-}
+def served() -> list[tuple[str, Metrics]]:
+    """The engines of the table that publish metrics, with what they publish (their rows, in table order):
+    each one's metric names, a gauge it always exports (found with a range function per engine: one over
+    a name regex would drop the names and collide), and its queries."""
+    return [(e.name, e.metrics) for e in engines.table() if e.metrics is not None]
 
 
 @dataclass(slots=True)
@@ -235,10 +182,12 @@ def collect(client: PrometheusClient, *, duration_s: float, selector: str = "", 
     d = window(duration_s)
     instances: dict[str, Instance] = {}
 
-    for engine, family in ENGINE_FAMILIES.items():
+    publishing = served()  # the engine table's rows with metrics
+    for engine, metrics in publishing:
+        family = metrics.family
         matchers = _with(selector, f"__name__=~{json.dumps(family)}")
         promql = (f"group by (instance, job) ({{{matchers}}}) or "
-                  f"group by (instance, job) (max_over_time({ENGINE_GAUGE[engine]}{{{selector}}}[{d}]))")
+                  f"group by (instance, job) (max_over_time({metrics.gauge}{{{selector}}}[{d}]))")
         for labels, _ in client.query(promql, at):
             name = labels.get("instance")
             if not name:
@@ -251,10 +200,10 @@ def collect(client: PrometheusClient, *, duration_s: float, selector: str = "", 
 
     _add_health(client, instances, selector, at)
 
-    for engine, queries in QUERIES.items():
+    for engine, metrics in publishing:
         if not any(i.engine == engine for i in instances.values()):
             continue
-        for q in queries:
+        for q in metrics.queries:
             promql = q.promql.format(sel=selector, d=d).replace("{}", "")
             for labels, value in client.query(promql, at):
                 inst = instances.get(labels.get("instance", ""))
@@ -271,8 +220,9 @@ def collect(client: PrometheusClient, *, duration_s: float, selector: str = "", 
 
     if props:
         deadline = time.monotonic() + PROPS_BUDGET_S
+        answers_props = {engine for engine, metrics in publishing if metrics.props}  # llama-server's /props
         for inst in instances.values():
-            if inst.engine != "llama.cpp" or inst.health != "up":
+            if inst.engine not in answers_props or inst.health != "up":
                 continue
             if time.monotonic() > deadline:
                 inst.notes.append(f"/props not read: the {PROPS_BUDGET_S:.0f} s for all instances ran out "

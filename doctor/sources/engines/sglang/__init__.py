@@ -1,0 +1,1 @@
+"""SGLang: its log parser, rules and metric names."""
