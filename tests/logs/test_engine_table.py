@@ -192,7 +192,7 @@ def test_the_analyzer_runs_the_table_parsers_and_only_engine_less_parsers_beside
     for engine in engines.table():
         assert engine.parser is not None and engines.load(engine.parser) in run, engine.name
     others = [cls for cls in run if cls not in table_parsers]
-    assert {cls.name for cls in others} == {"crashes", "pasted", "client"}
+    assert {cls.name for cls in others} == {"crashes", "pasted", "client", "catalogue"}
 
 
 def test_every_engine_the_parsers_vote_for_on_the_fixture_logs_is_in_the_table(
