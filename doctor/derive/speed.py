@@ -331,6 +331,11 @@ def _binding(verdict: Verdict, cost: Cost, ceil: Ceilings, share: Share) -> str:
     if cpu_side and share.threads > share.usable:
         verdict.notes.append(f"{share.threads} threads on {share.usable:g} usable cores")
         return "threads"
+    if (cpu_side and share.threads < share.usable and share.other_busy is not None
+            and share.other_busy * share.usable >= share.usable - share.threads):
+        # the cores the engine left idle were not idle: other processes used them, more threads would compete
+        verdict.notes.append(f"other processes used {share.other_busy * 100:.0f}% of the cores")
+        return "contention"
     if cpu_side and share.threads < share.usable:
         gain = share.usable / share.threads
         if worst == "memory-bandwidth:cpu" and ceil.cpu_bw_gbs and ceil.cpu_bw_all_gbs:

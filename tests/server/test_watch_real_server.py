@@ -75,14 +75,21 @@ def test_wrapped_server_with_metrics_under_load(server_bin: Path, model: Path) -
         time.sleep(2.0)  # a few more scrapes
     finally:
         code, report, _ = _finish(proc)
-    # every slot busy on a CPU-only server whose threads take every core: the cores are the bound, so
-    # the advice is not "a larger --parallel" (LD753 explains LD752 away)
-    queued = _finding(report, "LD753")
+    # every slot busy: requests waited. Whether a larger --parallel helps depends on what binds: on a
+    # CPU-only server whose threads take every core (or whose cores are loaded) the cores are the bound
+    # and LD753 explains LD752 away; with a core to spare (llama-server's default here is one thread per
+    # physical core, on a quiet machine) the advice is LD752's larger --parallel
+    bound = report["facts"]["facts"].get("derived.capacity_bound", {}).get("value")
+    ids = {f["id"] for f in report["findings"]}
+    if bound == "cores":
+        queued = _finding(report, "LD753")
+        assert "--parallel" not in (queued["fix"].get("command") or "")
+        assert "LD752" not in ids
+    else:
+        queued = _finding(report, "LD752")
+        assert "LD753" not in ids
     waiting = next(e for e in queued["evidence"] if e.get("fact") == "server.waiting_max")
     assert waiting["value"] >= 1 and "metrics" in waiting["text"]
-    assert "--parallel" not in (queued["fix"].get("command") or "")
-    assert report["facts"]["facts"]["derived.capacity_bound"]["value"] == "cores"
-    assert "LD752" not in {f["id"] for f in report["findings"]}
     full = _finding(report, "LD202")
     assert any(e["kind"] == "log" and "truncated = 1" in e["text"] for e in full["evidence"]), full["evidence"]
     assert report["engine"] == "llama.cpp"
