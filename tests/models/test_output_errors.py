@@ -28,11 +28,21 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
 
 
+def _command(argv: list[str]) -> list[str]:
+    """The command as run: scan is given the default model's file (found under the real home, where the
+    suite keeps it), so the run under a temporary home does not fetch it first."""
+    if argv[0] != "scan":
+        return argv
+    from doctor.sources.models.default import default_model_path
+
+    return [*argv, "-m", str(default_model_path())]
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a[:2]))
 def test_a_full_disk_is_one_line_and_exit_2(argv: list[str], tmp_path: Path) -> None:
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-m", "doctor", *argv], stdout=full, stderr=subprocess.PIPE,
+        done = subprocess.run([sys.executable, "-m", "doctor", *_command(argv)], stdout=full, stderr=subprocess.PIPE,
                               env=_env(tmp_path), timeout=120, text=True, check=False)
     errors = [line for line in done.stderr.splitlines() if line.startswith("llm-doctor: ")
               and not line.startswith("llm-doctor scan:")]
@@ -43,7 +53,7 @@ def test_a_full_disk_is_one_line_and_exit_2(argv: list[str], tmp_path: Path) -> 
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a[:2]))
 def test_a_closed_pipe_ends_quietly(argv: list[str], tmp_path: Path) -> None:
-    process = subprocess.Popen([sys.executable, "-m", "doctor", *argv], stdout=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-m", "doctor", *_command(argv)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, env=_env(tmp_path))
     assert process.stdout is not None and process.stderr is not None
     process.stdout.read(1)  # `| head -c 1`
