@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.core.facts import Event, Facts
+from doctor.sources.logs.base import LogParser
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.matcher import gated
 
@@ -236,6 +237,18 @@ def rejection_data(*, n_tokens: int, n_ctx: int, prompt: int, limit: str, comple
     else:
         data["cause"] = "prompt"
     return data
+
+
+def record_rejection(parser: LogParser, largest: LargestRequest, line: LogLine, *, n_tokens: int, n_ctx: int,
+                     prompt: int, limit: str, completion: int | None) -> None:
+    """A request the server refused: the `prompt_too_long` event, the largest prompt and request, and the
+    limit that refused it (`server.limit_tokens`, `server.limit_name`)."""
+    data = rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt, limit=limit, completion=completion)
+    parser.event("prompt_too_long", line, **data)
+    largest.saw_prompt(prompt, line)
+    largest.saw_request(n_tokens, line)
+    parser.set("server.limit_tokens", n_ctx, line)
+    parser.set("server.limit_name", limit, line)
 
 
 @dataclass(slots=True)

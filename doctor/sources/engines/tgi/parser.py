@@ -326,12 +326,8 @@ class TgiParser(LogParser):
 
     def _rejected(self, line: LogLine, *, n_tokens: int, n_ctx: int, prompt: int, limit: str,
                   completion: int | None = None) -> None:
-        data = pytorch.rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt, limit=limit, completion=completion)
-        self.event("prompt_too_long", line, **data)
-        self.s.largest.saw_prompt(prompt, line)
-        self.s.largest.saw_request(n_tokens, line)
-        self.set("server.limit_tokens", n_ctx, line)
-        self.set("server.limit_name", limit, line)
+        pytorch.record_rejection(self, self.s.largest, line, n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt,
+                                 limit=limit, completion=completion)
 
     # -- shard and webserver failures ---------------------------------------------------------------------
     @reads(FAILURE_KIND)

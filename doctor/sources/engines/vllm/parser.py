@@ -388,12 +388,8 @@ class VllmParser(LogParser):
 
     def _rejected(self, line: LogLine, *, n_tokens: int, n_ctx: int, prompt: int, completion: int | None = None,
                   limit: str = "max_model_len") -> None:
-        data = pytorch.rejection_data(n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt, limit=limit, completion=completion)
-        self.event("prompt_too_long", line, **data)
-        self.s.largest.saw_prompt(prompt, line)
-        self.s.largest.saw_request(n_tokens, line)
-        self.set("server.limit_tokens", n_ctx, line)
-        self.set("server.limit_name", limit, line)
+        pytorch.record_rejection(self, self.s.largest, line, n_tokens=n_tokens, n_ctx=n_ctx, prompt=prompt,
+                                 limit=limit, completion=completion)
         if limit == "max_model_len":
             self.set("config.max_model_len", n_ctx, line)
 
