@@ -25,6 +25,7 @@ from typing import BinaryIO
 from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
 from doctor.sources.logs.base import AnalysisState, LogParser
 from doctor.sources.logs.detect import detect
+from doctor.sources.logs.fold import Folder, fold_enabled
 from doctor.sources.logs.line import decode, make_line
 from doctor.sources.logs.matcher import BytesPattern, compile_triggers
 from doctor.sources.logs.registry import parser_classes
@@ -52,12 +53,18 @@ STARTUP_EVENTS = frozenset({"no_gpu", "gpu_init_failed", "warning", "ctx_over_tr
 
 
 class LogAnalyzer:
-    def __init__(self, name: str = "input", parsers: list[LogParser] | None = None) -> None:
+    def __init__(self, name: str = "input", parsers: list[LogParser] | None = None, fold: bool | None = None) -> None:
+        """`fold`: read runs of hot lines block by block (doctor/sources/logs/fold.py); None: unless
+        LLM_DOCTOR_FOLD=0. False is the per-line reference path."""
         self.name = name
         self.parsers = parsers if parsers is not None else [cls() for cls in parser_classes()]
         self.starts = start_lines()  # the engine table's start lines (doctor/sources/logs/sessions.py)
+        self.folder: Folder | None = None
         self._bind_fresh(self.parsers)
         self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts))
+        if fold if fold is not None else fold_enabled():
+            self.folder = Folder.build(self.parsers, self.router, self.scanner, self.starts)
+            self.scanner.fold = self.folder.try_fold if self.folder is not None else None
         self.skipped_lines = 0
         self.sessions: list[Session] = []  # the closed ones, oldest first (at most MAX_SESSIONS kept)
         self.sessions_closed = 0
@@ -73,6 +80,8 @@ class LogAnalyzer:
             parser.bind(self.facts, self.state)
         self.router = router.rebind(parsers) if router is not None else \
             Router.build(self.parsers, self.starts.fragments)
+        if self.folder is not None:
+            self.folder.bind(parsers)
         # the parsers that ever ask for the text between candidates (the others never do)
         self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
         self.skipped_lines = 0
@@ -89,6 +98,7 @@ class LogAnalyzer:
             self._close(last)
         if restart_lines:
             self.scanner = LineScanner(self.scanner.trigger)
+            self.scanner.fold = self.folder.try_fold if self.folder is not None else None
         self.open = OpenSession(first_line=self.scanner.lines + 1, started_by=started_by, text=text)
 
     def _has_run(self) -> bool:

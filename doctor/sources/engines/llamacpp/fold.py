@@ -1,0 +1,185 @@
+"""The llama.cpp parser's folded lines: llama-server's per-request slot lines, read a run at a time.
+
+A busy llama-server prints, per request, a slot pick and launch (not candidates: "quiet" lines of a
+run), its timings (`print_timing`: prompt eval, eval, total, graphs reused, one call so the lines come
+together) and the slot release; while generating, `n_gen = .., tg = .. t/s` progress lines. Runs of
+these (doctor/sources/logs/fold.py) are read here with native passes over the block: counts for the
+votes, findall for the numbers, max/min for the extremes; only the few evidence lines (the last of each
+kind, a new extreme's line) are read again as lines. The state left is the one `feed` leaves line by
+line (parser.py `_timings`, `_vote_server`, context.py's `stop processing`), facts included: a run is
+folded only while the parser is between requests (no open timing, no pending OOM, no output being
+captured, in its run stage).
+
+Shapes: the recordings in fixtures/logs/llama-server/ (real-queueing.log, session-slowdown-then-full.log:
+llama-server's `slot print_timing` / `slot release` / `get_availabl` / `launch_slot_` lines as its
+tools/server/server-context.cpp prints them, with and without the `0.01.269.691 I ` prefix of its log).
+A release that truncated (`truncated = 1`), an `inf`/`nan` rate, the JSON log mode or the older split
+`print_timing` lines are not in these shapes: they end a run and are read line by line.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from doctor.sources.engines.llamacpp.patterns import TIMING
+from doctor.sources.engines.llamacpp.state import LlamaCppBase, Timing, keep_timings, num
+from doctor.sources.logs.hot import HotLines, HotRun
+from doctor.sources.logs.line import LogLine
+
+_INT = r"[0-9]{1,15}"
+_NUM = rf"{_INT}(?:\.[0-9]{{1,15}})?"
+_PREFIX = r"(?:[0-9]{1,9}\.[0-9]{2}\.[0-9]{3}\.[0-9]{3} [IWED] )?slot "
+_ID = rf": id +{_INT} \| task -?{_INT} \| "
+_RATE = rf" ms / +{_INT} tokens \( *{_NUM} ms per token, +{_NUM} tokens per second\)"
+_PE = rf"{_PREFIX}print_timing{_ID}prompt eval time = +{_NUM}{_RATE}"
+_EV = rf"{_PREFIX}print_timing{_ID} +eval time = +{_NUM}{_RATE}"
+_TOTAL = rf"{_PREFIX}print_timing{_ID} +total time = +{_NUM} ms / +{_INT} tokens"
+_GRAPHS = rf"{_PREFIX}print_timing{_ID} +graphs reused = +{_INT}"
+_NGEN = rf"{_PREFIX}print_timing{_ID}n_gen = +{_INT}, tg = +{_NUM} t/s, tg_[0-9]{{1,4}}s = +{_NUM} t/s"
+_RELEASE = rf"{_PREFIX} *release{_ID}stop processing: n_(?:tokens|past) = {_INT}, truncated = 0"
+_PICK = (rf"{_PREFIX}get_availabl{_ID}selected slot by (?:LRU, t_last = -?{_INT}|LCP similarity, "
+         rf"f_sim_best = {_NUM} \(> {_NUM} thold\), f_keep = {_NUM})")
+_LAUNCH = rf"{_PREFIX}launch_slot_{_ID}processing task(?:, is_child = {_INT})?"
+# one unit of a run: a whole print_timing group (its lines come from one call), or one other line
+_GROUP = rf"{_PE}\r?\n{_EV}\r?\n{_TOTAL}(?:\r?\n{_GRAPHS})?"
+
+HOT = HotLines(
+    line="|".join((_GROUP, _NGEN, _RELEASE, _PICK, _LAUNCH)),
+    samples=(
+        b"0.03.852.715 I slot print_timing: id  0 | task 0 | prompt eval time =     731.61 ms /    37 tokens"
+        b" (   19.77 ms per token,    50.57 tokens per second)\n"
+        b"0.03.852.779 I slot print_timing: id  0 | task 0 |        eval time =    1851.23 ms /    41 tokens"
+        b" (   46.28 ms per token,    21.61 tokens per second)\n"
+        b"0.03.852.797 I slot print_timing: id  0 | task 0 |       total time =    2582.84 ms /    78 tokens\n"
+        b"0.03.852.815 I slot print_timing: id  0 | task 0 |    graphs reused =         40",
+        b"0.44.310.518 I slot print_timing: id  0 | task 0 | n_gen =    102, tg =  58.41 t/s, tg_3s =  58.40 t/s",
+        b"0.03.853.212 I slot      release: id  0 | task 0 | stop processing: n_tokens = 77, truncated = 0",
+        b"0.01.269.691 I slot get_availabl: id  0 | task -1 | selected slot by LRU, t_last = -1",
+        b"0.03.853.247 I slot get_availabl: id  0 | task -1 | selected slot by LCP similarity, f_sim_best = 0.676"
+        b" (> 0.100 thold), f_keep = 0.325",
+        b"0.01.269.827 I slot launch_slot_: id  0 | task 0 | processing task, is_child = 0",
+    ),
+    kinds=("server_signature", "timings", "context"),
+)
+
+# inside a run every line has one of the shapes above: these loose patterns find exactly its lines
+_PE_TOKENS = re.compile(rb"prompt eval time = +[0-9.]+ ms / +([0-9]+) tokens")
+_EV_RATE = re.compile(rb"  eval time = +[0-9.]+ ms / +0*(?:[2-9]|[1-9][0-9]+) tokens \( *[0-9.]+ ms per token, "
+                      rb"+([0-9.]+) tokens per second")  # the rates the decode extremes take (more than 1 token)
+_TG = re.compile(rb"n_gen = +[0-9]+, tg = +([0-9.]+) t/s")
+_RATES = re.compile(_EV_RATE.pattern + rb"|" + _TG.pattern)
+_TOTAL_TOKENS = re.compile(rb"total time = +[0-9.]+ ms / +([0-9]+) tokens")
+_RELEASED = re.compile(rb"stop processing: n_(?:tokens|past) = ([0-9]+), truncated = 0")
+_USED = re.compile(_TOTAL_TOKENS.pattern + rb"|" + _RELEASED.pattern)
+
+
+def _first(pattern: re.Pattern[bytes], run: HotRun, want: float) -> int:
+    """The position of the first match in the run whose number (the group that took part) is `want`."""
+    for m in pattern.finditer(run.region, run.start, run.end):
+        if float(m.group(m.lastindex or 0)) == want:
+            return m.start()
+    raise AssertionError("a folded extreme not found again")  # cannot happen: it came from the same run
+
+
+def _last_eval(region: bytes, start: int, end: int) -> int:
+    """The start of the last `eval time` (not `prompt eval time`) text in region[start:end], or -1."""
+    pos = region.rfind(b" eval time = ", start, end)
+    while pos >= 0 and region.endswith(b"prompt", start, pos):
+        pos = region.rfind(b" eval time = ", start, pos)
+    return pos
+
+
+class FoldLines(LlamaCppBase):
+    """The fold of llama-server's per-request lines into the parser's state."""
+
+    hot = HOT
+
+    def fold_ready(self) -> bool:
+        s = self.s
+        return s.current is None and not s.pending and not s.capture and s.stage == "run"
+
+    def fold(self, run: HotRun) -> None:
+        region, start, end = run.region, run.start, run.end
+        s = self.s
+        prompts = _PE_TOKENS.findall(region, start, end)
+        if prompts:
+            top = max(map(int, prompts))
+            if top > s.prompt_tokens_max:
+                s.prompt_tokens_max, s.prompt_line = top, run.line_at(_first(_PE_TOKENS, run, top))
+        totals = _TOTAL_TOKENS.findall(region, start, end)
+        released = _RELEASED.findall(region, start, end)
+        used = [*totals, *released]
+        if used:
+            top = max(map(int, used))
+            if top > s.used_max:
+                s.used_max, s.used_line = top, run.line_at(_first(_USED, run, top))
+        evals = self._fold_facts(run, len(totals))
+        # votes: every print_timing and release line is a server signature line (_vote_server); a group
+        # has one eval line, the one the run may end inside too
+        signature = (len(prompts) + evals + len(totals) + region.count(b"graphs reused = ", start, end)
+                     + self._fold_rates(run) + len(released))
+        if signature:
+            self.votes["llama.cpp"] += signature
+            self.votes["llama-server"] += signature
+
+    def _fold_rates(self, run: HotRun) -> int:
+        """The decode extremes: eval rates of more than one token and `tg` rates, in line order; the
+        number of `n_gen` lines."""
+        rates = self.s.decode_rates
+        progress = _TG.findall(run.region, run.start, run.end)
+        values = [*map(float, _EV_RATE.findall(run.region, run.start, run.end)), *map(float, progress)]
+        if not values:
+            return len(progress)
+        low, high = min(values), max(values)
+        if rates.low is None or low < rates.low:
+            rates.low, rates.low_source = low, self.src(run.line_at(_first(_RATES, run, low)))
+        if rates.high is None or high > rates.high:
+            rates.high, rates.high_source = high, self.src(run.line_at(_first(_RATES, run, high)))
+        rates.count += len(values)
+        return len(progress)
+
+    def _fold_facts(self, run: HotRun, closed: int) -> int:
+        """The facts of the last timing lines, the requests closed and a group the run ends inside; the
+        number of eval lines."""
+        region, start, end = run.region, run.start, run.end
+        s = self.s
+        last_total = region.rfind(b"total time = ", start, end)
+        last_prompt = region.rfind(b"prompt eval time = ", start, end)
+        last_eval = _last_eval(region, start, end)
+        values: dict[str, tuple[float | None, int | None, float | None, LogLine]] = {}
+        for kind, pos in (("prompt eval", last_prompt), ("eval", last_eval), ("total", last_total)):
+            if pos >= 0:
+                line = run.line_at(pos)
+                m = TIMING.search(line.text)
+                assert m is not None  # the run's shape says so
+                count = m.group(3)
+                values[kind] = (num(m.group(2)), int(count) if count else None, num(m.group(6)), line)
+                self._set_timing(kind, values[kind])
+        if closed:  # the last closed request: the group of the last total line, begun by its prompt line
+            opened = region.rfind(b"prompt eval time = ", start, last_total)
+            keep_timings(s.timings, closed, Timing(line=run.number_at(opened)))
+        if last_prompt > last_total:  # the run ends inside a group: it stays open, as line by line
+            ms, count, tps, line = values["prompt eval"]
+            cur = s.current = Timing(line=line.number, prompt_ms=ms, prompt_tokens=count, prompt_tps=tps,
+                                     used_line=line)
+            if last_eval > last_prompt:
+                ms, count, tps, line = values["eval"]
+                cur.eval_ms, cur.eval_tokens, cur.eval_tps, cur.used_line = ms, count, tps, line
+                return closed + 1
+        return closed
+
+    def _set_timing(self, kind: str, value: tuple[float | None, int | None, float | None, LogLine]) -> None:
+        ms, count, tps, line = value
+        names: Iterable[str]
+        if kind == "prompt eval":
+            names = ("run.prefill_ms", "run.prompt_tokens", "run.prefill_tps")
+        elif kind == "eval":
+            names = ("run.decode_ms_total", "run.decode_tokens", "run.decode_tps")
+        else:
+            names = ("run.total_ms",)
+        for name, found in zip(names, (ms, count, tps), strict=False):
+            if found is not None:
+                self.set(name, found, line)

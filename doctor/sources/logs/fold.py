@@ -1,0 +1,140 @@
+"""Folding: runs of a parser's "hot" lines read block by block in native passes, not line by line.
+
+A busy server prints the same few lines for every request (slot launches, timings, releases): in a
+long log nearly every line is a candidate, and the per-line path (scanner hop, decode, router,
+handlers, a Fact per value) costs tens of microseconds a line. A parser that knows such lines
+declares them as `HotLines` (the RE2 source of one hot line, exact down to its numbers, and real
+sample units) and implements `fold_ready()` / `fold(run)`: where the scanner meets a candidate line,
+one anchored RE2 match (a DFA pass) finds how far the run of consecutive hot lines goes, and the
+parser folds the whole run at once (counts, findall over the block, the few evidence lines read
+again), leaving the state exactly as feeding each line would have. The run's last line is left to
+the per-line path (its `next` line lies past the run), as is any run the parser is not ready for.
+
+A fold is used only where it is provably the same as the per-line path for what the analyzer knows:
+at build, every line of the spec's samples must be either no candidate (a "quiet" line of a run) or
+one routed to the owning parser alone (no other parser, a catalogue's included, reads it; one that
+does turns the fold off) that holds no engine start. tests/logs/test_fold.py compares both paths on real and built
+logs. `LLM_DOCTOR_FOLD=0` (or `LogAnalyzer(fold=False)`) turns folding off: the reference path.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.hot import HotLines, HotRun
+from doctor.sources.logs.line import make_line
+from doctor.sources.logs.router import Router
+from doctor.sources.logs.sessions import StartLines
+from doctor.sources.logs.stream import LineScanner
+
+ENV = "LLM_DOCTOR_FOLD"
+
+
+def fold_enabled() -> bool:
+    """Folding is on unless LLM_DOCTOR_FOLD=0 (tests and the bench compare both paths)."""
+    return os.environ.get(ENV, "1") != "0"
+
+
+def _compile_run(line: str) -> Callable[[bytes, int, int], int] | None:
+    """`run_end(region, start, end)`: where the run of hot lines at `start` ends (start when none)."""
+    try:
+        import re2
+
+        options = re2.Options()
+        options.max_mem = 64 << 20
+        options.longest_match = True  # the longest run (units end at a line end): a simpler DFA, faster
+        program = re2.compile(f"(?:(?:{line})\\r?\\n)+".encode(), options)._regexp
+        anchor = re2._Anchor.ANCHOR_START
+        probe = program.Match(anchor, b"", 0, 0)
+        if not isinstance(probe, list) or len(probe[0]) != 2:
+            return None
+    except Exception:  # no RE2 (or a binding of another shape): no folding, the per-line path reads all
+        return None
+    match = program.Match
+
+    def run_end(region: bytes, start: int, end: int) -> int:
+        found: int = match(anchor, region, start, end)[0][1]
+        return found if found > start else start
+
+    return run_end
+
+
+class Folder:
+    """The fold of one analysis: the owning parser's hot-line run matcher, checked against the
+    analysis's router, triggers and start lines; `try_fold` is the scanner's hook."""
+
+    def __init__(self, owner: int, spec: HotLines, run_end: Callable[[bytes, int, int], int]) -> None:
+        self.owner = owner  # the index of the parser that folds, in the analyzer's parser list
+        self.spec = spec
+        self.run_end = run_end
+        self.parser: LogParser | None = None
+        self.runs = 0  # runs folded (tests read it: a fold that never happens proves nothing)
+        self.lines = 0
+
+    @classmethod
+    def build(cls, parsers: list[LogParser], router: Router | None, scanner: LineScanner,
+              starts: StartLines) -> Folder | None:
+        if router is None:
+            return None
+        for index, parser in enumerate(parsers):
+            spec = type(parser).hot
+            if spec is None:
+                continue
+            if not _checked(spec, index, parsers, router, scanner, starts):
+                return None
+            run_end = _compile_run(spec.line)
+            if run_end is None:
+                return None
+            folder = cls(index, spec, run_end)
+            folder.bind(parsers)
+            return folder
+        return None
+
+    def bind(self, parsers: list[LogParser]) -> None:
+        """The parsers of a new session."""
+        self.parser = parsers[self.owner]
+
+    def try_fold(self, region: bytes, start: int, end: int, number: int) -> int:
+        """Fold the run of hot lines at region[start:...] (a candidate line, number `number`) when the
+        owner is ready for it: the position after the folded lines, or `start` when nothing was folded.
+        The run's last line stays for the per-line path."""
+        stop = self.run_end(region, start, end)
+        if stop <= start:
+            return start
+        stop = region.rfind(b"\n", start, stop - 1) + 1  # the last line goes line by line
+        parser = self.parser
+        if stop <= start or parser is None or not parser.fold_ready():
+            return start
+        parser.fold(HotRun(region, start, stop, number))
+        self.runs += 1
+        return stop
+
+
+def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Router, scanner: LineScanner,
+             starts: StartLines) -> bool:
+    """Each sample is a unit of the spec; each of its lines is either no candidate at all or a plain line
+    routed to the owner alone that starts no session: else folding would hide a line from another
+    parser, or a session start (the fold then stays off)."""
+    import re2
+
+    whole = re2.compile(f"(?:{spec.line})".encode())
+    owner_parser = parsers[owner]
+    for sample in spec.samples:
+        if whole.fullmatch(sample) is None:
+            return False
+        for raw in sample.split(b"\n"):
+            if scanner.trigger.search(raw) is None:
+                continue
+            line = make_line(1, raw)
+            if not router.plain(line, raw):
+                return False
+            found = router.route(raw)
+            if found.start or starts.marker(raw) is not None:
+                return False
+            if [p for p in router.targets(found, line.text) if p is not owner_parser]:
+                return False
+    return True

@@ -1,0 +1,49 @@
+"""What a parser that folds runs of lines declares (`HotLines`) and is handed (`HotRun`); the folding
+itself: doctor/sources/logs/fold.py.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.sources.logs.line import LogLine, make_line
+
+
+@dataclass(frozen=True, slots=True)
+class HotLines:
+    """The hot lines a parser folds: `line`, the RE2 source of one unit of a run without its end (an
+    alternation of exact shapes; a unit may be a few lines that always come together); `samples`,
+    real units of each shape (lines joined by a newline), among them lines no trigger selects (a slot
+    launch between timings: "quiet" lines of a run); `kinds`, the names of the line kinds a fold
+    consumes (what a run stands for, to whoever counts what was recognised)."""
+
+    line: str
+    samples: tuple[bytes, ...]
+    kinds: tuple[str, ...] = ()
+
+
+class HotRun:
+    """A run of hot lines: region[start:end], complete lines (each ending in a newline), the first
+    numbered `number`."""
+
+    __slots__ = ("end", "number", "region", "start")
+
+    def __init__(self, region: bytes, start: int, end: int, number: int) -> None:
+        self.region = region
+        self.start = start
+        self.end = end
+        self.number = number
+
+    def number_at(self, pos: int) -> int:
+        """The line number of the line that holds position `pos` of the region."""
+        return self.number + self.region.count(b"\n", self.start, pos)
+
+    def line_at(self, pos: int) -> LogLine:
+        """The line holding `pos`, decoded as the per-line path decodes it (for evidence)."""
+        region = self.region
+        begin = region.rfind(b"\n", self.start, pos) + 1 or self.start
+        stop = region.find(b"\n", pos, self.end)
+        raw = region[begin: stop if stop >= 0 else self.end]
+        return make_line(self.number_at(begin), raw[:-1] if raw.endswith(b"\r") else raw)

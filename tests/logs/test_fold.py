@@ -1,0 +1,247 @@
+"""Folding runs of hot lines (doctor/sources/logs/fold.py, doctor/sources/engines/llamacpp/fold.py) gives
+the same facts, events, sessions and findings as the per-line path, and really folds.
+
+The built logs use llama-server's own line formats as the real recordings in fixtures/logs/llama-server/
+show them (real-queueing.log: the start-up, `get_availabl`, `launch_slot_`, the four `print_timing`
+lines, `release`; session-slowdown-then-full.log: `n_gen = .., tg = ..` progress lines): several slots
+interleaved, planted extremes and ties, one-token evals, a truncating release, lines that end a run (an
+idle line, an `inf` rate, an over-long line), a restart of the server (a second session inside a run),
+more than 1 000 requests (the bounded timing list), CRLF, and runs cut by the scanner's region ends.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from doctor.judge.evaluate import diagnose
+from doctor.sources.logs.analyze import LogAnalyzer
+from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.fold import ENV, Folder
+from doctor.sources.logs.stream import open_input, rewindable
+from doctor.views.render.json import render_json
+
+ROOT = Path(__file__).resolve().parents[2]
+QUEUE = ROOT / "fixtures" / "logs" / "llama-server" / "real-queueing.log"
+HEAD = b"".join(QUEUE.read_bytes().splitlines(keepends=True)[:11])  # the real start-up, 11 lines
+# a start-up that begins an engine run (its `build:` line): the server restarting into the same log
+RESTART = b"".join((ROOT / "fixtures" / "logs" / "llama-server" / "session-slowdown-then-full.log")
+                   .read_bytes().splitlines(keepends=True)[:45])
+CORPUS = Path("/work/shared/corpus")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.us = 1_269_691
+
+    def __call__(self) -> str:
+        self.us += 37_123
+        s, us = divmod(self.us, 1_000_000)
+        m, s = divmod(s, 60)
+        return f"{m}.{s:02d}.{us // 1000:03d}.{us % 1000:03d} I"
+
+
+def _slot(ts: str, fn: str, slot: int, task: int, text: str) -> str:
+    return f"{ts} slot {fn:>12}: id {slot:2d} | task {task} | {text}"
+
+
+def _timings(ts: str, slot: int, task: int, prompt: int, gen: int, tps: float) -> list[str]:
+    pe_ms = prompt * 19.77
+    ev_ms = gen * 1000 / tps
+    return [
+        _slot(ts, "print_timing", slot, task, f"prompt eval time = {pe_ms:10.2f} ms / {prompt:5d} tokens "
+              f"({pe_ms / prompt:8.2f} ms per token, {1000 / 19.77:8.2f} tokens per second)"),
+        _slot(ts, "print_timing", slot, task, f"       eval time = {ev_ms:10.2f} ms / {gen:5d} tokens "
+              f"({ev_ms / gen:8.2f} ms per token, {tps:8.2f} tokens per second)"),
+        _slot(ts, "print_timing", slot, task,
+              f"      total time = {pe_ms + ev_ms:10.2f} ms / {prompt + gen:5d} tokens"),
+        _slot(ts, "print_timing", slot, task, f"   graphs reused = {task * 3:10d}"),
+    ]
+
+
+def server_log(requests: int = 1300, seed: int = 7, slots: int = 3, restart_at: int | None = 700,
+               crlf: bool = False) -> bytes:
+    """A long llama-server log: `slots` slots taking requests in turn, their lines interleaved."""
+    rng = random.Random(seed)
+    clock = _Clock()
+    out: list[str] = [HEAD.decode().rstrip("\n")]
+    task = 0
+    pending: list[tuple[int, int]] = []  # (slot, task) launched, not yet timed
+    for n in range(requests):
+        slot = n % slots
+        ts = clock()
+        out.append(_slot(ts, "get_availabl", slot, -1, "selected slot by LCP similarity, f_sim_best = 0.676 "
+                                                       f"(> 0.100 thold), f_keep = 0.{rng.randrange(100, 999)}"
+                         if n % 2 else "selected slot by LRU, t_last = -1"))
+        out.append(_slot(ts, "launch_slot_", slot, task, "processing task, is_child = 0"))
+        pending.append((slot, task))
+        task += rng.choice((1, 2))
+        if len(pending) < slots and n < requests - 1:
+            continue  # the slots fill up before the first of them finishes
+        done_slot, done_task = pending.pop(0)
+        prompt = rng.randrange(20, 400)
+        gen = rng.choice((1, 1, *range(2, 300)))  # some one-token answers: no decode rate from them
+        tps = round(rng.uniform(15, 25), 2)
+        if n in (400, 750, 900):
+            tps = 3.25  # the slowest, three times (the first of a session is its evidence)
+            gen = max(gen, 2)
+        if n in (500, 800, 1000):
+            tps = 99.5  # the fastest, three times
+            gen = max(gen, 2)
+        if n == 950:
+            prompt = 4000  # the longest prompt
+        if n % 97 == 5:
+            out.append(_slot(clock(), "print_timing", done_slot, done_task,
+                             f"n_gen = {gen + 100:6d}, tg = {tps + 1:6.2f} t/s, tg_3s = {tps:6.2f} t/s"))
+        out += _timings(clock(), done_slot, done_task, prompt, gen, tps)
+        truncated = 1 if n == 300 else 0
+        out.append(_slot(clock(), "release", done_slot, done_task,
+                         f"stop processing: n_tokens = {prompt + gen - 1}, truncated = {truncated}"))
+        if n == 200:
+            out.append(f"{clock()} srv  update_slots: all slots are idle")  # a candidate no fold takes
+        if n == 600:  # a rate no build prints as a number: read line by line
+            out.append(_slot(clock(), "print_timing", done_slot, done_task,
+                             "prompt eval time =       0.00 ms /     0 tokens (    -nan ms per token,      inf "
+                             "tokens per second)"))
+        if n == 650:
+            out.append(_slot(clock(), "print_timing", done_slot, done_task, "n_gen = 1, " + "x" * 20_000))
+        if restart_at is not None and n == restart_at:
+            out.append(RESTART.decode().rstrip("\n"))  # the server restarted, appending to the same log
+    text = "\n".join(out) + "\n"
+    return text.replace("\n", "\r\n").encode() if crlf else text.encode()
+
+
+def _analyze(data: bytes, fold: bool, chunk: int = 1 << 22) -> tuple[LogAnalyzer, str]:
+    analyzer = LogAnalyzer("server.log", fold=fold)
+    analyzer.scanner.hold_last = True
+    stream = open_input(rewindable(io.BytesIO(data)))
+    while True:
+        block = stream.read(chunk)
+        if not block:
+            break
+        analyzer.feed(block)
+    facts = analyzer.finish()
+    return analyzer, json.dumps(facts.to_json(), sort_keys=True)
+
+
+def _same(data: bytes, chunk: int = 1 << 22) -> LogAnalyzer:
+    folded, with_fold = _analyze(data, True, chunk)
+    _, per_line = _analyze(data, False, chunk)
+    assert with_fold == per_line
+    return folded
+
+
+@pytest.fixture(scope="module")
+def long_log() -> bytes:
+    return server_log()
+
+
+def test_a_long_multi_slot_log_folds_to_the_same_facts_and_findings(long_log: bytes, rulebase) -> None:
+    folded = _same(long_log)
+    assert folded.folder is not None and folded.folder.runs >= 5
+    lines = long_log.count(b"\n")
+    assert folded.scanner.folded > 0.9 * lines  # nearly every line went through the fold
+    reports = []
+    for fold in (True, False):
+        analyzer, _ = _analyze(long_log, fold)
+        facts = analyzer.snapshot()
+        reports.append(render_json(diagnose(facts, rulebase, command="analyze", mode="analyze")))
+    assert reports[0] == reports[1]
+
+
+def test_what_the_fold_reads_is_right(long_log: bytes) -> None:
+    analyzer, _ = _analyze(long_log, True)
+    facts = analyzer.finish()
+    text = long_log.decode().splitlines()
+    sessions = facts.sessions
+    assert len(sessions) == 2 and sessions[1].first_line > 1000  # the restart split a run
+    first = sessions[1].first_line
+
+    def line_of(value: str, after: int = 0) -> int:
+        return next(i for i, t in enumerate(text, 1) if i > after and value in t)
+
+    slowest = facts.get("run.decode_tps_min")
+    assert slowest is not None and slowest.value == 3.25
+    assert slowest.source.line == line_of("3.25 tokens per second", first)  # the first of the two, n=750
+    fastest = facts.get("run.decode_tps_max")
+    assert fastest is not None and fastest.value == 99.5
+    assert fastest.source.line == line_of("99.50 tokens per second", first)
+    longest = facts.get("run.prompt_tokens_max")
+    assert longest is not None and longest.value == 4000 and longest.source.line == line_of("/  4000 tokens", first)
+    # the requests of the second session: 599 closed ones (n = 701..1299, less the slot fill-up), kept as
+    # the bounded list keeps them: past 1 000 the oldest 500 go
+    closed = sum(1 for i, t in enumerate(text, 1) if i > first and "prompt eval time" in t)
+    assert facts.value("run.requests") == (closed if closed <= 1000 else 501 + (closed - 1001) % 500)
+    # the truncating release of the first session is an event there, read line by line
+    assert sessions[0].facts is not None and sessions[0].facts.event_count("ctx_full") == 1
+
+
+def test_the_bounded_request_list_counts_as_line_by_line() -> None:
+    data = server_log(requests=2600, slots=2, restart_at=None, seed=3)
+    folded = _same(data)
+    analyzer, _ = _analyze(data, True)
+    assert folded.folder is not None and folded.folder.runs >= 1
+    closed = data.count(b"prompt eval time")  # each opens a request (the `inf` one too, closed by the next)
+    assert analyzer.finish().value("run.requests") == 501 + (closed - 1001) % 500
+
+
+@pytest.mark.parametrize("chunk", [997, 4096, 65_536, 1_000_003])
+def test_runs_cut_by_region_ends(long_log: bytes, chunk: int) -> None:
+    """Every chunk the scanner is fed ends a region: runs are cut there, mid-group too."""
+    folded = _same(long_log[: 600_000], chunk)
+    assert folded.folder is not None and folded.folder.runs > 0
+
+
+def test_crlf_lines_fold_the_same() -> None:
+    data = server_log(requests=500, crlf=True, restart_at=250)
+    folded = _same(data)
+    assert folded.scanner.folded > 0.9 * data.count(b"\n")
+    facts = folded.finish()
+    assert "\r" not in (facts.get("run.decode_tps_min").source.text or "")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_logs_fold_the_same(seed: int) -> None:
+    rng = random.Random(seed)
+    data = server_log(requests=rng.randrange(5, 400), seed=seed, slots=rng.randrange(1, 5),
+                      restart_at=rng.choice((None, 3, 100)))
+    lines = data.split(b"\n")
+    for _ in range(rng.randrange(0, 6)):  # a line dropped anywhere: a group broken, a run ended early
+        del lines[rng.randrange(len(lines) - 1)]
+    _same(b"\n".join(lines), chunk=rng.choice((4096, 50_000, 1 << 22)))
+
+
+def test_fixture_and_corpus_logs_fold_the_same() -> None:
+    logs = sorted((ROOT / "fixtures" / "logs").rglob("*.log")) + sorted(CORPUS.glob("*.log"))
+    folded_any = 0
+    for path in logs:
+        folded = _same(path.read_bytes())
+        folded_any += bool(folded.folder is not None and folded.folder.runs)
+    assert folded_any >= 5  # the real llama-server recordings hold runs
+
+
+def test_a_second_reader_of_the_hot_lines_turns_the_fold_off() -> None:
+    """A parser (a catalogue's, say) that reads print_timing lines too must see them: no fold then."""
+
+    class Reader(LogParser):
+        name = "reader"
+        triggers = gate = (r"print_timing",)
+
+        def feed(self, line: object) -> None:
+            self.votes["reader"] += 1
+
+    base = LogAnalyzer("x", fold=True)
+    assert base.folder is not None
+    analyzer = LogAnalyzer("x", parsers=[*(type(p)() for p in base.parsers), Reader()], fold=True)
+    assert analyzer.folder is None
+
+
+def test_the_switch_turns_folding_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "0")
+    assert LogAnalyzer("x").folder is None
+    monkeypatch.setenv(ENV, "1")
+    assert isinstance(LogAnalyzer("x").folder, Folder)
