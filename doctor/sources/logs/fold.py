@@ -32,6 +32,7 @@ from doctor.sources.logs.sessions import StartLines
 from doctor.sources.logs.stream import LineScanner
 
 ENV = "LLM_DOCTOR_FOLD"
+NOTHING = (0, 0)  # what `try_fold` answers where it folds nothing
 
 
 def fold_enabled() -> bool:
@@ -98,20 +99,21 @@ class Folder:
         """The parsers of a new session."""
         self.parser = parsers[self.owner]
 
-    def try_fold(self, region: bytes, start: int, end: int, number: int) -> int:
+    def try_fold(self, region: bytes, start: int, end: int, number: int) -> tuple[int, int]:
         """Fold the run of hot lines at region[start:...] (a candidate line, number `number`) when the
-        owner is ready for it: the position after the folded lines, or `start` when nothing was folded.
-        The run's last line stays for the per-line path."""
+        owner is ready for it: the position after the folded lines and their number, or (start, 0)
+        when nothing was folded. The run's last line stays for the per-line path."""
         stop = self.run_end(region, start, end)
         if stop <= start:
-            return start
+            return NOTHING
         stop = region.rfind(b"\n", start, stop - 1) + 1  # the last line goes line by line
         parser = self.parser
         if stop <= start or parser is None or not parser.fold_ready():
-            return start
-        parser.fold(HotRun(region, start, stop, number))
+            return NOTHING
+        run = HotRun(region, start, stop, number)
+        parser.fold(run)
         self.runs += 1
-        return stop
+        return stop, run.lines
 
 
 def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Router, scanner: LineScanner,

@@ -28,16 +28,27 @@ class HotRun:
     """A run of hot lines: region[start:end], complete lines (each ending in a newline), the first
     numbered `number`."""
 
-    __slots__ = ("end", "number", "region", "start")
+    __slots__ = ("_lines", "end", "number", "region", "start")
 
     def __init__(self, region: bytes, start: int, end: int, number: int) -> None:
         self.region = region
         self.start = start
         self.end = end
         self.number = number
+        self._lines = -1
+
+    @property
+    def lines(self) -> int:
+        """How many lines the run holds (counted once)."""
+        if self._lines < 0:
+            self._lines = self.region.count(b"\n", self.start, self.end)
+        return self._lines
 
     def number_at(self, pos: int) -> int:
-        """The line number of the line that holds position `pos` of the region."""
+        """The line number of the line that holds position `pos` of the region (counted from the nearer
+        end of the run: the evidence lines are mostly its last ones)."""
+        if pos - self.start > (self.end - self.start) // 2:
+            return self.number + self.lines - self.region.count(b"\n", pos, self.end)
         return self.number + self.region.count(b"\n", self.start, pos)
 
     def line_at(self, pos: int) -> LogLine:

@@ -149,6 +149,8 @@ def _sequence(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
         if name == "LITERAL":
             run.append(chr(av))
             continue
+        if run and name == "BRANCH":  # `-(?:ngl|-gpu-layers)`, as `re` factors `-ngl|--gpu-layers`: whole words
+            consider(_prefixed("".join(run), av[1]))
         if run:
             consider(frozenset(["".join(run)]))
             run = []
@@ -169,6 +171,21 @@ def _sequence(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
     if run:
         consider(frozenset(["".join(run)]))
     return best
+
+
+def _prefixed(prefix: str, branches: list[list[tuple[Any, Any]]]) -> frozenset[str] | None:
+    """`prefix` followed by each branch's leading literals, when every branch begins with one."""
+    found: set[str] = set()
+    for branch in branches:
+        lead: list[str] = []
+        for op, av in branch:
+            if str(op) != "LITERAL":
+                break
+            lead.append(chr(av))
+        if not lead:
+            return None
+        found.add(prefix + "".join(lead))
+    return _simplify(frozenset(found))
 
 
 def _simplify(literals: frozenset[str]) -> frozenset[str]:

@@ -52,8 +52,8 @@ class LineScanner:
         # the line before a final line without a newline still sees it as its next (a wrapped message)
         self.hold_last = False
         # folding (doctor/sources/logs/fold.py): `fold(region, start, end, number)` takes a run of hot
-        # lines at a candidate line and returns the position after it (start: nothing folded)
-        self.fold: Callable[[bytes, int, int, int], int] | None = None
+        # lines at a candidate line: (the position after it, its number of lines), (0, 0) for none
+        self.fold: Callable[[bytes, int, int, int], tuple[int, int]] | None = None
         self.folded = 0  # lines folded
 
     def feed(self, data: bytes) -> Iterator[RawLine]:
@@ -131,9 +131,8 @@ class LineScanner:
             counted_to = start
             number = line_base + counted + 1
             if fold is not None and not self.capture:
-                taken = fold(region, start, end_region, number)
-                if taken > start:  # a run of hot lines, read by its parser: go on after it
-                    folded = count(b"\n", start, taken)
+                taken, folded = fold(region, start, end_region, number)
+                if folded:  # a run of hot lines, read by its parser: go on after it
                     self.folded += folded
                     counted += folded
                     counted_to = pos = gap_start = taken
