@@ -109,6 +109,10 @@ def server_log(requests: int = 1300, seed: int = 7, slots: int = 3, restart_at: 
                              "tokens per second)"))
         if n == 650:
             out.append(_slot(clock(), "print_timing", done_slot, done_task, "n_gen = 1, " + "x" * 20_000))
+        if n == 660:  # a timing line of a hot shape but for its padding, longer than the scanner's cut: its
+            # rate, the fastest of all, is beyond the cut (line by line it is not read)
+            out += _timings(clock(), done_slot, done_task, prompt, max(gen, 2), 150.0)
+            out[-3] = out[-3].replace("eval time = ", "eval time = " + " " * 17_000)
         if restart_at is not None and n == restart_at:
             out.append(RESTART.decode().rstrip("\n"))  # the server restarted, appending to the same log
     text = "\n".join(out) + "\n"

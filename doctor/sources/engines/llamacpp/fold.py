@@ -29,17 +29,18 @@ from doctor.sources.engines.llamacpp.state import LlamaCppBase, Timing, keep_tim
 from doctor.sources.logs.hot import HotLines, HotRun
 from doctor.sources.logs.line import LogLine
 
+# bounded everywhere: a hot line is never longer than the scanner's cut (doctor/core/lines.py MAX_LINE)
 _INT = r"[0-9]{1,15}"
 _NUM = rf"{_INT}(?:\.[0-9]{{1,15}})?"
 _PREFIX = r"(?:[0-9]{1,9}\.[0-9]{2}\.[0-9]{3}\.[0-9]{3} [IWED] )?slot "
-_ID = rf": id +{_INT} \| task -?{_INT} \| "
-_RATE = rf" ms / +{_INT} tokens \( *{_NUM} ms per token, +{_NUM} tokens per second\)"
-_PE = rf"{_PREFIX}print_timing{_ID}prompt eval time = +{_NUM}{_RATE}"
-_EV = rf"{_PREFIX}print_timing{_ID} +eval time = +{_NUM}{_RATE}"
-_TOTAL = rf"{_PREFIX}print_timing{_ID} +total time = +{_NUM} ms / +{_INT} tokens"
-_GRAPHS = rf"{_PREFIX}print_timing{_ID} +graphs reused = +{_INT}"
-_NGEN = rf"{_PREFIX}print_timing{_ID}n_gen = +{_INT}, tg = +{_NUM} t/s, tg_[0-9]{{1,4}}s = +{_NUM} t/s"
-_RELEASE = rf"{_PREFIX} *release{_ID}stop processing: n_(?:tokens|past) = {_INT}, truncated = 0"
+_ID = rf": id {{1,24}}{_INT} \| task -?{_INT} \| "
+_RATE = rf" ms / {{1,24}}{_INT} tokens \( {{0,24}}{_NUM} ms per token, {{1,24}}{_NUM} tokens per second\)"
+_PE = rf"{_PREFIX}print_timing{_ID}prompt eval time = {{1,24}}{_NUM}{_RATE}"
+_EV = rf"{_PREFIX}print_timing{_ID} {{1,24}}eval time = {{1,24}}{_NUM}{_RATE}"
+_TOTAL = rf"{_PREFIX}print_timing{_ID} {{1,24}}total time = {{1,24}}{_NUM} ms / {{1,24}}{_INT} tokens"
+_GRAPHS = rf"{_PREFIX}print_timing{_ID} {{1,24}}graphs reused = {{1,24}}{_INT}"
+_NGEN = rf"{_PREFIX}print_timing{_ID}n_gen = {{1,24}}{_INT}, tg = {{1,24}}{_NUM} t/s, tg_[0-9]{{1,4}}s = {{1,24}}{_NUM} t/s"
+_RELEASE = rf"{_PREFIX} {{0,24}}release{_ID}stop processing: n_(?:tokens|past) = {_INT}, truncated = 0"
 _PICK = (rf"{_PREFIX}get_availabl{_ID}selected slot by (?:LRU, t_last = -?{_INT}|LCP similarity, "
          rf"f_sim_best = {_NUM} \(> {_NUM} thold\), f_keep = {_NUM})")
 _LAUNCH = rf"{_PREFIX}launch_slot_{_ID}processing task(?:, is_child = {_INT})?"
