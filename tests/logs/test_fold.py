@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 
 from doctor.judge.evaluate import diagnose
+from doctor.sources.engines.llamacpp.fold import HOT
 from doctor.sources.logs.analyze import LogAnalyzer
 from doctor.sources.logs.base import LogParser
 from doctor.sources.logs.fold import ENV, Folder
+from doctor.sources.logs.hot import HotRun
 from doctor.sources.logs.stream import open_input, rewindable
 from doctor.views.render.json import render_json
 
@@ -242,6 +244,37 @@ def test_a_second_reader_of_the_hot_lines_turns_the_fold_off() -> None:
     assert base.folder is not None
     analyzer = LogAnalyzer("x", parsers=[*(type(p)() for p in base.parsers), Reader()], fold=True)
     assert analyzer.folder is None
+
+
+def test_a_second_reader_that_absorbs_the_runs_gets_them() -> None:
+    """One that declares it folds the kinds keeps folding on, and is handed every run."""
+    seen: list[tuple[int, int, tuple[str, ...]]] = []
+
+    class Counter(LogParser):
+        name = "counter"
+        triggers = gate = (r"print_timing",)
+        absorbs = frozenset(HOT.kinds)
+
+        def feed(self, line: object) -> None:
+            self.votes["counter"] += 1
+
+        def fold_ready(self) -> bool:
+            return True
+
+        def fold(self, run: HotRun) -> None:
+            seen.append((run.number, run.lines, run.kinds))
+            self.votes["counter"] += run.region.count(b"print_timing", run.start, run.end)
+
+    base = LogAnalyzer("x", fold=True)
+    data = server_log(requests=300, restart_at=None)
+    counted = []
+    for fold in (True, False):
+        analyzer = LogAnalyzer("x", parsers=[*(type(p)() for p in base.parsers), Counter()], fold=fold)
+        analyzer.feed(data)
+        analyzer.finish()
+        counted.append(analyzer.parsers[-1].votes["counter"])
+    assert seen and all(kinds == HOT.kinds for _, _, kinds in seen) and sum(n for _, n, _ in seen) > 1000
+    assert counted[0] == counted[1] == data.count(b"print_timing")
 
 
 def test_the_switch_turns_folding_off(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -256,6 +256,10 @@ class LogParser:
     # the runs of lines this parser folds (doctor/sources/logs/fold.py): None for a parser that reads
     # every line one by one
     hot: ClassVar[HotLines | None] = None
+    # the kinds of another parser's hot lines (HotLines.kinds) this one reads and folds too: a parser that
+    # reads some hot lines (a catalogue's print_timing, say) sees the runs through `fold` instead of
+    # turning folding off
+    absorbs: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -315,12 +319,12 @@ class LogParser:
         """Write whole-input facts into `facts` (a copy of the shared snapshot)."""
 
     def fold_ready(self) -> bool:
-        """Whether a run of this parser's `hot` lines may be folded now (its state is one where
-        `fold` leaves what feeding the lines one by one would)."""
+        """Whether a run of hot lines (its own `hot`, or another's it `absorbs`) may be folded now: its
+        state is one where `fold` leaves what feeding the lines one by one would."""
         return False
 
     def fold(self, run: HotRun) -> None:
-        """Read a run of `hot` lines at once, as `feed` would read them one by one."""
+        """Read a run of hot lines at once, as `feed` would read them one by one."""
         raise NotImplementedError
 
     # -- helpers for subclasses ------------------------------------------------------------

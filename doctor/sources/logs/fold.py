@@ -68,13 +68,14 @@ class Folder:
     """The fold of one analysis: the owning parser's hot-line run matcher, checked against the
     analysis's router, triggers and start lines; `try_fold` is the scanner's hook."""
 
-    def __init__(self, owner: int, spec: HotLines, run_end: Callable[[bytes, int, int], int]) -> None:
+    def __init__(self, owner: int, spec: HotLines, run_end: Callable[[bytes, int, int], int],
+                 others: tuple[int, ...] = ()) -> None:
         self.owner = owner  # the index of the parser that folds, in the analyzer's parser list
+        self.others = others  # other parsers that read some hot lines too and fold them (`absorbs`)
         self.spec = spec
         self.run_end = run_end
-        self.parser: LogParser | None = None
+        self.parsers: list[LogParser] = []
         self.runs = 0  # runs folded (tests read it: a fold that never happens proves nothing)
-        self.lines = 0
 
     @classmethod
     def build(cls, parsers: list[LogParser], router: Router | None, scanner: LineScanner,
@@ -85,19 +86,20 @@ class Folder:
             spec = type(parser).hot
             if spec is None:
                 continue
-            if not _checked(spec, index, parsers, router, scanner, starts):
+            others = _checked(spec, index, parsers, router, scanner, starts)
+            if others is None:
                 return None
             run_end = _compile_run(spec.line)
             if run_end is None:
                 return None
-            folder = cls(index, spec, run_end)
+            folder = cls(index, spec, run_end, others)
             folder.bind(parsers)
             return folder
         return None
 
     def bind(self, parsers: list[LogParser]) -> None:
-        """The parsers of a new session."""
-        self.parser = parsers[self.owner]
+        """The parsers of a new session: the owner first."""
+        self.parsers = [parsers[self.owner], *(parsers[i] for i in self.others)]
 
     def try_fold(self, region: bytes, start: int, end: int, number: int) -> tuple[int, int]:
         """Fold the run of hot lines at region[start:...] (a candidate line, number `number`) when the
@@ -107,36 +109,42 @@ class Folder:
         if stop <= start:
             return NOTHING
         stop = region.rfind(b"\n", start, stop - 1) + 1  # the last line goes line by line
-        parser = self.parser
-        if stop <= start or parser is None or not parser.fold_ready():
+        if stop <= start or not all(p.fold_ready() for p in self.parsers):
             return NOTHING
-        run = HotRun(region, start, stop, number)
-        parser.fold(run)
+        run = HotRun(region, start, stop, number, self.spec.kinds)
+        for parser in self.parsers:
+            parser.fold(run)
         self.runs += 1
         return stop, run.lines
 
 
 def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Router, scanner: LineScanner,
-             starts: StartLines) -> bool:
+             starts: StartLines) -> tuple[int, ...] | None:
     """Each sample is a unit of the spec; each of its lines is either no candidate at all or a plain line
-    routed to the owner alone that starts no session: else folding would hide a line from another
-    parser, or a session start (the fold then stays off)."""
+    that starts no session, routed to the owner and to parsers that fold the spec's kinds too (their
+    `absorbs`): those others, or None when a line would go to a parser that reads it line by line
+    (folding would hide it from that parser: the fold stays off)."""
     import re2
 
     whole = re2.compile(f"(?:{spec.line})".encode())
     owner_parser = parsers[owner]
+    others: set[int] = set()
     for sample in spec.samples:
         if whole.fullmatch(sample) is None:
-            return False
+            return None
         for raw in sample.split(b"\n"):
             if scanner.trigger.search(raw) is None:
                 continue
             line = make_line(1, raw)
             if not router.plain(line, raw):
-                return False
+                return None
             found = router.route(raw)
             if found.start or starts.marker(raw) is not None:
-                return False
-            if [p for p in router.targets(found, line.text) if p is not owner_parser]:
-                return False
-    return True
+                return None
+            for parser in router.targets(found, line.text):
+                if parser is owner_parser:
+                    continue
+                if not set(spec.kinds) <= type(parser).absorbs:
+                    return None
+                others.add(next(i for i, p in enumerate(parsers) if p is parser))
+    return tuple(sorted(others))

@@ -26,15 +26,16 @@ class HotLines:
 
 class HotRun:
     """A run of hot lines: region[start:end], complete lines (each ending in a newline), the first
-    numbered `number`."""
+    numbered `number`; every parser that reads some of its lines gets it (`LogParser.fold`)."""
 
-    __slots__ = ("_lines", "end", "number", "region", "start")
+    __slots__ = ("_lines", "end", "kinds", "number", "region", "start")
 
-    def __init__(self, region: bytes, start: int, end: int, number: int) -> None:
+    def __init__(self, region: bytes, start: int, end: int, number: int, kinds: tuple[str, ...] = ()) -> None:
         self.region = region
         self.start = start
         self.end = end
         self.number = number
+        self.kinds = kinds  # the line kinds of the spec that matched it (HotLines.kinds)
         self._lines = -1
 
     @property

@@ -39,7 +39,8 @@ _PE = rf"{_PREFIX}print_timing{_ID}prompt eval time = {{1,24}}{_NUM}{_RATE}"
 _EV = rf"{_PREFIX}print_timing{_ID} {{1,24}}eval time = {{1,24}}{_NUM}{_RATE}"
 _TOTAL = rf"{_PREFIX}print_timing{_ID} {{1,24}}total time = {{1,24}}{_NUM} ms / {{1,24}}{_INT} tokens"
 _GRAPHS = rf"{_PREFIX}print_timing{_ID} {{1,24}}graphs reused = {{1,24}}{_INT}"
-_NGEN = rf"{_PREFIX}print_timing{_ID}n_gen = {{1,24}}{_INT}, tg = {{1,24}}{_NUM} t/s, tg_[0-9]{{1,4}}s = {{1,24}}{_NUM} t/s"
+_NGEN = (rf"{_PREFIX}print_timing{_ID}n_gen = {{1,24}}{_INT}, tg = {{1,24}}{_NUM} t/s, "
+         rf"tg_[0-9]{{1,4}}s = {{1,24}}{_NUM} t/s")
 _RELEASE = rf"{_PREFIX} {{0,24}}release{_ID}stop processing: n_(?:tokens|past) = {_INT}, truncated = 0"
 _PICK = (rf"{_PREFIX}get_availabl{_ID}selected slot by (?:LRU, t_last = -?{_INT}|LCP similarity, "
          rf"f_sim_best = {_NUM} \(> {_NUM} thold\), f_keep = {_NUM})")
