@@ -121,6 +121,41 @@ def server_log(requests: int = 1300, seed: int = 7, slots: int = 3, restart_at: 
     return text.replace("\n", "\r\n").encode() if crlf else text.encode()
 
 
+def server_log_2025(requests: int = 400, seed: int = 5, slots: int = 2, idle_every: int = 3) -> bytes:
+    """The early-2025 server's lines, as fixtures/logs/llama.cpp/server-slots-truncated.log holds them: no
+    timestamps, a `new prompt` line and progress lines per request, print_timing's numbers on lines of
+    their own after its header, an idle line when the slots are empty."""
+    rng = random.Random(seed)
+    out = [line.decode() for line in RESTART.splitlines()]
+    task = 0
+    for n in range(requests):
+        slot = n % slots
+        prompt, gen = rng.randrange(10, 3000), rng.choice((1, *range(2, 400)))
+        tps = 7.5 if n in (90, 250) else round(rng.uniform(20, 60), 2)
+        pe_ms, ev_ms = prompt * 0.46, gen * 1000 / tps
+        out += [
+            f"slot launch_slot_: id {slot:2d} | task {task} | processing task",
+            f"slot update_slots: id {slot:2d} | task {task} | new prompt, n_ctx_slot = 2048, n_keep = 0, "
+            f"n_prompt_tokens = {prompt}",
+            f"slot update_slots: id {slot:2d} | task {task} | kv cache rm [0, end)",
+            f"slot update_slots: id {slot:2d} | task {task} | prompt processing progress, n_past = {prompt}, "
+            f"n_tokens = {prompt}, progress = 1.000000",
+            f"slot update_slots: id {slot:2d} | task {task} | prompt done, n_past = {prompt}, n_tokens = {prompt}",
+            f"slot      release: id {slot:2d} | task {task} | stop processing: n_past = {prompt + gen - 1}, "
+            f"truncated = {int(n == 120)}",
+            f"slot print_timing: id {slot:2d} | task {task} | ",
+            f"prompt eval time = {pe_ms:10.2f} ms / {prompt:5d} tokens ({0.46:8.2f} ms per token, "
+            f"{1000 / 0.46:8.2f} tokens per second)",
+            f"       eval time = {ev_ms:10.2f} ms / {gen:5d} tokens ({ev_ms / gen:8.2f} ms per token, "
+            f"{tps:8.2f} tokens per second)",
+            f"      total time = {pe_ms + ev_ms:10.2f} ms / {prompt + gen:5d} tokens",
+        ]
+        if n % idle_every == 0:
+            out.append("srv  update_slots: all slots are idle")
+        task += gen + 1
+    return ("\n".join(out) + "\n").encode()
+
+
 def _analyze(data: bytes, fold: bool, chunk: int = 1 << 22) -> tuple[LogAnalyzer, str]:
     analyzer = LogAnalyzer("server.log", fold=fold)
     analyzer.scanner.hold_last = True
@@ -219,6 +254,19 @@ def test_random_logs_fold_the_same(seed: int) -> None:
     for _ in range(rng.randrange(0, 6)):  # a line dropped anywhere: a group broken, a run ended early
         del lines[rng.randrange(len(lines) - 1)]
     _same(b"\n".join(lines), chunk=rng.choice((4096, 50_000, 1 << 22)))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_early_2025_server_lines_fold_the_same(seed: int) -> None:
+    data = server_log_2025(seed=seed, idle_every=1 + seed)
+    folded = _same(data, chunk=(1 << 22, 5000, 777)[seed])
+    assert folded.folder is not None and folded.folder.runs > 50  # a run per request: from its release on
+    facts = folded.finish()
+    assert facts.value("run.decode_tps_min") == 7.5
+    lines = data.decode().splitlines()
+    first = next(i for i, t in enumerate(lines, 1) if "    7.50 tokens per second" in t)
+    assert facts.get("run.decode_tps_min").source.line == first  # type: ignore[union-attr]
+    assert facts.event_count("ctx_full") == 1  # the truncating release, read line by line
 
 
 def test_fixture_and_corpus_logs_fold_the_same() -> None:

@@ -120,13 +120,17 @@ class Folder:
 
 def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Router, scanner: LineScanner,
              starts: StartLines) -> tuple[int, ...] | None:
-    """Each sample is a unit of the spec; each of its lines is either no candidate at all or a plain line
-    that starts no session, routed to the owner and to parsers that fold the spec's kinds too (their
-    `absorbs`): those others, or None when a line would go to a parser that reads it line by line
-    (folding would hide it from that parser: the fold stays off)."""
+    """The spec's quiet lines are no candidates; each of its samples is a unit, each line of which is
+    either no candidate at all (a line a unit holds between its hot lines) or a line that starts no
+    session, for the owner and parsers that fold the spec's kinds too (their `absorbs`) alone:
+    those others, or None when a line would go to a parser that reads it line by line (folding would
+    hide it from that parser: the fold stays off)."""
     import re2
 
     whole = re2.compile(f"(?:{spec.line})".encode())
+    for sample in spec.quiet:  # a quiet line a trigger selects (another parser's, say) would be hidden
+        if whole.fullmatch(sample) is None or scanner.trigger.search(sample) is not None:
+            return None
     owner_parser = parsers[owner]
     others: set[int] = set()
     for sample in spec.samples:
@@ -136,12 +140,16 @@ def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Route
             if scanner.trigger.search(raw) is None:
                 continue
             line = make_line(1, raw)
-            if not router.plain(line, raw):
+            if router.plain(line, raw):
+                found = router.route(raw)
+                if found.start:
+                    return None
+                targets = router.targets(found, line.text)
+            else:  # such a line goes to every parser, each asking its own gate
+                targets = [p for p in parsers if p.passes_gate(line.text)]
+            if starts.marker(raw) is not None:
                 return None
-            found = router.route(raw)
-            if found.start or starts.marker(raw) is not None:
-                return None
-            for parser in router.targets(found, line.text):
+            for parser in targets:
                 if parser is owner_parser:
                     continue
                 if not set(spec.kinds) <= type(parser).absorbs:

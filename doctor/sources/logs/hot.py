@@ -15,12 +15,14 @@ from doctor.sources.logs.line import LogLine, make_line
 class HotLines:
     """The hot lines a parser folds: `line`, the RE2 source of one unit of a run without its end (an
     alternation of exact shapes; a unit may be a few lines that always come together); `samples`,
-    real units of each shape (lines joined by a newline), among them lines no trigger selects (a slot
-    launch between timings: "quiet" lines of a run); `kinds`, the names of the line kinds a fold
-    consumes (what a run stands for, to whoever counts what was recognised)."""
+    real units of each shape that the fold reads (lines joined by a newline); `quiet`, real lines of
+    the shapes a run may hold that no trigger selects (a slot launch between timings: the fold passes
+    over them as the scanner would); `kinds`, the names of the line kinds a fold consumes (what a run
+    stands for, to a parser that reads some of its lines too)."""
 
     line: str
     samples: tuple[bytes, ...]
+    quiet: tuple[bytes, ...] = ()
     kinds: tuple[str, ...] = ()
 
 

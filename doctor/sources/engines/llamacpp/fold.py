@@ -45,12 +45,22 @@ _RELEASE = rf"{_PREFIX} {{0,24}}release{_ID}stop processing: n_(?:tokens|past) =
 _PICK = (rf"{_PREFIX}get_availabl{_ID}selected slot by (?:LRU, t_last = -?{_INT}|LCP similarity, "
          rf"f_sim_best = {_NUM} \(> {_NUM} thold\), f_keep = {_NUM})")
 _LAUNCH = rf"{_PREFIX}launch_slot_{_ID}processing task(?:, is_child = {_INT})?"
+# the builds of early 2025: quiet progress lines, print_timing's numbers on lines of their own after a
+# header, an idle line between requests (their `new prompt` line is read line by line: the client parser
+# reads its n_prompt_tokens too)
+_PROGRESS = (rf"{_PREFIX}update_slots{_ID}(?:kv cache rm \[{_INT}, end\)|prompt processing progress, n_past = "
+             rf"{_INT}, n_tokens = {_INT}, progress = {_NUM}|prompt done, n_past = {_INT}, n_tokens = {_INT})")
+_IDLE = r"(?:[0-9]{1,9}\.[0-9]{2}\.[0-9]{3}\.[0-9]{3} [IWED] )?srv {1,24}update_slots: all slots are idle"
+_HEADER = rf"{_PREFIX}print_timing: id {{1,24}}{_INT} \| task -?{_INT} \| ?"
+_BARE = (rf"prompt eval time = {{1,24}}{_NUM}{_RATE}\r?\n {{1,24}}eval time = {{1,24}}{_NUM}{_RATE}\r?\n"
+         rf" {{1,24}}total time = {{1,24}}{_NUM} ms / {{1,24}}{_INT} tokens")
 # one unit of a run: a whole print_timing group (its lines come from one call), or one other line
 _GROUP = rf"{_PE}\r?\n{_EV}\r?\n{_TOTAL}(?:\r?\n{_GRAPHS})?"
+_OLD_GROUP = rf"{_HEADER}\r?\n{_BARE}"
 
 HOT = HotLines(
-    line="|".join((_GROUP, _NGEN, _RELEASE, _PICK, _LAUNCH)),
-    samples=(
+    line="|".join((_GROUP, _NGEN, _RELEASE, _PICK, _LAUNCH, _PROGRESS, _IDLE, _OLD_GROUP)),
+    samples=(  # fixtures/logs/llama-server/real-queueing.log, session-slowdown-then-full.log
         b"0.03.852.715 I slot print_timing: id  0 | task 0 | prompt eval time =     731.61 ms /    37 tokens"
         b" (   19.77 ms per token,    50.57 tokens per second)\n"
         b"0.03.852.779 I slot print_timing: id  0 | task 0 |        eval time =    1851.23 ms /    41 tokens"
@@ -59,10 +69,24 @@ HOT = HotLines(
         b"0.03.852.815 I slot print_timing: id  0 | task 0 |    graphs reused =         40",
         b"0.44.310.518 I slot print_timing: id  0 | task 0 | n_gen =    102, tg =  58.41 t/s, tg_3s =  58.40 t/s",
         b"0.03.853.212 I slot      release: id  0 | task 0 | stop processing: n_tokens = 77, truncated = 0",
+        # fixtures/logs/llama.cpp/server-slots-truncated.log
+        b"srv  update_slots: all slots are idle",
+        b"slot print_timing: id  0 | task 0 | \n"
+        b"prompt eval time =     412.71 ms /   895 tokens (    0.46 ms per token,  2168.59 tokens per second)\n"
+        b"       eval time =    4811.20 ms /   233 tokens (   20.65 ms per token,    48.43 tokens per second)\n"
+        b"      total time =    5223.91 ms /  1128 tokens",
+        b"slot      release: id  0 | task 0 | stop processing: n_past = 1127, truncated = 0",
+    ),
+    quiet=(
         b"0.01.269.691 I slot get_availabl: id  0 | task -1 | selected slot by LRU, t_last = -1",
         b"0.03.853.247 I slot get_availabl: id  0 | task -1 | selected slot by LCP similarity, f_sim_best = 0.676"
         b" (> 0.100 thold), f_keep = 0.325",
         b"0.01.269.827 I slot launch_slot_: id  0 | task 0 | processing task, is_child = 0",
+        b"slot launch_slot_: id  0 | task 0 | processing task",
+        b"slot update_slots: id  0 | task 0 | kv cache rm [0, end)",
+        b"slot update_slots: id  0 | task 0 | prompt processing progress, n_past = 895, n_tokens = 895, "
+        b"progress = 1.000000",
+        b"slot update_slots: id  0 | task 0 | prompt done, n_past = 895, n_tokens = 895",
     ),
     kinds=("server_signature", "timings", "context"),
 )
@@ -119,10 +143,13 @@ class FoldLines(LlamaCppBase):
             if top > s.used_max:
                 s.used_max, s.used_line = top, run.line_at(_first(_USED, run, top))
         evals = self._fold_facts(run, len(totals))
-        # votes: every print_timing and release line is a server signature line (_vote_server); a group
-        # has one eval line, the one the run may end inside too
-        signature = (len(prompts) + evals + len(totals) + region.count(b"graphs reused = ", start, end)
-                     + self._fold_rates(run) + len(released))
+        # votes: every slot and srv line is a server signature line (_vote_server), not the numbers of an
+        # early-2025 print_timing on lines of their own (they begin a line with "p" or a space: nothing
+        # else in a run does); a group has one eval line, the one the run may end inside too
+        headers = region.count(b"\np", start, end)
+        bare = headers + region.count(b"\n ", start, end)
+        signature = (len(prompts) + evals + len(totals) - bare + headers + region.count(b"graphs reused = ", start, end)
+                     + self._fold_rates(run) + len(released) + region.count(b"all slots are idle", start, end))
         if signature:
             self.votes["llama.cpp"] += signature
             self.votes["llama-server"] += signature
