@@ -142,37 +142,33 @@ class FoldLines(LlamaCppBase):
             top = max(map(int, used))
             if top > s.used_max:
                 s.used_max, s.used_line = top, run.line_at(_first(_USED, run, top))
-        evals = self._fold_facts(run, len(totals))
-        # votes: every slot and srv line is a server signature line (_vote_server), not the numbers of an
-        # early-2025 print_timing on lines of their own (they begin a line with "p" or a space: nothing
-        # else in a run does); a group has one eval line, the one the run may end inside too
-        headers = region.count(b"\np", start, end)
-        bare = headers + region.count(b"\n ", start, end)
-        signature = (len(prompts) + evals + len(totals) - bare + headers + region.count(b"graphs reused = ", start, end)
-                     + self._fold_rates(run) + len(released) + region.count(b"all slots are idle", start, end))
+        self._fold_facts(run, len(totals))
+        self._fold_rates(run)
+        # votes: every slot and srv line that is a candidate is a server signature line (_vote_server): each
+        # print_timing line (an early-2025 header too, not the numbers on lines of their own after it),
+        # each release, each idle line
+        signature = (region.count(b"print_timing: id", start, end) + len(released)
+                     + region.count(b"all slots are idle", start, end))
         if signature:
             self.votes["llama.cpp"] += signature
             self.votes["llama-server"] += signature
 
-    def _fold_rates(self, run: HotRun) -> int:
-        """The decode extremes: eval rates of more than one token and `tg` rates, in line order; the
-        number of `n_gen` lines."""
+    def _fold_rates(self, run: HotRun) -> None:
+        """The decode extremes: eval rates of more than one token and `tg` rates, in line order."""
         rates = self.s.decode_rates
-        progress = _TG.findall(run.region, run.start, run.end)
-        values = [*map(float, _EV_RATE.findall(run.region, run.start, run.end)), *map(float, progress)]
+        values = [*map(float, _EV_RATE.findall(run.region, run.start, run.end)),
+                  *map(float, _TG.findall(run.region, run.start, run.end))]
         if not values:
-            return len(progress)
+            return
         low, high = min(values), max(values)
         if rates.low is None or low < rates.low:
             rates.low, rates.low_source = low, self.src(run.line_at(_first(_RATES, run, low)))
         if rates.high is None or high > rates.high:
             rates.high, rates.high_source = high, self.src(run.line_at(_first(_RATES, run, high)))
         rates.count += len(values)
-        return len(progress)
 
-    def _fold_facts(self, run: HotRun, closed: int) -> int:
-        """The facts of the last timing lines, the requests closed and a group the run ends inside; the
-        number of eval lines."""
+    def _fold_facts(self, run: HotRun, closed: int) -> None:
+        """The facts of the last timing lines, the requests closed and a group the run ends inside."""
         region, start, end = run.region, run.start, run.end
         s = self.s
         last_total = region.rfind(b"total time = ", start, end)
@@ -197,8 +193,6 @@ class FoldLines(LlamaCppBase):
             if last_eval > last_prompt:
                 ms, count, tps, line = values["eval"]
                 cur.eval_ms, cur.eval_tokens, cur.eval_tps, cur.used_line = ms, count, tps, line
-                return closed + 1
-        return closed
 
     def _set_timing(self, kind: str, value: tuple[float | None, int | None, float | None, LogLine]) -> None:
         ms, count, tps, line = value
