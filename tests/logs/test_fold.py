@@ -256,6 +256,15 @@ def test_random_logs_fold_the_same(seed: int) -> None:
     _same(b"\n".join(lines), chunk=rng.choice((4096, 50_000, 1 << 22)))
 
 
+def test_the_longest_timestamps_fold() -> None:
+    """The cheap probe before the run match looks as far as the longest timestamp prefix reaches."""
+    data = server_log(requests=200, restart_at=None)
+    lines = [b"123456789.59.999.999 I" + line[line.index(b" I ") + 2:] if b" I slot " in line else line
+             for line in data.split(b"\n")]
+    folded = _same(b"\n".join(lines))
+    assert folded.folder is not None and folded.scanner.folded > 0.9 * len(lines)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_early_2025_server_lines_fold_the_same(seed: int) -> None:
     data = server_log_2025(seed=seed, idle_every=1 + seed)

@@ -105,6 +105,9 @@ class Folder:
         """Fold the run of hot lines at region[start:...] (a candidate line, number `number`) when the
         owner is ready for it: the position after the folded lines and their number, or (start, 0)
         when nothing was folded. The run's last line stays for the per-line path."""
+        within = start + self.spec.probe_within
+        if self.spec.probes and all(region.find(p, start, within) < 0 for p in self.spec.probes):
+            return NOTHING
         stop = self.run_end(region, start, end)
         if stop <= start:
             return NOTHING
@@ -128,6 +131,9 @@ def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Route
     import re2
 
     whole = re2.compile(f"(?:{spec.line})".encode())
+    for sample in spec.samples:  # the probe must not turn a unit away
+        if spec.probes and not any(p in sample[:spec.probe_within] for p in spec.probes):
+            return None
     for sample in spec.quiet:  # a quiet line a trigger selects (another parser's, say) would be hidden
         if whole.fullmatch(sample) is None or scanner.trigger.search(sample) is not None:
             return None

@@ -24,6 +24,9 @@ class HotLines:
     samples: tuple[bytes, ...]
     quiet: tuple[bytes, ...] = ()
     kinds: tuple[str, ...] = ()
+    # a cheap first test: every unit's first line holds one of these within its first `probe_within` bytes
+    probes: tuple[bytes, ...] = ()
+    probe_within: int = 0
 
 
 class HotRun:

@@ -33,6 +33,7 @@ from doctor.sources.logs.line import LogLine
 _INT = r"[0-9]{1,15}"
 _NUM = rf"{_INT}(?:\.[0-9]{{1,15}})?"
 _PREFIX = r"(?:[0-9]{1,9}\.[0-9]{2}\.[0-9]{3}\.[0-9]{3} [IWED] )?slot "
+_PREFIX_MAX = len("123456789.12.123.123 I ")  # the longest timestamp prefix _PREFIX allows
 _ID = rf": id {{1,24}}{_INT} \| task -?{_INT} \| "
 _RATE = rf" ms / {{1,24}}{_INT} tokens \( {{0,24}}{_NUM} ms per token, {{1,24}}{_NUM} tokens per second\)"
 _PE = rf"{_PREFIX}print_timing{_ID}prompt eval time = {{1,24}}{_NUM}{_RATE}"
@@ -89,6 +90,8 @@ HOT = HotLines(
         b"slot update_slots: id  0 | task 0 | prompt done, n_past = 895, n_tokens = 895",
     ),
     kinds=("server_signature", "timings", "context"),
+    probes=(b"slot ", b"srv "),  # after at most the timestamp prefix
+    probe_within=_PREFIX_MAX + len("slot "),
 )
 
 # inside a run every line has one of the shapes above: these loose patterns find exactly its lines
