@@ -64,7 +64,8 @@ class LogAnalyzer:
         self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts))
         if fold if fold is not None else fold_enabled():
             self.folder = Folder.build(self.parsers, self.router, self.scanner, self.starts)
-            self.scanner.fold = self.folder.try_fold if self.folder is not None else None
+            if self.folder is not None:
+                self.folder.attach(self.scanner)
         self.skipped_lines = 0
         self.sessions: list[Session] = []  # the closed ones, oldest first (at most MAX_SESSIONS kept)
         self.sessions_closed = 0
@@ -98,7 +99,8 @@ class LogAnalyzer:
             self._close(last)
         if restart_lines:
             self.scanner = LineScanner(self.scanner.trigger)
-            self.scanner.fold = self.folder.try_fold if self.folder is not None else None
+            if self.folder is not None:
+                self.folder.attach(self.scanner)
         self.open = OpenSession(first_line=self.scanner.lines + 1, started_by=started_by, text=text)
 
     def _has_run(self) -> bool:

@@ -3,18 +3,20 @@
 A busy server prints the same few lines for every request (slot launches, timings, releases): in a
 long log nearly every line is a candidate, and the per-line path (scanner hop, decode, router,
 handlers, a Fact per value) costs tens of microseconds a line. A parser that knows such lines
-declares them as `HotLines` (the RE2 source of one hot line, exact down to its numbers, and real
-sample units) and implements `fold_ready()` / `fold(run)`: where the scanner meets a candidate line,
-one anchored RE2 match (a DFA pass) finds how far the run of consecutive hot lines goes, and the
-parser folds the whole run at once (counts, findall over the block, the few evidence lines read
-again), leaving the state exactly as feeding each line would have. The run's last line is left to
-the per-line path (its `next` line lies past the run), as is any run the parser is not ready for.
+declares them (`hot`: doctor/sources/logs/hot.py HotLines, the RE2 source of the units of a run, exact
+down to their numbers and padding, with real sample lines) and implements `fold_ready()` / `fold(run)`.
+Where the scanner meets a candidate line that passes a cheap probe, one anchored RE2 match (a DFA pass)
+finds how far the run of consecutive hot units goes, and the parser folds the whole run at once
+(counts, findall over the block, the few evidence lines read again), leaving its state as feeding
+each line would have. The run's last line is left to the per-line path (its `next` line lies past the
+run), as is any run a parser is not ready for.
 
-A fold is used only where it is provably the same as the per-line path for what the analyzer knows:
-at build, every line of the spec's samples must be either no candidate (a "quiet" line of a run) or
-one routed to the owning parser alone (no other parser, a catalogue's included, reads it; one that
-does turns the fold off) that holds no engine start. tests/logs/test_fold.py compares both paths on real and built
-logs. `LLM_DOCTOR_FOLD=0` (or `LogAnalyzer(fold=False)`) turns folding off: the reference path.
+Checked at build, on the spec's real sample lines, against this analysis's triggers, router and start
+lines: its quiet lines (lines a run passes over) are no candidates, and every candidate line of its
+units starts no session and goes to the owning parser alone, or also to parsers that fold the spec's
+kinds too (`absorbs`: a catalogue's parser reading print_timing, say); any other reader turns the fold
+off. tests/logs/test_fold.py compares both paths on real and built logs. `LLM_DOCTOR_FOLD=0` (or
+`LogAnalyzer(fold=False)`) turns folding off: the reference path.
 
 Pure.
 """
@@ -22,6 +24,7 @@ Pure.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 from doctor.sources.logs.base import LogParser
@@ -76,6 +79,8 @@ class Folder:
         self.run_end = run_end
         self.parsers: list[LogParser] = []
         self.runs = 0  # runs folded (tests read it: a fold that never happens proves nothing)
+        # the scanner's cheap first test before `try_fold` (LineScanner.probe)
+        self.probe = re.compile(b"|".join(map(re.escape, spec.probes))).search if spec.probes else None
 
     @classmethod
     def build(cls, parsers: list[LogParser], router: Router | None, scanner: LineScanner,
@@ -101,13 +106,16 @@ class Folder:
         """The parsers of a new session: the owner first."""
         self.parsers = [parsers[self.owner], *(parsers[i] for i in self.others)]
 
+    def attach(self, scanner: LineScanner) -> None:
+        """Make `scanner` hand its candidate lines that pass the probe to `try_fold`."""
+        scanner.fold = self.try_fold
+        scanner.probe = self.probe
+        scanner.probe_within = self.spec.probe_within
+
     def try_fold(self, region: bytes, start: int, end: int, number: int) -> tuple[int, int]:
         """Fold the run of hot lines at region[start:...] (a candidate line, number `number`) when the
-        owner is ready for it: the position after the folded lines and their number, or (start, 0)
+        owner is ready for it: the position after the folded lines and their number, or (0, 0)
         when nothing was folded. The run's last line stays for the per-line path."""
-        within = start + self.spec.probe_within
-        if self.spec.probes and all(region.find(p, start, within) < 0 for p in self.spec.probes):
-            return NOTHING
         stop = self.run_end(region, start, end)
         if stop <= start:
             return NOTHING

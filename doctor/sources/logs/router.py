@@ -48,7 +48,8 @@ class Router:
         self.n_starts = n_starts
         self.matcher = matcher
         self._routes: dict[tuple[int, ...], Route] = {}
-        self._targets: dict[tuple[int, ...], list[LogParser]] = {}
+        # per set of passed gates: the parsers fed, and the slots of the literal indexes they read
+        self._targets: dict[tuple[int, ...], tuple[list[LogParser], tuple[int, ...]]] = {}
 
     @classmethod
     def build(cls, parsers: list[LogParser], start_fragments: tuple[str, ...] = ()) -> Router | None:
@@ -111,11 +112,16 @@ class Router:
         verdicts = self.verdicts
         for k in found.passed:
             verdicts[k].passed = text  # this gate passes: the parser's own check need not search
-        for index, bits in zip(self.index_objects, found.bits, strict=True):
-            index.prime_bits(text, bits)
         key = found.passed
-        parsers = self._targets.get(key)
-        if parsers is None:
+        known = self._targets.get(key)
+        if known is None:
             dropped = {self.gated[k] for k in range(len(self.gated)) if k not in key}
-            parsers = self._targets[key] = [p for i, p in enumerate(self.parsers) if i not in dropped]
-        return parsers
+            parsers = [p for i, p in enumerate(self.parsers) if i not in dropped]
+            read = tuple(slot for slot, index in enumerate(self.index_objects)
+                         if any(getattr(p, "literal_index", None) is index for p in parsers))
+            known = self._targets[key] = (parsers, read)
+        # the indexes of the parsers fed only (another parser's is never asked about this line)
+        objects, bits = self.index_objects, found.bits
+        for slot in known[1]:
+            objects[slot].prime_bits(text, bits[slot])
+        return known[0]

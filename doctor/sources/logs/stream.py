@@ -54,6 +54,9 @@ class LineScanner:
         # folding (doctor/sources/logs/fold.py): `fold(region, start, end, number)` takes a run of hot
         # lines at a candidate line: (the position after it, its number of lines), (0, 0) for none
         self.fold: Callable[[bytes, int, int, int], tuple[int, int]] | None = None
+        # its cheap first test, run here inline: `probe(region, start, start + probe_within)` (None: none)
+        self.probe: Callable[[bytes, int, int], object] | None = None
+        self.probe_within = 0
         self.folded = 0  # lines folded
 
     def feed(self, data: bytes) -> Iterator[RawLine]:
@@ -118,7 +121,7 @@ class LineScanner:
         counted_to = begin
         counted = 0
         gap_start = begin
-        fold = self.fold
+        fold, probe, within = self.fold, self.probe, self.probe_within
         while pos < end_region:
             span = find(region, pos, end_region)
             if span is None:
@@ -130,7 +133,7 @@ class LineScanner:
             counted += count(b"\n", counted_to, start)
             counted_to = start
             number = line_base + counted + 1
-            if fold is not None and not self.capture:
+            if fold is not None and not self.capture and (probe is None or probe(region, start, start + within)):
                 taken, folded = fold(region, start, end_region, number)
                 if folded:  # a run of hot lines, read by its parser: go on after it
                     self.folded += folded
