@@ -342,6 +342,22 @@ def test_a_second_reader_that_absorbs_the_runs_gets_them() -> None:
     assert counted[0] == counted[1] == data.count(b"print_timing")
 
 
+def test_a_parser_not_ready_costs_no_run_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the owner is not ready (an OOM waiting for its phase, an open request), its hot lines are
+    read line by line without a run match at each of them (each would read the rest of the run: the
+    whole region, at every line)."""
+    analyzer = LogAnalyzer("x", fold=True)
+    folder = analyzer.folder
+    assert folder is not None
+    calls = []
+    run_end = folder.run_end
+    folder.run_end = lambda *a: calls.append(a) or run_end(*a)  # type: ignore[method-assign]
+    monkeypatch.setattr(type(folder.parsers[0]), "fold_ready", lambda self: False)
+    analyzer.feed(server_log(requests=200, restart_at=None))
+    analyzer.finish()
+    assert folder.runs == 0 and calls == []
+
+
 def test_the_switch_turns_folding_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, "0")
     assert LogAnalyzer("x").folder is None

@@ -116,11 +116,15 @@ class Folder:
         """Fold the run of hot lines at region[start:...] (a candidate line, number `number`) when the
         owner is ready for it: the position after the folded lines and their number, or (0, 0)
         when nothing was folded. The run's last line stays for the per-line path."""
+        # readiness first: a run match reads the whole run, and a parser that is not ready (an OOM line
+        # waiting for its phase) would have it read again at each of its lines
+        if not all(p.fold_ready() for p in self.parsers):
+            return NOTHING
         stop = self.run_end(region, start, end)
         if stop <= start:
             return NOTHING
         stop = region.rfind(b"\n", start, stop - 1) + 1  # the last line goes line by line
-        if stop <= start or not all(p.fold_ready() for p in self.parsers):
+        if stop <= start:
             return NOTHING
         run = HotRun(region, start, stop, number, self.spec.kinds)
         for parser in self.parsers:
