@@ -8,8 +8,17 @@ a start fragment at all (only then is the start-line pattern, whose alternation 
 run in Python). Lines of a log fall into few hit sets: what a hit set means is worked out once and kept
 (bounded), so the per-line Python is a dictionary look-up and the hand-over.
 
-Only plain lines are routed: a line whose parsed text is not its raw bytes (JSON, quotes, controls,
-non-ASCII rewriting) goes to every parser, which asks its own gate. Pure.
+A parser may read its lines alone (`alone`, the message catalogue: doctor/sources/catalogue/parser.py):
+the scan selects lines with its triggers too, but a line that none of the other parsers' triggers nor a
+start fragment selects goes to the alone parsers only, so the other parsers see exactly the lines they
+saw without it. Whether another trigger is in the line is read from the same match: a passing gate made
+of exactly its parser's triggers, a start fragment, or one more pattern of the set (`others`: the
+triggers of the parsers without such a gate). An alone parser has no gate: its literal index (the
+catalogue's patterns) says whether a plain line is one of its own, and it gets the line only then.
+
+Only plain lines are routed to gates and indexes: a line whose parsed text is not its raw bytes (JSON,
+quotes, controls, non-ASCII rewriting) goes to every parser, which asks its own gate, unless only an alone
+parser's triggers selected it (then to the alone parsers, which match the text themselves). Pure.
 """
 
 from __future__ import annotations
@@ -26,19 +35,33 @@ ROUTES_MAX = 4096  # distinct hit sets kept; a hostile log cannot grow the cache
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """What one hit set means: the gates that pass (their slots), the literal bits of each index, and
-    whether a start fragment is in the line."""
+    """What one hit set means: the gates that pass (their slots), the literal bits of each index,
+    whether a start fragment is in the line, whether a trigger of a parser that is not alone is
+    (`others`; always, without alone parsers) and the alone parsers (their positions) whose index found
+    something; `primed`: the bits are the line's text's own (a plain line)."""
 
     passed: tuple[int, ...]
     bits: tuple[int, ...]
     start: bool
+    others: bool = True
+    alone: tuple[int, ...] = ()
+    primed: bool = True
+
+    @property
+    def key(self) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
+        """What decides the parsers a line goes to."""
+        return self.passed, self.alone, self.others
+
+
+def _gate_is_triggers(parser: LogParser) -> bool:
+    return bool(parser.gate) and set(parser.gate or ()) == set(parser.triggers)
 
 
 class Router:
     """The set matcher of one analysis; kept across sessions (`rebind`), only the parsers change."""
 
     def __init__(self, parsers: list[LogParser], gated: list[int], indexes: list[tuple[LiteralIndex, int, int]],
-                 n_starts: int, matcher: Callable[[bytes], list[int]]) -> None:
+                 n_starts: int, matcher: Callable[[bytes], list[int]], alone: tuple[int, ...] = ()) -> None:
         self.parsers = parsers
         self.gated = gated  # indices (into the parser list) of the parsers with a gate
         self.verdicts: list[Verdict] = [verdict(parsers[i].gate or ()) for i in gated]
@@ -47,14 +70,24 @@ class Router:
         self.first_start = indexes[-1][2] if indexes else len(gated)  # start fragments: the set's tail
         self.n_starts = n_starts
         self.matcher = matcher
+        self.alone = alone  # indices of the alone parsers; then the set's last pattern is `others`
+        self.others = self.first_start + n_starts if alone else -1
+        # the gates (their slots) made of exactly their parser's triggers: one passing means a trigger is there
+        self.trigger_gates = frozenset(k for k, i in enumerate(gated) if _gate_is_triggers(parsers[i]))
+        # an alone parser's index slot (its lines are those its index finds something in)
+        self.alone_slots = tuple(next(slot for slot, (index, _, _) in enumerate(indexes)
+                                      if index is parsers[i].literal_index) for i in alone)
+        self._unplain = Route((), (0,) * len(indexes), False, others=False, alone=alone, primed=False)
         self._routes: dict[tuple[int, ...], Route] = {}
-        self._targets: dict[tuple[int, ...], list[LogParser]] = {}
+        self._targets: dict[tuple[tuple[int, ...], tuple[int, ...], bool], list[LogParser]] = {}
 
     @classmethod
     def build(cls, parsers: list[LogParser], start_fragments: tuple[str, ...] = ()) -> Router | None:
         """None without RE2, or when it refuses a pattern (every parser then sees every line, and the
         start-line pattern runs on each: as before), or when no parser has a gate."""
         gated = [i for i, p in enumerate(parsers) if p.gate]
+        alone = tuple(i for i, p in enumerate(parsers) if p.alone and p.gate is None
+                      and isinstance(p.literal_index, LiteralIndex))
         if not gated:
             return None
         patterns = ["|".join(f"(?:{f})" for f in parsers[i].gate or ()) for i in gated]
@@ -65,8 +98,12 @@ class Router:
                 indexes.append((index, len(patterns), len(patterns) + len(index.patterns)))
                 patterns += index.patterns
         patterns += start_fragments
+        if alone:  # `others`: the triggers that selected a line before the alone parsers' joined the scan,
+            # less those a gate of the set tells already
+            patterns.append("|".join(f"(?:{f})" for i, p in enumerate(parsers) if i not in alone
+                                     and not _gate_is_triggers(p) for f in p.triggers) or r"\b\B")  # \b\B: never
         matcher = set_matcher(patterns)
-        return cls(parsers, gated, indexes, len(start_fragments), matcher) if matcher is not None else None
+        return cls(parsers, gated, indexes, len(start_fragments), matcher, alone) if matcher is not None else None
 
     def rebind(self, parsers: list[LogParser]) -> Router:
         """The same router for fresh parsers of the same classes (a new session): the RE2 set is kept."""
@@ -79,43 +116,58 @@ class Router:
         """Whether the parsers see `raw` itself (no JSON, quote, control or non-ASCII rewriting)."""
         return not line.fields and len(line.text) == len(raw) and raw.isascii()
 
-    def route(self, raw: bytes) -> Route:
-        """The route of a plain line's raw bytes."""
+    def route(self, raw: bytes, plain: bool = True) -> Route | None:
+        """The route of a candidate line's raw bytes. A line that is not `plain` has none (None: every
+        parser, as before), unless only the alone parsers' triggers selected it: then to them, unprimed."""
         hits = tuple(self.matcher(raw))
         found = self._routes.get(hits)
         if found is None:
             if len(self._routes) >= ROUTES_MAX:
                 self._routes.clear()
             found = self._routes[hits] = self._make(hits)
-        return found
+        if plain:
+            return found
+        return None if found.others else self._unplain
 
     def _make(self, hits: tuple[int, ...]) -> Route:
         n_gates = len(self.gated)
         bits = [0] * len(self.indexes)
         passed: list[int] = []
         start = False
+        others = not self.alone
         for k in hits:
             if k < n_gates:
                 passed.append(k)
+                others = others or k in self.trigger_gates
+            elif k == self.others:
+                others = True
             elif k >= self.first_start:
-                start = True
+                start = others = True
             else:
                 for slot, (_, first, end) in enumerate(self.indexes):
                     if first <= k < end:
                         bits[slot] |= 1 << (k - first)
-        return Route(tuple(sorted(passed)), tuple(bits), start)
+        alone = tuple(i for i, slot in zip(self.alone, self.alone_slots, strict=True) if bits[slot])
+        return Route(tuple(sorted(passed)), tuple(bits), start, others, alone)
 
     def targets(self, found: Route, text: str) -> list[LogParser]:
         """Hand the route's answers for the line `text` to the gates and indexes; the parsers to feed:
-        all of them, less the gated ones whose gate the line fails."""
-        verdicts = self.verdicts
-        for k in found.passed:
-            verdicts[k].passed = text  # this gate passes: the parser's own check need not search
-        for index, bits in zip(self.index_objects, found.bits, strict=True):
-            index.prime_bits(text, bits)
-        key = found.passed
+        all of them, less the gated ones whose gate the line fails and the alone ones whose index found
+        nothing; only the alone ones where no other parser's trigger selected the line."""
+        if found.primed:
+            verdicts = self.verdicts
+            for k in found.passed:
+                verdicts[k].passed = text  # this gate passes: the parser's own check need not search
+            for index, bits in zip(self.index_objects, found.bits, strict=True):
+                index.prime_bits(text, bits)
+        key = found.key
         parsers = self._targets.get(key)
         if parsers is None:
-            dropped = {self.gated[k] for k in range(len(self.gated)) if k not in key}
-            parsers = self._targets[key] = [p for i, p in enumerate(self.parsers) if i not in dropped]
+            if found.others:
+                dropped = {self.gated[k] for k in range(len(self.gated)) if k not in found.passed}
+                dropped.update(i for i in self.alone if i not in found.alone)
+                parsers = [p for i, p in enumerate(self.parsers) if i not in dropped]
+            else:
+                parsers = [self.parsers[i] for i in found.alone]
+            self._targets[key] = parsers
         return parsers
