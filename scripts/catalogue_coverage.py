@@ -28,9 +28,10 @@ from doctor.sources.catalogue.coverage import Coverage, coverage  # noqa: E402
 # where each engine's entries were read, and at which releases (the research notes, 2026-12)
 CHECKED = {
     "llama_cpp": "ggerganov/llama.cpp b1500, b2000, b3500, b4000, b4747; upstream tags via ngxson/llama.cpp "
-                 "b5000, b5345, b6000, b6500, b7077, b8794, b10573",
+                 "b5000, b5345, b6000, b6500, b7077, b8794, b10573; --fit (llama_params_fit): b7416, b7728, b8132, "
+                 "b8660, b9917, b10573",
     "ollama": "v0.1.14, v0.1.35, v0.2.2, v0.3.9, v0.5.1, v0.6.3, v0.9.4, v0.11.9, v0.13.0, v0.17.3, v0.20.6, "
-              "v0.30.3, v0.33.0-rc2",
+              "v0.30.0, v0.30.3, v0.32.15, v0.33.0-rc2",
     "vllm": "wheels 0.4.0.post1, 0.6.3.post1, 0.8.5, 0.11.0, 0.34.0",
     "sglang": "wheels 0.3.0, 0.4.3, 0.5.23",
     "tgi": "v1.0.0, v1.4.0, v2.0.2, v2.4.0, v3.0.0, v3.2.1, v3.3.7",
@@ -85,8 +86,10 @@ def document(found: list[Coverage]) -> str:
         "",
         "Each engine's log and exception messages, taken from its sources at the releases below, live in",
         "`doctor/sources/catalogue/messages/<engine>.yaml` (engine keys as in the engine table; wrappers",
-        "by their own names). *Recognised*: `analyze` reads the entry's sample line (one RE2 set over",
-        "every entry, then the matched entries' own patterns). *With a test*: tests/logs/test_catalogue.py",
+        "by their own names). *Recognised*: `analyze` reads the entry's sample line (the entries that can",
+        "change a report - a warning or error with a diagnosis class, or numbers set as facts - are matched",
+        "in the analyzer's one RE2 set, then by their own patterns; a benign one is recognised by the whole",
+        "catalogue's set and must make no event). *With a test*: tests/logs/test_catalogue.py",
         "builds two lines from the entry itself (its sample, and the sample with every number changed)",
         "and both are recognised with their numbers read. *Read by a parser too*: an engine parser",
         "makes an event or a fact from the same line, so the catalogue's `message` event for it is",
@@ -95,7 +98,7 @@ def document(found: list[Coverage]) -> str:
         *table(found),
         "",
         "Warning/error entries not recognised or without a passing test: "
-        + (", ".join(missing) if missing else "none") + ".",
+        + (", ".join(missing) if missing else "none") + " (tests/logs/test_catalogue.py fails on any).",
         "",
         "## Releases checked",
         "",

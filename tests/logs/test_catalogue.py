@@ -143,3 +143,19 @@ def test_numbers_become_facts_where_the_entry_names_them() -> None:
                             "llama_init_from_model: n_ctx_per_seq (512) < n_ctx_train (8192) -- the full capacity "
                             "of the model will not be utilized")
     assert facts.value("model.n_ctx_train") == 4096 and facts.get("model.n_ctx_train").source.name != "catalogue"
+
+
+def test_the_coverage_table_in_the_docs_is_current() -> None:
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("catalogue_coverage", root / "scripts" / "catalogue_coverage.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    found = [script.coverage(entry) for entry in ENTRIES]
+    doc = (root / "docs" / "catalogue.md").read_text()
+    stale = "docs/catalogue.md is stale: python scripts/catalogue_coverage.py --write"
+    assert "\n".join(script.table(found)) in doc, stale
+    # every catalogued warning or error is recognised and tested (the table's two columns equal the first)
+    assert all(c.recognised and c.tested for c in found if c.entry.level != "info")
