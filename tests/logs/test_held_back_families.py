@@ -14,6 +14,8 @@ engine's own format strings (the tag and file each line comes from are given bes
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from doctor.judge.evaluate import diagnose
 from doctor.sources.logs.analyze import analyze_bytes
 
@@ -118,3 +120,20 @@ def test_vllm_v1_silent_preemption_is_named_by_the_kv_pool(rulebase) -> None:
         stats.format(s=s, w=w) for s, w in ((10, 24), (20, 27), (30, 29)))
     _, report = _report(text, rulebase)
     assert "LD754" in {f.id for f in report.findings}, report.findings
+
+
+def test_fit_lines_inside_an_ollama_log_get_ollamas_words(rulebase) -> None:
+    # Ollama v0.32+ runs llama-server and writes its output through (llm/llama_server.go, memoryParsingWriter,
+    # which reads these common_params_fit_impl lines itself); the fix is num_ctx, not -c
+    head = (Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "wrappers"
+            / "ollama-llama-server-era-v0.33.log").read_text().splitlines()[:4]
+    fit = ["common_params_fit_impl: projected to use 30512 MiB of device memory vs. 15221 MiB of free device memory",
+           "common_params_fit_impl: cannot meet free memory target of 1024 MiB, need to reduce device memory by "
+           "16315 MiB",
+           "common_params_fit_impl: context size reduced from 262144 to 32768 -> need 14336 MiB less memory in total",
+           "common_params_fit_impl: entire model can be fit by reducing context",
+           "llama_context: n_ctx         = 32768"]
+    facts, report = _report("\n".join(head + fit) + "\n", rulebase)
+    assert facts.value("engine.name") == "ollama"
+    found = {f.id: f for f in report.findings}
+    assert report.engine == "ollama" and "num_ctx" in found["LD217"].fix.by_engine.get("ollama", "")

@@ -44,14 +44,12 @@ def entry_literals(entry: Entry) -> tuple[str, ...]:
 
 
 def set_pattern(entry: Entry) -> str:
-    """What stands for `entry` in an RE2 set that may hold more than the entry's lines (`loose`): its
-    required literals when they are long enough to be rare (a small automaton: the whole patterns, with
-    their `.*` and number groups, made the analyzer's set build its states 2-3x slower on a new log),
-    else the pattern itself."""
-    literals = entry_literals(entry)
-    if literals and min(map(len, literals)) >= STRONG:
-        return "|".join("".join(c if c.isalnum() or c == "_" else f"\\x{ord(c):02x}" for c in lit) for lit in literals)
-    return entry.pattern
+    """What stands for `entry` in the analyzer's RE2 set: its own scan fragments (its rare literals, or its
+    pattern made plain), so that a hit there is exactly "the catalogue's triggers selected this line"
+    (doctor/sources/logs/router.py reads it so) and a small automaton (the whole patterns, with their `.*`
+    and number groups, made the set build its states 2-3x slower on a new log); the entry's own pattern
+    decides."""
+    return "|".join(f"(?:{f})" for f in dict.fromkeys(_fragments((entry,))))
 
 
 class PatternIndex(LiteralIndex):

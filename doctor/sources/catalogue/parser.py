@@ -21,6 +21,7 @@ It casts no engine vote: engine identity stays with the engines' parsers.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 from doctor.core.facts import Event, Facts
@@ -33,11 +34,13 @@ KEPT_PER_ENTRY = 3  # occurrences of one message kept as events (the count goes 
 KEPT_TOTAL = 200
 
 
+@functools.lru_cache(maxsize=1)
 def catalogue_set() -> MessageSet:
     """Every engine's entries in one set of their whole patterns, compiled once per process."""
     return message_set(store.builtin().entries, ("*",))
 
 
+@functools.lru_cache(maxsize=1)
 def active_set() -> MessageSet:
     """The entries `analyze` reads (loader.Entry.active), their rare literals standing for them in the set
     (matcher.set_pattern: each hit is confirmed by the entry's own pattern), compiled once per process."""

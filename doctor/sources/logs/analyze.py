@@ -58,9 +58,7 @@ class LogAnalyzer:
         self.starts = start_lines()  # the engine table's start lines (doctor/sources/logs/sessions.py)
         self._bind_fresh(self.parsers)
         self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts))
-        # without a router (no RE2): what tells a line only an alone parser's triggers selected (router.py)
-        self._others = _trigger_pattern([p for p in self.parsers if not p.alone], self.starts) \
-            if self.router is None and any(p.alone for p in self.parsers) else None
+        self._others: BytesPattern | None = None  # see _alone_only
         self.skipped_lines = 0
         self.sessions: list[Session] = []  # the closed ones, oldest first (at most MAX_SESSIONS kept)
         self.sessions_closed = 0
@@ -146,7 +144,7 @@ class LogAnalyzer:
                 if found is not None and not found.others and router is not None:  # only the catalogue's triggers
                     self._feed_alone(router.targets(found, line.text), line, text, capture_any)
                     continue
-                if router is None and self._others is not None and not self._others.search(text):
+                if router is None and self._alone_only(text):
                     self._feed_alone([p for p in parsers if p.alone], line, text, capture_any)
                     continue
                 marker = starts.marker(text) if found is None or found.start else None
@@ -170,6 +168,14 @@ class LogAnalyzer:
                 for parser in capturing:
                     if parser.wants_capture():
                         parser.feed_gap(raw.number, gap)
+
+    def _alone_only(self, raw: bytes) -> bool:
+        """Without a router (no RE2): whether only an alone parser's triggers selected `raw` (router.py)."""
+        if not any(p.alone for p in self.parsers):
+            return False
+        if self._others is None:
+            self._others = _trigger_pattern([p for p in self.parsers if not p.alone], self.starts)
+        return not self._others.search(raw)
 
     def _feed_alone(self, targets: list[LogParser], line: LogLine, raw: bytes, capture: bool) -> None:
         """A line only an alone parser's triggers selected (doctor/sources/logs/router.py): to those

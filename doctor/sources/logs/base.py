@@ -252,8 +252,8 @@ class LogParser:
     gate: tuple[str, ...] | None = None
     # the kinds' literal index: the analyzer's router fills it in its own pass over a plain line
     literal_index: LiteralIndex | None = None
-    # a parser that reads its lines alone (no gate; its literal index says which lines are its own): a line
-    # only its triggers select goes to it and to no other parser (doctor/sources/logs/router.py)
+    # a parser that reads its lines alone (no gate; its literal index's patterns are its triggers and say which
+    # lines are its own): a line only its triggers select goes to it and to no other parser (logs/router.py)
     alone: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -11,10 +11,11 @@ run in Python). Lines of a log fall into few hit sets: what a hit set means is w
 A parser may read its lines alone (`alone`, the message catalogue: doctor/sources/catalogue/parser.py):
 the scan selects lines with its triggers too, but a line that none of the other parsers' triggers nor a
 start fragment selects goes to the alone parsers only, so the other parsers see exactly the lines they
-saw without it. Whether another trigger is in the line is read from the same match: a passing gate made
-of exactly its parser's triggers, a start fragment, or one more pattern of the set (`others`: the
-triggers of the parsers without such a gate). An alone parser has no gate: its literal index (the
-catalogue's patterns) says whether a plain line is one of its own, and it gets the line only then.
+saw without it. An alone parser's index patterns are its triggers, so whether another trigger is in the
+line is read from the same match: a passing gate made of exactly its parser's triggers, a start fragment,
+or no hit of an alone index (then another trigger selected the line). Only a line an alone index hits and
+nothing else tells is searched once more, for the triggers of the parsers without such a gate (`others`).
+An alone parser has no gate: its index says whether a plain line is one of its own; it gets it only then.
 
 Only plain lines are routed to gates and indexes: a line whose parsed text is not its raw bytes (JSON,
 quotes, controls, non-ASCII rewriting) goes to every parser, which asks its own gate, unless only an alone
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 from doctor.sources.logs.base import LogParser
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import LiteralIndex, Verdict, set_matcher, verdict
+from doctor.sources.logs.matcher import LiteralIndex, Verdict, compile_triggers, set_matcher, span_finder, verdict
 
 ROUTES_MAX = 4096  # distinct hit sets kept; a hostile log cannot grow the cache past this
 
@@ -37,20 +38,26 @@ ROUTES_MAX = 4096  # distinct hit sets kept; a hostile log cannot grow the cache
 class Route:
     """What one hit set means: the gates that pass (their slots), the literal bits of each index,
     whether a start fragment is in the line, whether a trigger of a parser that is not alone is
-    (`others`; always, without alone parsers) and the alone parsers (their positions) whose index found
-    something; `primed`: the bits are the line's text's own (a plain line)."""
+    (`others`; always, without alone parsers; None: the hits do not tell, the line is searched) and the
+    alone parsers (their positions) whose index found something; `primed`: the bits are the line's text's
+    own (a plain line)."""
 
     passed: tuple[int, ...]
     bits: tuple[int, ...]
     start: bool
-    others: bool = True
+    others: bool | None = True
     alone: tuple[int, ...] = ()
     primed: bool = True
+    key: tuple[tuple[int, ...], tuple[int, ...], bool] = ((), (), True)  # what decides the parsers: set by make()
 
-    @property
-    def key(self) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
-        """What decides the parsers a line goes to."""
-        return self.passed, self.alone, self.others
+    @classmethod
+    def make(cls, passed: tuple[int, ...], bits: tuple[int, ...], start: bool, others: bool | None = True,
+             alone: tuple[int, ...] = (), primed: bool = True) -> Route:
+        return cls(passed, bits, start, others, alone, primed, (passed, alone, bool(others)))
+
+    def told(self, others: bool) -> Route:
+        """This route once the line's search said whether another parser's trigger is in it."""
+        return Route.make(self.passed, self.bits, self.start, others, self.alone, self.primed)
 
 
 def _gate_is_triggers(parser: LogParser) -> bool:
@@ -70,14 +77,17 @@ class Router:
         self.first_start = indexes[-1][2] if indexes else len(gated)  # start fragments: the set's tail
         self.n_starts = n_starts
         self.matcher = matcher
-        self.alone = alone  # indices of the alone parsers; then the set's last pattern is `others`
-        self.others = self.first_start + n_starts if alone else -1
+        self.alone = alone  # indices of the alone parsers
+        # the triggers of the parsers that are not alone and have no gate made of exactly their triggers
+        others = [f for i, p in enumerate(parsers) if i not in alone and not _gate_is_triggers(p) for f in p.triggers]
+        self._others = span_finder(compile_triggers(others)) if alone and others else None
+        self._told: dict[tuple[tuple[int, ...], bool], Route] = {}
         # the gates (their slots) made of exactly their parser's triggers: one passing means a trigger is there
         self.trigger_gates = frozenset(k for k, i in enumerate(gated) if _gate_is_triggers(parsers[i]))
         # an alone parser's index slot (its lines are those its index finds something in)
         self.alone_slots = tuple(next(slot for slot, (index, _, _) in enumerate(indexes)
                                       if index is parsers[i].literal_index) for i in alone)
-        self._unplain = Route((), (0,) * len(indexes), False, others=False, alone=alone, primed=False)
+        self._unplain = Route.make((), (0,) * len(indexes), False, others=False, alone=alone, primed=False)
         self._routes: dict[tuple[int, ...], Route] = {}
         self._targets: dict[tuple[tuple[int, ...], tuple[int, ...], bool], list[LogParser]] = {}
 
@@ -98,10 +108,6 @@ class Router:
                 indexes.append((index, len(patterns), len(patterns) + len(index.patterns)))
                 patterns += index.patterns
         patterns += start_fragments
-        if alone:  # `others`: the triggers that selected a line before the alone parsers' joined the scan,
-            # less those a gate of the set tells already
-            patterns.append("|".join(f"(?:{f})" for i, p in enumerate(parsers) if i not in alone
-                                     and not _gate_is_triggers(p) for f in p.triggers) or r"\b\B")  # \b\B: never
         matcher = set_matcher(patterns)
         return cls(parsers, gated, indexes, len(start_fragments), matcher, alone) if matcher is not None else None
 
@@ -125,9 +131,20 @@ class Router:
             if len(self._routes) >= ROUTES_MAX:
                 self._routes.clear()
             found = self._routes[hits] = self._make(hits)
+        if found.others is None:  # an alone index hit, nothing else said whether another trigger is there
+            found = self._tell(hits, found, raw)
         if plain:
             return found
         return None if found.others else self._unplain
+
+    def _tell(self, hits: tuple[int, ...], found: Route, raw: bytes) -> Route:
+        others = self._others is not None and self._others(raw, 0, len(raw)) is not None
+        told = self._told.get((hits, others))
+        if told is None:
+            if len(self._told) >= ROUTES_MAX:
+                self._told.clear()
+            told = self._told[hits, others] = found.told(others)
+        return told
 
     def _make(self, hits: tuple[int, ...]) -> Route:
         n_gates = len(self.gated)
@@ -139,8 +156,6 @@ class Router:
             if k < n_gates:
                 passed.append(k)
                 others = others or k in self.trigger_gates
-            elif k == self.others:
-                others = True
             elif k >= self.first_start:
                 start = others = True
             else:
@@ -148,7 +163,8 @@ class Router:
                     if first <= k < end:
                         bits[slot] |= 1 << (k - first)
         alone = tuple(i for i, slot in zip(self.alone, self.alone_slots, strict=True) if bits[slot])
-        return Route(tuple(sorted(passed)), tuple(bits), start, others, alone)
+        # no alone index hit: another parser's trigger selected the line (an alone index is its triggers)
+        return Route.make(tuple(sorted(passed)), tuple(bits), start, others or not alone or None, alone)
 
     def targets(self, found: Route, text: str) -> list[LogParser]:
         """Hand the route's answers for the line `text` to the gates and indexes; the parsers to feed:
