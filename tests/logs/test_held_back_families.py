@@ -137,3 +137,18 @@ def test_fit_lines_inside_an_ollama_log_get_ollamas_words(rulebase) -> None:
     assert facts.value("engine.name") == "ollama"
     found = {f.id: f for f in report.findings}
     assert report.engine == "ollama" and "num_ctx" in found["LD217"].fix.by_engine.get("ollama", "")
+
+
+def test_a_koboldcpp_log_is_koboldcpps_and_its_fixes_use_its_launchers_flags(rulebase) -> None:
+    # koboldcpp.py v1.76: the welcome line and the dynamic library it loads; then the bundled llama.cpp's lines
+    oom = (Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama.cpp" / "cuda-oom-weights.log").read_text()
+    text = ("***\nWelcome to KoboldCpp - Version 1.76\nInitializing dynamic library: koboldcpp_cublas.so\n"
+            "==========\nLoading model: /models/Qwen3-235B-A22B-Q4_K_M.gguf\n" + oom)
+    facts, report = _report(text, rulebase)
+    assert facts.value("engine.name") == "koboldcpp" and report.engine == "koboldcpp"
+    found = {f.id: f for f in report.findings}
+    assert found["LD301"].fix.command is not None and found["LD301"].fix.command.startswith("--gpulayers")
+    # a change the rule spells is said with the launcher's flag too (LD201: n_ctx -> --contextsize)
+    from doctor.core import engines
+
+    assert engines.get("koboldcpp").spelling.spell({"n_ctx": 8192}) == "--contextsize 8192"
