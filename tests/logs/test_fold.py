@@ -363,3 +363,63 @@ def test_the_switch_turns_folding_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert LogAnalyzer("x").folder is None
     monkeypatch.setenv(ENV, "1")
     assert isinstance(LogAnalyzer("x").folder, Folder)
+
+
+def test_the_catalogue_absorbs_the_runs() -> None:
+    """The message catalogue's parser reads some lines the runs may hold: it folds the runs (folding stays
+    on for llama-server logs), and a run none of its triggers is found in is one search."""
+    from doctor.sources.catalogue.parser import CatalogueParser
+
+    assert set(HOT.kinds) <= CatalogueParser.absorbs
+    analyzer = LogAnalyzer("x", fold=True)
+    assert analyzer.folder is not None
+    assert any(isinstance(p, CatalogueParser) for p in analyzer.folder.parsers)
+
+
+def _catalogue_with(*entries: tuple[str, str, dict[str, str]]) -> type[LogParser]:
+    """A catalogue parser whose active entries are these (pattern, level, facts): entries that match lines
+    inside the runs, as a later catalogue might hold."""
+    from doctor.sources.catalogue.loader import Entry
+    from doctor.sources.catalogue.matcher import MessageSet
+    from doctor.sources.catalogue.parser import CatalogueParser
+
+    made = MessageSet(Entry(id=f"T{i}", engine="llama.cpp", level=level, pattern=pattern,
+                            numbers={g: "count" for g in facts}, sample="", meaning="ctx.full" if i else "perf.slow",
+                            first=None, last=None, source="test", fix="", facts=facts)
+                      for i, (pattern, level, facts) in enumerate(entries))
+
+    class Catalogue(CatalogueParser):
+        triggers = made.fragments
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.messages = made
+            self.literal_index = made.index
+            self._counts = [0] * len(made.entries)
+
+    return Catalogue
+
+
+@pytest.mark.parametrize("chunk", [4096, 1 << 22])
+def test_catalogue_entries_inside_the_runs_read_the_same(chunk: int) -> None:
+    """Entries that match hot lines (a release that truncates, a slot's timing header, a fact from a
+    graphs line) give the same messages, counts and facts folded as line by line."""
+    catalogue = _catalogue_with(
+        (r"stop processing: n_tokens = \d+, truncated = 1", "warning", {}),
+        (r"print_timing: id +2 \| task \d+ \| +graphs reused = +(?P<graphs>\d+)", "warning",
+         {"graphs": "run.requests"}),
+        (r"slot print_timing: id +1 \| task \d+ \|\s*$", "warning", {}))
+    base = LogAnalyzer("x", fold=True)
+    for data in (server_log(requests=400, restart_at=200), server_log_2025(requests=120)):
+        results = []
+        for fold in (True, False):
+            analyzer = LogAnalyzer("x", parsers=[*(type(p)() for p in base.parsers[:-1]), catalogue()], fold=fold)
+            analyzer.scanner.hold_last = True
+            for at in range(0, len(data), chunk):
+                analyzer.feed(data[at:at + chunk])
+            facts = analyzer.finish()
+            assert fold is False or (analyzer.folder is not None and analyzer.scanner.folded > data.count(b"\n") / 3)
+            seen = analyzer.parsers[-1].seen  # type: ignore[attr-defined]
+            results.append((json.dumps(facts.to_json(), sort_keys=True), seen))
+        assert results[0] == results[1]
+        assert results[0][1] and sum(results[0][1].values()) >= 3

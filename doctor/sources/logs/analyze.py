@@ -26,7 +26,7 @@ from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
 from doctor.sources.logs.base import AnalysisState, LogParser
 from doctor.sources.logs.detect import detect
 from doctor.sources.logs.fold import Folder, fold_enabled
-from doctor.sources.logs.line import decode, make_line
+from doctor.sources.logs.line import LogLine, decode, make_line
 from doctor.sources.logs.matcher import BytesPattern, compile_triggers
 from doctor.sources.logs.registry import parser_classes
 from doctor.sources.logs.router import Router
@@ -62,6 +62,7 @@ class LogAnalyzer:
         self.folder: Folder | None = None
         self._bind_fresh(self.parsers)
         self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts))
+        self._others: BytesPattern | None = None  # see _alone_only
         if fold if fold is not None else fold_enabled():
             self.folder = Folder.build(self.parsers, self.router, self.scanner, self.starts)
             if self.folder is not None:
@@ -151,7 +152,13 @@ class LogAnalyzer:
                 line = make_line(raw.number, text, raw.next)
                 # a plain line: one RE2 set match says which parsers it concerns and whether it holds
                 # a start fragment; any other line goes to every parser and to the start-line pattern
-                found = router.route(text) if router is not None and router.plain(line, text) else None
+                found = router.route(text, router.plain(line, text)) if router is not None else None
+                if found is not None and not found.others and router is not None:  # only the catalogue's triggers
+                    self._feed_alone(router.targets(found, line.text), line, text, capture_any)
+                    continue
+                if router is None and self._alone_only(text):
+                    self._feed_alone([p for p in parsers if p.alone], line, text, capture_any)
+                    continue
                 marker = starts.marker(text) if found is None or found.start else None
                 if marker is not None and self._start_line(marker, raw.number, line.raw):
                     parsers = self.parsers  # a new session: fresh parsers
@@ -173,6 +180,28 @@ class LogAnalyzer:
                 for parser in capturing:
                     if parser.wants_capture():
                         parser.feed_gap(raw.number, gap)
+
+    def _alone_only(self, raw: bytes) -> bool:
+        """Without a router (no RE2): whether only an alone parser's triggers selected `raw` (router.py)."""
+        if not any(p.alone for p in self.parsers):
+            return False
+        if self._others is None:
+            self._others = _trigger_pattern([p for p in self.parsers if not p.alone], self.starts)
+        return not self._others.search(raw)
+
+    def _feed_alone(self, targets: list[LogParser], line: LogLine, raw: bytes, capture: bool) -> None:
+        """A line only an alone parser's triggers selected (doctor/sources/logs/router.py): to those
+        parsers; the other parsers see it as before, inside the text between candidates when they capture."""
+        for parser in targets:
+            try:
+                parser.feed(line)
+            except (ValueError, OverflowError, ArithmeticError):
+                self.skipped_lines += 1
+        if capture:
+            gap = decode(raw + b"\n")
+            for parser in self._capturing:
+                if parser.wants_capture():
+                    parser.feed_gap(line.number, gap)
 
     def snapshot(self) -> Facts:
         """The facts so far, with whole-input summaries; the analyzer can go on afterwards."""

@@ -260,6 +260,9 @@ class LogParser:
     # reads some hot lines (a catalogue's print_timing, say) sees the runs through `fold` instead of
     # turning folding off
     absorbs: ClassVar[frozenset[str]] = frozenset()
+    # a parser that reads its lines alone (no gate; its literal index's patterns are its triggers and say which
+    # lines are its own): a line only its triggers select goes to it and to no other parser (logs/router.py)
+    alone: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

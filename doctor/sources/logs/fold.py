@@ -14,8 +14,8 @@ run), as is any run a parser is not ready for.
 Checked at build, on the spec's real sample lines, against this analysis's triggers, router and start
 lines: its quiet lines (lines a run passes over) are no candidates, and every candidate line of its
 units starts no session and goes to the owning parser alone, or also to parsers that fold the spec's
-kinds too (`absorbs`: a catalogue's parser reading print_timing, say); any other reader turns the fold
-off. tests/logs/test_fold.py compares both paths on real and built logs. `LLM_DOCTOR_FOLD=0` (or
+kinds too (`absorbs`: the catalogue's parser, doctor/sources/catalogue/parser.py; these get every run);
+any other reader turns the fold off. tests/logs/test_fold.py compares both paths on real and built logs. `LLM_DOCTOR_FOLD=0` (or
 `LogAnalyzer(fold=False)`) turns folding off: the reference path.
 
 Pure.
@@ -173,4 +173,7 @@ def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Route
                 if not set(spec.kinds) <= type(parser).absorbs:
                     return None
                 others.add(next(i for i, p in enumerate(parsers) if p is parser))
+    # a parser that folds the spec's kinds gets every run, whether or not a sample line went to it: a run's
+    # lines vary in their numbers, and its fold alone can say what they hold for it (the catalogue's)
+    others.update(i for i, p in enumerate(parsers) if p is not owner_parser and set(spec.kinds) <= type(p).absorbs)
     return tuple(sorted(others))
