@@ -15,8 +15,8 @@ Checked at build, on the spec's real sample lines, against this analysis's trigg
 lines: its quiet lines (lines a run passes over) are no candidates, and every candidate line of its
 units starts no session and goes to the owning parser alone, or also to parsers that fold the spec's
 kinds too (`absorbs`: the catalogue's parser, doctor/sources/catalogue/parser.py; these get every run);
-any other reader turns the fold off. tests/logs/test_fold.py compares both paths on real and built logs. `LLM_DOCTOR_FOLD=0` (or
-`LogAnalyzer(fold=False)`) turns folding off: the reference path.
+any other reader turns the fold off. tests/logs/test_fold.py compares both paths on real and built logs.
+`LLM_DOCTOR_FOLD=0` (or `LogAnalyzer(fold=False)`) turns folding off: the reference path.
 
 Pure.
 """
@@ -160,7 +160,7 @@ def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Route
             line = make_line(1, raw)
             if router.plain(line, raw):
                 found = router.route(raw)
-                if found.start:
+                if found is None or found.start:  # (a plain line always has a route)
                     return None
                 targets = router.targets(found, line.text)
             else:  # such a line goes to every parser, each asking its own gate
