@@ -66,16 +66,21 @@ class Spelling:
     forms: Mapping[str, str] = field(default_factory=dict, hash=False)
     join: str = " "
     wrap: str = "{}"
+    # settings given somewhere else than the rest (llama-cpp-python: sampling goes to each completion
+    # call, not to Llama()): setting -> its own wrap; each wrap's parts are joined, the wraps by "; "
+    wraps: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def spell(self, change: Mapping[str, object]) -> str | None:
         """The change in this engine's words; None when it spells none of its settings."""
-        parts: list[str] = []
+        groups: dict[str, list[str]] = {}
         for name, value in change.items():
             form = self.forms.get(name)
             text = form.format(**_fields(value)).strip() if form else ""
+            parts = groups.setdefault(self.wraps.get(name, self.wrap), [])
             if text and text not in parts:
                 parts.append(text)
-        return self.wrap.format(self.join.join(parts)) if parts else None
+        spelled = [wrap.format(self.join.join(parts)) for wrap, parts in groups.items() if parts]
+        return "; ".join(spelled) if spelled else None
 
 
 def _fields(value: object) -> dict[str, object]:

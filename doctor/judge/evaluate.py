@@ -133,7 +133,7 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: Mode, 
             # it fired: a log holding that engine's lines too
             results[rule.id] = (rule, result)
 
-    fired = {rid for rid, (_, res) in results.items() if res.outcome == "fired"}
+    fired = [rid for rid, (_, res) in results.items() if res.outcome == "fired"]  # in rule order, not a set's
     inhibited_by = root_causes({rid: results[rid][0] for rid in fired},
                                lambda rid: _rank(results[rid][0], results[rid][1]))
 
@@ -166,7 +166,8 @@ def root_causes(fired: dict[str, Rule], rank: Callable[[str], tuple[int, ...]]) 
 
     A fired rule is hidden when any fired rule inhibits it, whatever the order they are met in, and
     whatever hides its inhibitor: inhibition is transitive (A explains B, B explains C: A explains C).
-    Each hidden rule is credited to the strongest visible rule above it. The rule base has no cycles
+    Each hidden rule is credited to the strongest visible rule above it, the lowest id among equals (so
+    the credit never depends on the order the rules were met in). The rule base has no cycles
     (rulebase._check_inhibits)."""
     parents: dict[str, list[str]] = {}
     for rid, rule in fired.items():
@@ -179,7 +180,7 @@ def root_causes(fired: dict[str, Rule], rank: Callable[[str], tuple[int, ...]]) 
         if rid not in parents or depth > len(fired):
             return rid
         if rid not in memo:
-            memo[rid] = max((root(p, depth + 1) for p in parents[rid]), key=rank)
+            memo[rid] = max(sorted(root(p, depth + 1) for p in parents[rid]), key=rank)  # first of equals
         return memo[rid]
 
     return {rid: root(rid) for rid in parents}

@@ -108,3 +108,60 @@ def test_a_root_cause_leads_whatever_the_order_and_takes_the_severity_it_explain
     assert lead.severity == "error" and lead.inhibits == ["LD992", "LD993"]  # as serious as what it explains
     assert {c.id: c.inhibited_by for c in report.checks} == {"LD991": None, "LD992": "LD991", "LD993": "LD991"}
     assert report.assessment is not None and report.assessment.id == "LD991" and report.fails("error")
+
+
+TWO_CAUSES = """
+- id: LD994
+  slug: second-cause
+  class: context.oversized
+  severity: warning
+  title: one cause
+  when: {fact: config.n_ctx, ge: 100}
+  fix: shrink it
+  inhibits: [LD996]
+- id: LD995
+  slug: first-cause
+  class: context.oversized
+  severity: warning
+  title: an equal cause
+  when: {fact: config.n_ctx, ge: 100}
+  fix: shrink it too
+  inhibits: [LD996]
+- id: LD996
+  slug: shared-symptom
+  class: oom.runtime
+  severity: warning
+  title: what both explain
+  when: {fact: config.n_ctx, ge: 100}
+  fix: something narrower
+"""
+
+CREDIT = """
+import json, sys
+from doctor.core.facts import Facts
+from doctor.judge.evaluate import build_report
+from doctor.judge.rulebase import RuleBase, parse_rules
+rules = parse_rules(sys.argv[1], "two.yaml")
+report = build_report(RuleBase(rules=rules[::-1]), Facts.from_values({"config.n_ctx": 4096}, [], events_observed=True),
+                      command="scan", mode="scan")
+print(json.dumps([[f.id, f.inhibits] for f in report.findings]))
+"""
+
+
+def test_equal_causes_credit_a_symptom_to_the_same_rule_whatever_the_hash_seed() -> None:
+    """Two causes of equal rank explain one symptom: the credit (and so the findings' order) must not
+    follow the iteration order of a set of ids, which changes with PYTHONHASHSEED."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    seen = set()
+    for seed in ("1", "2", "3", "4", "5", "6"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", CREDIT, TWO_CAUSES], env=env, capture_output=True, text=True,
+                             check=True).stdout
+        seen.add(out)
+    assert len(seen) == 1
+    findings = json.loads(seen.pop())
+    assert dict((rid, inh) for rid, inh in findings) == {"LD994": ["LD996"], "LD995": []}

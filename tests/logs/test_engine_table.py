@@ -253,3 +253,17 @@ def test_wrapped_engines_and_aliases_resolve_in_the_table() -> None:
     assert engines.canonical("nope") is None
     for wrapper, inner in engines.wrappers().items():
         assert wrapper in engines.names() and inner in engines.names()
+
+
+def test_llama_cpp_python_spells_sampling_in_the_completion_call_and_types_with_their_module() -> None:
+    """Sampling settings are arguments of each completion call in llama-cpp-python (llama_cpp/llama.py:
+    create_completion / create_chat_completion), not of Llama(); a KV type is llama_cpp.GGML_TYPE_*."""
+    from doctor.core import engines
+
+    row = engines.get("llama-cpp-python")
+    assert row is not None
+    text = row.spelling.spell({"n_ctx": 2048, "temperature": 0.7, "repeat_penalty": 1.1, "type_k": "q8_0"})
+    assert text == ("Llama(..., n_ctx=2048, type_k=llama_cpp.GGML_TYPE_Q8_0); "
+                    "llm.create_chat_completion(..., temperature=0.7, repeat_penalty=1.1)")
+    assert row.spelling.spell({"top_k": 40}) == "llm.create_chat_completion(..., top_k=40)"
+    assert row.spelling.spell({"n_threads": 2}) == "Llama(..., n_threads=2)"

@@ -117,6 +117,10 @@ def test_gated_keeps_the_rest_of_the_pattern_api() -> None:
     compiled = re.compile("x")
     assert gated(compiled) is compiled
     assert gated("case", re.IGNORECASE).search("CASE") is not None  # no gate where `in` would miss
+    # an inline (?i) in the source string is case-insensitive too (read from the parsed pattern)
+    assert required_literals("(?i)out of memory") is None
+    assert gated(r"(?i)out of memory").search("CUDA OUT OF MEMORY") is not None
+    assert gated(r"x(?i:abc)").search("xABC") is not None
 
 
 @settings(max_examples=200, deadline=None)

@@ -128,7 +128,10 @@ def required_literals(pattern: re.Pattern[str] | str, flags: int = 0) -> tuple[s
     if not isinstance(pattern, str) or flags & re.IGNORECASE:
         return None
     try:
-        found = _sequence(list(_sre_parse.parse(pattern, flags)))
+        parsed = _sre_parse.parse(pattern, flags)
+        if parsed.state.flags & re.IGNORECASE:  # an inline (?i) at the start: case-insensitive throughout
+            return None
+        found = _sequence(list(parsed))
     except Exception:  # an unexpected tree shape in some Python version: no gate
         return None
     return tuple(sorted(found, key=lambda s: (-len(s), s))) if found else None

@@ -17,14 +17,20 @@ from doctor.sources.engines.llamacpp.engine import PARSER
 ARGS = {
     "n_ctx": "n_ctx={v}", "n_threads": "n_threads={v}", "n_threads_batch": "n_threads_batch={v}",
     "n_batch": "n_batch={v}", "n_ubatch": "n_ubatch={v}", "n_gpu_layers": "n_gpu_layers={v}",
-    "type_k": "type_k=GGML_TYPE_{V}", "type_v": "type_v=GGML_TYPE_{V}", "flash_attn": "flash_attn={v}",
+    "type_k": "type_k=llama_cpp.GGML_TYPE_{V}", "type_v": "type_v=llama_cpp.GGML_TYPE_{V}",
+    "flash_attn": "flash_attn={v}",
     "use_mmap": "use_mmap={v}", "use_extra_bufts": "use_extra_bufts={v}", "temperature": "temperature={v}",
     "repeat_penalty": "repeat_penalty={v}", "repeat_last_n": "last_n_tokens_size={v}", "top_k": "top_k={v}",
     "top_p": "top_p={v}", "min_p": "min_p={v}",
 }
+# sampling is an argument of each completion call (Llama.create_completion / __call__ /
+# create_chat_completion), not of Llama(): llama_cpp/llama.py
+CALL = "llm.create_chat_completion(..., {})"
+SAMPLING = ("temperature", "repeat_penalty", "top_k", "top_p", "min_p")
 
 ENGINE = Engine(
     "llama-cpp-python", "llama-cpp-python", PARSER, wraps=LLAMACPP.name,
-    spelling=Spelling(ARGS, join=", ", wrap="Llama(..., {})"), embedded=True, short="lcp",
+    spelling=Spelling(ARGS, join=", ", wrap="Llama(..., {})", wraps=dict.fromkeys(SAMPLING, CALL)),
+    embedded=True, short="lcp",
     fixes=FIXES,
 )
