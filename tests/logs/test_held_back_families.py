@@ -152,3 +152,14 @@ def test_a_koboldcpp_log_is_koboldcpps_and_its_fixes_use_its_launchers_flags(rul
     from doctor.core import engines
 
     assert engines.get("koboldcpp").spelling.spell({"n_ctx": 8192}) == "--contextsize 8192"
+
+
+def test_sglang_weights_read_slowly_are_slow_storage(rulebase) -> None:
+    # SGLang 0.5.x `Load weight end. elapsed=%.2f s, ...` (fixtures/logs/sglang/v0.5.23-input-longer-than-context.log)
+    line = ("[2026-03-11 09:14:31 TP0] Load weight end. elapsed={s} s, type=LlamaForCausalLM, avail mem=63.10 GB, "
+            "mem usage=15.06 GB.\n")
+    facts, report = _report(line.format(s="912.40"), rulebase)
+    assert facts.value("run.load_ms") == 912400.0
+    assert "LD105" in {f.id for f in report.findings}
+    _, report = _report(line.format(s="9.84"), rulebase)
+    assert "LD105" not in {f.id for f in report.findings}
