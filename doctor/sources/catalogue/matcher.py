@@ -63,6 +63,8 @@ def block_pattern(pattern: str) -> str:
     text is its raw bytes stripped, doctor/sources/logs/line.py, so a text's ends need be no raw line's
     ends): the pattern without its anchors (^, $, \\A, \\Z, \\z: assertions, so it matches wherever the
     pattern does), or any character where the anchors cannot be told apart (every block is read line by line)."""
+    if "^" not in pattern and "$" not in pattern and not any(f"\\{c}" in pattern for c in "AZz"):
+        return pattern  # no anchor (nearly every pattern: nothing to parse)
     out: list[str] = []
     i, n = 0, len(pattern)
     while i < n:
