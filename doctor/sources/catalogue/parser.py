@@ -19,8 +19,9 @@ entry:
 It casts no engine vote: engine identity stays with the engines' parsers.
 
 Runs of an engine's hot lines that the analyzer folds (doctor/sources/logs/fold.py: llama-server's
-per-request lines) come here whole (`absorbs`, `fold`): one search of the run for the catalogue's
-triggers, and only where one is found its lines are read one by one, as the per-line path reads them.
+per-request lines) come here whole (`absorbs`, `fold`): one search of the run for those of the catalogue's
+triggers that can match inside a line of the run's shape (none, for llama-server's: no search), and only
+where one is found its lines are read one by one, as the per-line path reads them.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from doctor.sources.logs.base import LogParser
 from doctor.sources.logs.hot import HotRun
 from doctor.sources.logs.line import LogLine, make_line
 from doctor.sources.logs.matcher import compile_triggers, span_finder
+from doctor.sources.logs.shapes import can_occur
 
 KEPT_PER_ENTRY = 3  # occurrences of one message kept as events (the count goes on)
 KEPT_TOTAL = 200
@@ -56,11 +58,15 @@ def active_set() -> MessageSet:
 
 
 @functools.lru_cache(maxsize=4)
-def _find_trigger(messages: MessageSet) -> Callable[[bytes, int, int], tuple[int, int] | None]:
-    """`find(region, start, end)`: a place in region[start:end] (a block of lines) where one of the set's
-    index patterns (the active entries' triggers) may match a line (matcher.block_pattern), one RE2 search:
-    a block with no such place holds no line of its entries."""
-    return span_finder(compile_triggers([block_pattern(p) for p in messages.index.patterns]))
+def _find_trigger(messages: MessageSet, shape: str) -> Callable[[bytes, int, int], tuple[int, int] | None] | None:
+    """`find(region, start, end)`: a place in region[start:end] (a run of lines of `shape`, HotRun.shape) where
+    one of the set's index patterns (the active entries' triggers) may match a line (matcher.block_pattern),
+    one RE2 search: a run with no such place holds no line of its entries. None: no index pattern can match
+    inside a line of that shape at all (doctor/sources/logs/shapes.py), so no run of it is searched."""
+    occurs = can_occur(shape) if shape else None
+    patterns = [block_pattern(p) for p in messages.index.patterns]
+    kept = [p for p in patterns if occurs is None or occurs(p)]
+    return span_finder(compile_triggers(kept)) if kept else None
 
 
 class _Fragments:
@@ -118,7 +124,8 @@ class CatalogueParser(LogParser):
         the index's own set on a line it does not route), so a run none of them is found in records nothing;
         otherwise its lines are fed one by one (a line that would not reach this parser has no hit)."""
         region, end = run.region, run.end
-        if _find_trigger(self.messages)(region, run.start, end) is None:
+        find = _find_trigger(self.messages, run.shape)
+        if find is None or find(region, run.start, end) is None:
             return
         pos, number = run.start, run.number
         while pos < end:

@@ -126,7 +126,7 @@ class Folder:
         stop = region.rfind(b"\n", start, stop - 1) + 1  # the last line goes line by line
         if stop <= start:
             return NOTHING
-        run = HotRun(region, start, stop, number, self.spec.kinds)
+        run = HotRun(region, start, stop, number, self.spec.kinds, self.spec.line)
         for parser in self.parsers:
             parser.fold(run)
         self.runs += 1

@@ -33,14 +33,16 @@ class HotRun:
     """A run of hot lines: region[start:end], complete lines (each ending in a newline), the first
     numbered `number`; every parser that reads some of its lines gets it (`LogParser.fold`)."""
 
-    __slots__ = ("_lines", "end", "kinds", "number", "region", "start")
+    __slots__ = ("_lines", "end", "kinds", "number", "region", "shape", "start")
 
-    def __init__(self, region: bytes, start: int, end: int, number: int, kinds: tuple[str, ...] = ()) -> None:
+    def __init__(self, region: bytes, start: int, end: int, number: int, kinds: tuple[str, ...] = (),
+                 shape: str = "") -> None:
         self.region = region
         self.start = start
         self.end = end
         self.number = number
         self.kinds = kinds  # the line kinds of the spec that matched it (HotLines.kinds)
+        self.shape = shape  # the spec's unit (HotLines.line): every line of the run is part of one ("": unknown)
         self._lines = -1
 
     @property
