@@ -7,10 +7,9 @@ from __future__ import annotations
 import random
 import re
 
-from doctor.sources.catalogue.matcher import block_pattern
 from doctor.sources.catalogue.parser import _find_trigger, active_set
 from doctor.sources.engines.llamacpp.fold import HOT
-from doctor.sources.logs.shapes import can_occur
+from doctor.sources.logs.shapes import block_pattern, can_occur
 from tests.logs.test_fold import server_log, server_log_2025
 
 
@@ -67,3 +66,16 @@ def test_the_catalogue_searches_no_llama_server_run() -> None:
     occurs = can_occur(HOT.line)
     assert all(not occurs(block_pattern(p)) for p in messages.index.patterns)
     assert _find_trigger(messages, "") is not None  # a run of unknown shape is searched
+
+
+def test_block_pattern_drops_anchors_only() -> None:
+    """A pattern matched against a stripped line's text is searched for in the raw lines without its anchors
+    (a class's ^ or $ and escaped ones stay); one whose anchors cannot be told apart matches anything."""
+    assert block_pattern(r"task \d+ \|\s*$") == r"task \d+ \|\s*"
+    assert block_pattern(r"^\s*eval time") == r"\s*eval time"
+    assert block_pattern(r"[^x]+y") == r"[^x]+y" and block_pattern(r"x\$") == r"x\$"
+    assert block_pattern(r"[]^$]x$") == r"[]^$]x" and block_pattern(r"\Aab\Z") == "ab"
+    assert block_pattern(r"(?:a|(?m:^b))") == r"(?:a|(?m:b))"
+    raw = "      total time =  5223.91 ms /  1128 tokens   \r"
+    for pattern in (r"^total time = +[0-9.]+ ms", r"tokens$", r"\Atotal.*tokens\Z"):
+        assert re.search(pattern, raw.strip()) and re.search(block_pattern(pattern), raw)

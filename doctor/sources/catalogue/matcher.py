@@ -14,14 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from doctor.sources.catalogue.loader import Entry
-
-try:
-    from re import _parser as _sre_parse  # type: ignore[attr-defined]
-except ImportError:  # Python < 3.11
-    import sre_parse as _sre_parse
 from doctor.sources.logs.matcher import LiteralIndex, required_literals, set_matcher
 
 STRONG = 9  # a literal shorter than this is held by too many lines to select candidates with
@@ -56,59 +50,6 @@ def set_pattern(entry: Entry) -> str:
     and number groups, made the set build its states 2-3x slower on a new log); the entry's own pattern
     decides."""
     return "|".join(f"(?:{f})" for f in dict.fromkeys(_fragments((entry,))))
-
-
-def block_pattern(pattern: str) -> str:
-    """A pattern found in a block of raw lines wherever `pattern` matches one of its lines' text (a line's
-    text is its raw bytes stripped, doctor/sources/logs/line.py, so a text's ends need be no raw line's
-    ends): the pattern without its anchors (^, $, \\A, \\Z, \\z: assertions, so it matches wherever the
-    pattern does), or any character where the anchors cannot be told apart (every block is read line by line)."""
-    if "^" not in pattern and "$" not in pattern and not any(f"\\{c}" in pattern for c in "AZz"):
-        return pattern  # no anchor (nearly every pattern: nothing to parse)
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            if pattern[i + 1] not in "AZz":
-                out.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if c == "[":  # a class: copied whole (a ^ or $ in it is no anchor)
-            end = i + 1 + (pattern.startswith("^", i + 1))
-            end += pattern.startswith("]", end)
-            while end < n and pattern[end] != "]":
-                end += 2 if pattern[end] == "\\" else 1
-            out.append(pattern[i:end + 1])
-            i = end + 1
-            continue
-        if c not in "^$":
-            out.append(c)
-        i += 1
-    plain = "".join(out)
-    try:
-        if _anchored(list(_sre_parse.parse(plain))) or re.compile(plain).groups != re.compile(pattern).groups:
-            return _ANY
-    except re.error:
-        return _ANY
-    return plain
-
-
-_ANY = "(?s:.)"
-
-
-def _anchored(items: list[tuple[Any, Any]]) -> bool:
-    """Whether a parsed pattern holds an anchor (^, $, \\A, \\Z) anywhere."""
-    for op, av in items:
-        if str(op) == "AT" and str(av) not in ("AT_BOUNDARY", "AT_NON_BOUNDARY"):
-            return True
-        for sub in av if isinstance(av, list | tuple) else ():
-            if isinstance(sub, _sre_parse.SubPattern) and _anchored(list(sub)):
-                return True
-            if isinstance(sub, list | tuple) and any(isinstance(x, _sre_parse.SubPattern) and _anchored(list(x))
-                                                     for x in sub):
-                return True
-    return False
 
 
 class PatternIndex(LiteralIndex):

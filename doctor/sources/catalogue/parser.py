@@ -32,12 +32,12 @@ from collections.abc import Callable
 
 from doctor.core.facts import Event, Facts
 from doctor.sources.catalogue import loader, store
-from doctor.sources.catalogue.matcher import MessageSet, block_pattern, message_set, read_numbers
+from doctor.sources.catalogue.matcher import MessageSet, message_set, read_numbers
 from doctor.sources.logs.base import LogParser
 from doctor.sources.logs.hot import HotRun
 from doctor.sources.logs.line import LogLine, make_line
 from doctor.sources.logs.matcher import compile_triggers, span_finder
-from doctor.sources.logs.shapes import can_occur
+from doctor.sources.logs.shapes import block_pattern, can_occur
 
 KEPT_PER_ENTRY = 3  # occurrences of one message kept as events (the count goes on)
 KEPT_TOTAL = 200
@@ -60,7 +60,7 @@ def active_set() -> MessageSet:
 @functools.lru_cache(maxsize=4)
 def _find_trigger(messages: MessageSet, shape: str) -> Callable[[bytes, int, int], tuple[int, int] | None] | None:
     """`find(region, start, end)`: a place in region[start:end] (a run of lines of `shape`, HotRun.shape) where
-    one of the set's index patterns (the active entries' triggers) may match a line (matcher.block_pattern),
+    one of the set's index patterns (the active entries' triggers) may match a line (logs/shapes.py block_pattern),
     one RE2 search: a run with no such place holds no line of its entries. None: no index pattern can match
     inside a line of that shape at all (doctor/sources/logs/shapes.py), so no run of it is searched."""
     occurs = can_occur(shape) if shape else None

@@ -1,5 +1,8 @@
 """Whether a pattern can match inside a line of a known shape: the patterns a folded run need be searched for.
 
+`block_pattern(pattern)`: the pattern to search a block of lines for, where `pattern` is matched against
+each line's text (the raw line stripped: its anchors dropped).
+
 A run of hot lines (doctor/sources/logs/fold.py) holds only lines of its spec's shape (HotLines.line, an
 RE2 source of exact line shapes). A parser that absorbs the runs and looks for other patterns in them (the
 message catalogue's) need search a run only for those patterns that can match somewhere in such a line.
@@ -150,3 +153,56 @@ def can_occur(shape: str) -> Callable[[str], bool]:
             return True
 
     return occurs
+
+
+def block_pattern(pattern: str) -> str:
+    """A pattern found in a block of raw lines wherever `pattern` matches one of its lines' text (a line's
+    text is its raw bytes stripped, doctor/sources/logs/line.py, so a text's ends need be no raw line's
+    ends): the pattern without its anchors (^, $, \\A, \\Z, \\z: assertions, so it matches wherever the
+    pattern does), or any character where the anchors cannot be told apart (every block is read line by line)."""
+    if "^" not in pattern and "$" not in pattern and not any(f"\\{c}" in pattern for c in "AZz"):
+        return pattern  # no anchor (nearly every pattern: nothing to parse)
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            if pattern[i + 1] not in "AZz":
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if c == "[":  # a class: copied whole (a ^ or $ in it is no anchor)
+            end = i + 1 + (pattern.startswith("^", i + 1))
+            end += pattern.startswith("]", end)
+            while end < n and pattern[end] != "]":
+                end += 2 if pattern[end] == "\\" else 1
+            out.append(pattern[i:end + 1])
+            i = end + 1
+            continue
+        if c not in "^$":
+            out.append(c)
+        i += 1
+    plain = "".join(out)
+    try:
+        if _anchored(list(_sre_parse.parse(plain))) or re.compile(plain).groups != re.compile(pattern).groups:
+            return _ANY
+    except re.error:
+        return _ANY
+    return plain
+
+
+_ANY = "(?s:.)"
+
+
+def _anchored(items: Any) -> bool:
+    """Whether a parsed pattern holds an anchor (^, $, \\A, \\Z) anywhere."""
+    for op, av in items:
+        if str(op) == "AT" and str(av) not in ("AT_BOUNDARY", "AT_NON_BOUNDARY"):
+            return True
+        for sub in av if isinstance(av, list | tuple) else ():
+            if isinstance(sub, _sre_parse.SubPattern) and _anchored(list(sub)):
+                return True
+            if isinstance(sub, list | tuple) and any(isinstance(x, _sre_parse.SubPattern) and _anchored(list(x))
+                                                     for x in sub):
+                return True
+    return False
