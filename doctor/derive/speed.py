@@ -27,24 +27,21 @@ from doctor.core.facts import Facts, Source
 from doctor.derive.memory import Plan, kv_bytes_per_token, place_weights
 from doctor.derive.plan import plan_from_facts
 from doctor.derive.source import step_src
+from doctor.derive.speed_cost import Mats, cpu_mats, fallback_mats
 
 GB = 1e9
 BATCH_OFFLOAD_MIN = 32  # llama.cpp offloads CPU weights' products to the GPU for batches this large
 
-# Efficiencies measured by bench/speed_table.py on the 2-core AMX Xeon (docs/speed.md): the share
-# of each ceiling llama.cpp's CPU kernels reach. Compute is against the float32 GEMM figure.
+# CPU efficiencies (bench/speed_table.py on the 2-core AMX Xeon, docs/speed.md); the per-kernel rates
+# and efficiencies of the weights are doctor/derive/speed_cost.py's
 EFF_CPU_BW = 0.8  # of the read kernel's bandwidth, where decode is bandwidth-bound (many cores)
-# prefill: llama.cpp's CPU matrix kernels against the float32 GEMM figure, by weight type
-EFF_CPU_COMPUTE = {"q4_0": 0.55, "q8_0": 0.75, "f16": 0.75, "bf16": 0.75, "f32": 0.75, "other": 0.35}
-# decode: the weight bytes a core's dot-product kernels get through per second, per GFLOP/s of the
-# float32 GEMM figure on that core (dequantising Q4 costs more than reading it: on one core decode is
-# compute-bound, and only with several cores does the memory bus bind)
-DECODE_RATE = {"q4_0": 0.033, "q8_0": 0.055, "f16": 0.074, "bf16": 0.074, "f32": 0.074, "other": 0.035}
 EFF_CPU_DECODE = 0.8  # that typical rate against the kernels' best: the ceiling is the best
-# per-token overhead: graph build, thread barriers, sampling; ms per layer per token at 1 thread and
-# the extra per added thread (barrier cost grows with threads)
-CPU_LAYER_MS = 0.05
-CPU_LAYER_MS_PER_THREAD = 0.02
+# per-token overhead on the CPU layers: graph build and sampling at 1 thread (fitted on the 1-thread bench
+# rows: 0.0003 ms, nothing to tell from zero), and a barrier after each graph node that every thread
+# passes: one cache-line hand-over (~0.1 us between cores) per thread per barrier, ~20 nodes a layer
+CPU_LAYER_MS = 0.0
+BARRIERS_PER_LAYER = 20
+BARRIER_MS_PER_THREAD = 0.0001
 # GPUs (no GPU here: public llama.cpp figures, docs/speed.md): bandwidth share reached by decode,
 # FP16 tensor throughput share reached by prefill, kernel-launch overhead per layer
 EFF_GPU_BW = 0.7
@@ -72,6 +69,8 @@ class Cost:
     gpu_layers: int  # repeating layers on the GPU
     depth: int
     weight_type: str
+    mats: Mats | None = None  # the CPU side's weights by kernel (speed_cost.py); None: from the parameters
+    prefill_depth: float = 0.0  # the prompt's mean depth
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,13 +161,21 @@ def model_cost(facts: Facts, plan: Plan, depth: int, prompt: int) -> Cost | None
         head_dim = n_embd // n_head
     attn_per_depth = 4.0 * n * n_head * head_dim if isinstance(n_head, int) and isinstance(head_dim, int) else 0.0
     prefill_depth = prompt / 2  # the prompt is evaluated from an empty cache: its mean depth
+    mats = cpu_mats(facts.value("model.matmul_weights"), n, start, place.output_on_gpu, _expert_share(facts),
+                    attn_per_depth / n)
+    if mats is None:
+        total = sum(layout.layer_bytes) + layout.output_bytes
+        cpu_part = (sum(layout.layer_bytes[:start]) + (0 if place.output_on_gpu else layout.output_bytes)) / total \
+            if total else 1.0
+        mats = fallback_mats(weight_type(facts), active_params * cpu_part, attn_per_depth * start / n)
     pcie = 0
     if plan.gpu and 0 < place.gpu_layers < n + 1:
         pcie = int(sum(layout.layer_bytes[:start]) + (0 if place.output_on_gpu else layout.output_bytes))
     return Cost(decode_gpu_bytes=int(gpu_w + kv_gpu), decode_cpu_bytes=int(cpu_w + kv_read - kv_gpu),
                 prefill_flops=2.0 * active_params + attn_per_depth * prefill_depth,
                 pcie_bytes_per_batch=pcie,
-                n_layer=n, gpu_layers=n - start, depth=depth, weight_type=weight_type(facts))
+                n_layer=n, gpu_layers=n - start, depth=depth, weight_type=weight_type(facts), mats=mats,
+                prefill_depth=prefill_depth)
 
 
 # -- the ceilings -------------------------------------------------------------------------------
@@ -243,9 +250,20 @@ def core_share(facts: Facts, phase: str = "decode") -> Share:
 # -- the verdict --------------------------------------------------------------------------------
 
 def overhead_s(cost: Cost, threads: int) -> float:
+    """Per-token work that is not the weights': graph and barriers on the CPU layers (each graph node
+    ends in a barrier every thread passes, a cache-line hand-over per thread), launches on the GPU's."""
     cpu_layers = cost.n_layer - cost.gpu_layers
-    per_cpu = CPU_LAYER_MS + CPU_LAYER_MS_PER_THREAD * max(0, threads - 1)
-    return (cpu_layers * per_cpu + cost.gpu_layers * GPU_LAYER_MS) / 1000
+    barrier_ms = BARRIERS_PER_LAYER * BARRIER_MS_PER_THREAD * max(0, threads - 1)
+    return (cpu_layers * (CPU_LAYER_MS + barrier_ms) + cost.gpu_layers * GPU_LAYER_MS) / 1000
+
+
+def _mats(cost: Cost) -> Mats:
+    """The CPU side's weights by kernel; from the parameters where the tensor table was not known."""
+    if cost.mats is not None:
+        return cost.mats
+    total = cost.decode_cpu_bytes + cost.decode_gpu_bytes
+    cpu_part = cost.decode_cpu_bytes / total if total else 1.0
+    return fallback_mats(cost.weight_type, cost.prefill_flops / 2 * cpu_part, 0.0)
 
 
 def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, float], float, str | None]:
@@ -258,11 +276,11 @@ def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, fl
         t = cost.decode_cpu_bytes / (ceil.cpu_bw_gbs * GB * share.share)
         terms["memory-bandwidth:cpu"] = t
         slowest = t / EFF_CPU_BW
-        if ceil.cpu_gflops:  # the dot-product kernels' own rate on the engine's threads
-            rate = DECODE_RATE.get(cost.weight_type, DECODE_RATE["other"]) * ceil.cpu_gflops * GB
-            tc = cost.decode_cpu_bytes / (rate / EFF_CPU_DECODE * share.share)
-            terms["compute:cpu"] = tc
-            slowest = max(slowest, tc / EFF_CPU_DECODE)
+        if ceil.cpu_gflops:  # the dot-product kernels' own rate on the engine's threads, attention at depth
+            one_core = ceil.cpu_gflops / max(1.0, min(float(share.threads), share.usable))
+            tc = _mats(cost).decode_seconds(ceil.cpu_gflops * share.share, one_core * share.share, cost.depth)
+            terms["compute:cpu"] = tc * EFF_CPU_DECODE
+            slowest = max(slowest, tc)
         expected += slowest
     if cost.decode_gpu_bytes:
         if ceil.gpu_bw_gbs is None:
@@ -271,7 +289,8 @@ def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, fl
         terms["memory-bandwidth:gpu"] = t
         expected += t / EFF_GPU_BW
     over = overhead_s(cost, share.threads) / (share.share if cost.decode_cpu_bytes else 1.0)
-    terms["per-token-overhead"] = over
+    if over > 0:
+        terms["per-token-overhead"] = over
     expected += over
     return terms, expected, None
 
@@ -290,7 +309,7 @@ def prefill_terms(cost: Cost, ceil: Ceilings, share: Share, batch: int) -> tuple
             return {}, 0.0, "the machine's matrix-multiply throughput (run llm-doctor scan on it, or name its CPU)"
         t = cpu_flops / (gflops * 1e9 * share.share)
         terms["compute:cpu"] = t
-        expected += t / EFF_CPU_COMPUTE.get(cost.weight_type, EFF_CPU_COMPUTE["other"])
+        expected += _mats(cost).prefill_seconds(gflops * share.share, batch, cost.prefill_depth)
     if on_gpu_flops > 0:
         if ceil.gpu_tflops is None:
             return {}, 0.0, "the GPU's name (its FP16 throughput comes from the published spec)"
@@ -304,7 +323,8 @@ def prefill_terms(cost: Cost, ceil: Ceilings, share: Share, batch: int) -> tuple
         terms["pcie"] = t
         expected += t / EFF_PCIE
     over = overhead_s(cost, share.threads) / max(1, batch)
-    terms["per-token-overhead"] = over
+    if over > 0:
+        terms["per-token-overhead"] = over
     expected += over
     return terms, expected, None
 

@@ -1,0 +1,72 @@
+"""The CPU side's cost per token by kernel (doctor/derive/speed_cost.py): decode through each type's
+dot-product kernel, prefill through llamafile's tiled GEMM or the generic loop (experts, other types),
+the lm head once per prefill batch, and decode attention that grows with the depth. Synthetic
+model.matmul_weights rows [layer, op, type, ne, bytes, count]; no GGUF, no engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.derive.speed_cost import DECODE_RATE, PREFILL_EFF, cpu_mats, fallback_mats, type_class
+
+DENSE = [[0, "mul_mat", "Q4_0", [2048, 2048, 1], 0, 4], [1, "mul_mat", "Q4_0", [2048, 2048, 1], 0, 4],
+         [2, "tied_output", "Q4_0", [2048, 128256, 1], 0, 1]]
+MOE = [[0, "mul_mat", "Q4_0", [2048, 2048, 1], 0, 4], [0, "mul_mat_id", "Q4_0", [2048, 1024, 64], 0, 3]]
+
+
+def test_types_fall_in_the_kernel_classes_llama_cpp_runs() -> None:
+    assert [type_class(t) for t in ("Q4_0", "q8_0", "F16", "BF16", "Q4_1", "Q4_K")] == \
+        ["q4_0", "q8_0", "f16", "f16", "other", "other"]
+
+
+def test_decode_reads_every_active_weight_through_its_kernel() -> None:
+    mats = cpu_mats(DENSE, n_layer=2, first_gpu_layer=2, head_on_gpu=False, expert_share=0.0,
+                    attn_flops_per_pos_layer=0.0)
+    assert mats is not None
+    weights = 8 * 2048 * 2048 + 2048 * 128256
+    assert dict(mats.decode) == {"q4_0": weights}
+    # one token: weights / (rate x multiply-adds per second)
+    assert mats.decode_seconds(100.0, 100.0, 0) == pytest.approx(weights / (DECODE_RATE["q4_0"] * 50e9))
+
+
+def test_prefill_pays_the_head_once_per_batch_not_per_token() -> None:
+    mats = cpu_mats(DENSE, 2, 2, False, 0.0, 0.0)
+    assert mats is not None
+    assert dict(mats.prefill) == {"q4_0": 8 * 2048 * 2048}  # the head is not a per-token product
+    one, many = mats.prefill_seconds(100.0, 1, 0), mats.prefill_seconds(100.0, 4096, 0)
+    layers = 2 * 8 * 2048 * 2048 / (100e9 * PREFILL_EFF["q4_0"])
+    assert many == pytest.approx(layers, rel=0.05)
+    assert one > 2 * many
+
+
+def test_experts_run_the_generic_loop_and_only_the_routed_share() -> None:
+    mats = cpu_mats(MOE, 1, 1, True, 1 - 8 / 64, 0.0)
+    assert mats is not None
+    prefill = dict(mats.prefill)
+    assert prefill["vec"] == pytest.approx(3 * 2048 * 1024 * 64 * 8 / 64)  # MUL_MAT_ID: no tiled GEMM
+    assert prefill["q4_0"] == 4 * 2048 * 2048
+
+
+def test_gpu_layers_and_a_gpu_head_are_not_the_cpu_s() -> None:
+    mats = cpu_mats(DENSE, 2, 1, True, 0.0, 1000.0)
+    assert mats is not None
+    assert dict(mats.decode) == {"q4_0": 4 * 2048 * 2048}
+    assert mats.head == ()
+    assert mats.attn_flops_per_pos == 1000.0  # one layer of two on the CPU
+
+
+def test_decode_attention_grows_with_depth_at_one_core_s_rate() -> None:
+    mats = cpu_mats(DENSE, 2, 2, False, 0.0, 4 * 32 * 64)
+    assert mats is not None
+    shallow, deep = mats.decode_seconds(200.0, 100.0, 0), mats.decode_seconds(200.0, 100.0, 1000)
+    assert deep - shallow == pytest.approx(2 * 4 * 32 * 64 * 1000 / (100e9 * 0.0245), rel=0.01)
+    # a second thread speeds the weights, not the attention (the bench's 2-thread depth rows)
+    assert mats.decode_seconds(400.0, 100.0, 1000) - mats.decode_seconds(400.0, 100.0, 0) == \
+        pytest.approx(deep - shallow)
+
+
+def test_without_the_tensor_table_one_class_holds_the_parameters() -> None:
+    mats = fallback_mats("bf16", 1e9, 0.0)
+    assert dict(mats.decode) == {"f16": 1e9}
+    assert dict(fallback_mats("other", 1e9, 0.0).prefill) == {"vec": 1e9}
+    assert cpu_mats(None, 2, 2, False, 0.0, 0.0) is None
