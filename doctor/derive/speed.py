@@ -42,12 +42,18 @@ EFF_CPU_DECODE = 0.8  # that typical rate against the kernels' best: the ceiling
 CPU_LAYER_MS = 0.0
 BARRIERS_PER_LAYER = 20
 BARRIER_MS_PER_THREAD = 0.0001
-# GPUs (no GPU here: public llama.cpp figures, docs/speed.md): bandwidth share reached by decode,
-# FP16 tensor throughput share reached by prefill, kernel-launch overhead per layer
-EFF_GPU_BW = 0.7
-EFF_GPU_COMPUTE = 0.35
-GPU_LAYER_MS = 0.03
+# GPUs (no GPU here): decode time per token = bytes / (bandwidth x EFF_GPU_BW) + layers x launch cost,
+# least squares over the full-offload rows the sources call normal in bench/data/public_runs.yaml
+# (geerlingguy/ai-benchmarks, llama.cpp discussions; docs/speed.md): small models on big GPUs are
+# launch-bound. Per backend where it had rows: CUDA 34, Vulkan 29, Metal 17, ROCm 6; all 90: eff 0.73.
+EFF_GPU_BW = 0.73
+EFF_GPU_COMPUTE = 0.35  # FP16 tensor throughput share reached by prefill (public llama-bench pp rows)
+GPU_LAYER_MS = 0.08  # all 90 rows
+GPU_LAYER_MS_BY_BACKEND = {"cuda": 0.065, "vulkan": 0.11, "rocm": 0.12, "hip": 0.12, "metal": 0.26}
 EFF_PCIE = 0.8
+# one core's sustained read bandwidth, for a published CPU figure at fewer threads than cores: 16.3 GB/s
+# measured on one core of the AMX Xeon here (bench/results/speed_table.md); desktop cores draw more
+PER_CORE_READ_GBS = 20.0
 # a bound that leaves less than this share of the ceiling to the engine is named as the bound
 CONTENTION_SHARE = 0.8
 THREADS_GAIN = 1.25  # all cores would lift the ceiling at least this much: "threads" binds
@@ -84,6 +90,7 @@ class Ceilings:
     pcie_gbs: float | None
     source: str  # measured | spec | unknown
     how: str
+    gpu_layer_ms: float = GPU_LAYER_MS  # kernel launches per layer per token, by the engine's GPU backend
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,10 +223,35 @@ def ceilings(facts: Facts) -> Ceilings:
         bw, bw_all, source = spec_bw, spec_bw, "spec"
         if spec_tf and gflops is None:
             gflops = gflops_all = spec_tf * 1000
+        bw, gflops = _at_threads(facts, spec_bw, gflops, how)
     if source == "spec":
         device, cite = facts.value("spec.device", "the device"), facts.value("spec.source", "spec")
         how.append(f"{device}: {spec_bw:g} GB/s ({cite})")
-    return Ceilings(bw, bw_all or bw, gflops, gflops_all or gflops, gpu_bw, gpu_tflops, pcie, source, "; ".join(how))
+    return Ceilings(bw, bw_all or bw, gflops, gflops_all or gflops, gpu_bw, gpu_tflops, pcie, source, "; ".join(how),
+                    gpu_layer_ms(facts))
+
+
+def _at_threads(facts: Facts, spec_bw: float, gflops: float | None, how: list[str]) -> tuple[float, float | None]:
+    """A published CPU's figures at the engine's thread count: one core draws only its own share of the
+    memory bus (PER_CORE_READ_GBS each, up to the whole spec) and of the chip's FLOPs."""
+    threads = facts.value("config.n_threads")
+    cores = _num(facts, "host.cpu.usable_cores") or _num(facts, "host.cpu.physical_cores")
+    if not isinstance(threads, int) or threads <= 0 or cores is None or threads >= cores:
+        return spec_bw, gflops
+    bw = min(spec_bw, threads * PER_CORE_READ_GBS)
+    if bw < spec_bw:
+        how.append(f"{threads} thread(s) draw ~{bw:g} GB/s ({PER_CORE_READ_GBS:g} GB/s a core)")
+    return bw, gflops * threads / cores if gflops else None
+
+
+def gpu_layer_ms(facts: Facts) -> float:
+    """The launch cost per GPU layer for the engine's GPU backend (engine.backends), else all rows' fit."""
+    backends = facts.value("engine.backends")
+    for name in backends if isinstance(backends, list) else []:
+        for key, ms in GPU_LAYER_MS_BY_BACKEND.items():
+            if key in str(name).lower():
+                return ms
+    return GPU_LAYER_MS
 
 
 def core_share(facts: Facts, phase: str = "decode") -> Share:
@@ -249,12 +281,12 @@ def core_share(facts: Facts, phase: str = "decode") -> Share:
 
 # -- the verdict --------------------------------------------------------------------------------
 
-def overhead_s(cost: Cost, threads: int) -> float:
+def overhead_s(cost: Cost, threads: int, gpu_ms: float = GPU_LAYER_MS) -> float:
     """Per-token work that is not the weights': graph and barriers on the CPU layers (each graph node
     ends in a barrier every thread passes, a cache-line hand-over per thread), launches on the GPU's."""
     cpu_layers = cost.n_layer - cost.gpu_layers
     barrier_ms = BARRIERS_PER_LAYER * BARRIER_MS_PER_THREAD * max(0, threads - 1)
-    return (cpu_layers * (CPU_LAYER_MS + barrier_ms) + cost.gpu_layers * GPU_LAYER_MS) / 1000
+    return (cpu_layers * (CPU_LAYER_MS + barrier_ms) + cost.gpu_layers * gpu_ms) / 1000
 
 
 def _mats(cost: Cost) -> Mats:
@@ -288,7 +320,7 @@ def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, fl
         t = cost.decode_gpu_bytes / (ceil.gpu_bw_gbs * GB)
         terms["memory-bandwidth:gpu"] = t
         expected += t / EFF_GPU_BW
-    over = overhead_s(cost, share.threads) / (share.share if cost.decode_cpu_bytes else 1.0)
+    over = overhead_s(cost, share.threads, ceil.gpu_layer_ms) / (share.share if cost.decode_cpu_bytes else 1.0)
     if over > 0:
         terms["per-token-overhead"] = over
     expected += over
@@ -322,7 +354,7 @@ def prefill_terms(cost: Cost, ceil: Ceilings, share: Share, batch: int) -> tuple
         t = cost.pcie_bytes_per_batch / (ceil.pcie_gbs * GB) / batch
         terms["pcie"] = t
         expected += t / EFF_PCIE
-    over = overhead_s(cost, share.threads) / max(1, batch)
+    over = overhead_s(cost, share.threads, ceil.gpu_layer_ms) / max(1, batch)
     if over > 0:
         terms["per-token-overhead"] = over
     expected += over

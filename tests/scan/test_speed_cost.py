@@ -70,3 +70,15 @@ def test_without_the_tensor_table_one_class_holds_the_parameters() -> None:
     assert dict(mats.decode) == {"f16": 1e9}
     assert dict(fallback_mats("other", 1e9, 0.0).prefill) == {"vec": 1e9}
     assert cpu_mats(None, 2, 2, False, 0.0, 0.0) is None
+
+
+def test_thread_barriers_cost_a_cache_line_hand_over_per_thread_not_a_fixed_share() -> None:
+    """AmpereOne A192 (192 threads) ran Llama 3.2 3B at 23.5 tok/s (42.5 ms a token; geerlingguy/
+    ai-benchmarks): the barrier cost of 28 layers at 192 threads must stay well inside it (it was
+    108 ms, a 209% "fraction"), and vanish at 1 thread."""
+    from doctor.derive.speed import Cost, overhead_s
+
+    cost = Cost(0, 1, 1.0, 0, n_layer=28, gpu_layers=0, depth=0, weight_type="other")
+    assert overhead_s(cost, 1) == 0.0
+    assert 0.005 < overhead_s(cost, 192) < 0.02
+    assert overhead_s(cost, 2) < 0.0001  # 2 threads: the bench's 2-thread rows need none
