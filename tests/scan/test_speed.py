@@ -231,3 +231,18 @@ def test_the_read_kernel_is_torch_where_its_import_is_paid_and_named_in_the_sour
 def test_the_torch_read_kernel_measures(monkeypatch: pytest.MonkeyPatch) -> None:
     answer = ceilings.measure([1], kernel="torch")
     assert answer["kernel"] == "torch" and answer["bw"]["1"] > 0.5 and answer["gemm"]["1"] > 1
+
+
+def test_the_thread_sweep_shows_each_count_as_a_share_of_the_ceiling() -> None:
+    from types import SimpleNamespace
+
+    from doctor.commands.verify import _of_ceiling
+    from doctor.core.report import Sweep
+
+    judged = SimpleNamespace(facts=Facts.from_values({"speed.decode.fraction": 0.41}))
+    assert _of_ceiling(judged, "decode") == "41% of ceiling"  # type: ignore[arg-type]
+    assert _of_ceiling(judged, "prefill") == ""  # type: ignore[arg-type]
+    sweep = Sweep("n_threads", "decode ms/token", rows=[(1, 20.0, "41% of ceiling"), (2, 11.0, "74% of ceiling"),
+                                                         (4, None, "budget spent")], best=2, baseline=1, gain=0.45)
+    cells = sweep.lines()[1]
+    assert "1: 20.0 (41% of ceiling)" in cells and "2*: 11.0 (74% of ceiling)" in cells and "4: budget spent" in cells
