@@ -281,9 +281,10 @@ def main() -> None:
     parser.add_argument("--out", default=str(RESULTS / "speed_table.md"))
     parser.add_argument("--rejudge", metavar="JSON[,JSON]", help="judge the measured rows of earlier runs again "
                         "(the GGUFs kept with --keep, the ceilings stored with the rows): the engine is not run")
+    parser.add_argument("--note", default="", help="a sentence on where and when the rows were measured")
     args = parser.parse_args()
     if args.rejudge:
-        rejudge([Path(p) for p in args.rejudge.split(",")], Path(args.keep or "."), Path(args.out))
+        rejudge([Path(p) for p in args.rejudge.split(",")], Path(args.keep or "."), Path(args.out), args.note)
         return
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="speed-table-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -320,7 +321,7 @@ def main() -> None:
     write(rows, Path(args.out), time.perf_counter() - started)
 
 
-def rejudge(sources: list[Path], folder: Path, out: Path) -> None:
+def rejudge(sources: list[Path], folder: Path, out: Path, note: str = "") -> None:
     rows = [row for source in sources for row in json.loads(source.read_text(encoding="utf-8"))]
     cores = max(row["threads"] for row in rows)
     all_cores = {f.replace("_gbs", "_all_gbs").replace("_gflops", "_all_gflops"): row[f] for row in rows
@@ -334,7 +335,7 @@ def rejudge(sources: list[Path], folder: Path, out: Path) -> None:
                     {k: float(x) for k, x in stored.items() if isinstance(x, int | float)})
         row.update(v.pop("raw"))
         row.update({f"{phase}_{k}": v[phase][k] for phase in v for k in v[phase]})
-    write(rows, out, 0.0, f"judged again from {', '.join(s.name for s in sources)}")
+    write(rows, out, 0.0, f"judged again from {', '.join(s.name for s in sources)}", note)
 
 
 FIT_HALF = "1-thread rows"
@@ -359,12 +360,13 @@ def _f(value: Any, fmt: str = "{:.1f}") -> str:
     return fmt.format(value) if isinstance(value, int | float) else "-"
 
 
-def write(rows: list[dict[str, Any]], out: Path, seconds: float, how: str = "") -> None:
+def write(rows: list[dict[str, Any]], out: Path, seconds: float, how: str = "", note: str = "") -> None:
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     lines = ["# Speed verdict vs measured speed (bench/speed_table.py)", "",
              f"{len(rows)} rows {how or f'in {seconds:.0f} s'} on {cpu_model()}, {os.cpu_count()} CPUs; weight "
              f"repacking {'off (AMX)' if repack_crashes_here() else 'on'}. \"others\": the share of the cores other "
              "processes used while the row ran (/proc/stat). expected/measured within ±20% is the goal.", "",
+             *([note, ""] if note else []),
              "| model | threads | depth | others | phase | measured tok/s | ceiling | fraction | bound | expected | "
              "expected/measured |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     ratios: dict[tuple[str, str], list[float]] = {}
