@@ -100,6 +100,7 @@ class Share:
     share: float  # of the engine's threads' CPU time the engine could have had (0..1)
     other_busy: float | None
     steal_pct: float | None
+    usable_known: bool = True  # False: no core count read (a pasted log naming no CPU): threads not judged
 
 
 @dataclass
@@ -235,7 +236,8 @@ def _at_threads(facts: Facts, spec_bw: float, gflops: float | None, how: list[st
     """A published CPU's figures at the engine's thread count: one core draws only its own share of the
     memory bus (PER_CORE_READ_GBS each, up to the whole spec) and of the chip's FLOPs."""
     threads = facts.value("config.n_threads")
-    cores = _num(facts, "host.cpu.usable_cores") or _num(facts, "host.cpu.physical_cores")
+    cores = _num(facts, "host.cpu.usable_cores") or _num(facts, "host.cpu.physical_cores") \
+        or _num(facts, "spec.cores")
     if not isinstance(threads, int) or threads <= 0 or cores is None or threads >= cores:
         return spec_bw, gflops
     bw = min(spec_bw, threads * PER_CORE_READ_GBS)
@@ -258,7 +260,8 @@ def core_share(facts: Facts, phase: str = "decode") -> Share:
     """The engine's threads for the phase (prefill runs n_threads_batch) and the share of them the
     cores gave it: what the engine's own CPU time says where measured, else what others left."""
     threads = facts.value("config.n_threads")
-    usable = _num(facts, "host.cpu.usable_cores") or _num(facts, "host.cpu.logical_cores") or 1.0
+    known = _num(facts, "host.cpu.usable_cores") or _num(facts, "host.cpu.logical_cores") or _num(facts, "spec.cores")
+    usable = known or 1.0
     threads = threads if isinstance(threads, int) and threads > 0 else max(1, int(usable))
     batch = facts.value("config.n_threads_batch")
     if phase == "prefill" and isinstance(batch, int) and batch > 0:
@@ -276,7 +279,7 @@ def core_share(facts: Facts, phase: str = "decode") -> Share:
     if engine is not None and want > 0:  # what the engine actually got, where it was measured
         share = max(0.05, min(1.0, engine / want))
     return Share(threads, usable, share, other if isinstance(other, int | float) else None,
-                 steal if isinstance(steal, int | float) else None)
+                 steal if isinstance(steal, int | float) else None, usable_known=known is not None)
 
 
 # -- the verdict --------------------------------------------------------------------------------
@@ -380,6 +383,8 @@ def _binding(verdict: Verdict, cost: Cost, ceil: Ceilings, share: Share) -> str:
     if cpu_side and share.share < CONTENTION_SHARE:
         verdict.notes.append(f"the engine had {share.share * 100:.0f}% of the cores it asked for")
         return "contention"
+    if not share.usable_known:
+        return worst
     if cpu_side and share.threads > share.usable:
         verdict.notes.append(f"{share.threads} threads on {share.usable:g} usable cores")
         return "threads"

@@ -115,3 +115,26 @@ def test_few_threads_on_a_big_cpu_are_named(threads: int, bound: str) -> None:
     if bound == "threads":
         assert f"{threads} of 24 usable cores" in str(facts.get("speed.decode.bound").source.text)  # type: ignore[union-attr]
         assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(threads * 20e9 / (3.56 * GIB), rel=0.02)
+
+
+def test_a_pasted_bench_at_2_threads_on_a_named_24_core_cpu_says_so_with_the_fix(analyze, tmp_path: Path) -> None:
+    """lscpu's `Model name:` line above llama-bench's README thread table at -t 2 (i9-13900K)."""
+    table = (BENCH / "readme-2023-cpu-threads.log").read_text().splitlines()
+    log = tmp_path / "t2.log"
+    log.write_text("\n".join(["Model name:                           13th Gen Intel(R) Core(TM) i9-13900K",
+                              *table[:2], *[ln for ln in table if "|          2 |" in ln]]) + "\n")
+    report = analyze(log)
+    assert report.facts.value("speed.decode.bound") == "threads"
+    finding = next(f for f in report.findings if f.id == "LD826")
+    assert "2 thread(s) of 24 cores" in finding.message
+    assert report.facts.value("derived.threads_recommended") == 24  # the CPU's published cores
+
+
+def test_without_a_core_count_threads_are_not_judged() -> None:
+    """A CPU family row with no core count (Xeon Platinum 84xx for an 8470): 2 threads are not "more threads than
+    cores" (the count defaulted to 1 and named `threads` before) and not scaled to a share of it."""
+    facts = _facts({"host.cpu.model": "Intel(R) Xeon(R) Platinum 8470", "config.n_threads": 2,
+                    "config.n_gpu_layers": 0, "engine.backends": ["CPU"], "model.weights_bytes": int(3.56 * GIB),
+                    "model.n_params": 6_740_000_000, "run.decode_tps": 4.0})
+    assert facts.value("spec.kind") == "cpu" and not facts.has("spec.cores")
+    assert facts.value("speed.decode.bound") == "memory-bandwidth:cpu"
