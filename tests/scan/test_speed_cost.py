@@ -82,3 +82,40 @@ def test_thread_barriers_cost_a_cache_line_hand_over_per_thread_not_a_fixed_shar
     assert overhead_s(cost, 1) == 0.0
     assert 0.005 < overhead_s(cost, 192) < 0.02
     assert overhead_s(cost, 2) < 0.0001  # 2 threads: the bench's 2-thread rows need none
+
+
+def _rows(model: str) -> tuple[list[list[object]], int, int]:
+    """model.matmul_weights rows of a bench model, from bench/speed_table.py's tensor list."""
+    from bench.speed_table import MODELS, tensors
+
+    spec, mat, _, _ = MODELS[model]
+    assert spec is not None
+    n_layer, rows = spec["n_layer"], []
+    for name, shape, ggml_type in tensors(spec, mat):
+        if len(shape) < 2:
+            continue
+        ne = [*shape, 1][:3]
+        if name == "token_embd.weight":
+            if spec.get("tied"):
+                rows.append([n_layer, "tied_output", ggml_type, ne, 0, 1])
+            continue
+        layer = n_layer if name == "output.weight" else int(name.split(".")[1])
+        rows.append([layer, "mul_mat_id" if "_exps" in name else "mul_mat", ggml_type, ne, 0, 1])
+    return rows, n_layer, spec["n_head"] * 4 * spec["head_dim"]
+
+
+@pytest.mark.parametrize(("model", "batch", "prefill", "decode", "depth"), [
+    ("llama-1b-q4_0", 64, 40.7, 5.6, 72), ("qwen-3b-q8_0", 32, 13.8, 2.4, 40),
+    ("olmoe-1b-7b-q4_0", 64, 22.6, 5.8, 72), ("llama-1b-f16", 176, 46.2, 4.3, 264)])
+def test_the_quiet_bench_rows_are_met_within_20_percent(model: str, batch: int, prefill: float, decode: float,
+                                                         depth: int) -> None:
+    """Measured on the 2-core Xeon at 1 thread, quiet (bench/results/speed_table.md), against the GEMM
+    figure stored with them (142.9 GFLOP/s): the constants must keep reproducing them."""
+    rows, n_layer, attn = _rows(model)
+    share = 1 - 8 / 64 if model.startswith("olmoe") else 0.0
+    mats = cpu_mats(rows, n_layer, n_layer, False, share, attn)
+    assert mats is not None
+    got_decode = 1 / mats.decode_seconds(142.9, 142.9, depth)
+    got_prefill = 1 / mats.prefill_seconds(142.9, batch, batch / 2)
+    assert got_decode / decode == pytest.approx(1.0, abs=0.2)
+    assert got_prefill / prefill == pytest.approx(1.0, abs=0.2)
