@@ -12,7 +12,11 @@ facts scan would have (the GGUF probe, the ceilings probe, the thread count, /pr
 run) - measured tok/s, ceiling, fraction, bound and expected tok/s per row.
 
 Run:  python -m bench.speed_table [--models llama-1b-q4_0,...] [--threads 1,2] [--keep DIR]
-Writes bench/results/speed_table.md and speed_table.json (the rows, for docs/speed.md).
+      python -m bench.speed_table --rejudge A.json[,B.json] --keep DIR [--note TEXT]  (no engine run:
+      the stored rows judged again by the current model, with the ceilings stored with each row)
+Writes bench/results/speed_table.md and speed_table.json (the rows, for docs/speed.md). The summary
+splits the rows in the half the cost model's constants were fitted on (1 thread) and the validation
+half (2 threads), as doctor/derive/speed_cost.py says.
 """
 
 from __future__ import annotations
