@@ -8,13 +8,15 @@ Two logs made of real recordings, repeated to `--size-mb`:
     $LLM_DOCTOR_CORPUS or /work/shared/corpus/*.log) concatenated, the whole repeated: every engine,
     many sessions.
 For `--rounds` rounds, in turn: `llm-doctor analyze FILE --format json` as a user runs it (wall, CPU,
-peak RSS) and `grep -E -c -f TRIGGERS FILE` (the trigger signatures of bench/analyze_throughput.py, C
-locale). Reports the median MB/s of each, the ratio (target >= 0.5x grep, by wall time; by CPU time in
-the details: on a busy shared machine the wall ratio swings with the load) and the peak RSS
-(<= 100 MB). `watch --log` feeds the same analyzer (doctor/sources/live/session.py emit_log_block);
-its capacity is the analyze rate, judged against a log growing at 50 MB/s.
+peak RSS), the same with LLM_DOCTOR_FOLD=0 (the per-line reference path, no folding of hot-line runs:
+doctor/sources/logs/fold.py; leave it out with --no-reference) and `grep -E -c -f TRIGGERS FILE` (the
+trigger signatures of bench/analyze_throughput.py, C locale). Reports the median MB/s of each, the ratio
+(target >= 0.5x grep, by wall time; by CPU time in the details: on a busy shared machine the wall ratio
+swings with the load) and the peak RSS (<= 100 MB). `watch --log` feeds the same analyzer
+(doctor/sources/live/session.py emit_log_block); its capacity is the analyze rate, judged against a log
+growing at 50 MB/s.
 
-    python bench/analyze_real.py [--size-mb 100] [--rounds 3] [--logs queue,mixed]
+    python bench/analyze_real.py [--size-mb 100] [--rounds 3] [--logs queue,mixed] [--no-reference]
 """
 
 from __future__ import annotations
@@ -74,17 +76,27 @@ BUILDERS = {"queue": build_queue, "mixed": build_mixed}
 TITLES = {"queue": "real-queueing.log request block repeated", "mixed": "every engine's real logs, repeated"}
 
 
-def measure(name: str, size_mb: int, rounds: int, patterns: Path) -> list[Row]:
+def measure(name: str, size_mb: int, rounds: int, patterns: Path, reference: bool = True) -> list[Row]:
     folder = workdir()
     log = folder / f"{name}.log"
     size = BUILDERS[name](log, size_mb * 1_000_000)
     c_locale = child_env(LC_ALL="C")
     counts = run(grep_cmd(patterns, log), env=c_locale).stdout.strip()  # also warms the page cache
-    doctor_runs, grep_runs = [], []
+    run(doctor("--help"))  # byte-code compiled once, before any timed run
+    doctor_runs, grep_runs, line_runs = [], [], []
+    # one hash seed for both paths: on the mixed log (a hundred sessions of every engine) which of two
+    # equally ranked findings the report shows follows Python's string hashing, on either path
+    seeded = child_env(PYTHONHASHSEED="0")
     for _ in range(rounds):
-        d = run(doctor("analyze", str(log), "--format", "json"), ok=(0, 1), timeout_s=3600)
-        json.loads(d.stdout)
+        d = run(doctor("analyze", str(log), "--format", "json"), env=seeded, ok=(0, 1), timeout_s=3600)
+        folded = json.loads(d.stdout)
         doctor_runs.append(d)
+        if reference:
+            r = run(doctor("analyze", str(log), "--format", "json"),
+                    env=child_env(PYTHONHASHSEED="0", LLM_DOCTOR_FOLD="0"), ok=(0, 1), timeout_s=3600)
+            if json.loads(r.stdout) != folded:
+                raise SystemExit(f"{name}: the folded and the per-line reports differ")
+            line_runs.append(r)
         grep_runs.append(run(grep_cmd(patterns, log), env=c_locale))
     log.unlink()
     mb = size / 1e6
@@ -103,6 +115,16 @@ def measure(name: str, size_mb: int, rounds: int, patterns: Path) -> list[Row]:
         "doctor_mb_s_cpu": round(cpu_rate, 1), "peak_rss_bytes": [r.peak_rss for r in doctor_runs],
         "load_1m": round(os.getloadavg()[0], 2),
     }
+    if line_runs:
+        details.update({
+            "per_line_cpu_s": [round(r.cpu_s, 2) for r in line_runs],
+            "per_line_wall_s": [round(r.wall_s, 2) for r in line_runs],
+            "per_line_mb_s_cpu": round(median([mb / r.cpu_s for r in line_runs]), 1),
+            "per_line_ratio_cpu": round(median([g.cpu_s / r.cpu_s
+                                                for r, g in zip(line_runs, grep_runs, strict=True)]), 4),
+            "per_line_peak_rss_bytes": [r.peak_rss for r in line_runs],
+            "same_report": True,
+        })
     title = f"{TITLES[name]}, {mb:.0f} MB"
     ratio = median(ratios)
     return [
@@ -124,13 +146,18 @@ def main() -> int:
     ap.add_argument("--size-mb", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--logs", default="queue,mixed")
+    ap.add_argument("--no-reference", action="store_true", help="leave out the per-line path (LLM_DOCTOR_FOLD=0)")
     args = ap.parse_args()
     patterns = trigger_file(workdir())
     rows: list[Row] = []
     for name in args.logs.split(","):
-        rows += measure(name, args.size_mb, args.rounds, patterns)
+        rows += measure(name, args.size_mb, args.rounds, patterns, reference=not args.no_reference)
     for row in rows:
         print(f"{row.measure}: {row.doctor} vs {row.ref} -> {row.result} (target {row.target}); {row.note}")
+        if row.details and "per_line_cpu_s" in row.details:
+            d = row.details
+            print(f"  CPU s: folded {d['doctor_cpu_s']}, per-line {d['per_line_cpu_s']}, grep {d['grep_cpu_s']}; "
+                  f"per-line {d['per_line_mb_s_cpu']} MB/s of CPU ({d['per_line_ratio_cpu']}x grep)")
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"analyze_real_{args.size_mb}mb.json"
     out.write_text(json.dumps([r.to_json() for r in rows], indent=1) + "\n", encoding="utf-8")

@@ -186,9 +186,12 @@ def derive_load(facts: Facts) -> None:
             facts.set("model.path_storage", found[0], path.source)
     load_ms = facts.value("run.load_ms")
     size = facts.value("model.file_bytes")
+    what = "bytes"
+    if not isinstance(size, int):  # a serving engine (vLLM, TGI) names what its weights took in memory, not the file
+        size, what = facts.value("server.weights_bytes"), "bytes of weights"
     if isinstance(load_ms, int | float) and isinstance(size, int) and load_ms > 0:
         facts.set("run.load_mb_s", round(size / 1e6 / (load_ms / 1000), 1),
-                  step_src("load", f"{size} bytes in {load_ms:.0f} ms"))
+                  step_src("load", f"{size} {what} in {load_ms:.0f} ms"))
     read = facts.value("model.storage.read_mb_s")
     if isinstance(read, int | float) and read > 0 and isinstance(size, int):
         facts.set("derived.load_expected_ms", round(size / 1e6 / read * 1000, 1),

@@ -138,7 +138,10 @@ def _planner(facts: Facts, engine: dict[str, int]) -> None:
                _int(facts, "run.compute_gpu_bytes"))
     terms: list[Term] = []
     name = ""
-    projected = _int(facts, "run.fit_projected_bytes")
+    # --fit projects the initial parameters; when it then cut the context or moved layers, what was
+    # allocated is another plan's, not a miss of its projection
+    fit_changed = facts.has("run.fit_short_bytes") or facts.has("run.fit_ctx_to")
+    projected = None if fit_changed else _int(facts, "run.fit_projected_bytes")
     if projected and gpu:
         name = "llama.cpp --fit (projected to use)"
         terms.append(Term("gpu_total", projected, gpu))

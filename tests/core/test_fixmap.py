@@ -76,7 +76,7 @@ def test_flags_in_each_engine() -> None:
     assert flags({"n_ctx": 512}) == {"llama.cpp": "--ctx-size 512", "llama-cpp-python": "Llama(..., n_ctx=512)",
                                      "ollama": "PARAMETER num_ctx 512", "vllm": "--max-model-len 512",
                                      "tgi": "--max-total-tokens 512", "sglang": "--context-length 512",
-                                     "lmstudio": "lms load --context-length 512"}
+                                     "lmstudio": "lms load --context-length 512", "koboldcpp": "--contextsize 512"}
     both = flags({"temperature": 0.7, "repeat_penalty": 1.1})
     assert both["llama.cpp"] == "--temp 0.7 --repeat-penalty 1.1"
     assert flags({"use_mmap": False, "flash_attn": True})["llama.cpp"] == "--no-mmap --flash-attn on"

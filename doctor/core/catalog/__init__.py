@@ -49,6 +49,9 @@ EVENT_KINDS: dict[str, str] = {
     "ctx_over_train": "the context is larger than the model was trained for",
     "slow_step": "a decode step far above the median step time",
     "warning": "an engine warning worth showing that no rule consumes directly",
+    "message": "a catalogued warning or error message of an engine (doctor/sources/catalogue/messages); data: id, "
+               "class (the diagnosis class it is evidence for), level, engine, fix (in the engine's words), known "
+               "(an engine parser read that line already) and the numbers it carries",
     "triage": "a step of the crash triage: a short re-run after the embedded engine died (data: run, change, "
               "outcome; the last one: final, status)",
 }

@@ -49,4 +49,7 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.planner_off_bytes", "int", "bytes", "planner - allocated for that term"),
     ("run.fit_projected_bytes", "int", "bytes", "llama.cpp --fit: device memory it projected to use"),
     ("run.fit_free_bytes", "int", "bytes", "llama.cpp --fit: free device memory it planned against"),
+    ("run.fit_short_bytes", "int", "bytes", "llama.cpp --fit: device memory it had to save (first plan)"),
+    ("run.fit_ctx_from", "int", "tokens", "llama.cpp --fit: the context it started from (the model's)"),
+    ("run.fit_ctx_to", "int", "tokens", "llama.cpp --fit: the context it cut that to, so the model fits the GPU"),
 ]

@@ -25,7 +25,8 @@ from typing import BinaryIO
 from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
 from doctor.sources.logs.base import AnalysisState, LogParser
 from doctor.sources.logs.detect import detect
-from doctor.sources.logs.line import decode, make_line
+from doctor.sources.logs.fold import Folder, fold_enabled
+from doctor.sources.logs.line import LogLine, decode, make_line
 from doctor.sources.logs.matcher import BytesPattern, compile_triggers
 from doctor.sources.logs.registry import parser_classes
 from doctor.sources.logs.router import Router
@@ -52,12 +53,20 @@ STARTUP_EVENTS = frozenset({"no_gpu", "gpu_init_failed", "warning", "ctx_over_tr
 
 
 class LogAnalyzer:
-    def __init__(self, name: str = "input", parsers: list[LogParser] | None = None) -> None:
+    def __init__(self, name: str = "input", parsers: list[LogParser] | None = None, fold: bool | None = None) -> None:
+        """`fold`: read runs of hot lines block by block (doctor/sources/logs/fold.py); None: unless
+        LLM_DOCTOR_FOLD=0. False is the per-line reference path."""
         self.name = name
         self.parsers = parsers if parsers is not None else [cls() for cls in parser_classes()]
         self.starts = start_lines()  # the engine table's start lines (doctor/sources/logs/sessions.py)
+        self.folder: Folder | None = None
         self._bind_fresh(self.parsers)
         self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts))
+        self._others: BytesPattern | None = None  # see _alone_only
+        if fold if fold is not None else fold_enabled():
+            self.folder = Folder.build(self.parsers, self.router, self.scanner, self.starts)
+            if self.folder is not None:
+                self.folder.attach(self.scanner)
         self.skipped_lines = 0
         self.sessions: list[Session] = []  # the closed ones, oldest first (at most MAX_SESSIONS kept)
         self.sessions_closed = 0
@@ -73,6 +82,8 @@ class LogAnalyzer:
             parser.bind(self.facts, self.state)
         self.router = router.rebind(parsers) if router is not None else \
             Router.build(self.parsers, self.starts.fragments)
+        if self.folder is not None:
+            self.folder.bind(parsers)
         # the parsers that ever ask for the text between candidates (the others never do)
         self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
         self.skipped_lines = 0
@@ -89,6 +100,8 @@ class LogAnalyzer:
             self._close(last)
         if restart_lines:
             self.scanner = LineScanner(self.scanner.trigger)
+            if self.folder is not None:
+                self.folder.attach(self.scanner)
         self.open = OpenSession(first_line=self.scanner.lines + 1, started_by=started_by, text=text)
 
     def _has_run(self) -> bool:
@@ -139,7 +152,13 @@ class LogAnalyzer:
                 line = make_line(raw.number, text, raw.next)
                 # a plain line: one RE2 set match says which parsers it concerns and whether it holds
                 # a start fragment; any other line goes to every parser and to the start-line pattern
-                found = router.route(text) if router is not None and router.plain(line, text) else None
+                found = router.route(text, router.plain(line, text)) if router is not None else None
+                if found is not None and not found.others and router is not None:  # only the catalogue's triggers
+                    self._feed_alone(router.targets(found, line.text), line, text, capture_any)
+                    continue
+                if router is None and self._alone_only(text):
+                    self._feed_alone([p for p in parsers if p.alone], line, text, capture_any)
+                    continue
                 marker = starts.marker(text) if found is None or found.start else None
                 if marker is not None and self._start_line(marker, raw.number, line.raw):
                     parsers = self.parsers  # a new session: fresh parsers
@@ -161,6 +180,28 @@ class LogAnalyzer:
                 for parser in capturing:
                     if parser.wants_capture():
                         parser.feed_gap(raw.number, gap)
+
+    def _alone_only(self, raw: bytes) -> bool:
+        """Without a router (no RE2): whether only an alone parser's triggers selected `raw` (router.py)."""
+        if not any(p.alone for p in self.parsers):
+            return False
+        if self._others is None:
+            self._others = _trigger_pattern([p for p in self.parsers if not p.alone], self.starts)
+        return not self._others.search(raw)
+
+    def _feed_alone(self, targets: list[LogParser], line: LogLine, raw: bytes, capture: bool) -> None:
+        """A line only an alone parser's triggers selected (doctor/sources/logs/router.py): to those
+        parsers; the other parsers see it as before, inside the text between candidates when they capture."""
+        for parser in targets:
+            try:
+                parser.feed(line)
+            except (ValueError, OverflowError, ArithmeticError):
+                self.skipped_lines += 1
+        if capture:
+            gap = decode(raw + b"\n")
+            for parser in self._capturing:
+                if parser.wants_capture():
+                    parser.feed_gap(line.number, gap)
 
     def snapshot(self) -> Facts:
         """The facts so far, with whole-input summaries; the analyzer can go on afterwards."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from doctor.core.facts import Event, Facts, Source, Value
+from doctor.sources.logs.hot import HotLines, HotRun
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.matcher import LiteralIndex, text_filter
 
@@ -252,6 +253,16 @@ class LogParser:
     gate: tuple[str, ...] | None = None
     # the kinds' literal index: the analyzer's router fills it in its own pass over a plain line
     literal_index: LiteralIndex | None = None
+    # the runs of lines this parser folds (doctor/sources/logs/fold.py): None for a parser that reads
+    # every line one by one
+    hot: ClassVar[HotLines | None] = None
+    # the kinds of another parser's hot lines (HotLines.kinds) this one reads and folds too: a parser that
+    # reads some hot lines (a catalogue's print_timing, say) sees the runs through `fold` instead of
+    # turning folding off
+    absorbs: ClassVar[frozenset[str]] = frozenset()
+    # a parser that reads its lines alone (no gate; its literal index's patterns are its triggers and say which
+    # lines are its own): a line only its triggers select goes to it and to no other parser (logs/router.py)
+    alone: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -309,6 +320,15 @@ class LogParser:
 
     def summarize(self, facts: Facts) -> None:
         """Write whole-input facts into `facts` (a copy of the shared snapshot)."""
+
+    def fold_ready(self) -> bool:
+        """Whether a run of hot lines (its own `hot`, or another's it `absorbs`) may be folded now: its
+        state is one where `fold` leaves what feeding the lines one by one would."""
+        return False
+
+    def fold(self, run: HotRun) -> None:
+        """Read a run of hot lines at once, as `feed` would read them one by one."""
+        raise NotImplementedError
 
     # -- helpers for subclasses ------------------------------------------------------------
     def src(self, line: LogLine) -> Source:

@@ -152,6 +152,8 @@ def _sequence(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
         if name == "LITERAL":
             run.append(chr(av))
             continue
+        if run and name == "BRANCH":  # `-(?:ngl|-gpu-layers)`, as `re` factors `-ngl|--gpu-layers`: whole words
+            consider(_prefixed("".join(run), av[1]))
         if run:
             consider(frozenset(["".join(run)]))
             run = []
@@ -172,6 +174,21 @@ def _sequence(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
     if run:
         consider(frozenset(["".join(run)]))
     return best
+
+
+def _prefixed(prefix: str, branches: list[list[tuple[Any, Any]]]) -> frozenset[str] | None:
+    """`prefix` followed by each branch's leading literals, when every branch begins with one."""
+    found: set[str] = set()
+    for branch in branches:
+        lead: list[str] = []
+        for op, av in branch:
+            if str(op) != "LITERAL":
+                break
+            lead.append(chr(av))
+        if not lead:
+            return None
+        found.add(prefix + "".join(lead))
+    return _simplify(frozenset(found))
 
 
 def _simplify(literals: frozenset[str]) -> frozenset[str]:
@@ -283,6 +300,12 @@ def gated(source: str | re.Pattern[str], flags: int = 0) -> Any:
     return GatedPattern(source, flags)
 
 
+# RE2's memory for one set (a bound, not an allocation): its program and the DFA states it caches. With
+# RE2's default (8 MiB) the router's set, once it holds the message catalogue's patterns, leaves the DFA
+# too little room and rebuilds its states on every line (45 us a line instead of 1)
+SET_MAX_MEM = 64 << 20
+
+
 def set_matcher(patterns: list[str]) -> Callable[[bytes], list[int]] | None:
     """`match(data)`: the indices of every pattern found in `data`, from one RE2 set (all at once,
     one pass); None without RE2 or when it refuses a pattern. Calls the compiled set directly where
@@ -290,7 +313,9 @@ def set_matcher(patterns: list[str]) -> Callable[[bytes], list[int]] | None:
     try:
         import re2
 
-        matcher = re2.Set.SearchSet()
+        options = re2.Options()
+        options.max_mem = SET_MAX_MEM
+        matcher = re2.Set.SearchSet(options)
         for pattern in patterns:
             matcher.Add(pattern)
         matcher.Compile()

@@ -21,6 +21,7 @@ def engine_parser_classes() -> list[type[LogParser]]:
 
 
 def parser_classes() -> list[type[LogParser]]:
+    from doctor.sources.catalogue.parser import CatalogueParser
     from doctor.sources.clients.parser import ClientParser
     from doctor.sources.engines._ggml.crash_parser import CrashParser
     from doctor.sources.engines.llamacpp.bench_table import LlamaBenchParser
@@ -30,5 +31,7 @@ def parser_classes() -> list[type[LogParser]]:
     # PastedParser reads settings and output pasted beside a log, ClientParser request budgets and reply
     # bodies, DeviceLineParser the hardware pasted with it; none of them nor CrashParser casts an engine vote.
     # LlamaBenchParser (in llama.cpp's folder) reads llama-bench's results: a llama.cpp tool whose tables no
-    # line of the engine's own parser resembles.
-    return [*engine_parser_classes(), CrashParser, PastedParser, ClientParser, DeviceLineParser, LlamaBenchParser]
+    # line of the engine's own parser resembles. CatalogueParser (every engine's catalogued messages) comes last: it
+    # asks whether a parser read a line already.
+    return [*engine_parser_classes(), CrashParser, PastedParser, ClientParser, DeviceLineParser, LlamaBenchParser,
+            CatalogueParser]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gzip
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -51,6 +51,13 @@ class LineScanner:
         # whole-input reads (not a followed log) keep the last complete line back until more comes, so
         # the line before a final line without a newline still sees it as its next (a wrapped message)
         self.hold_last = False
+        # folding (doctor/sources/logs/fold.py): `fold(region, start, end, number)` takes a run of hot
+        # lines at a candidate line: (the position after it, its number of lines), (0, 0) for none
+        self.fold: Callable[[bytes, int, int, int], tuple[int, int]] | None = None
+        # its cheap first test, run here inline: `probe(region, start, start + probe_within)` (None: none)
+        self.probe: Callable[[bytes, int, int], object] | None = None
+        self.probe_within = 0
+        self.folded = 0  # lines folded
 
     def feed(self, data: bytes) -> Iterator[RawLine]:
         self.bytes += len(data)
@@ -114,6 +121,7 @@ class LineScanner:
         counted_to = begin
         counted = 0
         gap_start = begin
+        fold, probe, within = self.fold, self.probe, self.probe_within
         while pos < end_region:
             span = find(region, pos, end_region)
             if span is None:
@@ -125,6 +133,13 @@ class LineScanner:
             counted += count(b"\n", counted_to, start)
             counted_to = start
             number = line_base + counted + 1
+            if fold is not None and not self.capture and (probe is None or probe(region, start, start + within)):
+                taken, folded = fold(region, start, end_region, number)
+                if folded:  # a run of hot lines, read by its parser: go on after it
+                    self.folded += folded
+                    counted += folded
+                    counted_to = pos = gap_start = taken
+                    continue
             if self.capture and start > gap_start:
                 yield RawLine(number, None, region[gap_start:start][-MAX_GAP:])
             if end - start <= max_line:  # lines.clean, inline

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from doctor.sources.engines.llamacpp.context import ContextLines
+from doctor.sources.engines.llamacpp.fold import FoldLines
 from doctor.sources.engines.llamacpp.hardware import HardwareLines
 from doctor.sources.engines.llamacpp.memory import MemoryLines
 from doctor.sources.engines.llamacpp.patterns import (
@@ -63,13 +64,13 @@ from doctor.sources.engines.llamacpp.patterns import (
     looks_cut,
     starts_a_line,
 )
-from doctor.sources.engines.llamacpp.state import Timing, int_list, num
+from doctor.sources.engines.llamacpp.state import TIMINGS_KEPT, Timing, int_list, num
 from doctor.sources.engines.llamacpp.summary import Summary
 from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
 
 
-class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
+class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLines):
     """Reads llama.cpp's logs (every era) and llama-cpp-python's."""
 
     kinds = KINDS
@@ -412,5 +413,5 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary):
         if used is not None and used > s.used_max:
             s.used_max = used
             s.used_line = cur.used_line or LogLine(cur.line or 0, "", "")
-        if len(s.timings) > 1000:
-            del s.timings[:500]
+        if len(s.timings) > TIMINGS_KEPT:
+            del s.timings[:TIMINGS_KEPT // 2]

@@ -46,6 +46,26 @@ class Timing:
     used_line: LogLine | None = None  # the line that gives the tokens used (total, else the last count)
 
 
+_PLACEHOLDER = Timing()
+
+
+TIMINGS_KEPT = 1000  # past this many closed requests, the oldest 500 are dropped
+
+
+def keep_timings(timings: list[Timing], added: int, last: Timing) -> None:
+    """`added` closed requests, the last one `last`, kept as that many appends each followed by the
+    bound would keep them (parser.py `_close_timing`). Only the count and the last are read (summary.py):
+    the ones before `last` are left as a placeholder."""
+    n = len(timings)
+    if n + added <= TIMINGS_KEPT:
+        timings.extend([_PLACEHOLDER] * (added - 1))
+        timings.append(last)
+        return
+    after_first_drop = added - (TIMINGS_KEPT + 1 - n)
+    final = TIMINGS_KEPT // 2 + 1 + after_first_drop % (TIMINGS_KEPT // 2)
+    timings[:] = [*([_PLACEHOLDER] * (final - 1)), last]
+
+
 @dataclass(slots=True)
 class PendingOom:
     line: LogLine

@@ -7,8 +7,8 @@ Format strings from SGLang's source, read at 0.3.0 (2024-09), 0.4.3 (2025-02) an
 - `max_total_num_tokens=N, [chunked_prefill_size=C, ]max_prefill_tokens=P, max_running_requests=R,
   context_len=L[, available_gpu_mem=G GB]` (managers/tp_worker.py, then managers/scheduler.py): the
   KV pool in tokens beside the longest request;
-- `Load weight end. type=..., dtype=..., avail mem=X GB[, mem usage=Y GB]`, `Memory pool end. avail
-  mem=X GB` (model_executor/model_runner.py);
+- `Load weight end. [elapsed=S s, ]type=..., dtype=..., avail mem=X GB[, mem usage=Y GB]` (elapsed: the load
+  time), `Memory pool end. avail mem=X GB` (model_executor/model_runner.py);
 - `Prefill batch[(mixed #running-req: M)]. #new-seq: ...` / `Prefill batch[ [iter]], #new-seq: ...` and
   `Decode batch. #running-req: R, #token: T, token usage: U, ... gen throughput (token/s): G, #queue-req: Q`
   (scheduler.py, later scheduler_components/metrics_reporter.py; `.` became `,` after the name);
@@ -136,8 +136,10 @@ class SglangParser(LogParser):
         m = WEIGHTS.search(t)
         if m:
             self._vote()
-            if m.group(2):
-                self.set("server.weights_bytes", int(float(m.group(2)) * GIB), line)
+            if m.group(3):
+                self.set("server.weights_bytes", int(float(m.group(3)) * GIB), line)
+            if m.group(1):  # newer releases say how long reading the weights took
+                self.set("run.load_ms", round(float(m.group(1)) * 1000, 1), line)
             return True
         m = POOL_END.search(t)
         if m:

@@ -19,7 +19,7 @@ ARG = re.compile(r"\b(model_path|context_length|mem_fraction_static|max_running_
                  r"|schedule_conservativeness)'?(?:=|: )('[^']*'|[\w.\-]+)")
 POOL = gated(r"max_total_num_tokens=(\d+), (?:chunked_prefill_size=(-?\d+), )?max_prefill_tokens=(\d+), "
              r"max_running_requests=(\d+), context_len=(\d+)")
-WEIGHTS = gated(r"Load weight end\..*?avail mem=([\d.]+) GB(?:, mem usage=([\d.]+) GB)?")
+WEIGHTS = gated(r"Load weight end\.(?: elapsed=([\d.]+) s,)?.*?avail mem=([\d.]+) GB(?:, mem usage=([\d.]+) GB)?")
 POOL_END = gated(r"Memory pool end\. avail mem=([\d.]+) GB")
 BATCH = gated(r"(Prefill|Decode) batch\b[^#]*#")
 STAT = re.compile(r"(#running-req|#queue-req|token usage|gen throughput \(token/s\)|#new-token): ([\d.]+)")

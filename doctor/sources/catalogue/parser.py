@@ -1,0 +1,159 @@
+"""The catalogue's reader in `analyze` and `watch --log`: every engine's catalogued messages that change a report.
+
+Sources floor; the messages are the catalogue's (messages/*.yaml, loader.py). The entries read here are
+the active ones (loader.Entry.active: a warning or error with a diagnosis class, or numbers set as facts);
+benign and informational lines are catalogued (coverage, scripts/extract_messages.py) but not matched.
+The parser's triggers are the active entries' literals (matcher.py), so the analyzer's one scan selects
+its lines. It reads its lines alone and has no gate (doctor/sources/logs/router.py): the router's one RE2
+set holds each entry's rare literals (or its pattern, where it has none: matcher.set_pattern) and hands
+over which entries a plain line may be; a line that only the catalogue's triggers selected goes to this
+parser and no other. Each candidate entry's own pattern then decides and reads its numbers. A matched
+entry:
+  - sets its numbers as facts where the entry names them (`facts:`) and no parser set them already;
+  - counts as recognised (`seen`, by entry id);
+  - when it is a warning or error with a diagnosis class, becomes a `message` event (data: id, class,
+    level, engine, fix, known and its numbers) in the snapshot. `known` is true when a parser of the
+    engine already read that line, or another line of the same entry (an event or a fact from it):
+    the rules that judge `message` events
+    (rules/LD*-catalogue.yaml) take only the others, so a line is never reported twice.
+It casts no engine vote: engine identity stays with the engines' parsers.
+
+Runs of an engine's hot lines that the analyzer folds (doctor/sources/logs/fold.py: llama-server's
+per-request lines) come here whole (`absorbs`, `fold`): one search of the run for those of the catalogue's
+triggers that can match inside a line of the run's shape (none, for llama-server's: no search), and only
+where one is found its lines are read one by one, as the per-line path reads them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Callable
+
+from doctor.core.facts import Event, Facts
+from doctor.sources.catalogue import loader, store
+from doctor.sources.catalogue.matcher import MessageSet, block_pattern, message_set, read_numbers
+from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.hot import HotRun
+from doctor.sources.logs.line import LogLine, make_line
+from doctor.sources.logs.matcher import compile_triggers, span_finder
+from doctor.sources.logs.shapes import can_occur
+
+KEPT_PER_ENTRY = 3  # occurrences of one message kept as events (the count goes on)
+KEPT_TOTAL = 200
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue_set() -> MessageSet:
+    """Every engine's entries in one set of their whole patterns, compiled once per process."""
+    return message_set(store.builtin().entries, ("*",))
+
+
+@functools.lru_cache(maxsize=1)
+def active_set() -> MessageSet:
+    """The entries `analyze` reads (loader.Entry.active), their rare literals standing for them in the set
+    (matcher.set_pattern: each hit is confirmed by the entry's own pattern), compiled once per process."""
+    stored = store.builtin()
+    return message_set(stored.active, ("active",), stored.fragments, stored.set_patterns)
+
+
+@functools.lru_cache(maxsize=4)
+def _find_trigger(messages: MessageSet, shape: str) -> Callable[[bytes, int, int], tuple[int, int] | None] | None:
+    """`find(region, start, end)`: a place in region[start:end] (a run of lines of `shape`, HotRun.shape) where
+    one of the set's index patterns (the active entries' triggers) may match a line (matcher.block_pattern),
+    one RE2 search: a run with no such place holds no line of its entries. None: no index pattern can match
+    inside a line of that shape at all (doctor/sources/logs/shapes.py), so no run of it is searched."""
+    occurs = can_occur(shape) if shape else None
+    patterns = [block_pattern(p) for p in messages.index.patterns]
+    kept = [p for p in patterns if occurs is None or occurs(p)]
+    return span_finder(compile_triggers(kept)) if kept else None
+
+
+class _Fragments:
+    """The catalogue's fragments as a class attribute read on first use (the scan's triggers and the gate are
+    asked of the class too, bench/analyze_throughput.py), so importing the parser loads no YAML."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> tuple[str, ...]:
+        return active_set().fragments
+
+
+class CatalogueParser(LogParser):
+    name = "catalogue"
+    triggers = _Fragments()
+    alone = True  # a line only its triggers select is its alone; it has no gate: its index says which are its own
+    # the kinds of the hot-line runs the analyzer folds (doctor/sources/engines/llamacpp/fold.py HOT.kinds):
+    # this parser reads those runs through `fold`; a kind missing here turns folding off (tests/logs/test_fold.py)
+    absorbs = frozenset({"server_signature", "timings", "context"})
+
+    def __init__(self) -> None:
+        self.messages = active_set()
+        super().__init__()
+        self.literal_index = self.messages.index  # the router matches its patterns in its own set and primes it
+        self._counts = [0] * len(self.messages.entries)  # lines matched, by entry position
+        self._pending: list[tuple[loader.Entry, dict[str, float | str], LogLine]] = []
+
+    @property
+    def seen(self) -> Counter[str]:
+        """Entry id -> the lines it matched (entries that matched none left out)."""
+        entries = self.messages.entries
+        return Counter({entries[i].id: n for i, n in enumerate(self._counts) if n})
+
+    def feed(self, line: LogLine) -> None:
+        messages = self.messages
+        counts = self._counts
+        for i in messages.indices(line.text):
+            entry = messages.entries[i]
+            numbers = read_numbers(entry, line.text)
+            if numbers is None:  # its rare literal without its pattern (or RE2 and re disagreeing): not it
+                continue
+            counts[i] += 1
+            keep = entry.diagnostic and counts[i] <= KEPT_PER_ENTRY and len(self._pending) < KEPT_TOTAL
+            for group, name in entry.facts.items():
+                value = numbers.get(group)
+                if value is not None and not self.facts.has(name):
+                    self.set(name, value, line)
+            if keep:
+                self._pending.append((entry, numbers, line))
+
+    def fold_ready(self) -> bool:
+        return True  # nothing waits for a next line: any run may be read at once
+
+    def fold(self, run: HotRun) -> None:
+        """A run of hot lines as feeding its lines one by one would read it: a line the catalogue's index finds
+        nothing in records nothing, and the index's patterns are a line's only way in (the router's hits, or
+        the index's own set on a line it does not route), so a run none of them is found in records nothing;
+        otherwise its lines are fed one by one (a line that would not reach this parser has no hit)."""
+        region, end = run.region, run.end
+        find = _find_trigger(self.messages, run.shape)
+        if find is None or find(region, run.start, end) is None:
+            return
+        pos, number = run.start, run.number
+        while pos < end:
+            stop = region.index(b"\n", pos, end)
+            raw = region[pos:stop]
+            self.feed(make_line(number, raw[:-1] if raw.endswith(b"\r") else raw))
+            pos, number = stop + 1, number + 1
+
+    def summarize(self, facts: Facts) -> None:
+        if not self._pending:
+            return
+        read = _lines_read(facts)
+        # an entry a parser read on one line is known on all of them (a traceback repeats its error)
+        known = {entry.id for entry, _, line in self._pending if line.number in read}
+        for entry, numbers, line in self._pending:
+            data: dict[str, object] = {k: v for k, v in numbers.items() if k not in _DATA_KEYS}
+            data.update({"id": entry.id, "class": entry.meaning, "level": entry.level, "engine": entry.engine,
+                         "fix": entry.fix, "known": entry.id in known})
+            facts.add_event(Event(kind="message", line=line.number, text=line.raw[:400], source=self.name,
+                                  data={k: v for k, v in data.items() if isinstance(v, int | float | str | bool)}))
+
+
+_DATA_KEYS = frozenset({"id", "class", "level", "engine", "fix", "known"})
+
+
+def _lines_read(facts: Facts) -> set[int]:
+    """The log lines some parser made an event or a fact from (the catalogue's own events aside)."""
+    read = {e.line for e in facts.events() if e.kind != "message" and e.line is not None}
+    read.update(f.source.line for f in facts if f.source.kind == "log" and f.source.line is not None
+                and f.source.name != CatalogueParser.name)
+    return read

@@ -1,0 +1,1 @@
+"""KoboldCpp: a launcher that bundles llama.cpp (LostRuins/koboldcpp)."""

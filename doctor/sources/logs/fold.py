@@ -1,0 +1,179 @@
+"""Folding: runs of a parser's "hot" lines read block by block in native passes, not line by line.
+
+A busy server prints the same few lines for every request (slot launches, timings, releases): in a
+long log nearly every line is a candidate, and the per-line path (scanner hop, decode, router,
+handlers, a Fact per value) costs tens of microseconds a line. A parser that knows such lines
+declares them (`hot`: doctor/sources/logs/hot.py HotLines, the RE2 source of the units of a run, exact
+down to their numbers and padding, with real sample lines) and implements `fold_ready()` / `fold(run)`.
+Where the scanner meets a candidate line that passes a cheap probe, one anchored RE2 match (a DFA pass)
+finds how far the run of consecutive hot units goes, and the parser folds the whole run at once
+(counts, findall over the block, the few evidence lines read again), leaving its state as feeding
+each line would have. The run's last line is left to the per-line path (its `next` line lies past the
+run), as is any run a parser is not ready for.
+
+Checked at build, on the spec's real sample lines, against this analysis's triggers, router and start
+lines: its quiet lines (lines a run passes over) are no candidates, and every candidate line of its
+units starts no session and goes to the owning parser alone, or also to parsers that fold the spec's
+kinds too (`absorbs`: the catalogue's parser, doctor/sources/catalogue/parser.py; these get every run);
+any other reader turns the fold off. tests/logs/test_fold.py compares both paths on real and built logs.
+`LLM_DOCTOR_FOLD=0` (or `LogAnalyzer(fold=False)`) turns folding off: the reference path.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+
+from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.hot import HotLines, HotRun
+from doctor.sources.logs.line import make_line
+from doctor.sources.logs.router import Router
+from doctor.sources.logs.sessions import StartLines
+from doctor.sources.logs.stream import LineScanner
+
+ENV = "LLM_DOCTOR_FOLD"
+NOTHING = (0, 0)  # what `try_fold` answers where it folds nothing
+
+
+def fold_enabled() -> bool:
+    """Folding is on unless LLM_DOCTOR_FOLD=0 (tests and the bench compare both paths)."""
+    return os.environ.get(ENV, "1") != "0"
+
+
+def _compile_run(line: str) -> Callable[[bytes, int, int], int] | None:
+    """`run_end(region, start, end)`: where the run of hot lines at `start` ends (start when none)."""
+    try:
+        import re2
+
+        options = re2.Options()
+        options.max_mem = 64 << 20
+        options.longest_match = True  # the longest run (units end at a line end): a simpler DFA, faster
+        program = re2.compile(f"(?:(?:{line})\\r?\\n)+".encode(), options)._regexp
+        anchor = re2._Anchor.ANCHOR_START
+        probe = program.Match(anchor, b"", 0, 0)
+        if not isinstance(probe, list) or len(probe[0]) != 2:
+            return None
+    except Exception:  # no RE2 (or a binding of another shape): no folding, the per-line path reads all
+        return None
+    match = program.Match
+
+    def run_end(region: bytes, start: int, end: int) -> int:
+        found: int = match(anchor, region, start, end)[0][1]
+        return found if found > start else start
+
+    return run_end
+
+
+class Folder:
+    """The fold of one analysis: the owning parser's hot-line run matcher, checked against the
+    analysis's router, triggers and start lines; `try_fold` is the scanner's hook."""
+
+    def __init__(self, owner: int, spec: HotLines, run_end: Callable[[bytes, int, int], int],
+                 others: tuple[int, ...] = ()) -> None:
+        self.owner = owner  # the index of the parser that folds, in the analyzer's parser list
+        self.others = others  # other parsers that read some hot lines too and fold them (`absorbs`)
+        self.spec = spec
+        self.run_end = run_end
+        self.parsers: list[LogParser] = []
+        self.runs = 0  # runs folded (tests read it: a fold that never happens proves nothing)
+        # the scanner's cheap first test before `try_fold` (LineScanner.probe)
+        self.probe = re.compile(b"|".join(map(re.escape, spec.probes))).search if spec.probes else None
+
+    @classmethod
+    def build(cls, parsers: list[LogParser], router: Router | None, scanner: LineScanner,
+              starts: StartLines) -> Folder | None:
+        if router is None:
+            return None
+        for index, parser in enumerate(parsers):
+            spec = type(parser).hot
+            if spec is None:
+                continue
+            others = _checked(spec, index, parsers, router, scanner, starts)
+            if others is None:
+                return None
+            run_end = _compile_run(spec.line)
+            if run_end is None:
+                return None
+            folder = cls(index, spec, run_end, others)
+            folder.bind(parsers)
+            return folder
+        return None
+
+    def bind(self, parsers: list[LogParser]) -> None:
+        """The parsers of a new session: the owner first."""
+        self.parsers = [parsers[self.owner], *(parsers[i] for i in self.others)]
+
+    def attach(self, scanner: LineScanner) -> None:
+        """Make `scanner` hand its candidate lines that pass the probe to `try_fold`."""
+        scanner.fold = self.try_fold
+        scanner.probe = self.probe
+        scanner.probe_within = self.spec.probe_within
+
+    def try_fold(self, region: bytes, start: int, end: int, number: int) -> tuple[int, int]:
+        """Fold the run of hot lines at region[start:...] (a candidate line, number `number`) when the
+        owner is ready for it: the position after the folded lines and their number, or (0, 0)
+        when nothing was folded. The run's last line stays for the per-line path."""
+        # readiness first: a run match reads the whole run, and a parser that is not ready (an OOM line
+        # waiting for its phase) would have it read again at each of its lines
+        if not all(p.fold_ready() for p in self.parsers):
+            return NOTHING
+        stop = self.run_end(region, start, end)
+        if stop <= start:
+            return NOTHING
+        stop = region.rfind(b"\n", start, stop - 1) + 1  # the last line goes line by line
+        if stop <= start:
+            return NOTHING
+        run = HotRun(region, start, stop, number, self.spec.kinds, self.spec.line)
+        for parser in self.parsers:
+            parser.fold(run)
+        self.runs += 1
+        return stop, run.lines
+
+
+def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Router, scanner: LineScanner,
+             starts: StartLines) -> tuple[int, ...] | None:
+    """The spec's quiet lines are no candidates; each of its samples is a unit, each line of which is
+    either no candidate at all (a line a unit holds between its hot lines) or a line that starts no
+    session, for the owner and parsers that fold the spec's kinds too (their `absorbs`) alone:
+    those others, or None when a line would go to a parser that reads it line by line (folding would
+    hide it from that parser: the fold stays off)."""
+    import re2
+
+    whole = re2.compile(f"(?:{spec.line})".encode())
+    for sample in spec.samples:  # the probe must not turn a unit away
+        if spec.probes and not any(p in sample[:spec.probe_within] for p in spec.probes):
+            return None
+    for sample in spec.quiet:  # a quiet line a trigger selects (another parser's, say) would be hidden
+        if whole.fullmatch(sample) is None or scanner.trigger.search(sample) is not None:
+            return None
+    owner_parser = parsers[owner]
+    others: set[int] = set()
+    for sample in spec.samples:
+        if whole.fullmatch(sample) is None:
+            return None
+        for raw in sample.split(b"\n"):
+            if scanner.trigger.search(raw) is None:
+                continue
+            line = make_line(1, raw)
+            if router.plain(line, raw):
+                found = router.route(raw)
+                if found is None or found.start:  # (a plain line always has a route)
+                    return None
+                targets = router.targets(found, line.text)
+            else:  # such a line goes to every parser, each asking its own gate
+                targets = [p for p in parsers if p.passes_gate(line.text)]
+            if starts.marker(raw) is not None:
+                return None
+            for parser in targets:
+                if parser is owner_parser:
+                    continue
+                if not set(spec.kinds) <= type(parser).absorbs:
+                    return None
+                others.add(next(i for i, p in enumerate(parsers) if p is parser))
+    # a parser that folds the spec's kinds gets every run, whether or not a sample line went to it: a run's
+    # lines vary in their numbers, and its fold alone can say what they hold for it (the catalogue's)
+    others.update(i for i, p in enumerate(parsers) if p is not owner_parser and set(spec.kinds) <= type(p).absorbs)
+    return tuple(sorted(others))

@@ -1,0 +1,68 @@
+"""What a parser that folds runs of lines declares (`HotLines`) and is handed (`HotRun`); the folding
+itself: doctor/sources/logs/fold.py.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.sources.logs.line import LogLine, make_line
+
+
+@dataclass(frozen=True, slots=True)
+class HotLines:
+    """The hot lines a parser folds: `line`, the RE2 source of one unit of a run without its end (an
+    alternation of exact shapes; a unit may be a few lines that always come together); `samples`,
+    real units of each shape that the fold reads (lines joined by a newline); `quiet`, real lines of
+    the shapes a run may hold that no trigger selects (a slot launch between timings: the fold passes
+    over them as the scanner would); `kinds`, the names of the line kinds a fold consumes (what a run
+    stands for, to a parser that reads some of its lines too)."""
+
+    line: str
+    samples: tuple[bytes, ...]
+    quiet: tuple[bytes, ...] = ()
+    kinds: tuple[str, ...] = ()
+    # a cheap first test: every unit's first line holds one of these within its first `probe_within` bytes
+    probes: tuple[bytes, ...] = ()
+    probe_within: int = 0
+
+
+class HotRun:
+    """A run of hot lines: region[start:end], complete lines (each ending in a newline), the first
+    numbered `number`; every parser that reads some of its lines gets it (`LogParser.fold`)."""
+
+    __slots__ = ("_lines", "end", "kinds", "number", "region", "shape", "start")
+
+    def __init__(self, region: bytes, start: int, end: int, number: int, kinds: tuple[str, ...] = (),
+                 shape: str = "") -> None:
+        self.region = region
+        self.start = start
+        self.end = end
+        self.number = number
+        self.kinds = kinds  # the line kinds of the spec that matched it (HotLines.kinds)
+        self.shape = shape  # the spec's unit (HotLines.line): every line of the run is part of one ("": unknown)
+        self._lines = -1
+
+    @property
+    def lines(self) -> int:
+        """How many lines the run holds (counted once)."""
+        if self._lines < 0:
+            self._lines = self.region.count(b"\n", self.start, self.end)
+        return self._lines
+
+    def number_at(self, pos: int) -> int:
+        """The line number of the line that holds position `pos` of the region (counted from the nearer
+        end of the run: the evidence lines are mostly its last ones)."""
+        if pos - self.start > (self.end - self.start) // 2:
+            return self.number + self.lines - self.region.count(b"\n", pos, self.end)
+        return self.number + self.region.count(b"\n", self.start, pos)
+
+    def line_at(self, pos: int) -> LogLine:
+        """The line holding `pos`, decoded as the per-line path decodes it (for evidence)."""
+        region = self.region
+        begin = region.rfind(b"\n", self.start, pos) + 1 or self.start
+        stop = region.find(b"\n", pos, self.end)
+        raw = region[begin: stop if stop >= 0 else self.end]
+        return make_line(self.number_at(begin), raw[:-1] if raw.endswith(b"\r") else raw)
