@@ -12,7 +12,11 @@ facts scan would have (the GGUF probe, the ceilings probe, the thread count, /pr
 run) - measured tok/s, ceiling, fraction, bound and expected tok/s per row.
 
 Run:  python -m bench.speed_table [--models llama-1b-q4_0,...] [--threads 1,2] [--keep DIR]
-Writes bench/results/speed_table.md and speed_table.json (the rows, for docs/speed.md).
+      python -m bench.speed_table --rejudge A.json[,B.json] --keep DIR [--note TEXT]  (no engine run:
+      the stored rows judged again by the current model, with the ceilings stored with each row)
+Writes bench/results/speed_table.md and speed_table.json (the rows, for docs/speed.md). The summary
+splits the rows in the half the cost model's constants were fitted on (1 thread) and the validation
+half (2 threads), as doctor/derive/speed_cost.py says.
 """
 
 from __future__ import annotations
@@ -225,9 +229,15 @@ def measure(path: Path, threads: int, prompt: int, depth: int) -> dict[str, Any]
     return answer
 
 
+CEILING_FACTS = ("host.ram.read_bw_gbs", "host.ram.read_bw_all_gbs", "host.cpu.matmul_gflops",
+                 "host.cpu.matmul_all_gflops")
+
+
 def verdict(path: Path, threads: int, prompt: int, prefill_tps: float, decode_tokens: int, decode_tps: float,
-            other_busy: float | None, engine_cores: float | None) -> dict[str, Any]:
-    """The doctor's speed facts for one measured phase pair, from the facts a scan would have."""
+            other_busy: float | None, engine_cores: float | None,
+            stored: dict[str, float] | None = None) -> dict[str, Any]:
+    """The doctor's speed facts for one measured phase pair, from the facts a scan would have (the
+    ceilings measured now, or `stored`: those measured with the row, for --rejudge)."""
     from doctor.core.facts import Facts, Source
     from doctor.derive import derive
     from doctor.sources.probes.base import ProbeContext, run_probe
@@ -236,8 +246,12 @@ def verdict(path: Path, threads: int, prompt: int, prefill_tps: float, decode_to
 
     facts = Facts()
     facts.merge(run_probe(GGUF, ProbeContext(model_path=str(path))))
-    facts.merge(run_probe(CEILINGS, ProbeContext(threads=threads)))
     src = Source("config", "bench")
+    if stored:
+        for name, value in stored.items():
+            facts.set(name, value, src)
+    else:
+        facts.merge(run_probe(CEILINGS, ProbeContext(threads=threads)))
     cores = os.cpu_count() or 1
     for name, value in (("config.n_threads", threads), ("config.n_ctx", 1024), ("config.n_batch", 512),
                         ("config.n_gpu_layers", 0), ("host.cpu.usable_cores", float(cores)),
@@ -252,7 +266,7 @@ def verdict(path: Path, threads: int, prompt: int, prefill_tps: float, decode_to
     out: dict[str, Any] = {phase: {k: facts.value(f"speed.{phase}.{k}") for k in keys}
                            for phase in ("prefill", "decode")}
     out["raw"] = {k: facts.value(k) for k in ("derived.decode_bytes_per_token_cpu", "derived.prefill_flops_per_token",
-                                              "host.ram.read_bw_gbs", "host.cpu.matmul_gflops", "model.n_layer")}
+                                              "model.n_layer", *CEILING_FACTS)}
     return out
 
 
@@ -269,11 +283,12 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--keep", help="folder to keep the GGUFs in (built once)")
     parser.add_argument("--out", default=str(RESULTS / "speed_table.md"))
-    parser.add_argument("--rejudge", metavar="JSON", help="judge the measured rows of an earlier run again (the "
-                        "GGUFs kept with --keep): the engine is not run")
+    parser.add_argument("--rejudge", metavar="JSON[,JSON]", help="judge the measured rows of earlier runs again "
+                        "(the GGUFs kept with --keep, the ceilings stored with the rows): the engine is not run")
+    parser.add_argument("--note", default="", help="a sentence on where and when the rows were measured")
     args = parser.parse_args()
     if args.rejudge:
-        rejudge(Path(args.rejudge), Path(args.keep or "."), Path(args.out))
+        rejudge([Path(p) for p in args.rejudge.split(",")], Path(args.keep or "."), Path(args.out), args.note)
         return
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="speed-table-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -310,46 +325,72 @@ def main() -> None:
     write(rows, Path(args.out), time.perf_counter() - started)
 
 
-def rejudge(source: Path, folder: Path, out: Path) -> None:
-    rows = json.loads(source.read_text(encoding="utf-8"))
+def rejudge(sources: list[Path], folder: Path, out: Path, note: str = "") -> None:
+    rows = [row for source in sources for row in json.loads(source.read_text(encoding="utf-8"))]
+    cores = max(row["threads"] for row in rows)
+    all_cores = {f.replace("_gbs", "_all_gbs").replace("_gflops", "_all_gflops"): row[f] for row in rows
+                 if row["threads"] == cores for f in CEILING_FACTS[::2]}  # older rows: the all-core run's figures
     for row in rows:
         _, _, prompt, depth = MODELS[row["model"]]
         at = prompt if row["prefill_tokens"] == prompt else depth
+        stored = {f: row.get(f) or all_cores.get(f) for f in CEILING_FACTS}
         v = verdict(folder / f"{row['model']}.gguf", row["threads"], at, row["prefill_tok_s"], DECODE_STEPS,
-                    row["decode_tok_s"], row["other_busy"], row["engine_cores"])
+                    row["decode_tok_s"], row["other_busy"], row["engine_cores"],
+                    {k: float(x) for k, x in stored.items() if isinstance(x, int | float)})
         row.update(v.pop("raw"))
         row.update({f"{phase}_{k}": v[phase][k] for phase in v for k in v[phase]})
-    write(rows, out, 0.0, f"judged again from {source.name}")
+    write(rows, out, 0.0, f"judged again from {', '.join(s.name for s in sources)}", note)
+
+
+FIT_HALF = "1-thread rows"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return "this machine"
+
+
+def half(row: dict[str, Any]) -> str:
+    """Which half of the table a row is in: the constants were fitted on the 1-thread rows."""
+    return "fit (1 thread)" if row["threads"] == 1 else "validation (2 threads)"
 
 
 def _f(value: Any, fmt: str = "{:.1f}") -> str:
     return fmt.format(value) if isinstance(value, int | float) else "-"
 
 
-def write(rows: list[dict[str, Any]], out: Path, seconds: float, how: str = "") -> None:
+def write(rows: list[dict[str, Any]], out: Path, seconds: float, how: str = "", note: str = "") -> None:
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     lines = ["# Speed verdict vs measured speed (bench/speed_table.py)", "",
-             f"{len(rows)} rows {how or f'in {seconds:.0f} s'} on {os.cpu_count()} CPUs; weight repacking "
-             f"{'off (AMX)' if repack_crashes_here() else 'on'}. expected/measured within ±20% is the goal.", "",
+             f"{len(rows)} rows {how or f'in {seconds:.0f} s'} on {cpu_model()}, {os.cpu_count()} CPUs; weight "
+             f"repacking {'off (AMX)' if repack_crashes_here() else 'on'}. \"others\": the share of the cores other "
+             "processes used while the row ran (/proc/stat). expected/measured within ±20% is the goal.", "",
+             *([note, ""] if note else []),
              "| model | threads | depth | others | phase | measured tok/s | ceiling | fraction | bound | expected | "
              "expected/measured |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    ratios: dict[str, list[float]] = {"prefill": [], "decode": []}
+    ratios: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         for phase in ("prefill", "decode"):
             got, exp = r[f"{phase}_tok_s"], r[f"{phase}_expected_tok_s"]
             ratio = exp / got if isinstance(got, int | float) and isinstance(exp, int | float) and got else None
             if ratio is not None:
-                ratios[phase].append(ratio)
+                ratios.setdefault((half(r), phase), []).append(ratio)
+                ratios.setdefault(("all", phase), []).append(ratio)
             others = _f(r['other_busy'], '{:.0%}')
             lines.append(f"| {r['model']} | {r['threads']} | {r['depth']} | {others} | {phase} | "
                          f"{_f(got)} | {_f(r[f'{phase}_ceiling_tok_s'])} | {_f(r[f'{phase}_fraction'], '{:.0%}')} | "
                          f"{r[f'{phase}_bound']} | {_f(exp)} | {_f(ratio, '{:.2f}')} |")
-    lines.append("")
-    for phase, values in ratios.items():
-        if values:
-            inside = sum(1 for v in values if 0.8 <= v <= 1.2)
-            lines.append(f"- {phase}: expected/measured median {statistics.median(values):.2f}, range "
-                         f"{min(values):.2f}-{max(values):.2f}, {inside}/{len(values)} rows within ±20%")
+    lines += ["", f"The cost model's constants (doctor/derive/speed_cost.py) were fitted on the {FIT_HALF}; the "
+              "other rows are the validation.", ""]
+    for (which, phase), values in sorted(ratios.items(), key=lambda kv: (kv[0][0] == "all", kv[0])):
+        inside = sum(1 for v in values if 0.8 <= v <= 1.2)
+        lines.append(f"- {which}, {phase}: expected/measured median {statistics.median(values):.2f}, range "
+                     f"{min(values):.2f}-{max(values):.2f}, {inside}/{len(values)} rows within ±20%")
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 

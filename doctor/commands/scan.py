@@ -29,7 +29,7 @@ from doctor.core.errors import EngineError, UsageError
 from doctor.core.facts import Facts, Source
 from doctor.derive.memory import context_params
 from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S
-from doctor.sources.probes.cpustat import CpuWindow
+from doctor.sources.probes.cpustat import CpuWindow, cores_facts
 
 HELP = "check this machine, a model and planned settings before deployment"
 DEFAULT_CTX_CAP = 4096
@@ -340,19 +340,6 @@ class _Beside(threading.Thread):
         if self._error is not None:
             raise self._error
         return self._value
-
-
-def cores_facts(share: Any) -> Facts:
-    """How the cores were shared while the trace ran (/proc/stat, doctor/sources/probes/cpustat.py)."""
-    facts = Facts()
-    if share is None:
-        return facts
-    src = Source("probe", "probe.cpustat", text=share.describe())
-    facts.set("host.cpu.other_busy", share.other_busy, src)
-    facts.set("host.cpu.steal_pct", share.steal_pct, src)
-    # the engine's own CPU time over the window is not its share: it includes its start (Python
-    # imports, one thread) and the load; the others' use is what the verdict scales by
-    return facts
 
 
 def _trace_blocked(plan: Plan, facts: Facts, header_error: str | None) -> str | None:

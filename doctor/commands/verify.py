@@ -178,7 +178,8 @@ class Verifier:
                 sweep.rows.append((n, None, "budget spent"))
                 continue
             ms = report.facts.value("run.decode_ms_p50")
-            sweep.rows.append((n, ms if isinstance(ms, (int, float)) else None, _failed(report)))
+            sweep.rows.append((n, ms if isinstance(ms, (int, float)) else None,
+                               _failed(report) or _of_ceiling(report, "decode")))
         _best(sweep, lower=True)
         return sweep
 
@@ -199,7 +200,8 @@ class Verifier:
                 sweep.rows.append((b, None, "budget spent"))
                 continue
             ms = report.facts.value("run.prefill_ms")
-            sweep.rows.append((b, round(ms, 1) if isinstance(ms, (int, float)) else None, _failed(report)))
+            sweep.rows.append((b, round(ms, 1) if isinstance(ms, (int, float)) else None,
+                               _failed(report) or _of_ceiling(report, "prefill")))
         _best(sweep, lower=True)
         return sweep
 
@@ -234,6 +236,12 @@ def _physical_cores() -> int | None:
         import os
 
         return os.cpu_count()
+
+
+def _of_ceiling(report: Report, phase: str) -> str:
+    """The run's speed as a share of this machine's ceiling for it (doctor/derive/speed.py), if judged."""
+    fraction = report.facts.value(f"speed.{phase}.fraction")
+    return f"{fraction:.0%} of ceiling" if isinstance(fraction, (int, float)) else ""
 
 
 def _failed(report: Report) -> str:

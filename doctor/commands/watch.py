@@ -271,6 +271,7 @@ def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: 
                 stop: threading.Event, note: Callable[[str], None]) -> Outcome:
     from doctor.sources.live.metrics.endpoint import MetricsPoller, follow_metrics
     from doctor.sources.live.session import TraceSession
+    from doctor.sources.probes.cpustat import CpuWindow
 
     metrics = MetricsPoller(args.metrics, args.metrics_interval) if args.metrics else None
     if args.log:
@@ -281,7 +282,10 @@ def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: 
         name, source = args.metrics, "metrics"
     session = TraceSession(name, source=source, settings={"log": args.log, "command": cmd, "metrics": args.metrics},
                            on_event=on_event, record=args.record, judge=judge, keep_events=False,
-                           redactor=getattr(args, "redactor", None), line_events=getattr(args, "line_events", "all"))
+                           redactor=getattr(args, "redactor", None), line_events=getattr(args, "line_events", "all"),
+                           # the other processes' share of the cores while the run was traced: a wrapped
+                           # command is our child; a followed log's engine is not (its busiest process)
+                           cores=CpuWindow(engine_not_ours=bool(args.log)).start() if args.log or cmd else None)
     if args.log:
         from doctor.sources.live.follow.follower import follow_log
 

@@ -99,7 +99,8 @@ def _fill(template: str, facts: Facts, event: Event | None, describing: bool = F
     return out if len(out) <= MAX_RENDERED else out[: MAX_RENDERED - 1] + "…"
 
 
-_TRAILING_UNIT = re.compile(r"(?<=[\d\s])([^\s\d][^\s]*)$")
+# the unit after the number: no digits in it, so the decimals of "0.5%" are not taken for its unit ".5%"
+_TRAILING_UNIT = re.compile(r"(?<=[\d\s])([^\s\d.,][^\s\d]*)$")
 
 
 def _once(text: str, value: Any, match: re.Match[str]) -> str:

@@ -172,9 +172,15 @@ class Sweep:
         cells = []
         for value, figure, note in self.rows:
             mark = "*" if value == self.best else ""
-            shown = f"{figure:.1f}" if isinstance(figure, (int, float)) else (note or "-")
-            cells.append(f"{value}{mark}: {shown}")
+            cells.append(f"{value}{mark}: {self.cell(figure, note)}")
         return [head, "  " + " | ".join(cells)]
+
+    @staticmethod
+    def cell(figure: float | None, note: str) -> str:
+        """A row's figure with its note ("41% of ceiling"), or the note alone where nothing was measured."""
+        if isinstance(figure, (int, float)):
+            return f"{figure:.1f}" + (f" ({note})" if note else "")
+        return note or "-"
 
 
 @dataclass(slots=True)

@@ -160,13 +160,16 @@ def derive_threads(facts: Facts) -> None:
     threads = facts.value("config.n_threads")
     usable = facts.value("host.cpu.usable_cores")
     usable_fact = facts.get("host.cpu.usable_cores")
+    why = "physical cores within the CPU quota and affinity"
     if not isinstance(usable, int | float):
         physical = facts.value("host.cpu.physical_cores")
         usable = physical if isinstance(physical, int) else None
+    if usable is None and isinstance(facts.value("spec.cores"), int):  # a pasted log naming its CPU
+        usable, why = facts.value("spec.cores"), "the published physical cores of the CPU the log names"
     if isinstance(usable, int | float) and usable > 0:
         # a limit read from a log or a pasted command keeps its line as the evidence
         src = (usable_fact.source if usable_fact is not None and usable_fact.source.kind == "log"
-               else step_src("threads", "physical cores within the CPU quota and affinity"))
+               else step_src("threads", why))
         facts.set("derived.threads_recommended", max(1, int(usable)), src)
         if isinstance(threads, int) and threads > 0:
             facts.set("derived.threads_over", round(threads / usable, 3),

@@ -27,30 +27,33 @@ from doctor.core.facts import Facts, Source
 from doctor.derive.memory import Plan, kv_bytes_per_token, place_weights
 from doctor.derive.plan import plan_from_facts
 from doctor.derive.source import step_src
+from doctor.derive.speed_cost import Mats, cpu_mats, fallback_mats
 
 GB = 1e9
 BATCH_OFFLOAD_MIN = 32  # llama.cpp offloads CPU weights' products to the GPU for batches this large
 
-# Efficiencies measured by bench/speed_table.py on the 2-core AMX Xeon (docs/speed.md): the share
-# of each ceiling llama.cpp's CPU kernels reach. Compute is against the float32 GEMM figure.
+# CPU efficiencies (bench/speed_table.py on the 2-core AMX Xeon, docs/speed.md); the per-kernel rates
+# and efficiencies of the weights are doctor/derive/speed_cost.py's
 EFF_CPU_BW = 0.8  # of the read kernel's bandwidth, where decode is bandwidth-bound (many cores)
-# prefill: llama.cpp's CPU matrix kernels against the float32 GEMM figure, by weight type
-EFF_CPU_COMPUTE = {"q4_0": 0.55, "q8_0": 0.75, "f16": 0.75, "bf16": 0.75, "f32": 0.75, "other": 0.35}
-# decode: the weight bytes a core's dot-product kernels get through per second, per GFLOP/s of the
-# float32 GEMM figure on that core (dequantising Q4 costs more than reading it: on one core decode is
-# compute-bound, and only with several cores does the memory bus bind)
-DECODE_RATE = {"q4_0": 0.033, "q8_0": 0.055, "f16": 0.074, "bf16": 0.074, "f32": 0.074, "other": 0.035}
 EFF_CPU_DECODE = 0.8  # that typical rate against the kernels' best: the ceiling is the best
-# per-token overhead: graph build, thread barriers, sampling; ms per layer per token at 1 thread and
-# the extra per added thread (barrier cost grows with threads)
-CPU_LAYER_MS = 0.05
-CPU_LAYER_MS_PER_THREAD = 0.02
-# GPUs (no GPU here: public llama.cpp figures, docs/speed.md): bandwidth share reached by decode,
-# FP16 tensor throughput share reached by prefill, kernel-launch overhead per layer
-EFF_GPU_BW = 0.7
-EFF_GPU_COMPUTE = 0.35
-GPU_LAYER_MS = 0.03
+# per-token overhead on the CPU layers: graph build and sampling at 1 thread (fitted on the 1-thread bench
+# rows: 0.0003 ms, nothing to tell from zero), and a barrier after each graph node that every thread
+# passes: one cache-line hand-over (~0.1 us between cores) per thread per barrier, ~20 nodes a layer
+CPU_LAYER_MS = 0.0
+BARRIERS_PER_LAYER = 20
+BARRIER_MS_PER_THREAD = 0.0001
+# GPUs (no GPU here): decode time per token = bytes / (bandwidth x EFF_GPU_BW) + layers x launch cost,
+# least squares over the full-offload rows the sources call normal in bench/data/public_runs.yaml
+# (geerlingguy/ai-benchmarks, llama.cpp discussions; docs/speed.md): small models on big GPUs are
+# launch-bound. Per backend where it had rows: CUDA 34, Vulkan 29, Metal 17, ROCm 6; all 90: eff 0.73.
+EFF_GPU_BW = 0.73
+EFF_GPU_COMPUTE = 0.35  # FP16 tensor throughput share reached by prefill (public llama-bench pp rows)
+GPU_LAYER_MS = 0.08  # all 90 rows
+GPU_LAYER_MS_BY_BACKEND = {"cuda": 0.065, "vulkan": 0.11, "rocm": 0.12, "hip": 0.12, "metal": 0.26}
 EFF_PCIE = 0.8
+# one core's sustained read bandwidth, for a published CPU figure at fewer threads than cores: 16.3 GB/s
+# measured on one core of the AMX Xeon here (bench/results/speed_table.md); desktop cores draw more
+PER_CORE_READ_GBS = 20.0
 # a bound that leaves less than this share of the ceiling to the engine is named as the bound
 CONTENTION_SHARE = 0.8
 THREADS_GAIN = 1.25  # all cores would lift the ceiling at least this much: "threads" binds
@@ -72,6 +75,8 @@ class Cost:
     gpu_layers: int  # repeating layers on the GPU
     depth: int
     weight_type: str
+    mats: Mats | None = None  # the CPU side's weights by kernel (speed_cost.py); None: from the parameters
+    prefill_depth: float = 0.0  # the prompt's mean depth
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +90,7 @@ class Ceilings:
     pcie_gbs: float | None
     source: str  # measured | spec | unknown
     how: str
+    gpu_layer_ms: float = GPU_LAYER_MS  # kernel launches per layer per token, by the engine's GPU backend
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +100,7 @@ class Share:
     share: float  # of the engine's threads' CPU time the engine could have had (0..1)
     other_busy: float | None
     steal_pct: float | None
+    usable_known: bool = True  # False: no core count read (a pasted log naming no CPU): threads not judged
 
 
 @dataclass
@@ -162,13 +169,21 @@ def model_cost(facts: Facts, plan: Plan, depth: int, prompt: int) -> Cost | None
         head_dim = n_embd // n_head
     attn_per_depth = 4.0 * n * n_head * head_dim if isinstance(n_head, int) and isinstance(head_dim, int) else 0.0
     prefill_depth = prompt / 2  # the prompt is evaluated from an empty cache: its mean depth
+    mats = cpu_mats(facts.value("model.matmul_weights"), n, start, place.output_on_gpu, _expert_share(facts),
+                    attn_per_depth / n)
+    if mats is None:
+        total = sum(layout.layer_bytes) + layout.output_bytes
+        cpu_part = (sum(layout.layer_bytes[:start]) + (0 if place.output_on_gpu else layout.output_bytes)) / total \
+            if total else 1.0
+        mats = fallback_mats(weight_type(facts), active_params * cpu_part, attn_per_depth * start / n)
     pcie = 0
     if plan.gpu and 0 < place.gpu_layers < n + 1:
         pcie = int(sum(layout.layer_bytes[:start]) + (0 if place.output_on_gpu else layout.output_bytes))
     return Cost(decode_gpu_bytes=int(gpu_w + kv_gpu), decode_cpu_bytes=int(cpu_w + kv_read - kv_gpu),
                 prefill_flops=2.0 * active_params + attn_per_depth * prefill_depth,
                 pcie_bytes_per_batch=pcie,
-                n_layer=n, gpu_layers=n - start, depth=depth, weight_type=weight_type(facts))
+                n_layer=n, gpu_layers=n - start, depth=depth, weight_type=weight_type(facts), mats=mats,
+                prefill_depth=prefill_depth)
 
 
 # -- the ceilings -------------------------------------------------------------------------------
@@ -209,17 +224,44 @@ def ceilings(facts: Facts) -> Ceilings:
         bw, bw_all, source = spec_bw, spec_bw, "spec"
         if spec_tf and gflops is None:
             gflops = gflops_all = spec_tf * 1000
+        bw, gflops = _at_threads(facts, spec_bw, gflops, how)
     if source == "spec":
         device, cite = facts.value("spec.device", "the device"), facts.value("spec.source", "spec")
         how.append(f"{device}: {spec_bw:g} GB/s ({cite})")
-    return Ceilings(bw, bw_all or bw, gflops, gflops_all or gflops, gpu_bw, gpu_tflops, pcie, source, "; ".join(how))
+    return Ceilings(bw, bw_all or bw, gflops, gflops_all or gflops, gpu_bw, gpu_tflops, pcie, source, "; ".join(how),
+                    gpu_layer_ms(facts))
+
+
+def _at_threads(facts: Facts, spec_bw: float, gflops: float | None, how: list[str]) -> tuple[float, float | None]:
+    """A published CPU's figures at the engine's thread count: one core draws only its own share of the
+    memory bus (PER_CORE_READ_GBS each, up to the whole spec) and of the chip's FLOPs."""
+    threads = facts.value("config.n_threads")
+    cores = _num(facts, "host.cpu.usable_cores") or _num(facts, "host.cpu.physical_cores") \
+        or _num(facts, "spec.cores")
+    if not isinstance(threads, int) or threads <= 0 or cores is None or threads >= cores:
+        return spec_bw, gflops
+    bw = min(spec_bw, threads * PER_CORE_READ_GBS)
+    if bw < spec_bw:
+        how.append(f"{threads} thread(s) draw ~{bw:g} GB/s ({PER_CORE_READ_GBS:g} GB/s a core)")
+    return bw, gflops * threads / cores if gflops else None
+
+
+def gpu_layer_ms(facts: Facts) -> float:
+    """The launch cost per GPU layer for the engine's GPU backend (engine.backends), else all rows' fit."""
+    backends = facts.value("engine.backends")
+    for name in backends if isinstance(backends, list) else []:
+        for key, ms in GPU_LAYER_MS_BY_BACKEND.items():
+            if key in str(name).lower():
+                return ms
+    return GPU_LAYER_MS
 
 
 def core_share(facts: Facts, phase: str = "decode") -> Share:
     """The engine's threads for the phase (prefill runs n_threads_batch) and the share of them the
     cores gave it: what the engine's own CPU time says where measured, else what others left."""
     threads = facts.value("config.n_threads")
-    usable = _num(facts, "host.cpu.usable_cores") or _num(facts, "host.cpu.logical_cores") or 1.0
+    known = _num(facts, "host.cpu.usable_cores") or _num(facts, "host.cpu.logical_cores") or _num(facts, "spec.cores")
+    usable = known or 1.0
     threads = threads if isinstance(threads, int) and threads > 0 else max(1, int(usable))
     batch = facts.value("config.n_threads_batch")
     if phase == "prefill" and isinstance(batch, int) and batch > 0:
@@ -237,15 +279,26 @@ def core_share(facts: Facts, phase: str = "decode") -> Share:
     if engine is not None and want > 0:  # what the engine actually got, where it was measured
         share = max(0.05, min(1.0, engine / want))
     return Share(threads, usable, share, other if isinstance(other, int | float) else None,
-                 steal if isinstance(steal, int | float) else None)
+                 steal if isinstance(steal, int | float) else None, usable_known=known is not None)
 
 
 # -- the verdict --------------------------------------------------------------------------------
 
-def overhead_s(cost: Cost, threads: int) -> float:
+def overhead_s(cost: Cost, threads: int, gpu_ms: float = GPU_LAYER_MS) -> float:
+    """Per-token work that is not the weights': graph and barriers on the CPU layers (each graph node
+    ends in a barrier every thread passes, a cache-line hand-over per thread), launches on the GPU's."""
     cpu_layers = cost.n_layer - cost.gpu_layers
-    per_cpu = CPU_LAYER_MS + CPU_LAYER_MS_PER_THREAD * max(0, threads - 1)
-    return (cpu_layers * per_cpu + cost.gpu_layers * GPU_LAYER_MS) / 1000
+    barrier_ms = BARRIERS_PER_LAYER * BARRIER_MS_PER_THREAD * max(0, threads - 1)
+    return (cpu_layers * (CPU_LAYER_MS + barrier_ms) + cost.gpu_layers * gpu_ms) / 1000
+
+
+def _mats(cost: Cost) -> Mats:
+    """The CPU side's weights by kernel; from the parameters where the tensor table was not known."""
+    if cost.mats is not None:
+        return cost.mats
+    total = cost.decode_cpu_bytes + cost.decode_gpu_bytes
+    cpu_part = cost.decode_cpu_bytes / total if total else 1.0
+    return fallback_mats(cost.weight_type, cost.prefill_flops / 2 * cpu_part, 0.0)
 
 
 def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, float], float, str | None]:
@@ -258,11 +311,11 @@ def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, fl
         t = cost.decode_cpu_bytes / (ceil.cpu_bw_gbs * GB * share.share)
         terms["memory-bandwidth:cpu"] = t
         slowest = t / EFF_CPU_BW
-        if ceil.cpu_gflops:  # the dot-product kernels' own rate on the engine's threads
-            rate = DECODE_RATE.get(cost.weight_type, DECODE_RATE["other"]) * ceil.cpu_gflops * GB
-            tc = cost.decode_cpu_bytes / (rate / EFF_CPU_DECODE * share.share)
-            terms["compute:cpu"] = tc
-            slowest = max(slowest, tc / EFF_CPU_DECODE)
+        if ceil.cpu_gflops:  # the dot-product kernels' own rate on the engine's threads, attention at depth
+            one_core = ceil.cpu_gflops / max(1.0, min(float(share.threads), share.usable))
+            tc = _mats(cost).decode_seconds(ceil.cpu_gflops * share.share, one_core * share.share, cost.depth)
+            terms["compute:cpu"] = tc * EFF_CPU_DECODE
+            slowest = max(slowest, tc)
         expected += slowest
     if cost.decode_gpu_bytes:
         if ceil.gpu_bw_gbs is None:
@@ -270,8 +323,9 @@ def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, fl
         t = cost.decode_gpu_bytes / (ceil.gpu_bw_gbs * GB)
         terms["memory-bandwidth:gpu"] = t
         expected += t / EFF_GPU_BW
-    over = overhead_s(cost, share.threads) / (share.share if cost.decode_cpu_bytes else 1.0)
-    terms["per-token-overhead"] = over
+    over = overhead_s(cost, share.threads, ceil.gpu_layer_ms) / (share.share if cost.decode_cpu_bytes else 1.0)
+    if over > 0:
+        terms["per-token-overhead"] = over
     expected += over
     return terms, expected, None
 
@@ -290,7 +344,7 @@ def prefill_terms(cost: Cost, ceil: Ceilings, share: Share, batch: int) -> tuple
             return {}, 0.0, "the machine's matrix-multiply throughput (run llm-doctor scan on it, or name its CPU)"
         t = cpu_flops / (gflops * 1e9 * share.share)
         terms["compute:cpu"] = t
-        expected += t / EFF_CPU_COMPUTE.get(cost.weight_type, EFF_CPU_COMPUTE["other"])
+        expected += _mats(cost).prefill_seconds(gflops * share.share, batch, cost.prefill_depth)
     if on_gpu_flops > 0:
         if ceil.gpu_tflops is None:
             return {}, 0.0, "the GPU's name (its FP16 throughput comes from the published spec)"
@@ -303,8 +357,9 @@ def prefill_terms(cost: Cost, ceil: Ceilings, share: Share, batch: int) -> tuple
         t = cost.pcie_bytes_per_batch / (ceil.pcie_gbs * GB) / batch
         terms["pcie"] = t
         expected += t / EFF_PCIE
-    over = overhead_s(cost, share.threads) / max(1, batch)
-    terms["per-token-overhead"] = over
+    over = overhead_s(cost, share.threads, ceil.gpu_layer_ms) / max(1, batch)
+    if over > 0:
+        terms["per-token-overhead"] = over
     expected += over
     return terms, expected, None
 
@@ -328,6 +383,8 @@ def _binding(verdict: Verdict, cost: Cost, ceil: Ceilings, share: Share) -> str:
     if cpu_side and share.share < CONTENTION_SHARE:
         verdict.notes.append(f"the engine had {share.share * 100:.0f}% of the cores it asked for")
         return "contention"
+    if not share.usable_known:
+        return worst
     if cpu_side and share.threads > share.usable:
         verdict.notes.append(f"{share.threads} threads on {share.usable:g} usable cores")
         return "threads"

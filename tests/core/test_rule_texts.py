@@ -20,7 +20,7 @@ from doctor.views.render.markdown import render_markdown
 RAW = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.\[\]]*(?:\|[a-z0-9_]+)?\}")
 UNITS = sorted({s.unit for s in CATALOG.values() if s.unit} | {"KiB", "MiB", "GiB", "ms", "s", "B"}, key=len,
                reverse=True)
-DOUBLED = re.compile(r"(?<![\w/])(" + "|".join(re.escape(u) for u in UNITS) + r")\s+\1(?![\w/])")
+DOUBLED = re.compile(r"(?<![\w/])(" + "|".join(re.escape(u) for u in UNITS) + r")\s+\1(?![\w/])|%%")  # "1.9%%" too
 
 RULEBASE = load_rulebase([], env={})
 

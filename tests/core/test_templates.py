@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from doctor.core.facts import Event, Facts, Source
 from doctor.core.format import format_value, human_bytes, render, render_complete
 
@@ -49,3 +51,13 @@ def test_format_string_attacks_reach_nothing() -> None:
 def test_human_bytes_negative_and_small() -> None:
     assert human_bytes(-3 * 2**30) == "-3.00 GiB" and human_bytes(12) == "12 B"
     assert format_value(True, None) == "yes" and format_value([1, 2], None) == "1, 2"
+
+
+@pytest.mark.parametrize("value,shown", [(25.0, "25%"), (1.91, "1.91%"), (0.5, "0.5%"), (12.345, "12.3%")])
+def test_a_unit_the_template_writes_itself_is_written_once_with_decimals_too(value: float, shown: str) -> None:
+    """"{x}%" with a percent fact: the value gives up its own "%" (it was "0.5%%": the decimals were read
+    as the unit ".5%")."""
+    facts = Facts.from_values({"host.cpu.steal_pct": value}, [], events_observed=True)
+    assert render("steal {host.cpu.steal_pct}% of the time", facts, None) == f"steal {shown} of the time"
+    facts = Facts.from_values({"model.storage.read_mb_s": 2.5}, [], events_observed=True)
+    assert render("{model.storage.read_mb_s} MB/s", facts, None) == "2.5 MB/s"

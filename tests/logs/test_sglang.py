@@ -74,3 +74,11 @@ def test_settings_are_spelled_as_sglang_flags() -> None:
     assert spelling.forms["n_ctx"].format(v=8192) == "--context-length 8192"
     assert spelling.forms["mem_fraction_static"].format(v=0.85) == "--mem-fraction-static 0.85"
     assert spelling.forms["tensor_parallel_size"].format(v=2) == "--tp 2"
+
+
+def test_equal_decode_rates_give_their_median_without_comparing_their_sources() -> None:
+    """Two decode batches at the same rate (a fuzzed log found it: the sort fell through to the Source)."""
+    batch = ("[10:21:4{n} TP0] Decode batch. #running-req: 1, #token: 59, token usage: 0.00, "
+             "gen throughput (token/s): 31.85, #queue-req: 0\n")
+    facts = analyze_bytes((batch.format(n=1) + batch.format(n=2) + batch.format(n=3)).encode())
+    assert facts.value("server.gen_tps") == pytest.approx(31.85)

@@ -201,3 +201,48 @@ def test_thread_counts_measured() -> None:
     assert ceilings.thread_counts(1, 2) == [1, 2]
     assert ceilings.thread_counts(8, 4) == [4]  # more threads than cores: measured at the cores
     assert ceilings.thread_counts(None, 16) == [16]
+
+
+def test_the_read_kernel_is_torch_where_its_import_is_paid_and_named_in_the_source(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+    import sys
+
+    installed = importlib.util.find_spec("torch") is not None
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert ceilings.pick_kernel(bench=False) == "numpy"  # first scan: import torch alone is ~1.2 s of CPU
+    assert ceilings.pick_kernel(bench=True) == ("torch" if installed else "numpy")
+    monkeypatch.setitem(sys.modules, "torch", object())
+    assert ceilings.pick_kernel(bench=False) == "torch"  # already loaded: nothing to pay
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    monkeypatch.delitem(sys.modules, "torch")
+    assert ceilings.pick_kernel(bench=True) == "numpy"  # a plain install without torch
+    # the kernel is part of the cache key and named in each figure's source
+    assert ceilings.machine_key(ProbeContext(), [1], "torch") != ceilings.machine_key(ProbeContext(), [1], "numpy")
+    for kernel, name in (("torch", "torch.sum"), ("numpy", "numpy")):
+        rep = Reporter("ceilings")
+        ceilings.ceiling_facts({"bw": {"1": 10.0}, "gemm": {"1": 100.0}, "kernel": kernel}, [1], 1, rep)
+        assert name in rep.facts.get("host.ram.read_bw_gbs").source.text
+        assert "numpy BLAS" in rep.facts.get("host.cpu.matmul_gflops").source.text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("torch"), reason="torch not installed")
+def test_the_torch_read_kernel_measures(monkeypatch: pytest.MonkeyPatch) -> None:
+    answer = ceilings.measure([1], kernel="torch")
+    assert answer["kernel"] == "torch" and answer["bw"]["1"] > 0.5 and answer["gemm"]["1"] > 1
+
+
+def test_the_thread_sweep_shows_each_count_as_a_share_of_the_ceiling() -> None:
+    from types import SimpleNamespace
+
+    from doctor.commands.verify import _of_ceiling
+    from doctor.core.report import Sweep
+
+    judged = SimpleNamespace(facts=Facts.from_values({"speed.decode.fraction": 0.41}))
+    assert _of_ceiling(judged, "decode") == "41% of ceiling"  # type: ignore[arg-type]
+    assert _of_ceiling(judged, "prefill") == ""  # type: ignore[arg-type]
+    sweep = Sweep("n_threads", "decode ms/token", rows=[(1, 20.0, "41% of ceiling"), (2, 11.0, "74% of ceiling"),
+                                                         (4, None, "budget spent")], best=2, baseline=1, gain=0.45)
+    cells = sweep.lines()[1]
+    assert "1: 20.0 (41% of ceiling)" in cells and "2*: 11.0 (74% of ceiling)" in cells and "4: budget spent" in cells

@@ -117,3 +117,15 @@ def test_the_json_the_tool_reads_is_the_yaml_people_edit() -> None:
     data = yaml.safe_load(DATA.with_suffix(".yaml").read_text(encoding="utf-8"))
     assert json.loads(DATA.read_text(encoding="utf-8")) == json.loads(module.as_json(data))
     assert parse(data) == table()
+
+
+@pytest.mark.parametrize("name", ["AMD Radeon RX 7600", "AMD Radeon RX 7800 XT", "AMD Radeon RX 7900 XT",
+                                  "AMD Radeon RX 7900 XTX", "AMD Radeon PRO W7900", "AMD Radeon RX 9070 XT"])
+def test_rdna_fp16_is_the_rate_without_dual_issue(name: str) -> None:
+    """AMD's 'Peak Half Precision' for RDNA3/4 counts dual-issue; the table keeps half of it (the packed
+    FP16 rate, = AMD's FP32 figure, itself dual-issue), and the row says so."""
+    row = table().named(name)
+    assert row is not None and row.fp16_tflops is not None and row.notes is not None
+    assert "dual-issue" in row.notes
+    peak = float(row.notes.split("(")[1].split(" TFLOPS")[0])
+    assert row.fp16_tflops == pytest.approx(peak / 2, abs=0.01)

@@ -89,3 +89,52 @@ def test_without_size_or_parameters_the_log_is_not_judged() -> None:
     facts = _facts({"run.decode_tps": 30.0, "host.gpu[0].name": "NVIDIA GeForce RTX 4090"})
     assert facts.value("spec.device") == "NVIDIA GeForce RTX 4090"
     assert str(facts.value("speed.decode.settle")).startswith("the model's size and parameter count")
+
+
+@pytest.mark.parametrize(("backend", "ceiling"), [("CUDA", 669.0), ("Metal", 167.0)])
+def test_a_small_model_on_a_fast_gpu_is_held_by_kernel_launches(backend: str, ceiling: float) -> None:
+    """Llama 3.2 3B (1.9 GB) on an RTX 5090 (1792 GB/s: 1.06 ms of reads) measured 271 tok/s
+    (geerlingguy/ai-benchmarks): launches per layer, fitted per backend on the public rows, bind."""
+    facts = _facts({"host.gpu.count": 1, "host.gpu[0].name": "NVIDIA GeForce RTX 5090", "config.n_gpu_layers": 999,
+                    "engine.backends": ["CPU", backend], "model.weights_bytes": 1_900_000_000,
+                    "model.n_params": 3_210_000_000, "run.decode_tps": 271.4})
+    assert facts.value("speed.decode.bound") == "per-token-overhead"
+    assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(ceiling, rel=0.01)
+
+
+@pytest.mark.parametrize(("threads", "bound"), [(1, "threads"), (2, "threads"), (8, "memory-bandwidth:cpu")])
+def test_few_threads_on_a_big_cpu_are_named(threads: int, bound: str) -> None:
+    """llama-bench's README thread table (LLaMA 7B Q4_0 on an i9-13900K, 24 cores, 89.6 GB/s): -t 1 and
+    -t 2 draw a core's share of the bus each, far below the spec; -t 8 reaches the bus."""
+    facts = _facts({"host.cpu.model": "Intel Core i9-13900K", "host.cpu.usable_cores": 24.0,
+                    "config.n_threads": threads, "config.n_gpu_layers": 0, "engine.backends": ["CPU"],
+                    "model.weights_bytes": int(3.56 * GIB), "model.n_params": 6_740_000_000,
+                    "run.decode_tps": {1: 4.05, 2: 7.8, 8: 16.71}[threads]})
+    assert facts.value("speed.decode.ceiling_source") == "spec"
+    assert facts.value("speed.decode.bound") == bound
+    if bound == "threads":
+        assert f"{threads} of 24 usable cores" in str(facts.get("speed.decode.bound").source.text)  # type: ignore[union-attr]
+        assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(threads * 20e9 / (3.56 * GIB), rel=0.02)
+
+
+def test_a_pasted_bench_at_2_threads_on_a_named_24_core_cpu_says_so_with_the_fix(analyze, tmp_path: Path) -> None:
+    """lscpu's `Model name:` line above llama-bench's README thread table at -t 2 (i9-13900K)."""
+    table = (BENCH / "readme-2023-cpu-threads.log").read_text().splitlines()
+    log = tmp_path / "t2.log"
+    log.write_text("\n".join(["Model name:                           13th Gen Intel(R) Core(TM) i9-13900K",
+                              *table[:2], *[ln for ln in table if "|          2 |" in ln]]) + "\n")
+    report = analyze(log)
+    assert report.facts.value("speed.decode.bound") == "threads"
+    finding = next(f for f in report.findings if f.id == "LD826")
+    assert "2 thread(s) of 24 cores" in finding.message
+    assert report.facts.value("derived.threads_recommended") == 24  # the CPU's published cores
+
+
+def test_without_a_core_count_threads_are_not_judged() -> None:
+    """A CPU family row with no core count (Xeon Platinum 84xx for an 8470): 2 threads are not "more threads than
+    cores" (the count defaulted to 1 and named `threads` before) and not scaled to a share of it."""
+    facts = _facts({"host.cpu.model": "Intel(R) Xeon(R) Platinum 8470", "config.n_threads": 2,
+                    "config.n_gpu_layers": 0, "engine.backends": ["CPU"], "model.weights_bytes": int(3.56 * GIB),
+                    "model.n_params": 6_740_000_000, "run.decode_tps": 4.0})
+    assert facts.value("spec.kind") == "cpu" and not facts.has("spec.cores")
+    assert facts.value("speed.decode.bound") == "memory-bandwidth:cpu"

@@ -101,7 +101,11 @@ def test_events_come_in_the_order_of_the_run(healthy: tuple[EmbeddedRun, Path]) 
         expected_start.append(("SettingsEvent", "requested"))
     assert kinds[:len(expected_start) + 4] == [*expected_start, ("PhaseEvent", "load"), ("SettingsEvent", "engine"),
                                                ("PhaseEvent", "warmup"), ("PhaseEvent", "prefill")]
-    assert kinds[-2:] == [("PerfEvent", None), ("EndEvent", None)]
+    # the other processes' share of the cores over the run (/proc/stat, as scan has it) comes last
+    assert kinds[-3:] == [("PerfEvent", None), ("FactsEvent", None), ("EndEvent", None)]
+    shared = [e for e in events if type(e).__name__ == "FactsEvent"][-1]
+    assert set(shared.facts) == {"host.cpu.other_busy", "host.cpu.steal_pct"}  # type: ignore[attr-defined]
+    assert run.report is not None and 0.0 <= run.report.facts.value("host.cpu.other_busy") <= 1.0
     # decode steps reach the parent in batches (at most 200 ms old), so samples taken meanwhile may
     # come before steps that ended earlier; nothing else is out of order
     # (the run reported: a crashed first attempt's last lines are drained after it died)

@@ -17,13 +17,23 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from doctor.core.events import EndEvent, FindingEvent, IncidentEvent, LiveEvent, LogEvent, PhaseEvent, SettingsEvent
+from doctor.core.events import (
+    EndEvent,
+    FactsEvent,
+    FindingEvent,
+    IncidentEvent,
+    LiveEvent,
+    LogEvent,
+    PhaseEvent,
+    SettingsEvent,
+)
 from doctor.core.facts import Facts
 from doctor.core.lines import block_lines
 from doctor.core.report import Report
 from doctor.core.sanitize import strip_controls
 from doctor.sources.live.recording import Recorder, header
 from doctor.sources.live.trace import TraceBuilder
+from doctor.sources.probes.cpustat import CpuWindow, cores_facts
 
 # with line_events="tail", a consumer that shows log lines (the TUI's log pane) gets at most this many of
 # each batch, the newest: a flood of output cannot queue up behind a screen that shows a few dozen
@@ -43,7 +53,8 @@ class TraceSession:
     def __init__(self, name: str, *, source: str, settings: dict[str, Any] | None = None,
                  on_event: Callable[[LiveEvent], None] | None = None, record: str | None = None,
                  judge: Judge | None = None, keep_events: bool = True, t0: float | None = None,
-                 eval_interval_s: float = EVAL_INTERVAL_S, redactor: Any = None, line_events: str = "all") -> None:
+                 eval_interval_s: float = EVAL_INTERVAL_S, redactor: Any = None, line_events: str = "all",
+                 cores: CpuWindow | None = None) -> None:
         self.t0 = time.monotonic() if t0 is None else t0
         self.builder = TraceBuilder(name)
         self.on_event = on_event
@@ -61,6 +72,9 @@ class TraceSession:
         self.dirty = False
         self.report: Report | None = None
         self.consumer_error: str | None = None
+        # a /proc/stat window started with the run (scan has one around its trace): at the end, the
+        # other processes' share of the cores becomes facts, recorded like any other (a replay agrees)
+        self.cores = cores
 
     def now_ms(self) -> float:
         return round((time.monotonic() - self.t0) * 1000.0, 3)
@@ -136,6 +150,11 @@ class TraceSession:
         """Close the run: feed the end, judge the final facts, emit the changes, then the end itself."""
         if not end.t_ms:
             end.t_ms = self.now_ms()
+        if self.cores is not None:
+            shared = cores_facts(self.cores.stop())
+            self.cores = None
+            if len(shared):
+                self.emit(FactsEvent(t_ms=end.t_ms, facts=shared.to_json()["facts"]))
         self.builder.add(end)
         self.dirty = True
         if self.recording_problem:  # disk full mid-run: the report says so (the recording cannot)

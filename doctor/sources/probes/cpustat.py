@@ -4,7 +4,11 @@ Floor: sources (machine access; the proc root is a parameter so recorded machine
 strings for users. `CpuWindow.start()` reads the machine's CPU time counters and this process's own
 (and its reaped children's) CPU time; `stop()` reads them again and returns the share of the cores
 other processes used in between (0..1) and the steal time the hypervisor took (% of the window).
-Our own time — this process, its threads and the engine child once reaped — is not "other".
+Our own time — this process, its threads and the engine child once reaped — is not "other". An
+engine that is not our child (watch --log follows another process's log) is told apart as the
+busiest process of the window (`engine_not_ours`: /proc/<pid>/stat before and after): a followed log
+does not name its writer's pid, and while a run is being traced its engine is the one at work.
+`cores_facts` turns a share into the host.cpu.other_busy / steal_pct facts scan and watch judge with.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import os
 import resource
 import time
 from dataclasses import dataclass
+
+from doctor.core.facts import Facts, Source
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -80,17 +86,43 @@ def share(before: CpuTimes, after: CpuTimes, own_s: float, wall_s: float) -> Cpu
                     seconds=wall_s, cpus=after.cpus, own_cores=round(own_s / wall_s, 2))
 
 
-class CpuWindow:
-    """Start before the run, stop after it (the engine child reaped): `stop()` gives the share."""
+def process_seconds(proc_root: str = "/proc") -> dict[int, float]:
+    """CPU seconds (user + system) of every process /proc shows, by pid; unreadable ones left out."""
+    out: dict[int, float] = {}
+    try:
+        names = [n for n in os.listdir(proc_root) if n.isdigit()]
+    except OSError:
+        return out
+    for name in names:
+        try:
+            with open(os.path.join(proc_root, name, "stat"), encoding="ascii", errors="replace") as handle:
+                fields = handle.read(4096).rpartition(")")[2].split()
+            out[int(name)] = (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
 
-    def __init__(self, proc_root: str = "/proc") -> None:
+
+def busiest_other(before: dict[int, float], after: dict[int, float], exclude: int) -> float:
+    """CPU seconds the busiest process other than `exclude` used between two readings."""
+    return max((t - before.get(pid, 0.0) for pid, t in after.items() if pid != exclude), default=0.0)
+
+
+class CpuWindow:
+    """Start before the run, stop after it (the engine child reaped): `stop()` gives the share.
+    `engine_not_ours`: the engine is another process's (a followed log): the busiest one is ours."""
+
+    def __init__(self, proc_root: str = "/proc", engine_not_ours: bool = False) -> None:
         self.proc_root = proc_root
+        self.engine_not_ours = engine_not_ours
         self._before: CpuTimes | None = None
+        self._procs: dict[int, float] = {}
         self._own = 0.0
         self._t0 = 0.0
 
     def start(self) -> CpuWindow:
         self._before = read_times(self.proc_root)
+        self._procs = process_seconds(self.proc_root) if self.engine_not_ours else {}
         self._own = own_seconds()
         self._t0 = time.monotonic()
         return self
@@ -99,4 +131,18 @@ class CpuWindow:
         after = read_times(self.proc_root)
         if self._before is None or after is None:
             return None
-        return share(self._before, after, own_seconds() - self._own, time.monotonic() - self._t0)
+        own = own_seconds() - self._own
+        if self.engine_not_ours:
+            own += busiest_other(self._procs, process_seconds(self.proc_root), os.getpid())
+        return share(self._before, after, own, time.monotonic() - self._t0)
+
+
+def cores_facts(share: CpuShare | None) -> Facts:
+    """How the cores were shared while the run was traced: host.cpu.other_busy and steal_pct."""
+    facts = Facts()
+    if share is None:
+        return facts
+    src = Source("probe", "probe.cpustat", text=share.describe())
+    facts.set("host.cpu.other_busy", share.other_busy, src)
+    facts.set("host.cpu.steal_pct", share.steal_pct, src)
+    return facts

@@ -34,7 +34,7 @@ def verification_markdown(report: Report) -> list[str]:
             out.append(f"| {sweep.setting} | {inert(sweep.measure, 40)} |")
             out.append("|---|---|")
             for value, figure, note in sweep.rows:
-                shown = f"{figure:.1f}" if isinstance(figure, (int, float)) else inert(note or "-", 80)
+                shown = inert(sweep.cell(figure, note), 80)
                 mark = " (best)" if value == sweep.best else ""
                 out.append(f"| {value}{mark} | {shown} |")
             out.append("")

@@ -290,8 +290,8 @@ class LlamaBenchParser(LogParser):
             facts.set(f"run.{phase}_tps", row.tok_s, src)
             facts.set(f"bench.{phase}_test", row.test, src)
         main = decode or prefill
-        assert main is not None
-        self._settings(facts, main)
+        if main is not None:  # rows whose tests are neither prompt nor generation (a mangled table): no settings
+            self._settings(facts, main)
 
     def _settings(self, facts: Facts, row: BenchRow) -> None:
         src = Source("log", self.name, row.number, row.raw)

@@ -245,7 +245,7 @@ class SglangParser(LogParser):
         if s.gen_tps:
             # all requests together over each logging interval (the first one holds the idle time before
             # it): the median, not a per-request speed
-            rate, src = sorted(s.gen_tps)[len(s.gen_tps) // 2]
+            rate, src = sorted(s.gen_tps, key=lambda pair: pair[0])[len(s.gen_tps) // 2]  # equal rates: no Source order
             facts.set("server.gen_tps", rate, src)
         if s.retracted and s.retract_source is not None:
             facts.set("server.preemptions", s.retracted, s.retract_source)

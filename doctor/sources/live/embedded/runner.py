@@ -55,6 +55,7 @@ from doctor.sources.live.embedded.settings import RunSettings as RunSettings  # 
 from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S, Attempt, TriagePlan, TriageResult
 from doctor.sources.live.embedded.triage import eligible as triage_eligible
 from doctor.sources.live.session import Judge, TraceSession
+from doctor.sources.probes.cpustat import CpuWindow
 
 SAMPLE_INTERVAL_S = 0.5
 STOP_GRACE_S = 5.0
@@ -135,7 +136,7 @@ def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None]
         raise EngineError("llama-cpp-python is not installed: pip install 'llm-doctor[engine]'")
     session = TraceSession(os.path.basename(settings.model_path) or "embedded", source="embedded",
                            settings=settings.requested(), on_event=on_event, record=record, judge=judge,
-                           redactor=redactor)
+                           redactor=redactor, cores=CpuWindow().start() if host else None)
     session.emit(SettingsEvent(settings=settings.requested(), stage="requested"))
     if host:
         from doctor.sources.live.embedded.hostinfo import facts_payload, host_facts

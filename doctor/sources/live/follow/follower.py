@@ -151,6 +151,7 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
     last_data = start
     line_no = 0
     reason = "finished"
+    caught_up = live = False  # a line written while we followed: the run happened now, on this machine
     try:
         while True:
             got = False
@@ -176,6 +177,8 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
             session.flush()
             session.evaluate()
             now = time.monotonic()
+            live = live or (got and caught_up)
+            caught_up = caught_up or not got
             if got:
                 last_data = now
             if stop():
@@ -194,4 +197,6 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
     finally:
         follower.close()
     session.emit_log_block(splitter.finish_block(), line_no + 1, "file")
+    if not live:
+        session.cores = None  # a finished log read back: this machine's cores now say nothing of its run
     return session.finish(EndEvent(reason=reason))
