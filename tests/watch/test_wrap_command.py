@@ -31,6 +31,7 @@ for i, line in enumerate(data):
     if i % 10 == 0:
         sys.stdout.buffer.write(b"stdout line %d\n" % i); sys.stdout.flush()
     time.sleep(0.002)
+time.sleep(1.0)  # still running a while after its output: sampled whatever the machine's load
 """
 
 
