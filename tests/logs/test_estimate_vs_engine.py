@@ -14,7 +14,7 @@ from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
 from doctor.sources.logs.analyze import analyze_bytes
 from doctor.sources.probes.gguf_model import collect_model
-from tests.scan.conftest import smollm2_path
+from tests.conftest import smollm2_path
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "fixtures" / "logs"

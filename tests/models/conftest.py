@@ -22,8 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.scan.conftest import smollm2_path
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "fixtures" / "gguf"))
 
@@ -122,16 +120,8 @@ class Home:
 
 
 @pytest.fixture(scope="session")
-def default_model() -> Path:
-    path = smollm2_path()
-    if path is None:
-        pytest.skip("the default model (SmolLM2) is not here")
-    return path
-
-
-@pytest.fixture(scope="session")
-def model_sha(default_model: Path) -> str:
-    return sha256_of(default_model)
+def model_sha(smollm2: Path) -> str:
+    return sha256_of(smollm2)
 
 
 @pytest.fixture(scope="session")
@@ -140,7 +130,7 @@ def projector_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def stores(tmp_path: Path, default_model: Path, model_sha: str, projector_file: Path,
+def stores(tmp_path: Path, smollm2: Path, model_sha: str, projector_file: Path,
            monkeypatch: pytest.MonkeyPatch) -> Home:
     """An empty home (HOME, no store variables), into which a test puts what it needs."""
     home = tmp_path / "home"
@@ -152,4 +142,4 @@ def stores(tmp_path: Path, default_model: Path, model_sha: str, projector_file: 
     from doctor.sources.engines.ollama import store as ollama
 
     monkeypatch.setattr(ollama, "SERVICE_MODELS", str(tmp_path / "no-service"))
-    return Home(home, {"HOME": str(home)}, default_model, model_sha, projector_file)
+    return Home(home, {"HOME": str(home)}, smollm2, model_sha, projector_file)
