@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.analyze_throughput import grep_cmd, trigger_file  # noqa: E402
+from bench.analyze_throughput import grep_cmd, trigger_file, versus_grep  # noqa: E402
 from bench.common import RESULTS, Row, child_env, doctor, median, run, spread, workdir  # noqa: E402
 
 TARGET_RATIO = 0.5
@@ -99,22 +99,9 @@ def measure(name: str, size_mb: int, rounds: int, patterns: Path, reference: boo
             line_runs.append(r)
         grep_runs.append(run(grep_cmd(patterns, log), env=c_locale))
     log.unlink()
-    mb = size / 1e6
-    d_rate, g_rate = median([mb / r.wall_s for r in doctor_runs]), median([mb / r.wall_s for r in grep_runs])
-    ratios = [g.wall_s / d.wall_s for d, g in zip(doctor_runs, grep_runs, strict=True)]
-    cpu_ratio = median([g.cpu_s / d.cpu_s for d, g in zip(doctor_runs, grep_runs, strict=True)])
-    cpu_rate = median([mb / r.cpu_s for r in doctor_runs])
-    rss = max(r.peak_rss for r in doctor_runs)
-    details = {
-        "size_bytes": size, "rounds": rounds, "candidate_lines_grep": int(counts or 0),
-        "doctor_wall_s": [round(r.wall_s, 2) for r in doctor_runs],
-        "doctor_cpu_s": [round(r.cpu_s, 2) for r in doctor_runs],
-        "grep_wall_s": [round(r.wall_s, 3) for r in grep_runs],
-        "grep_cpu_s": [round(r.cpu_s, 3) for r in grep_runs],
-        "ratio_per_round": [round(x, 4) for x in ratios], "ratio_cpu": round(cpu_ratio, 4),
-        "doctor_mb_s_cpu": round(cpu_rate, 1), "peak_rss_bytes": [r.peak_rss for r in doctor_runs],
-        "load_1m": round(os.getloadavg()[0], 2),
-    }
+    vs = versus_grep(size, counts, doctor_runs, grep_runs)
+    mb, d_rate, g_rate, ratios, rss, details = vs.mb, vs.d_rate, vs.g_rate, vs.ratios, vs.rss, vs.details
+    cpu_ratio, cpu_rate = vs.cpu_ratio, vs.cpu_rate
     if line_runs:
         details.update({
             "per_line_cpu_s": [round(r.cpu_s, 2) for r in line_runs],

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import RESULTS, Row, child_env, doctor, median, run, spread, workdir  # noqa: E402
+from bench.common import RESULTS, Row, Run, child_env, doctor, median, run, spread, workdir  # noqa: E402
 from bench.gen_log import generate  # noqa: E402
 
 TARGET_RATIO = 0.3
@@ -60,6 +63,41 @@ def grep_cmd(patterns: Path, log: Path) -> list[str]:
     return ["grep", "-E", "-c", "-f", str(patterns), str(log)]
 
 
+@dataclass
+class VersusGrep:
+    """Alternating rounds of `llm-doctor analyze` and grep over one log of `mb` megabytes: the rates, the
+    ratios (by wall time per round, and by CPU time) and the details both analyze benches record."""
+
+    mb: float
+    d_rate: float  # median MB/s of analyze, wall
+    g_rate: float  # median MB/s of grep, wall
+    ratios: list[float]  # grep wall / analyze wall, per round
+    cpu_ratio: float
+    cpu_rate: float  # median MB/s of analyze per CPU second
+    rss: int  # largest peak RSS of the analyze runs
+    details: dict[str, Any]
+
+
+def versus_grep(size: int, counts: str, doctor_runs: list[Run], grep_runs: list[Run]) -> VersusGrep:
+    mb = size / 1e6
+    pairs = list(zip(doctor_runs, grep_runs, strict=True))
+    ratios = [g.wall_s / d.wall_s for d, g in pairs]
+    cpu_ratio = median([g.cpu_s / d.cpu_s for d, g in pairs])
+    cpu_rate = median([mb / r.cpu_s for r in doctor_runs])
+    details: dict[str, Any] = {
+        "size_bytes": size, "rounds": len(doctor_runs), "candidate_lines_grep": int(counts or 0),
+        "doctor_wall_s": [round(r.wall_s, 3) for r in doctor_runs],
+        "doctor_cpu_s": [round(r.cpu_s, 3) for r in doctor_runs],
+        "grep_wall_s": [round(r.wall_s, 3) for r in grep_runs],
+        "grep_cpu_s": [round(r.cpu_s, 3) for r in grep_runs],
+        "ratio_per_round": [round(x, 4) for x in ratios], "ratio_cpu": round(cpu_ratio, 4),
+        "doctor_mb_s_cpu": round(cpu_rate, 1), "peak_rss_bytes": [r.peak_rss for r in doctor_runs],
+        "load_1m": round(os.getloadavg()[0], 2),
+    }
+    return VersusGrep(mb, median([mb / r.wall_s for r in doctor_runs]), median([mb / r.wall_s for r in grep_runs]),
+                      ratios, cpu_ratio, cpu_rate, max(r.peak_rss for r in doctor_runs), details)
+
+
 def measure(size_mb: int = 1000, rounds: int = 3, keep: bool = False) -> list[Row]:
     folder = workdir()
     log = folder / "big.log"
@@ -81,26 +119,14 @@ def measure(size_mb: int = 1000, rounds: int = 3, keep: bool = False) -> list[Ro
     if not keep:
         log.unlink()
         slice_path.unlink()
-    mb = size / 1e6
-    d_rates = [mb / r.wall_s for r in doctor_runs]
-    g_rates = [mb / r.wall_s for r in grep_runs]
-    d_rate, g_rate = median(d_rates), median(g_rates)
+    vs = versus_grep(size, counts, doctor_runs, grep_runs)
+    mb, d_rate, g_rate, ratios, rss, details = vs.mb, vs.d_rate, vs.g_rate, vs.ratios, vs.rss, vs.details
     ratio = d_rate / g_rate
-    ratios = [mb / d.wall_s / (mb / g.wall_s) for d, g in zip(doctor_runs, grep_runs, strict=True)]
-    rss = max(r.peak_rss for r in doctor_runs)
-    details = {
-        "size_bytes": size, "rounds": rounds, "candidate_lines_grep": int(counts or 0),
-        "doctor_wall_s": [round(r.wall_s, 3) for r in doctor_runs],
-        "doctor_cpu_s": [round(r.cpu_s, 3) for r in doctor_runs],
-        "grep_wall_s": [round(r.wall_s, 3) for r in grep_runs],
-        "grep_cpu_s": [round(r.cpu_s, 3) for r in grep_runs],
-        "ratio_per_round": [round(x, 3) for x in ratios],
-        "ratio_cpu": round(median([g.cpu_s / d.cpu_s for d, g in zip(doctor_runs, grep_runs, strict=True)]), 3),
-        "peak_rss_bytes": [r.peak_rss for r in doctor_runs],
+    details.update({
         "grep_utf8_locale_mb_s_on_slice": round(LOCALE_SLICE / 1e6 / utf8.wall_s, 1),
         "grep_c_locale_mb_s_on_slice": round(LOCALE_SLICE / 1e6 / grep_c_slice.wall_s, 1),
         "triggers": sum(1 for _ in patterns.open(encoding="utf-8")),
-    }
+    })
     return [
         Row(f"analyze throughput, {mb:.0f} MB generated log", "grep -E -c, same signatures, same file (LC_ALL=C)",
             f">= {TARGET_RATIO}x grep MB/s", f"{d_rate:.1f} MB/s", f"{g_rate:.1f} MB/s", f"{ratio:.2f}x",
