@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -118,7 +119,8 @@ def _tile(type_name: str, nbytes: int = 1 << 20) -> bytes:
 
 def build(spec: dict[str, Any], mat: str, path: Path) -> Path:
     import numpy as np
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType, GGUFWriter
+    from gguf import GGMLQuantizationType, GGUFWriter
+    from gguf.quants import quant_shape_to_byte_shape
 
     arch = spec["arch"]
     writer = GGUFWriter(str(path), arch)
@@ -136,16 +138,11 @@ def build(spec: dict[str, Any], mat: str, path: Path) -> Path:
     if spec.get("n_expert"):
         writer.add_uint32(f"{arch}.expert_count", spec["n_expert"])
         writer.add_uint32(f"{arch}.expert_used_count", spec["n_expert_used"])
-    del GGUFValueType
     table = tensors(spec, mat)
     sizes = []
     for name, shape, type_name in table:
         qtype = GGMLQuantizationType[type_name]
-        block, size = GGML_QUANT_SIZES[qtype]
-        n = 1
-        for d in shape:
-            n *= d
-        nbytes = n // block * size
+        nbytes = math.prod(quant_shape_to_byte_shape(tuple(reversed(shape)), qtype))  # gguf's own size rule
         sizes.append(nbytes)
         writer.add_tensor_info(name, tuple(reversed(shape)), np.dtype(np.float32), nbytes, raw_dtype=qtype)
     writer.write_header_to_file()
