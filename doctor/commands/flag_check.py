@@ -10,17 +10,23 @@ changes where no binary is found.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from doctor.core.report import Report
 from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
-from doctor.sources.probes.engine_flags import FlagSet, check_command, find_flags, read_flags
+
+if TYPE_CHECKING:
+    from doctor.sources.probes.engine_flags import FlagSet
 
 ENGINES = (LLAMACPP.name,)  # engines whose fixes are llama.cpp command-line flags
 
 
 def check_report_flags(report: Report, binary: str | None = None, log_binary: str | None = None,
                        flags: FlagSet | None = None) -> FlagSet | None:
-    """Respell `report`'s llama.cpp fix commands for the build found; the FlagSet used (None: none)."""
+    """Respell `report`'s llama.cpp fix commands for the build found; the FlagSet used (None: none).
+    The probe is imported here: a report of another engine never needs it."""
+    from doctor.sources.probes.engine_flags import check_command, find_flags, read_flags
+
     if flags is None and binary:
         flags = read_flags(Path(binary))  # the user named it: whatever its name
     if flags is None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from doctor.core import engines
 from doctor.core.vocab import KV_TYPES
-from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S
+from doctor.sources.live.embedded import TRIAGE_BUDGET_S
 
 COMMANDS = ("scan", "watch", "analyze")
 VERIFY_BUDGET_S = 120.0  # --verify: every re-run and sweep together (here, so --help does not import verify)

@@ -28,7 +28,7 @@ from doctor.core import engines
 from doctor.core.errors import EngineError, UsageError
 from doctor.core.facts import Facts, Source
 from doctor.derive.memory import context_params
-from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S
+from doctor.sources.live.embedded import TRIAGE_BUDGET_S
 from doctor.sources.probes.cpustat import CpuWindow, cores_facts
 
 HELP = "check this machine, a model and planned settings before deployment"

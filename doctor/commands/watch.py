@@ -233,8 +233,8 @@ def verify_embedded(report: Report, settings: Any, rulebase: Any, note: Callable
     VERIFY_MAX_TOKENS tokens) in fresh children with each fix applied, judged by the same rules."""
     from doctor.commands.verify import verify
     from doctor.judge.live_judge import LiveJudge
+    from doctor.sources.live.embedded import TRIAGE_BUDGET_S
     from doctor.sources.live.embedded.runner import run_embedded
-    from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S
 
     seed = report.facts.value("sampling.seed")
     if settings.seed is None and isinstance(seed, int):

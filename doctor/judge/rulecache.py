@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from doctor.core import json_cache
 from doctor.core.json_cache import store_text
 
 CACHE_VERSION = 1
@@ -53,10 +54,7 @@ class _NotStorable(Exception):
 
 def cache_folder() -> str | None:
     """Where parsed rule files are kept, or None when the cache is off."""
-    if os.environ.get("LLM_DOCTOR_NO_CACHE", "").strip() not in ("", "0"):
-        return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "llm-doctor", "rules")
+    return json_cache.cache_folder("rules")
 
 
 @functools.lru_cache(maxsize=1)

@@ -8,7 +8,8 @@ Fragments must use the syntax both engines share (no look-around, no backreferen
 A parser runs dozens of patterns on each candidate line, and `re` walks the whole line for each
 one. `gated(pattern)` reads the pattern's own syntax tree for the substrings every match must
 contain (one of a set) and checks those with `in` (a fast byte search) before running the regex:
-same matches, found only where they can be. `LiteralIndex` tells which of many such literals a
+same matches, found only where they can be (the answers are kept between runs:
+doctor/sources/logs/literal_cache.py). `LiteralIndex` tells which of many such literals a
 line holds in one RE2 set match (every parser routes its line kinds with it, doctor/sources/logs/base.py);
 `set_matcher`, `span_finder` and `text_filter` call RE2 without the binding's per-call overhead
 where it allows; a `Verdict` lets whoever already matched a gate on a line say so. Pure.
@@ -20,6 +21,8 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
+
+from doctor.sources.logs import literal_cache
 
 try:  # the parser `re` itself uses; private, so any surprise means "no gate", never a wrong answer
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
@@ -127,6 +130,11 @@ def required_literals(pattern: re.Pattern[str] | str, flags: int = 0) -> tuple[s
         flags, pattern = pattern.flags, pattern.pattern
     if not isinstance(pattern, str) or flags & re.IGNORECASE:
         return None
+    return literal_cache.literals(pattern, flags, _read_literals)
+
+
+def _read_literals(pattern: str, flags: int) -> tuple[str, ...] | None:
+    """required_literals of a pattern text: read from the syntax tree Python's own parser makes."""
     try:
         parsed = _sre_parse.parse(pattern, flags)
         if parsed.state.flags & re.IGNORECASE:  # an inline (?i) at the start: case-insensitive throughout

@@ -4,3 +4,5 @@ runner.py starts and reads the child (child.py), messages.py is the wire format 
 sampler.py samples the child's CPU and memory, hostinfo.py the machine facts a watch needs, triage.py
 re-runs a crashed engine to find the setting that crashes it.
 """
+
+TRIAGE_BUDGET_S = 120.0  # all of triage's short re-runs together (here: the commands' help needs it, not triage.py)

@@ -49,10 +49,11 @@ from doctor.core.events import (
 from doctor.core.facts import Facts
 from doctor.core.report import Report
 from doctor.core.sanitize import strip_controls
+from doctor.sources.live.embedded import TRIAGE_BUDGET_S
 from doctor.sources.live.embedded.messages import step_event, to_event
 from doctor.sources.live.embedded.sampler import ResourceSampler
 from doctor.sources.live.embedded.settings import RunSettings as RunSettings  # read from here by the commands
-from doctor.sources.live.embedded.triage import TRIAGE_BUDGET_S, Attempt, TriagePlan, TriageResult
+from doctor.sources.live.embedded.triage import Attempt, TriagePlan, TriageResult
 from doctor.sources.live.embedded.triage import eligible as triage_eligible
 from doctor.sources.live.session import Judge, TraceSession
 from doctor.sources.probes.cpustat import CpuWindow

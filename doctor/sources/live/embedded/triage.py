@@ -23,7 +23,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-TRIAGE_BUDGET_S = 120.0  # all the short re-runs together
+from doctor.sources.live.embedded import TRIAGE_BUDGET_S
+
 TRIAGE_MIN_TOKENS = 4  # a short job: the prefill and three decode steps...
 TRIAGE_MAX_TOKENS = 64  # ...or one step past where the crash came, up to this many
 MIN_RUN_S = 5.0  # no run is started with less of the budget left
