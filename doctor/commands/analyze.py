@@ -5,17 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from doctor.commands.flag_check import ENGINES, check_report_flags
 from doctor.commands.options import add_options
-from doctor.commands.output import exit_code, show_report
-from doctor.commands.selection import select_rules
 from doctor.core.errors import UsageError
-from doctor.core.report import Report
-from doctor.core.vocab import Mode
-from doctor.judge.evaluate import diagnose
-from doctor.judge.rulebase import RuleBase, load_rulebase
-from doctor.sources.inputs import load_input
+
+if TYPE_CHECKING:
+    from doctor.core.report import Report
+    from doctor.core.vocab import Mode
+    from doctor.judge.rulebase import RuleBase
 
 HELP = "diagnose a saved or pasted log, a saved scan, or a watch recording"
 
@@ -29,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def paste_diagnosis(rulebase: RuleBase, engine: str | None = None) -> Callable[[bytes], Report]:
     """What the paste screen runs on ctrl+r: the pasted bytes judged as `analyze FILE` judges a log."""
+    from doctor.judge.evaluate import diagnose
     from doctor.sources.logs.analyze import analyze_bytes
 
     def make_report(data: bytes) -> Report:
@@ -39,6 +38,15 @@ def paste_diagnosis(rulebase: RuleBase, engine: str | None = None) -> Callable[[
 
 
 def run(args: argparse.Namespace) -> int:
+    # the judge, the derivations and the log readers are imported here, not with the parser: `--help`
+    # and the other commands' runs do not pay for them
+    from doctor.commands.flag_check import ENGINES, check_report_flags
+    from doctor.commands.output import exit_code, show_report
+    from doctor.commands.selection import select_rules
+    from doctor.judge.evaluate import diagnose
+    from doctor.judge.rulebase import load_rulebase
+    from doctor.sources.inputs import load_input
+
     rulebase = select_rules(args, load_rulebase(args.rules), "analyze")
     for note in rulebase.notes:
         print(f"note: {note}", file=sys.stderr)

@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING
 
 from doctor.commands.options import FAIL_ON, duration
 from doctor.commands.output import wants_tui, write_stdout
-from doctor.judge.evaluate import diagnose
-from doctor.judge.rulebase import load_rulebase
 
 if TYPE_CHECKING:
     from doctor.judge.rulebase import RuleBase
@@ -50,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from doctor.judge.rulebase import load_rulebase
     from doctor.sources.live.metrics.prometheus import PrometheusClient, collect, parse_selector
 
     selector = parse_selector(args.match)
@@ -79,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 def build_view(fleet: Fleet, rulebase: RuleBase) -> FleetView:
     """One Report per instance, through the rule base (mode watch: the rules `watch --metrics` uses)."""
+    from doctor.judge.evaluate import diagnose
     from doctor.views.render.fleet import FleetCost, FleetRow, FleetView
 
     rows = []

@@ -6,9 +6,11 @@ import argparse
 import contextlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from doctor.core.report import Report
-from doctor.core.vocab import FailOn
+if TYPE_CHECKING:
+    from doctor.core.report import Report
+    from doctor.core.vocab import FailOn
 
 
 def add_output_options(parser: argparse.ArgumentParser, command: str = "analyze") -> None:

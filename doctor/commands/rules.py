@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from doctor.commands.output import write_stdout
 from doctor.core.catalog import CATALOG, EVENT_KINDS
 from doctor.core.errors import UsageError
 from doctor.core.format import describe, placeholders
 from doctor.core.sanitize import inert
-from doctor.judge.rule import Rule
-from doctor.judge.rulebase import load_rulebase
-from doctor.judge.ruletest import run_all
+
+if TYPE_CHECKING:
+    from doctor.judge.rule import Rule
 
 RULES_HELP = "an extra rule folder (repeatable; also LLM_DOCTOR_RULES)"
 
@@ -46,6 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from doctor.judge.rulebase import load_rulebase  # the rule base: imported by the runs, not with the parser
+
     rb = load_rulebase(args.rules)
     if args.format == "json":
         write_stdout(json.dumps([{"id": r.id, "slug": r.slug, "class": r.cls, "severity": r.severity,
@@ -60,6 +63,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_test(args: argparse.Namespace) -> int:
+    from doctor.judge.rulebase import load_rulebase
+    from doctor.judge.ruletest import run_all
+
     extra = list(args.rules) + ([args.dir] if args.dir else [])
     rb = load_rulebase(extra)
     results = run_all(rb)
@@ -81,6 +87,8 @@ def run_test(args: argparse.Namespace) -> int:
 
 
 def run_explain(args: argparse.Namespace) -> int:
+    from doctor.judge.rulebase import load_rulebase
+
     rb = load_rulebase(args.rules)
     rules = rb.select(args.rule)
     if not rules:

@@ -27,9 +27,7 @@ from doctor.commands.selection import filter_rules, flatten, split
 from doctor.core import engines
 from doctor.core.errors import EngineError, UsageError
 from doctor.core.facts import Facts, Source
-from doctor.derive.memory import context_params
 from doctor.sources.live.embedded import TRIAGE_BUDGET_S
-from doctor.sources.probes.cpustat import CpuWindow, cores_facts
 
 HELP = "check this machine, a model and planned settings before deployment"
 DEFAULT_CTX_CAP = 4096
@@ -116,6 +114,8 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
 
 
 def _make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], probes: Facts) -> Plan:
+    from doctor.derive.memory import context_params  # the memory model: imported by a scan, not with the parser
+
     plan = Plan()
     defaults = engines.defaults(engine)  # what the engine starts with (the engine table)
     plan.put("config.engine", engine, "--engine" if args.engine else "the embedded engine (default)")
@@ -290,6 +290,7 @@ def verify_scan(report: Any, model_path: str, plan: Plan, machine: Facts, ruleba
 
     from doctor.commands.verify import verify
     from doctor.judge.evaluate import diagnose
+    from doctor.sources.probes.cpustat import CpuWindow, cores_facts
 
     base = trace_settings(model_path, plan)
 
@@ -373,6 +374,7 @@ def run(args: argparse.Namespace) -> int:
     from doctor.judge.rulebase import load_rulebase
     from doctor.sources.probes import registry
     from doctor.sources.probes.base import ProbeContext, Roots
+    from doctor.sources.probes.cpustat import CpuWindow, cores_facts
     from doctor.sources.probes.gguf_header import GgufCorrupt
     from doctor.sources.probes.gguf_model import read_model
 

@@ -7,10 +7,12 @@ a typo never silently checks everything.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doctor.core.errors import UsageError
-from doctor.judge.rulebase import RuleBase
+
+if TYPE_CHECKING:
+    from doctor.judge.rulebase import RuleBase
 
 PROBE_GROUPS = ("trace", "bench")
 
@@ -47,6 +49,8 @@ def split(names: list[str], option: str, rulebase: RuleBase, probe_names: tuple[
 
 
 def filter_rules(rulebase: RuleBase, only: set[str], skip: set[str]) -> RuleBase:
+    from doctor.judge.rulebase import RuleBase
+
     def match(rule: Any, selectors: set[str]) -> bool:
         return any(rule.matches(s) for s in selectors)
 

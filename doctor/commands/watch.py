@@ -26,16 +26,16 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from doctor.commands.options import add_options, by_dest
+from doctor.commands.options import VERIFY_BUDGET_S, add_options, by_dest
 from doctor.commands.output import emit, exit_code, wants_tui, write_stdout
 from doctor.commands.selection import select_rules
-from doctor.commands.verify import VERIFY_BUDGET_S
 from doctor.core.errors import EngineError, InputError, UsageError
-from doctor.core.events import EndEvent, IncidentEvent, LiveEvent
-from doctor.core.report import Report
-from doctor.judge.rulebase import load_rulebase
+
+if TYPE_CHECKING:  # the events, the report and the rule base are imported by the run, not with the parser
+    from doctor.core.events import EndEvent, LiveEvent
+    from doctor.core.report import Report
 
 HELP = "watch a run live: the embedded engine, a growing log, or an engine command"
 MAX_PROMPT_FILE = 4 << 20
@@ -142,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--from-end goes with --log")
     if args.metrics and not args.metrics.startswith(("http://", "https://")):
         raise UsageError(f"--metrics {args.metrics}: give an http:// or https:// URL")
+    from doctor.judge.rulebase import load_rulebase
+
     rulebase = select_rules(args, load_rulebase(args.rules), "watch")
     for note in rulebase.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -202,6 +204,7 @@ def _check_writable(path: str) -> None:
 
 def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event: Callable[[LiveEvent], None],
                   stop: threading.Event, pause: threading.Event, note: Callable[[str], None]) -> Outcome:
+    from doctor.core.events import EndEvent, IncidentEvent
     from doctor.sources.live.embedded.runner import run_embedded
 
     # triage's steps are IncidentEvents: the text ticker and the TUI show them; other formats get a note

@@ -115,21 +115,26 @@ def _read_entry(path: str, key: str) -> Any:
 
 
 def _decode(obj: dict[str, Any]) -> Any:
-    """One JSON object back into a LineList or LineDict; anything off raises (the entry is a miss)."""
+    """One JSON object back into a LineList or LineDict; anything off raises (the entry is a miss).
+    Called for every mapping and list of every rule file on every start: kept lean."""
     if ITEMS in obj:
-        if len(obj) != 2 or not isinstance(obj[ITEMS], list) or type(obj[LINE]) is not int:
+        items = obj[ITEMS]
+        if len(obj) != 2 or type(obj[LINE]) is not int or not isinstance(items, list):
             raise ValueError("bad list")
-        seq = LineList(obj[ITEMS])
+        seq = LineList(items)
         seq.line = obj[LINE]
         return seq
     line, key_lines = obj.pop(LINE)
     if type(line) is not int or not isinstance(key_lines, list) or len(key_lines) != len(obj) \
-            or not all(type(n) is int for n in key_lines):
+            or not set(map(type, key_lines)) <= _INT:
         raise ValueError("bad mapping")
     mapping = LineDict(obj)
     mapping.line = line
     mapping.key_lines = dict(zip(obj, key_lines, strict=True))
     return mapping
+
+
+_INT = {int}
 
 
 def _encode(node: Any) -> Any:

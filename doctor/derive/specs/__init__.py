@@ -162,9 +162,11 @@ def load(path: Path) -> SpecTable:
     return parse(data)
 
 
-_TABLE = load(DATA)
+_TABLE: list[SpecTable] = []
 
 
 def table() -> SpecTable:
-    """The shipped table (read when this module was imported)."""
-    return _TABLE
+    """The shipped table (read on first use: an input that names no device never needs it)."""
+    if not _TABLE:
+        _TABLE.append(load(DATA))
+    return _TABLE[0]

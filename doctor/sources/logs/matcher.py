@@ -353,7 +353,10 @@ class LiteralIndex:
         # each literal as an RE2 pattern matching exactly it (every non-word character escaped)
         self.patterns = ["".join(c if c.isalnum() or c == "_" else f"\\x{ord(c):02x}" for c in s)
                          for s in self.literals]
-        self._match = set_matcher(self.patterns)
+        # the RE2 set is compiled on the first text nobody primed: the log router primes every line
+        # it routes, so in `analyze` most indexes never need their own (one compile each, at start)
+        self._compiled = False
+        self._match: Callable[[bytes], list[int]] | None = None
         self._primed: tuple[str | None, int] = (None, 0)
 
     def prime(self, text: str, hits: Iterable[int]) -> None:
@@ -380,11 +383,15 @@ class LiteralIndex:
         primed = self._primed
         if primed[0] is text:
             return primed[1]
-        if self._match is None:
+        if not self._compiled:
+            self._compiled = True
+            self._match = set_matcher(self.patterns)
+        match = self._match
+        if match is None:
             return sum(1 << i for i, s in enumerate(self.literals) if s in text)
         # ASCII literals are found in UTF-8 bytes exactly where they are in the text; lone surrogates
         # (from JSON escapes) are passed through rather than refused
         bits = 0
-        for i in self._match(text.encode("utf-8", "surrogatepass")):
+        for i in match(text.encode("utf-8", "surrogatepass")):
             bits |= 1 << i
         return bits
