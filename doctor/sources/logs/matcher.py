@@ -101,6 +101,22 @@ def text_filter(fragments: Iterable[str]) -> Callable[[str], object]:
     A text the gate's Verdict names is known to pass without a search."""
     fragments = tuple(fragments)
     source = "|".join(f"(?:{f})" for f in fragments)
+    known = verdict(fragments)
+    search: Callable[[str], object] | None = None  # compiled on the first text no Verdict vouches for
+
+    def test(text: str) -> object:
+        nonlocal search
+        if known.passed is text:
+            return True
+        if search is None:
+            search = _text_search(source)
+        return search(text)
+
+    return test
+
+
+def _text_search(source: str) -> Callable[[str], object]:
+    """`search(text)` of `source`: RE2 on the text's UTF-8 bytes, else the standard engine."""
     try:
         import re2
 
@@ -108,15 +124,12 @@ def text_filter(fragments: Iterable[str]) -> Callable[[str], object]:
     except Exception:  # RE2 missing or refusing the pattern: the standard engine works
         return re.compile(source).search
     find = span_finder(pattern)
-    known = verdict(fragments)
 
-    def test(text: str) -> object:
-        if known.passed is text:
-            return True
+    def search(text: str) -> object:
         data = text.encode("utf-8")
         return find(data, 0, len(data))
 
-    return test
+    return search
 
 
 # -- literal gates ---------------------------------------------------------------------------------
