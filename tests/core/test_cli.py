@@ -120,6 +120,19 @@ def test_startup_does_not_import_heavy_parts() -> None:
     assert proc.stdout.strip() == b""
 
 
+def test_the_argument_parsers_load_no_judge_derivation_or_log_reader() -> None:
+    """`--help`, and the parser of every command, stay light: the judge, the derivations, the log
+    readers and importlib.metadata (the engine table's entry points are read without it) are the
+    runs' to import."""
+    code = ("import sys; import doctor.cli; doctor.cli.build_parser(); doctor.cli.build_parser(['analyze', 'x']); "
+            "from doctor.core import engines; engines.labels(); "
+            "loaded = [m for m in ('doctor.judge.evaluate', 'doctor.judge.rulebase', 'doctor.derive', "
+            "'doctor.sources.logs.analyze', 'doctor.sources.inputs', 'doctor.core.report', "
+            "'importlib.metadata') if m in sys.modules]; print(','.join(loaded))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, check=True)
+    assert proc.stdout.strip() == b""
+
+
 def test_help_lists_the_commands() -> None:
     out = cli("--help").stdout
     for command in (b"analyze", b"rules", b"explain", b"facts"):
