@@ -343,18 +343,19 @@ def _import(value: str) -> object:
 
 def _declared() -> list[_Declared]:
     """The group's entry points: this source tree's own (when run from a checkout) first, then every
-    installed distribution's, in the order importlib.metadata lists them (doctor/core/entrypoints.py)."""
-    from doctor.core.entrypoints import group_entry_points
+    installed distribution's, in the order importlib.metadata lists them."""
+    from importlib.metadata import entry_points
 
     own = _checkout_entry_points()
     found = [_Declared(name, value, True) for name, value in own] if own is not None else []
     seen = {d.name for d in found}
-    for name, value, dist_name in group_entry_points(GROUP):
-        mine = dist_name is not None and _normal(dist_name) == DISTRIBUTION
-        if (mine and own is not None) or name in seen:
+    for ep in entry_points(group=GROUP):
+        dist = getattr(ep, "dist", None)
+        mine = dist is not None and _normal(dist.metadata["Name"] or "") == DISTRIBUTION
+        if (mine and own is not None) or ep.name in seen:
             continue  # the checkout's declaration stands for llm-doctor's own (the metadata may be another tree's)
-        seen.add(name)
-        found.append(_Declared(name, value, mine))
+        seen.add(ep.name)
+        found.append(_Declared(ep.name, ep.value, mine))
     return found
 
 
