@@ -24,8 +24,6 @@ that pass can make the whole faster than it.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -35,9 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.analyze_real import BUILDERS, TARGET_RATIO  # noqa: E402
+from bench.analyze_real import BUILDERS, TARGET_RATIO, arguments, write_rows  # noqa: E402
 from bench.analyze_throughput import grep_cmd, trigger_file  # noqa: E402
-from bench.common import RESULTS, Row, child_env, run, workdir  # noqa: E402
+from bench.common import Row, child_env, run, workdir  # noqa: E402
 
 
 def validation_pass(data: bytes) -> Callable[[], int]:
@@ -153,10 +151,7 @@ def measure(name: str, size_mb: int, rounds: int, patterns: Path, hyperscan: boo
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-mb", type=int, default=100)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--logs", default="queue,mixed")
+    ap = arguments(__doc__, "queue,mixed")
     ap.add_argument("--hyperscan", action="store_true", help="time the queue's validation with Hyperscan too")
     args = ap.parse_args()
     patterns = trigger_file(workdir())
@@ -168,9 +163,7 @@ def main() -> int:
         for label, got in row.details.items():
             if label.startswith("hyperscan"):
                 print(f"  {label}: {got['mb_s']} MB/s -> {got['ratio']}x grep")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"analyze_floor_{args.size_mb}mb.json"
-    out.write_text(json.dumps([r.to_json() for r in rows], indent=1) + "\n", encoding="utf-8")
+    write_rows(rows, f"analyze_floor_{args.size_mb}mb.json")
     return 0
 
 
