@@ -6,7 +6,10 @@ Two logs made of real recordings, repeated to `--size-mb`:
     nearly every line is a candidate (slot launches, timings, releases);
   - mixed: every real log of the repository and the labelled corpus (fixtures/logs/**/*.log and
     $LLM_DOCTOR_CORPUS or /work/shared/corpus/*.log) concatenated, the whole repeated: every engine,
-    many sessions.
+    many sessions;
+  - ollama: fixtures/logs/ollama/healthy-v0.5.7-journald.log's start-up, then every real `[GIN]` access line
+    of those logs (bare and behind journald's prefix) repeated: one long Ollama server, one access line
+    per request (not one of the issue's two logs: the other engine whose request lines are folded).
 For `--rounds` rounds, in turn: `llm-doctor analyze FILE --format json` as a user runs it (wall, CPU,
 peak RSS), the same with LLM_DOCTOR_FOLD=0 (the per-line reference path, no folding of hot-line runs:
 doctor/sources/logs/fold.py; leave it out with --no-reference) and `grep -E -c -f TRIGGERS FILE` (the
@@ -16,7 +19,7 @@ swings with the load) and the peak RSS (<= 100 MB). `watch --log` feeds the same
 (doctor/sources/live/session.py emit_log_block); its capacity is the analyze rate, judged against a log
 growing at 50 MB/s.
 
-    python bench/analyze_real.py [--size-mb 100] [--rounds 3] [--logs queue,mixed] [--no-reference]
+    python bench/analyze_real.py [--size-mb 100] [--rounds 3] [--logs queue,mixed,ollama] [--no-reference]
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ TARGET_RSS = 100 << 20
 WATCH_RATE = 50.0  # MB/s: the growing log watch --log must keep up with
 QUEUE = ROOT / "fixtures" / "logs" / "llama-server" / "real-queueing.log"
 QUEUE_HEAD, QUEUE_BLOCK_END = 11, 45  # lines 1-11: start-up; 12-45: the request block; 46: exit
+OLLAMA = ROOT / "fixtures" / "logs" / "ollama" / "healthy-v0.5.7-journald.log"
 
 
 def corpus_dir() -> Path:
@@ -65,6 +69,14 @@ def build_queue(out: Path, size: int) -> int:
                    b"".join(lines[QUEUE_BLOCK_END:]), size)
 
 
+def build_ollama(out: Path, size: int) -> int:
+    files = sorted((ROOT / "fixtures" / "logs").rglob("*.log")) + sorted(corpus_dir().glob("*.log"))
+    access = [line for p in files for line in p.read_bytes().splitlines(keepends=True) if b"[GIN] " in line
+              and line.endswith(b"\n")]
+    head = b"".join(line for line in OLLAMA.read_bytes().splitlines(keepends=True) if b"[GIN] " not in line)
+    return _repeat(out, head, b"".join(access), b"", size)
+
+
 def build_mixed(out: Path, size: int) -> int:
     files = sorted((ROOT / "fixtures" / "logs").rglob("*.log")) + sorted(corpus_dir().glob("*.log"))
     parts = [p.read_bytes() for p in files]
@@ -72,8 +84,9 @@ def build_mixed(out: Path, size: int) -> int:
     return _repeat(out, b"", blob, b"", size)
 
 
-BUILDERS = {"queue": build_queue, "mixed": build_mixed}
-TITLES = {"queue": "real-queueing.log request block repeated", "mixed": "every engine's real logs, repeated"}
+BUILDERS = {"queue": build_queue, "mixed": build_mixed, "ollama": build_ollama}
+TITLES = {"queue": "real-queueing.log request block repeated", "mixed": "every engine's real logs, repeated",
+          "ollama": "real Ollama access lines repeated"}
 
 
 def measure(name: str, size_mb: int, rounds: int, patterns: Path, reference: bool = True) -> list[Row]:
@@ -128,11 +141,17 @@ def measure(name: str, size_mb: int, rounds: int, patterns: Path, reference: boo
     ]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(doc: str, logs: str) -> argparse.ArgumentParser:
+    """The options both analyze benches on real lines take: the size of each log, the rounds, which logs."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--size-mb", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--logs", default="queue,mixed")
+    ap.add_argument("--logs", default=logs, help=f"any of {','.join(BUILDERS)}")
+    return ap
+
+
+def main() -> int:
+    ap = arguments(__doc__, "queue,mixed,ollama")
     ap.add_argument("--no-reference", action="store_true", help="leave out the per-line path (LLM_DOCTOR_FOLD=0)")
     args = ap.parse_args()
     patterns = trigger_file(workdir())
@@ -145,10 +164,14 @@ def main() -> int:
             d = row.details
             print(f"  CPU s: folded {d['doctor_cpu_s']}, per-line {d['per_line_cpu_s']}, grep {d['grep_cpu_s']}; "
                   f"per-line {d['per_line_mb_s_cpu']} MB/s of CPU ({d['per_line_ratio_cpu']}x grep)")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"analyze_real_{args.size_mb}mb.json"
-    out.write_text(json.dumps([r.to_json() for r in rows], indent=1) + "\n", encoding="utf-8")
+    write_rows(rows, f"analyze_real_{args.size_mb}mb.json")
     return 0
+
+
+def write_rows(rows: list[Row], name: str) -> None:
+    """The rows as bench/results/NAME (JSON)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / name).write_text(json.dumps([r.to_json() for r in rows], indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

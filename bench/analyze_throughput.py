@@ -78,7 +78,7 @@ class VersusGrep:
     details: dict[str, Any]
 
 
-def versus_grep(size: int, counts: str, doctor_runs: list[Run], grep_runs: list[Run]) -> VersusGrep:
+def versus_grep(size: int, counts: bytes, doctor_runs: list[Run], grep_runs: list[Run]) -> VersusGrep:
     mb = size / 1e6
     pairs = list(zip(doctor_runs, grep_runs, strict=True))
     ratios = [g.wall_s / d.wall_s for d, g in pairs]

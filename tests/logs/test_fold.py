@@ -20,9 +20,10 @@ import pytest
 
 from doctor.judge.evaluate import diagnose
 from doctor.sources.engines.llamacpp.fold import HOT
+from doctor.sources.engines.llamacpp.parser import LlamaCppParser
 from doctor.sources.logs.analyze import LogAnalyzer
 from doctor.sources.logs.base import LogParser
-from doctor.sources.logs.fold import ENV, Folder
+from doctor.sources.logs.fold import ENV, Folder, Folders
 from doctor.sources.logs.hot import HotRun
 from doctor.sources.logs.stream import open_input, rewindable
 from doctor.views.render.json import render_json
@@ -184,7 +185,7 @@ def long_log() -> bytes:
 
 def test_a_long_multi_slot_log_folds_to_the_same_facts_and_findings(long_log: bytes, rulebase) -> None:
     folded = _same(long_log)
-    assert folded.folder is not None and folded.folder.runs >= 5
+    assert folded.folders is not None and folded.folders.runs >= 5
     lines = long_log.count(b"\n")
     assert folded.scanner.folded > 0.9 * lines  # nearly every line went through the fold
     reports = []
@@ -226,7 +227,7 @@ def test_the_bounded_request_list_counts_as_line_by_line() -> None:
     data = server_log(requests=2600, slots=2, restart_at=None, seed=3)
     folded = _same(data)
     analyzer, _ = _analyze(data, True)
-    assert folded.folder is not None and folded.folder.runs >= 1
+    assert folded.folders is not None and folded.folders.runs >= 1
     closed = data.count(b"prompt eval time")  # each opens a request (the `inf` one too, closed by the next)
     assert analyzer.finish().value("run.requests") == 501 + (closed - 1001) % 500
 
@@ -235,7 +236,7 @@ def test_the_bounded_request_list_counts_as_line_by_line() -> None:
 def test_runs_cut_by_region_ends(long_log: bytes, chunk: int) -> None:
     """Every chunk the scanner is fed ends a region: runs are cut there, mid-group too."""
     folded = _same(long_log[: 600_000], chunk)
-    assert folded.folder is not None and folded.folder.runs > 0
+    assert folded.folders is not None and folded.folders.runs > 0
 
 
 def test_crlf_lines_fold_the_same() -> None:
@@ -270,14 +271,14 @@ def test_the_longest_timestamps_fold() -> None:
     lines = [b"123456789.59.999.999 I" + line[line.index(b" I ") + 2:] if b" I slot " in line else line
              for line in data.split(b"\n")]
     folded = _same(b"\n".join(lines))
-    assert folded.folder is not None and folded.scanner.folded > 0.9 * len(lines)
+    assert folded.folders is not None and folded.scanner.folded > 0.9 * len(lines)
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_early_2025_server_lines_fold_the_same(seed: int) -> None:
     data = server_log_2025(seed=seed, idle_every=1 + seed)
     folded = _same(data, chunk=(1 << 22, 5000, 777)[seed])
-    assert folded.folder is not None and folded.folder.runs > 50  # a run per request: from its release on
+    assert folded.folders is not None and folded.folders.runs > 50  # a run per request: from its release on
     facts = folded.finish()
     assert facts.value("run.decode_tps_min") == 7.5
     lines = data.decode().splitlines()
@@ -291,7 +292,7 @@ def test_fixture_and_corpus_logs_fold_the_same() -> None:
     folded_any = 0
     for path in logs:
         folded = _same(path.read_bytes())
-        folded_any += bool(folded.folder is not None and folded.folder.runs)
+        folded_any += bool(folded.folders is not None and folded.folders.runs)
     assert folded_any >= 5  # the real llama-server recordings hold runs
 
 
@@ -306,9 +307,9 @@ def test_a_second_reader_of_the_hot_lines_turns_the_fold_off() -> None:
             self.votes["reader"] += 1
 
     base = LogAnalyzer("x", fold=True)
-    assert base.folder is not None
+    assert base.folders is not None and base.folders.of(LlamaCppParser) is not None
     analyzer = LogAnalyzer("x", parsers=[*(type(p)() for p in base.parsers), Reader()], fold=True)
-    assert analyzer.folder is None
+    assert analyzer.folders is None or analyzer.folders.of(LlamaCppParser) is None
 
 
 def test_a_second_reader_that_absorbs_the_runs_gets_them() -> None:
@@ -323,7 +324,7 @@ def test_a_second_reader_that_absorbs_the_runs_gets_them() -> None:
         def feed(self, line: object) -> None:
             self.votes["counter"] += 1
 
-        def fold_ready(self) -> bool:
+        def fold_ready(self, kinds: tuple[str, ...]) -> bool:
             return True
 
         def fold(self, run: HotRun) -> None:
@@ -347,12 +348,13 @@ def test_a_parser_not_ready_costs_no_run_match(monkeypatch: pytest.MonkeyPatch) 
     read line by line without a run match at each of them (each would read the rest of the run: the
     whole region, at every line)."""
     analyzer = LogAnalyzer("x", fold=True)
-    folder = analyzer.folder
+    assert analyzer.folders is not None
+    folder = analyzer.folders.of(LlamaCppParser)
     assert folder is not None
     calls = []
     run_end = folder.run_end
     folder.run_end = lambda *a: calls.append(a) or run_end(*a)  # type: ignore[method-assign]
-    monkeypatch.setattr(type(folder.parsers[0]), "fold_ready", lambda self: False)
+    monkeypatch.setattr(type(folder.parsers[0]), "fold_ready", lambda self, kinds: False)
     analyzer.feed(server_log(requests=200, restart_at=None))
     analyzer.finish()
     assert folder.runs == 0 and calls == []
@@ -360,9 +362,10 @@ def test_a_parser_not_ready_costs_no_run_match(monkeypatch: pytest.MonkeyPatch) 
 
 def test_the_switch_turns_folding_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, "0")
-    assert LogAnalyzer("x").folder is None
+    assert LogAnalyzer("x").folders is None
     monkeypatch.setenv(ENV, "1")
-    assert isinstance(LogAnalyzer("x").folder, Folder)
+    folders = LogAnalyzer("x").folders
+    assert isinstance(folders, Folders) and isinstance(folders.of(LlamaCppParser), Folder)
 
 
 def test_the_catalogue_absorbs_the_runs() -> None:
@@ -372,8 +375,9 @@ def test_the_catalogue_absorbs_the_runs() -> None:
 
     assert set(HOT.kinds) <= CatalogueParser.absorbs
     analyzer = LogAnalyzer("x", fold=True)
-    assert analyzer.folder is not None
-    assert any(isinstance(p, CatalogueParser) for p in analyzer.folder.parsers)
+    folder = analyzer.folders.of(LlamaCppParser) if analyzer.folders is not None else None
+    assert folder is not None
+    assert any(isinstance(p, CatalogueParser) for p in folder.parsers)
 
 
 def _catalogue_with(*entries: tuple[str, str, dict[str, str]]) -> type[LogParser]:
@@ -418,7 +422,7 @@ def test_catalogue_entries_inside_the_runs_read_the_same(chunk: int) -> None:
             for at in range(0, len(data), chunk):
                 analyzer.feed(data[at:at + chunk])
             facts = analyzer.finish()
-            assert fold is False or (analyzer.folder is not None and analyzer.scanner.folded > data.count(b"\n") / 3)
+            assert fold is False or (analyzer.folders is not None and analyzer.scanner.folded > data.count(b"\n") / 3)
             seen = analyzer.parsers[-1].seen  # type: ignore[attr-defined]
             results.append((json.dumps(facts.to_json(), sort_keys=True), seen))
         assert results[0] == results[1]

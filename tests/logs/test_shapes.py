@@ -7,9 +7,9 @@ from __future__ import annotations
 import random
 import re
 
-from doctor.sources.catalogue.parser import _find_trigger, active_set
+from doctor.sources.catalogue.parser import active_set
 from doctor.sources.engines.llamacpp.fold import HOT
-from doctor.sources.logs.shapes import block_pattern, can_occur
+from doctor.sources.logs.shapes import block_pattern, can_occur, shape_finder
 from tests.logs.test_fold import server_log, server_log_2025
 
 
@@ -62,10 +62,11 @@ def test_the_catalogue_searches_no_llama_server_run() -> None:
     """No active entry's trigger can match inside one of llama-server's hot lines: a folded run costs the
     catalogue nothing (bench/results/analyze_throughput.md); an entry that could would be searched for."""
     messages = active_set()
-    assert _find_trigger(messages, HOT.line) is None
+    patterns = tuple(messages.index.patterns)
+    assert shape_finder(patterns, HOT.line) is None
     occurs = can_occur(HOT.line)
     assert all(not occurs(block_pattern(p)) for p in messages.index.patterns)
-    assert _find_trigger(messages, "") is not None  # a run of unknown shape is searched
+    assert shape_finder(patterns, "") is not None  # a run of unknown shape is searched
 
 
 def test_block_pattern_drops_anchors_only() -> None:

@@ -28,16 +28,14 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable
 
 from doctor.core.facts import Event, Facts
 from doctor.sources.catalogue import loader, store
 from doctor.sources.catalogue.matcher import MessageSet, message_set, read_numbers
 from doctor.sources.logs.base import LogParser
 from doctor.sources.logs.hot import HotRun
-from doctor.sources.logs.line import LogLine, make_line
-from doctor.sources.logs.matcher import compile_triggers, span_finder
-from doctor.sources.logs.shapes import block_pattern, can_occur
+from doctor.sources.logs.line import LogLine
+from doctor.sources.logs.shapes import shape_finder
 
 KEPT_PER_ENTRY = 3  # occurrences of one message kept as events (the count goes on)
 KEPT_TOTAL = 200
@@ -57,18 +55,6 @@ def active_set() -> MessageSet:
     return message_set(stored.active, ("active",), stored.fragments, stored.set_patterns)
 
 
-@functools.lru_cache(maxsize=4)
-def _find_trigger(messages: MessageSet, shape: str) -> Callable[[bytes, int, int], tuple[int, int] | None] | None:
-    """`find(region, start, end)`: a place in region[start:end] (a run of lines of `shape`, HotRun.shape) where
-    one of the set's index patterns (the active entries' triggers) may match a line (logs/shapes.py block_pattern),
-    one RE2 search: a run with no such place holds no line of its entries. None: no index pattern can match
-    inside a line of that shape at all (doctor/sources/logs/shapes.py), so no run of it is searched."""
-    occurs = can_occur(shape) if shape else None
-    patterns = [block_pattern(p) for p in messages.index.patterns]
-    kept = [p for p in patterns if occurs is None or occurs(p)]
-    return span_finder(compile_triggers(kept)) if kept else None
-
-
 class _Fragments:
     """The catalogue's fragments as a class attribute read on first use (the scan's triggers and the gate are
     asked of the class too, bench/analyze_throughput.py), so importing the parser loads no YAML."""
@@ -83,7 +69,7 @@ class CatalogueParser(LogParser):
     alone = True  # a line only its triggers select is its alone; it has no gate: its index says which are its own
     # the kinds of the hot-line runs the analyzer folds (doctor/sources/engines/llamacpp/fold.py HOT.kinds):
     # this parser reads those runs through `fold`; a kind missing here turns folding off (tests/logs/test_fold.py)
-    absorbs = frozenset({"server_signature", "timings", "context"})
+    absorbs = frozenset({"server_signature", "timings", "context", "gin_access"})
 
     def __init__(self) -> None:
         self.messages = active_set()
@@ -115,7 +101,7 @@ class CatalogueParser(LogParser):
             if keep:
                 self._pending.append((entry, numbers, line))
 
-    def fold_ready(self) -> bool:
+    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
         return True  # nothing waits for a next line: any run may be read at once
 
     def fold(self, run: HotRun) -> None:
@@ -123,16 +109,11 @@ class CatalogueParser(LogParser):
         nothing in records nothing, and the index's patterns are a line's only way in (the router's hits, or
         the index's own set on a line it does not route), so a run none of them is found in records nothing;
         otherwise its lines are fed one by one (a line that would not reach this parser has no hit)."""
-        region, end = run.region, run.end
-        find = _find_trigger(self.messages, run.shape)
-        if find is None or find(region, run.start, end) is None:
+        find = shape_finder(tuple(self.messages.index.patterns), run.shape)
+        if find is None or find(run.region, run.start, run.end) is None:
             return
-        pos, number = run.start, run.number
-        while pos < end:
-            stop = region.index(b"\n", pos, end)
-            raw = region[pos:stop]
-            self.feed(make_line(number, raw[:-1] if raw.endswith(b"\r") else raw))
-            pos, number = stop + 1, number + 1
+        for line in run.each_line():
+            self.feed(line)
 
     def summarize(self, facts: Facts) -> None:
         if not self._pending:

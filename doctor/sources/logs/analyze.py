@@ -25,7 +25,7 @@ from typing import BinaryIO
 from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
 from doctor.sources.logs.base import AnalysisState, LogParser
 from doctor.sources.logs.detect import detect
-from doctor.sources.logs.fold import Folder, fold_enabled
+from doctor.sources.logs.fold import Folders, fold_enabled
 from doctor.sources.logs.line import LogLine, decode, make_line
 from doctor.sources.logs.matcher import BytesPattern, compile_triggers
 from doctor.sources.logs.registry import parser_classes
@@ -59,14 +59,14 @@ class LogAnalyzer:
         self.name = name
         self.parsers = parsers if parsers is not None else [cls() for cls in parser_classes()]
         self.starts = start_lines()  # the engine table's start lines (doctor/sources/logs/sessions.py)
-        self.folder: Folder | None = None
+        self.folders: Folders | None = None  # the folds of runs of hot lines (doctor/sources/logs/fold.py)
         self._bind_fresh(self.parsers)
         self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts))
         self._others: BytesPattern | None = None  # see _alone_only
         if fold if fold is not None else fold_enabled():
-            self.folder = Folder.build(self.parsers, self.router, self.scanner, self.starts)
-            if self.folder is not None:
-                self.folder.attach(self.scanner)
+            self.folders = Folders.build(self.parsers, self.router, self.scanner, self.starts)
+            if self.folders is not None:
+                self.folders.attach(self.scanner)
         self.skipped_lines = 0
         self.sessions: list[Session] = []  # the closed ones, oldest first (at most MAX_SESSIONS kept)
         self.sessions_closed = 0
@@ -82,8 +82,8 @@ class LogAnalyzer:
             parser.bind(self.facts, self.state)
         self.router = router.rebind(parsers) if router is not None else \
             Router.build(self.parsers, self.starts.fragments)
-        if self.folder is not None:
-            self.folder.bind(parsers)
+        if self.folders is not None:
+            self.folders.bind(parsers)
         # the parsers that ever ask for the text between candidates (the others never do)
         self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
         self.skipped_lines = 0
@@ -100,8 +100,8 @@ class LogAnalyzer:
             self._close(last)
         if restart_lines:
             self.scanner = LineScanner(self.scanner.trigger)
-            if self.folder is not None:
-                self.folder.attach(self.scanner)
+            if self.folders is not None:
+                self.folders.attach(self.scanner)
         self.open = OpenSession(first_line=self.scanner.lines + 1, started_by=started_by, text=text)
 
     def _has_run(self) -> bool:

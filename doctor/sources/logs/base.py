@@ -321,9 +321,9 @@ class LogParser:
     def summarize(self, facts: Facts) -> None:
         """Write whole-input facts into `facts` (a copy of the shared snapshot)."""
 
-    def fold_ready(self) -> bool:
-        """Whether a run of hot lines (its own `hot`, or another's it `absorbs`) may be folded now: its
-        state is one where `fold` leaves what feeding the lines one by one would."""
+    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
+        """Whether a run of hot lines of `kinds` (its own `hot`'s, or another's it `absorbs`: HotLines.kinds)
+        may be folded now: its state is one where `fold` leaves what feeding the lines one by one would."""
         return False
 
     def fold(self, run: HotRun) -> None:

@@ -4,7 +4,7 @@ A busy server prints the same few lines for every request (slot launches, timing
 long log nearly every line is a candidate, and the per-line path (scanner hop, decode, router,
 handlers, a Fact per value) costs tens of microseconds a line. A parser that knows such lines
 declares them (`hot`: doctor/sources/logs/hot.py HotLines, the RE2 source of the units of a run, exact
-down to their numbers and padding, with real sample lines) and implements `fold_ready()` / `fold(run)`.
+down to their numbers and padding, with real sample lines) and implements `fold_ready(kinds)` / `fold(run)`.
 Where the scanner meets a candidate line that passes a cheap probe, one anchored RE2 match (a DFA pass)
 finds how far the run of consecutive hot units goes, and the parser folds the whole run at once
 (counts, findall over the block, the few evidence lines read again), leaving its state as feeding
@@ -16,6 +16,9 @@ lines: its quiet lines (lines a run passes over) are no candidates, and every ca
 units starts no session and goes to the owning parser alone, or also to parsers that fold the spec's
 kinds too (`absorbs`: the catalogue's parser, doctor/sources/catalogue/parser.py; these get every run);
 any other reader turns the fold off. tests/logs/test_fold.py compares both paths on real and built logs.
+Each parser that declares hot lines gets its own Folder (llama-server's request lines, Ollama's access lines,
+vLLM's periodic stats lines: each engine folder's fold.py), checked on its own: one that fails the checks is
+read line by line, the others still fold. `Folders` puts them behind the scanner's one hook.
 `LLM_DOCTOR_FOLD=0` (or `LogAnalyzer(fold=False)`) turns folding off: the reference path.
 
 Pure.
@@ -83,34 +86,25 @@ class Folder:
         self.probe = re.compile(b"|".join(map(re.escape, spec.probes))).search if spec.probes else None
 
     @classmethod
-    def build(cls, parsers: list[LogParser], router: Router | None, scanner: LineScanner,
+    def build(cls, owner: int, parsers: list[LogParser], router: Router, scanner: LineScanner,
               starts: StartLines) -> Folder | None:
-        if router is None:
+        """The fold of parser `owner`'s hot lines, or None where they cannot be folded (see `_checked`)."""
+        spec = type(parsers[owner]).hot
+        if spec is None:
             return None
-        for index, parser in enumerate(parsers):
-            spec = type(parser).hot
-            if spec is None:
-                continue
-            others = _checked(spec, index, parsers, router, scanner, starts)
-            if others is None:
-                return None
-            run_end = _compile_run(spec.line)
-            if run_end is None:
-                return None
-            folder = cls(index, spec, run_end, others)
-            folder.bind(parsers)
-            return folder
-        return None
+        others = _checked(spec, owner, parsers, router, scanner, starts)
+        if others is None:
+            return None
+        run_end = _compile_run(spec.line)
+        if run_end is None:
+            return None
+        folder = cls(owner, spec, run_end, others)
+        folder.bind(parsers)
+        return folder
 
     def bind(self, parsers: list[LogParser]) -> None:
         """The parsers of a new session: the owner first."""
         self.parsers = [parsers[self.owner], *(parsers[i] for i in self.others)]
-
-    def attach(self, scanner: LineScanner) -> None:
-        """Make `scanner` hand its candidate lines that pass the probe to `try_fold`."""
-        scanner.fold = self.try_fold
-        scanner.probe = self.probe
-        scanner.probe_within = self.spec.probe_within
 
     def try_fold(self, region: bytes, start: int, end: int, number: int) -> tuple[int, int]:
         """Fold the run of hot lines at region[start:...] (a candidate line, number `number`) when the
@@ -118,7 +112,8 @@ class Folder:
         when nothing was folded. The run's last line stays for the per-line path."""
         # readiness first: a run match reads the whole run, and a parser that is not ready (an OOM line
         # waiting for its phase) would have it read again at each of its lines
-        if not all(p.fold_ready() for p in self.parsers):
+        kinds = self.spec.kinds
+        if not all(p.fold_ready(kinds) for p in self.parsers):
             return NOTHING
         stop = self.run_end(region, start, end)
         if stop <= start:
@@ -133,6 +128,60 @@ class Folder:
         return stop, run.lines
 
 
+class Folders:
+    """Every fold of one analysis (one per parser that declares hot lines and passes the checks), behind one
+    hook for the scanner: its probe is any folder's probe, and a candidate line that passes it is offered to
+    the folders whose own probe it passes, in parser order, until one folds a run."""
+
+    def __init__(self, folders: list[Folder]) -> None:
+        self.folders = folders
+        probes = [p for f in folders for p in f.spec.probes]
+        every = all(f.spec.probes for f in folders)
+        self.probe = re.compile(b"|".join(map(re.escape, probes))).search if every else None
+        self.probe_within = max(f.spec.probe_within for f in folders)
+
+    @classmethod
+    def build(cls, parsers: list[LogParser], router: Router | None, scanner: LineScanner,
+              starts: StartLines) -> Folders | None:
+        if router is None:
+            return None
+        folders = [f for i, p in enumerate(parsers) if type(p).hot is not None
+                   for f in (Folder.build(i, parsers, router, scanner, starts),) if f is not None]
+        return cls(folders) if folders else None
+
+    @property
+    def runs(self) -> int:
+        """Runs folded, by every folder (tests read it: a fold that never happens proves nothing)."""
+        return sum(f.runs for f in self.folders)
+
+    def of(self, owner: type[LogParser]) -> Folder | None:
+        """The folder of the parser of class `owner` (None: its hot lines are read line by line)."""
+        return next((f for f in self.folders if isinstance(f.parsers[0], owner)), None)
+
+    def bind(self, parsers: list[LogParser]) -> None:
+        """The parsers of a new session."""
+        for folder in self.folders:
+            folder.bind(parsers)
+
+    def attach(self, scanner: LineScanner) -> None:
+        """Make `scanner` hand its candidate lines that pass a probe to `try_fold`."""
+        only = self.folders[0] if len(self.folders) == 1 else None
+        scanner.fold = only.try_fold if only is not None else self.try_fold
+        scanner.probe = self.probe
+        scanner.probe_within = self.probe_within
+
+    def try_fold(self, region: bytes, start: int, end: int, number: int) -> tuple[int, int]:
+        """The first folder whose probe the line passes and that folds a run there (Folder.try_fold)."""
+        for folder in self.folders:
+            probe = folder.probe
+            if probe is not None and not probe(region, start, start + folder.spec.probe_within):
+                continue
+            taken = folder.try_fold(region, start, end, number)
+            if taken[1]:
+                return taken
+        return NOTHING
+
+
 def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Router, scanner: LineScanner,
              starts: StartLines) -> tuple[int, ...] | None:
     """The spec's quiet lines are no candidates; each of its samples is a unit, each line of which is
@@ -142,7 +191,10 @@ def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Route
     hide it from that parser: the fold stays off)."""
     import re2
 
-    whole = re2.compile(f"(?:{spec.line})".encode())
+    try:
+        whole = re2.compile(f"(?:{spec.line})".encode())
+    except re2.error:  # a spec RE2 refuses is read line by line
+        return None
     for sample in spec.samples:  # the probe must not turn a unit away
         if spec.probes and not any(p in sample[:spec.probe_within] for p in spec.probes):
             return None

@@ -6,6 +6,7 @@ Pure.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from doctor.sources.logs.line import LogLine, make_line
@@ -51,6 +52,16 @@ class HotRun:
         if self._lines < 0:
             self._lines = self.region.count(b"\n", self.start, self.end)
         return self._lines
+
+    def each_line(self) -> Iterator[LogLine]:
+        """The run's lines one by one, decoded as the per-line path decodes them (for a parser that reads a
+        run line by line where a search found something in it)."""
+        region, pos, end, number = self.region, self.start, self.end, self.number
+        while pos < end:
+            stop = region.index(b"\n", pos, end)
+            raw = region[pos:stop]
+            yield make_line(number, raw[:-1] if raw.endswith(b"\r") else raw)
+            pos, number = stop + 1, number + 1
 
     def number_at(self, pos: int) -> int:
         """The line number of the line that holds position `pos` of the region (counted from the nearer

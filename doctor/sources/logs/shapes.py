@@ -1,7 +1,8 @@
 """Whether a pattern can match inside a line of a known shape: the patterns a folded run need be searched for.
 
 `block_pattern(pattern)`: the pattern to search a block of lines for, where `pattern` is matched against
-each line's text (the raw line stripped: its anchors dropped).
+each line's text (the raw line stripped: its anchors dropped). `shape_finder(patterns, shape)`: one search
+of a run of lines of `shape` for those of `patterns` that can match inside such a line.
 
 A run of hot lines (doctor/sources/logs/fold.py) holds only lines of its spec's shape (HotLines.line, an
 RE2 source of exact line shapes). A parser that absorbs the runs and looks for other patterns in them (the
@@ -153,6 +154,19 @@ def can_occur(shape: str) -> Callable[[str], bool]:
             return True
 
     return occurs
+
+
+@functools.lru_cache(maxsize=16)
+def shape_finder(patterns: tuple[str, ...], shape: str) -> Callable[[bytes, int, int], tuple[int, int] | None] | None:
+    """`find(region, start, end)`: a place in region[start:end] (a run of lines of `shape`, HotRun.shape) where one
+    of `patterns` (each matched against a line's text) may match a line (block_pattern), one RE2 search: a run with
+    no such place holds no line any of them matches. None: none of them can match inside a line of that shape at
+    all (can_occur), so no run of it need be searched."""
+    from doctor.sources.logs.matcher import compile_triggers, span_finder
+
+    occurs = can_occur(shape) if shape else None
+    kept = [p for p in map(block_pattern, patterns) if occurs is None or occurs(p)]
+    return span_finder(compile_triggers(kept)) if kept else None
 
 
 def block_pattern(pattern: str) -> str:

@@ -24,10 +24,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from doctor.sources.engines.llamacpp.patterns import TIMING
+from doctor.sources.engines.llamacpp.patterns import INDEX, TIMING
 from doctor.sources.engines.llamacpp.state import LlamaCppBase, Timing, keep_timings, num
 from doctor.sources.logs.hot import HotLines, HotRun
 from doctor.sources.logs.line import LogLine
+from doctor.sources.logs.shapes import shape_finder
 
 # bounded everywhere: a hot line is never longer than the scanner's cut (doctor/core/lines.py MAX_LINE)
 _INT = r"[0-9]{1,15}"
@@ -102,6 +103,7 @@ _TG = re.compile(rb"n_gen = +[0-9]+, tg = +([0-9.]+) t/s")
 _RATES = re.compile(_EV_RATE.pattern + rb"|" + _TG.pattern)
 _TOTAL_TOKENS = re.compile(rb"total time = +[0-9.]+ ms / +([0-9]+) tokens")
 _RELEASED = re.compile(rb"stop processing: n_(?:tokens|past) = ([0-9]+), truncated = 0")
+_INDEX_PATTERNS = tuple(INDEX.patterns) if INDEX is not None else ()  # what another engine's run is searched for
 _USED = re.compile(_TOTAL_TOKENS.pattern + rb"|" + _RELEASED.pattern)
 
 
@@ -125,12 +127,20 @@ class FoldLines(LlamaCppBase):
     """The fold of llama-server's per-request lines into the parser's state."""
 
     hot = HOT
+    # this parser has no gate: every routed line reaches it, the other engines' folded lines too (their kinds,
+    # HotLines.kinds: doctor/sources/engines/<engine>/fold.py); it reads those runs as `_fold_foreign` says
+    absorbs = frozenset({"gin_access"})
 
-    def fold_ready(self) -> bool:
+    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
         s = self.s
+        if kinds != HOT.kinds:  # another engine's lines: they do nothing here but flush an OOM left pending
+            return not s.pending
         return s.current is None and not s.pending and not s.capture and s.stage == "run"
 
     def fold(self, run: HotRun) -> None:
+        if run.kinds != HOT.kinds:
+            self._fold_foreign(run)
+            return
         region, start, end = run.region, run.start, run.end
         s = self.s
         prompts = _PE_TOKENS.findall(region, start, end)
@@ -155,6 +165,17 @@ class FoldLines(LlamaCppBase):
         if signature:
             self.votes["llama.cpp"] += signature
             self.votes["llama-server"] += signature
+
+    def _fold_foreign(self, run: HotRun) -> None:
+        """Another engine's run (its access lines, say): a line that holds none of the literals of this parser's
+        kinds (parser.py INDEX) is one no handler takes (its plan is empty; it ends in no cut word, the shapes
+        say so), and one that ends no OOM (none pending: fold_ready). So a run is searched once for those
+        literals that can occur in its shape; only where one is found are its lines fed one by one."""
+        find = shape_finder(_INDEX_PATTERNS, run.shape)
+        if find is None or find(run.region, run.start, run.end) is None:
+            return
+        for line in run.each_line():
+            self.feed(line)
 
     def _fold_rates(self, run: HotRun) -> None:
         """The decode extremes: eval rates of more than one token and `tg` rates, in line order."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from doctor.sources.engines._ggml.gpu_failures import gpu_failure_cause
 from doctor.sources.engines._ggml.oom import RUNNER_OOM
+from doctor.sources.engines.ollama.fold import AccessFold
 from doctor.sources.engines.ollama.patterns import (
     ACCESS,
     AVX_GATE,
@@ -66,7 +67,7 @@ from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
 
 
-class OllamaParser(Summary):
+class OllamaParser(Summary, AccessFold):
     """Reads Ollama's server log and its CLI statistics."""
 
     kinds = KINDS
