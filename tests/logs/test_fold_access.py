@@ -31,6 +31,9 @@ CRASH = (ROOT / "fixtures" / "logs" / "ollama" / "runner-cublas-oom-v0.5.13.log"
 HEAD, LOADER, CRASH_TAIL = CRASH[:13], CRASH[13:42], CRASH[42:47]
 INFERENCE = ("/api/generate", "/api/chat", "/api/embed", "/v1/chat/completions", "/v1/completions")
 OTHER = ("/api/show", "/api/tags", "/", "/api/version", "/api/pull", "/v1/models", "/api/chatty")
+# real lines of every engine (fixtures/logs), printable ASCII, for paths that hold them
+WILD = [line for p in sorted((ROOT / "fixtures" / "logs").rglob("*.log"))
+        for line in p.read_text(errors="replace").splitlines()[:60] if line.isascii() and line.isprintable()][::7]
 # gin's colours (logger.go): status, method and latency colours and the reset
 GREEN, BLUE, RESET = "\x1b[97;42m", "\x1b[97;44m", "\x1b[0m"
 
@@ -97,14 +100,17 @@ def ollama_log(seed: int = 0, requests: int = 3000, crlf: bool = False, breaks: 
             version = rng.choice(("1.9", "1.12"))
             out.append(gin_line(rng, when, version=version, journald=rng.random() < 0.3))
             if rng.random() < breaks / max(1, n):
-                kind = rng.randrange(3)
+                kind = rng.randrange(4)
                 if kind == 0:
                     out.append(gin_line(rng, when, colour=True))
                 elif kind == 1:
                     out.append(gin_line(rng, when, status=500, path="/api/chat"))
                     out.append("Error #01: llama runner process has terminated")
-                else:
+                elif kind == 2:
                     out.append(gin_line(rng, when, path="/api/[weird]"))
+                else:  # a path holding a real line of any engine: other parsers may read it (Folder.guard)
+                    text = rng.choice(WILD)
+                    out.append(gin_line(rng, when, path="/" + "".join(c for c in text if c not in '"\\[]|')))
 
     access(requests // 3)
     out += [line.decode(errors="replace") for line in LOADER]
@@ -237,3 +243,26 @@ def test_a_gin_line_that_names_a_llama_cpp_literal_is_read_by_it() -> None:
         lines.append(gin_line(rng, "2025/03/14 - 13:20:46", path=f"/x/{lit}"))
         lines += [gin_line(rng, "2025/03/14 - 13:20:47") for _ in range(3)]
     _same(("\n".join(lines) + "\n").encode())
+
+
+def test_a_path_that_another_parser_reads_ends_the_run_there() -> None:
+    """A path is free text: one that holds an OOM message, a start line or another engine's words reaches
+    other parsers line by line, so the run is cut before it (Folder.guard) and the facts, events and
+    sessions stay the per-line path's."""
+    rng = random.Random(3)
+    planted = ("/x torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+               "/llama server listening at http://127.0.0.1:8080", "/main: build = 1234 (abc)",
+               "/x CUDA error: out of memory", "/x Avg prompt throughput: 1.0 tokens/s")
+    lines = [line.decode() for line in HEAD]
+    for path in planted:
+        lines += [gin_line(rng, "2025/03/14 - 13:20:46") for _ in range(20)]
+        lines.append(gin_line(rng, "2025/03/14 - 13:20:47", path=path, status=200))
+    lines += [gin_line(rng, "2025/03/14 - 13:20:48") for _ in range(20)]
+    data = ("\n".join(lines) + "\n").encode()
+    folded = _same(data)
+    assert folded.folders is not None
+    folder = folded.folders.of(OllamaParser)
+    assert folder is not None and folder.guard is not None and folder.runs >= 2
+    assert folded.scanner.folded > len(lines) / 3  # the runs between the planted lines still fold
+    per_line, _ = _analyze(data, False)
+    assert per_line.finish().event_counts  # the planted lines do say something line by line

@@ -35,9 +35,11 @@ from doctor.sources.logs.hot import HotLines, HotRun
 from doctor.sources.logs.line import make_line
 from doctor.sources.logs.router import Router
 from doctor.sources.logs.sessions import StartLines
+from doctor.sources.logs.shapes import free_text, shape_finder
 from doctor.sources.logs.stream import LineScanner
 
 ENV = "LLM_DOCTOR_FOLD"
+Finder = Callable[[bytes, int, int], "tuple[int, int] | None"]
 NOTHING = (0, 0)  # what `try_fold` answers where it folds nothing
 
 
@@ -75,11 +77,14 @@ class Folder:
     analysis's router, triggers and start lines; `try_fold` is the scanner's hook."""
 
     def __init__(self, owner: int, spec: HotLines, run_end: Callable[[bytes, int, int], int],
-                 others: tuple[int, ...] = ()) -> None:
+                 others: tuple[int, ...] = (), guard: Finder | None = None) -> None:
         self.owner = owner  # the index of the parser that folds, in the analyzer's parser list
         self.others = others  # other parsers that read some hot lines too and fold them (`absorbs`)
         self.spec = spec
         self.run_end = run_end
+        # where a line of a run may reach another parser or start a session (`_guard`; None: nowhere)
+        self.guard = guard
+        self._matched: tuple[bytes | None, int] = (None, 0)  # the last run matched: its region and end
         self.parsers: list[LogParser] = []
         self.runs = 0  # runs folded (tests read it: a fold that never happens proves nothing)
         # the scanner's cheap first test before `try_fold` (LineScanner.probe)
@@ -98,7 +103,10 @@ class Folder:
         run_end = _compile_run(spec.line)
         if run_end is None:
             return None
-        folder = cls(owner, spec, run_end, others)
+        guard = _guard(spec, {owner, *others}, parsers, starts)
+        if guard is not None and "\\n" in spec.line:
+            return None  # a guarded run is matched again after a guarded line: its units must be single lines
+        folder = cls(owner, spec, run_end, others, guard)
         folder.bind(parsers)
         return folder
 
@@ -115,9 +123,21 @@ class Folder:
         kinds = self.spec.kinds
         if not all(p.fold_ready(kinds) for p in self.parsers):
             return NOTHING
-        stop = self.run_end(region, start, end)
-        if stop <= start:
-            return NOTHING
+        matched, matched_end = self._matched
+        if matched is region and start < matched_end:  # further on in a run a guarded line cut (its lines are units)
+            stop = matched_end
+        else:
+            stop = self.run_end(region, start, end)
+            if stop <= start:
+                return NOTHING
+            self._matched = (region, stop)
+        if self.guard is not None:
+            hit = self.guard(region, start, stop)
+            if hit is not None:  # that line and the run after it go line by line (the scanner comes back after it)
+                cut = region.rfind(b"\n", start, hit[0])
+                if cut < 0:  # the first line itself
+                    return NOTHING
+                stop = cut + 1
         stop = region.rfind(b"\n", start, stop - 1) + 1  # the last line goes line by line
         if stop <= start:
             return NOTHING
@@ -180,6 +200,27 @@ class Folders:
             if taken[1]:
                 return taken
         return NOTHING
+
+
+def _guard(spec: HotLines, folding: set[int], parsers: list[LogParser], starts: StartLines) -> Finder | None:
+    """Where, in a run of lines of a shape with free text (shapes.py free_text: Ollama's access lines hold a
+    path), a line may reach a parser that does not fold the run or start a session: one search for every
+    other gated parser's gate, every other alone parser's index patterns and the start lines (those that can
+    match inside such a line). The router gives a line to a gated parser only where its gate is in it, to an
+    alone one only where its index finds something; a parser with neither reads every line and must fold the
+    run (`_checked`). None for an exact shape (llama-server's: numbers and spaces are all its lines vary in,
+    and `_checked` reads its samples) or where nothing can match."""
+    if not free_text(spec.line):
+        return None
+    patterns: list[str] = list(starts.fragments)
+    for index, parser in enumerate(parsers):
+        if index in folding:
+            continue
+        if parser.gate:
+            patterns += parser.gate
+        elif parser.alone and parser.literal_index is not None:
+            patterns += parser.literal_index.patterns
+    return shape_finder(tuple(dict.fromkeys(patterns)), spec.line)
 
 
 def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Router, scanner: LineScanner,

@@ -2,7 +2,8 @@
 
 `block_pattern(pattern)`: the pattern to search a block of lines for, where `pattern` is matched against
 each line's text (the raw line stripped: its anchors dropped). `shape_finder(patterns, shape)`: one search
-of a run of lines of `shape` for those of `patterns` that can match inside such a line.
+of a run of lines of `shape` for those of `patterns` that can match inside such a line. `free_text(shape)`:
+whether its lines can hold text it does not spell out.
 
 A run of hot lines (doctor/sources/logs/fold.py) holds only lines of its spec's shape (HotLines.line, an
 RE2 source of exact line shapes). A parser that absorbs the runs and looks for other patterns in them (the
@@ -132,6 +133,17 @@ def _after(items: Any, before: frozenset[str], chars: frozenset[str], pairs: fro
         elif op is not _K.AT:
             raise _CannotTell
     return current
+
+
+@functools.lru_cache(maxsize=8)
+def free_text(shape: str) -> bool:
+    """Whether lines of `shape` can hold text it does not spell out (a negated class, `.`, anything this
+    analysis cannot follow): a path, a message. Such a shape's lines are not told apart by its samples."""
+    try:
+        _shape(_sre_parse.parse(shape))
+    except Exception:
+        return True
+    return False
 
 
 @functools.lru_cache(maxsize=8)
