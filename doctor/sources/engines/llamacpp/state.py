@@ -27,8 +27,11 @@ def num(text: str | None) -> float | None:
         return None
 
 
+_INT = re.compile(r"-?\d+")
+
+
 def int_list(text: str) -> list[int] | None:
-    values = re.findall(r"-?\d+", text)
+    values = _INT.findall(text)
     return [int(v) for v in values] if values else None
 
 
@@ -117,6 +120,9 @@ class State:
 
 
 
+_STAGES = {stage: n for n, stage in enumerate(("start", "load", "context", "ready", "run"))}  # State.stage's order
+
+
 class LlamaCppBase(LogParser):
     """The parser's name, state and shared steps; the parts of the parser build on it."""
 
@@ -144,11 +150,10 @@ class LlamaCppBase(LogParser):
         s.output_bytes += len(text)
 
     def _stage(self, stage: str) -> None:
-        order = ["start", "load", "context", "ready", "run"]
         if stage == "load" and self.s.stage in ("ready", "run"):
             self.s.stage = "load"  # a new model load (another run in the same log)
             return
-        if order.index(stage) > order.index(self.s.stage):
+        if _STAGES[stage] > _STAGES[self.s.stage]:
             self.s.stage = stage
 
     def _stage_phase(self) -> str:
