@@ -87,8 +87,6 @@ class Folder:
         self._matched: tuple[bytes | None, int] = (None, 0)  # the last run matched: its region and end
         self.parsers: list[LogParser] = []
         self.runs = 0  # runs folded (tests read it: a fold that never happens proves nothing)
-        # the scanner's cheap first test before `try_fold` (LineScanner.probe)
-        self.probe = re.compile(b"|".join(map(re.escape, spec.probes))).search if spec.probes else None
 
     @classmethod
     def build(cls, owner: int, parsers: list[LogParser], router: Router, scanner: LineScanner,
@@ -150,51 +148,71 @@ class Folder:
 
 class Folders:
     """Every fold of one analysis (one per parser that declares hot lines and passes the checks), behind one
-    hook for the scanner: its probe is any folder's probe, and a candidate line that passes it is offered to
-    the folders whose own probe it passes, in parser order, until one folds a run."""
+    hook for the scanner: its probe is any spec's probe, and a candidate line that passes it is offered to the
+    folders whose own probe it passes, in parser order, until one folds a run. A folder is built (checked,
+    compiled) when a line first passes its probe: a log that holds no such line pays nothing for it."""
 
-    def __init__(self, folders: list[Folder]) -> None:
-        self.folders = folders
-        probes = [p for f in folders for p in f.spec.probes]
-        every = all(f.spec.probes for f in folders)
-        self.probe = re.compile(b"|".join(map(re.escape, probes))).search if every else None
-        self.probe_within = max(f.spec.probe_within for f in folders)
+    def __init__(self, owners: list[int], parsers: list[LogParser], router: Router, scanner: LineScanner,
+                 starts: StartLines) -> None:
+        self.owners = owners  # the parsers (their indices) that declare hot lines
+        self.specs = [h for h in (type(parsers[i]).hot for i in owners) if h is not None]
+        self._parsers = parsers
+        self._context = (router, scanner, starts)
+        self._built: dict[int, Folder | None] = {}
+        self._probes = [re.compile(b"|".join(map(re.escape, s.probes))).search if s.probes else None
+                        for s in self.specs]
+        probes = [p for s in self.specs for p in s.probes]
+        every = all(s.probes for s in self.specs)
+        self.probe = re.compile(b"|".join(map(re.escape, dict.fromkeys(probes)))).search if every else None
+        self.probe_within = max(s.probe_within for s in self.specs)
 
     @classmethod
     def build(cls, parsers: list[LogParser], router: Router | None, scanner: LineScanner,
               starts: StartLines) -> Folders | None:
-        if router is None:
+        owners = [i for i, p in enumerate(parsers) if type(p).hot is not None]
+        if router is None or not owners:
             return None
-        folders = [f for i, p in enumerate(parsers) if type(p).hot is not None
-                   for f in (Folder.build(i, parsers, router, scanner, starts),) if f is not None]
-        return cls(folders) if folders else None
+        return cls(owners, parsers, router, scanner, starts)
+
+    def _folder(self, owner: int) -> Folder | None:
+        if owner not in self._built:
+            self._built[owner] = Folder.build(owner, self._parsers, *self._context)
+        return self._built[owner]
+
+    @property
+    def folders(self) -> list[Folder]:
+        """The folders that passed their checks (every one built)."""
+        return [f for f in map(self._folder, self.owners) if f is not None]
 
     @property
     def runs(self) -> int:
         """Runs folded, by every folder (tests read it: a fold that never happens proves nothing)."""
-        return sum(f.runs for f in self.folders)
+        return sum(f.runs for f in self._built.values() if f is not None)
 
     def of(self, owner: type[LogParser]) -> Folder | None:
         """The folder of the parser of class `owner` (None: its hot lines are read line by line)."""
-        return next((f for f in self.folders if isinstance(f.parsers[0], owner)), None)
+        return next((self._folder(i) for i in self.owners if isinstance(self._parsers[i], owner)), None)
 
     def bind(self, parsers: list[LogParser]) -> None:
         """The parsers of a new session."""
-        for folder in self.folders:
-            folder.bind(parsers)
+        self._parsers = parsers
+        for folder in self._built.values():
+            if folder is not None:
+                folder.bind(parsers)
 
     def attach(self, scanner: LineScanner) -> None:
         """Make `scanner` hand its candidate lines that pass a probe to `try_fold`."""
-        only = self.folders[0] if len(self.folders) == 1 else None
-        scanner.fold = only.try_fold if only is not None else self.try_fold
+        scanner.fold = self.try_fold
         scanner.probe = self.probe
         scanner.probe_within = self.probe_within
 
     def try_fold(self, region: bytes, start: int, end: int, number: int) -> tuple[int, int]:
         """The first folder whose probe the line passes and that folds a run there (Folder.try_fold)."""
-        for folder in self.folders:
-            probe = folder.probe
-            if probe is not None and not probe(region, start, start + folder.spec.probe_within):
+        for owner, spec, probe in zip(self.owners, self.specs, self._probes, strict=True):
+            if probe is not None and not probe(region, start, start + spec.probe_within):
+                continue
+            folder = self._folder(owner)
+            if folder is None:
                 continue
             taken = folder.try_fold(region, start, end, number)
             if taken[1]:

@@ -136,25 +136,29 @@ def _after(items: Any, before: frozenset[str], chars: frozenset[str], pairs: fro
 
 
 @functools.lru_cache(maxsize=8)
+def _alphabet(shape: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """The characters and adjacent pairs the lines of `shape` can hold; None where it cannot tell (parsed once
+    per shape: the parse of a long alternation costs milliseconds)."""
+    try:
+        first, last, _, pairs = _shape(_sre_parse.parse(shape))
+    except Exception:
+        return None
+    return frozenset(first | last | {c for p in pairs for c in p}), frozenset(pairs)
+
+
 def free_text(shape: str) -> bool:
     """Whether lines of `shape` can hold text it does not spell out (a negated class, `.`, anything this
     analysis cannot follow): a path, a message. Such a shape's lines are not told apart by its samples."""
-    try:
-        _shape(_sre_parse.parse(shape))
-    except Exception:
-        return True
-    return False
+    return _alphabet(shape) is None
 
 
 @functools.lru_cache(maxsize=8)
 def can_occur(shape: str) -> Callable[[str], bool]:
     """`occurs(pattern)`: False only when `pattern` matches inside no line `shape` produces (see above)."""
-    try:
-        first, last, _, pairs = _shape(_sre_parse.parse(shape))
-        chars = frozenset(first | last | {c for p in pairs for c in p})
-        frozen = frozenset(pairs)
-    except Exception:
+    alphabet = _alphabet(shape)
+    if alphabet is None:
         return lambda pattern: True
+    chars, frozen = alphabet
 
     def occurs(pattern: str) -> bool:
         try:
