@@ -134,9 +134,30 @@ def _communicate_wait4(proc: subprocess.Popen[bytes]) -> tuple[tuple[bytes, int]
     return (got.get("out", b""), usage.ru_maxrss), got.get("err", b"")
 
 
-def bench_follow(work: Path, scale: float, rates_mb: tuple[float, ...]) -> dict[str, Any]:
-    """watch --log on a file that grows at each rate for `seconds`; how far behind the reader is
-    (measured from its descriptor's offset), how long it needs to catch up, and its memory."""
+def source_lines(source: str) -> tuple[bytes, bytes]:
+    """(head, block) a growing log is written from: `mixed`, real lines of every kind (tests/hostile/load_tools.py
+    log_block); `queue` and `ollama`, a busy server's real request lines after its real start-up, as
+    bench/analyze_real.py builds them (real-queueing.log's request block; the real `[GIN]` access lines)."""
+    if source == "mixed":
+        return b"", log_block()
+    from bench.analyze_real import QUEUE_HEAD, build_ollama, build_queue
+
+    path = Path(tempfile.mkdtemp(prefix="llm-doctor-source-")) / f"{source}.log"
+    try:
+        {"queue": build_queue, "ollama": build_ollama}[source](path, 2 * MB)
+        lines = path.read_bytes().splitlines(keepends=True)
+    finally:
+        path.unlink(missing_ok=True)
+        path.parent.rmdir()
+    head = QUEUE_HEAD if source == "queue" else next(i for i, ln in enumerate(lines) if b"[GIN] " in ln)
+    body = b"".join(lines[head:-1])  # whole lines: the last may be the exit line or cut short by the size
+    return b"".join(lines[:head]), body
+
+
+def bench_follow(work: Path, scale: float, rates_mb: tuple[float, ...], source: str = "mixed") -> dict[str, Any]:
+    """watch --log on a file that grows at each rate for `seconds` (from `source`: source_lines); how far behind
+    the reader is (measured from its descriptor's offset), how long it needs to catch up, and its memory."""
+    head, block = source_lines(source)
     seconds = max(3.0, 20.0 * scale)
     out: dict[str, Any] = {}
     for rate in rates_mb:
@@ -145,7 +166,7 @@ def bench_follow(work: Path, scale: float, rates_mb: tuple[float, ...]) -> dict[
         proc = subprocess.Popen([sys.executable, "-m", "doctor", "watch", "--log", str(log), "--format", "json",
                                  "--duration", "3600"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         time.sleep(1.5)  # let it start and open the file
-        writer = RateWriter(log, rate * MB, seconds)
+        writer = RateWriter(log, rate * MB, seconds, block, head)
         sampler = Sampler(proc.pid, log, writer)
         sampler.start()
         writer.start()
@@ -167,6 +188,7 @@ def bench_follow(work: Path, scale: float, rates_mb: tuple[float, ...]) -> dict[
         rss = [s["rss_mib"] for s in sampler.samples]
         size = log.stat().st_size
         out[f"{rate:g} MB/s"] = {
+            "source": source,
             "written_mb": round(size / MB, 1), "write_seconds": seconds, "lines_written": writer.lines,
             "lines_read": report["facts"]["facts"]["run.log_lines"]["value"] if report else None,
             "exit_code": proc.returncode,
@@ -216,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--only", default="", help="comma list: analyze,follow,flood")
     p.add_argument("--rates", default="10,25,50", help="follow rates in MB/s")
+    p.add_argument("--source", default="mixed", choices=("mixed", "queue", "ollama"),
+                   help="the lines a followed log grows with (bench.load source_lines)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "load.json"))
     args = p.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
@@ -225,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         if not only or "analyze" in only:
             result["analyze"] = bench_analyze(work, args.scale)
         if not only or "follow" in only:
-            result["follow"] = bench_follow(work, args.scale, tuple(float(r) for r in args.rates.split(",")))
+            result["follow"] = bench_follow(work, args.scale, tuple(float(r) for r in args.rates.split(",")),
+                                            args.source)
         if not only or "flood" in only:
             result["flood"] = bench_flood(work, args.scale)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

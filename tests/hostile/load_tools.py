@@ -106,21 +106,29 @@ def slow_reader(bytes_per_s: float, chunk: int = 1 << 16) -> Any:
 
 
 class RateWriter(threading.Thread):
-    """Appends real log lines to a file at `bytes_per_s` for `seconds`, in 64 KiB writes."""
+    """Appends real log lines to a file at `bytes_per_s` for `seconds`, in 64 KiB writes: `head` once, then
+    `block` (by default log_block()) over and over."""
 
-    def __init__(self, path: Path, bytes_per_s: float, seconds: float) -> None:
+    def __init__(self, path: Path, bytes_per_s: float, seconds: float, block: bytes | None = None,
+                 head: bytes = b"") -> None:
         super().__init__(daemon=True)
         self.path = path
         self.rate = bytes_per_s
         self.seconds = seconds
+        self.block = block
+        self.head = head
         self.written = 0
         self.lines = 0
 
     def run(self) -> None:
-        chunks = line_chunks(log_block(), 1 << 16)
+        chunks = line_chunks(self.block if self.block is not None else log_block(), 1 << 16)
         start = time.monotonic()
         i = 0
         with self.path.open("ab", buffering=0) as handle:
+            if self.head:
+                handle.write(self.head)
+                self.written += len(self.head)
+                self.lines += self.head.count(b"\n")
             while time.monotonic() - start < self.seconds:
                 data = chunks[i % len(chunks)]
                 i += 1
