@@ -63,18 +63,28 @@ def _repeat(out: Path, head: bytes, block: bytes, tail: bytes, size: int) -> int
     return written
 
 
-def build_queue(out: Path, size: int) -> int:
+def queue_parts() -> tuple[bytes, bytes, bytes]:
+    """(start-up, request block, last line) of real-queueing.log."""
     lines = QUEUE.read_bytes().splitlines(keepends=True)
-    return _repeat(out, b"".join(lines[:QUEUE_HEAD]), b"".join(lines[QUEUE_HEAD:QUEUE_BLOCK_END]),
-                   b"".join(lines[QUEUE_BLOCK_END:]), size)
+    return (b"".join(lines[:QUEUE_HEAD]), b"".join(lines[QUEUE_HEAD:QUEUE_BLOCK_END]),
+            b"".join(lines[QUEUE_BLOCK_END:]))
 
 
-def build_ollama(out: Path, size: int) -> int:
+def ollama_parts() -> tuple[bytes, bytes, bytes]:
+    """(the journald log's start-up, every real `[GIN]` access line, nothing)."""
     files = sorted((ROOT / "fixtures" / "logs").rglob("*.log")) + sorted(corpus_dir().glob("*.log"))
     access = [line for p in files for line in p.read_bytes().splitlines(keepends=True) if b"[GIN] " in line
               and line.endswith(b"\n")]
     head = b"".join(line for line in OLLAMA.read_bytes().splitlines(keepends=True) if b"[GIN] " not in line)
-    return _repeat(out, head, b"".join(access), b"", size)
+    return head, b"".join(access), b""
+
+
+def build_queue(out: Path, size: int) -> int:
+    return _repeat(out, *queue_parts(), size)
+
+
+def build_ollama(out: Path, size: int) -> int:
+    return _repeat(out, *ollama_parts(), size)
 
 
 def build_mixed(out: Path, size: int) -> int:

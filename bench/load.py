@@ -140,18 +140,10 @@ def source_lines(source: str) -> tuple[bytes, bytes]:
     bench/analyze_real.py builds them (real-queueing.log's request block; the real `[GIN]` access lines)."""
     if source == "mixed":
         return b"", log_block()
-    from bench.analyze_real import QUEUE_HEAD, build_ollama, build_queue
+    from bench.analyze_real import ollama_parts, queue_parts
 
-    path = Path(tempfile.mkdtemp(prefix="llm-doctor-source-")) / f"{source}.log"
-    try:
-        {"queue": build_queue, "ollama": build_ollama}[source](path, 2 * MB)
-        lines = path.read_bytes().splitlines(keepends=True)
-    finally:
-        path.unlink(missing_ok=True)
-        path.parent.rmdir()
-    head = QUEUE_HEAD if source == "queue" else next(i for i, ln in enumerate(lines) if b"[GIN] " in ln)
-    body = b"".join(lines[head:-1])  # whole lines: the last may be the exit line or cut short by the size
-    return b"".join(lines[:head]), body
+    head, block, _ = queue_parts() if source == "queue" else ollama_parts()
+    return head, block
 
 
 def bench_follow(work: Path, scale: float, rates_mb: tuple[float, ...], source: str = "mixed") -> dict[str, Any]:

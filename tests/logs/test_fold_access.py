@@ -10,8 +10,6 @@ fixtures/logs/ollama/runner-cublas-oom-v0.5.13.log.
 
 from __future__ import annotations
 
-import io
-import json
 import random
 from pathlib import Path
 
@@ -22,8 +20,8 @@ from doctor.sources.engines.llamacpp.parser import LlamaCppParser
 from doctor.sources.engines.ollama.parser import OllamaParser
 from doctor.sources.engines.ollama.patterns import GIN, INFERENCE_PATH
 from doctor.sources.logs.analyze import LogAnalyzer
-from doctor.sources.logs.stream import open_input, rewindable
 from doctor.views.render.json import render_json
+from tests.logs.test_fold import _analyze
 
 ROOT = Path(__file__).resolve().parents[2]
 CRASH = (ROOT / "fixtures" / "logs" / "ollama" / "runner-cublas-oom-v0.5.13.log").read_bytes().splitlines()
@@ -120,16 +118,6 @@ def ollama_log(seed: int = 0, requests: int = 3000, crlf: bool = False, breaks: 
     access(requests // 3)
     end = "\r\n" if crlf else "\n"
     return (end.join(out) + end).encode()
-
-
-def _analyze(data: bytes, fold: bool, chunk: int = 1 << 22) -> tuple[LogAnalyzer, str]:
-    analyzer = LogAnalyzer("ollama.log", fold=fold)
-    analyzer.scanner.hold_last = True
-    stream = open_input(rewindable(io.BytesIO(data)))
-    while block := stream.read(chunk):
-        analyzer.feed(block)
-    facts = analyzer.finish()
-    return analyzer, json.dumps(facts.to_json(), sort_keys=True)
 
 
 def _ollama(analyzer: LogAnalyzer) -> OllamaParser:
