@@ -1,7 +1,8 @@
 """The fast paths of the log analysis find exactly what the plain paths find.
 
 - literal gates (matcher.gated): a regex runs only where one of the literals read from its own syntax
-  is in the text, so every match must contain one of them;
+  is in the text, so every match must contain one of them; and it begins at the first of its leading
+  literals less their lead (matcher.leading_literals), so the match is the same one, groups and all;
 - the literal index and the llama.cpp dispatch routing: the same facts as trying every line kind;
 - the analyzer's router: the same facts as giving every line to every parser;
 - chunked input and the direct RE2 calls: the same candidates, line numbers and facts.
@@ -31,6 +32,7 @@ from doctor.sources.logs.matcher import (
     LiteralIndex,
     compile_triggers,
     gated,
+    leading_literals,
     required_literals,
     span_finder,
     text_filter,
@@ -79,7 +81,7 @@ def test_a_gate_never_hides_a_match_in_the_fixtures(name: str, pattern: GatedPat
     regex = pattern.regex
     for text in TEXTS:
         plain = regex.search(text)
-        assert (pattern.search(text) is None) == (plain is None), (name, text[:200])
+        assert _same(pattern.search(text), plain), (name, text[:200])
         if plain is not None and pattern.literals:
             assert any(lit in text for lit in pattern.literals), (name, text[:200])
         assert pattern.findall(text) == regex.findall(text), name
@@ -92,7 +94,41 @@ def test_a_gate_never_hides_a_match_in_generated_text(data: st.DataObject) -> No
     # text made of the pattern's own literals, digits and separators: where matches are likely
     pieces = [*(pattern.literals or ()), "0", "12", " = ", ": ", "(", ")", ",", " ", "MiB", "\n", "é", "x"]
     text = "".join(data.draw(st.lists(st.sampled_from(pieces), max_size=12)))
-    assert (pattern.search(text) is None) == (pattern.regex.search(text) is None), (name, text)
+    pos = data.draw(st.integers(min_value=-2, max_value=len(text) + 1))
+    assert _same(pattern.search(text), pattern.regex.search(text)), (name, text)
+    assert _same(pattern.search(text, pos), pattern.regex.search(text, pos)), (name, text, pos)
+
+
+def _same(got: re.Match[str] | None, plain: re.Match[str] | None) -> bool:
+    """The very match: the same span and the same groups (a search begun later must not find a later one)."""
+    if got is None or plain is None:
+        return got is plain
+    return got.span() == plain.span() and got.groups() == plain.groups() and got.lastindex == plain.lastindex
+
+
+@pytest.mark.parametrize("source,expected", [
+    (r"\bseed\s*=\s*(\d+)|sampler seed:\s*(\d+)", (0, ("sampler seed:", "seed"))),  # not simplified: offsets
+    (r"""['"]?(prompt_tokens|prompt_eval_count)['"]?\s*[:=]\s*(\d+)""", (1, ("prompt_eval_count", "prompt_tokens"))),
+    (r"(?<![\w-])x=(\d+)", (0, ("x=",))),  # look-behind reads before the start: no width
+    (r"\d{1,3} MiB", (3, (" MiB",))),
+    (r"(?:foo|bar)\d+ baz", (0, ("bar", "foo"))),
+    (r"-ngl|--gpu-layers", (0, ("--gpu-layers", "-ngl"))),
+    (r"\s*x", None),  # unbounded before any literal
+    (r"(\w+) = (\d+)", None),
+    (r"(?i)abc", None),
+])
+def test_leading_literals(source: str, expected: tuple[int, tuple[str, ...]] | None) -> None:
+    assert leading_literals(source) == expected
+
+
+def test_a_search_begins_at_the_lead_and_finds_the_same_match() -> None:
+    p = gated(r"\btemperature['\"]?\s*[=:]\s*(-?\d+(?:\.\d+)?)|--temp(?:erature)?[ =](\d+)")
+    prompt = "x" * 5000 + " top temperature is hot, temperature=0.7, --temp 3"
+    for text in (prompt, "temperature=1", "--temperature 2 temperature=3", "atemperature=1 temperature=4"):
+        assert _same(p.search(text), p.regex.search(text)), text
+    assert p.search(prompt).group(1) == "0.7"
+    assert p.search(prompt, 5040) is not None and p.search(prompt, 5040).group(2) == "3"
+    assert p.search("temperature", -3) is None and p.search("temperature=5", -3).group(1) == "5"
 
 
 @pytest.mark.parametrize("source,expected", [

@@ -7,7 +7,8 @@ patterns requires (`required_literals`: Python's own regex parser run over ~200 
 its flags, the code that reads the syntax tree and Python's regex parser, so it is kept: one JSON
 file under the user's cache folder (`$XDG_CACHE_HOME/llm-doctor/literals`, else
 `~/.cache/llm-doctor/literals`; doctor/core/json_cache.py), named by a SHA-256 of matcher.py's
-source, this module's and the exact Python version, holding pattern -> literals. An entry is looked
+source, this module's and the exact Python version, holding pattern -> literals (and, under keys of
+their own, pattern -> where a search may begin: matcher.py `leading_literals`). An entry is looked
 up by the pattern's whole text and flags, so an edited pattern is a new entry and an edited reader
 or another Python a new file: it cannot go stale. What a run had to compute is written once, when
 the process exits. A missing, unreadable, foreign or damaged file is just a miss; a folder that
@@ -78,14 +79,16 @@ def _read(path: str | None) -> dict[str, list[str] | None]:
     return entries
 
 
-def _key(pattern: str, flags: int) -> str:
-    return f"{flags}\0{pattern}"
+def _key(pattern: str, flags: int, kind: str) -> str:
+    return f"{kind}\0{flags}\0{pattern}" if kind else f"{flags}\0{pattern}"
 
 
-def literals(pattern: str, flags: int, compute: Callable[[str, int], Literals]) -> Literals:
-    """`compute(pattern, flags)`, from the cache when this pattern's answer is there."""
+def literals(pattern: str, flags: int, compute: Callable[[str, int], Literals], kind: str = "") -> Literals:
+    """`compute(pattern, flags)`, from the cache when this pattern's answer is there. `kind` names
+    another question asked of the same pattern (matcher.py's "lead": where a search may begin); its
+    answers are kept beside the literals, under their own keys."""
     memo = _memo()
-    key = _key(pattern, flags)
+    key = _key(pattern, flags, kind)
     if key in memo:
         found = memo[key]
         return tuple(found) if found is not None else None

@@ -8,7 +8,10 @@ Fragments must use the syntax both engines share (no look-around, no backreferen
 A parser runs dozens of patterns on each candidate line, and `re` walks the whole line for each
 one. `gated(pattern)` reads the pattern's own syntax tree for the substrings every match must
 contain (one of a set) and checks those with `in` (a fast byte search) before running the regex:
-same matches, found only where they can be (the answers are kept between runs:
+same matches, found only where they can be. Most patterns also name literals that every match holds
+within a bounded distance of its start (`leading_literals`); the regex then begins at the first of
+them less that distance, not at the start of the line: a vLLM `Received request` line holds a whole
+prompt before the sampling parameters the patterns read (the answers are kept between runs:
 doctor/sources/logs/literal_cache.py). `LiteralIndex` tells which of many such literals a
 line holds in one RE2 set match (every parser routes its line kinds with it, doctor/sources/logs/base.py);
 `set_matcher`, `span_finder` and `text_filter` call RE2 without the binding's per-call overhead
@@ -17,6 +20,7 @@ where it allows; a `Verdict` lets whoever already matched a gate on a line say s
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -158,6 +162,85 @@ def _read_literals(pattern: str, flags: int) -> tuple[str, ...] | None:
     return tuple(sorted(found, key=lambda s: (-len(s), s))) if found else None
 
 
+# -- where a search may begin ------------------------------------------------------------------------
+Lead = tuple[int, tuple[str, ...]]  # (back, marks): see leading_literals
+_WIDE = 1 << 16  # an item that may match more characters than this counts as unbounded
+
+
+def leading_literals(pattern: str, flags: int = 0) -> Lead | None:
+    """(back, marks): every match of `pattern` holds an occurrence of one of `marks` that starts at most
+    `back` characters after the match does. So no match starts before the first occurrence of a mark,
+    less `back`, and a search may begin there (a long line whose marks come late is mostly skipped).
+    None when the pattern's beginning is unbounded before any literal (`\\s*x`), or case-insensitive."""
+    if flags & re.IGNORECASE:
+        return None
+    found = literal_cache.literals(pattern, flags, _read_lead, kind="lead")
+    return (int(found[0]), found[1:]) if found else None
+
+
+def _read_lead(pattern: str, flags: int) -> tuple[str, ...] | None:
+    """leading_literals as the cache keeps it: (str(back), *marks)."""
+    try:
+        parsed = _sre_parse.parse(pattern, flags)
+        if parsed.state.flags & re.IGNORECASE:
+            return None
+        found = _lead(list(parsed), parsed.state)
+    except Exception:  # an unexpected tree shape: no skip, the search starts where it was asked to
+        return None
+    return (str(found[0]), *sorted(found[1])) if found else None
+
+
+def _lead(items: list[tuple[Any, Any]], state: Any) -> tuple[int, frozenset[str]] | None:
+    """(back, marks) of a sequence: its first literal run, or the first item that has a lead, after
+    items of bounded width; None when an unbounded item comes first."""
+    offset = 0
+    run: list[str] = []
+    run_at = 0
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL":
+            if not run:
+                run_at = offset
+            run.append(chr(av))
+            offset += 1
+            continue
+        if run:  # `prompt_(?:tokens|eval_count)`, as `re` factors a shared prefix: the whole words
+            return run_at, _words("".join(run), av[1]) if name == "BRANCH" else frozenset(["".join(run)])
+        found: tuple[int, frozenset[str]] | None = None
+        if name == "SUBPATTERN":
+            _group, add_flags, _del_flags, sub = av
+            if not add_flags & re.IGNORECASE:
+                found = _lead(list(sub), state)
+        elif name == "ATOMIC_GROUP":
+            found = _lead(list(av), state)
+        elif name == "BRANCH":
+            alternatives = [_lead(list(branch), state) for branch in av[1]]
+            if alternatives and all(alternatives):
+                found = (max(a[0] for a in alternatives if a),
+                         frozenset().union(*(a[1] for a in alternatives if a)))
+        elif name in _REPEATS and av[0] >= 1:
+            found = _lead(list(av[2]), state)
+        if found is not None:
+            return offset + found[0], found[1]
+        width = _sre_parse.SubPattern(state, [(op, av)]).getwidth()[1]
+        if width >= _WIDE:
+            return None
+        offset += width
+    return (run_at, frozenset(["".join(run)])) if run else None
+
+
+def _words(prefix: str, branches: list[list[tuple[Any, Any]]]) -> frozenset[str]:
+    """`prefix` and each branch's leading literals (all start where the prefix does), or just `prefix`
+    when a branch begins with something else."""
+    words = set()
+    for branch in branches:
+        lead = "".join(chr(av) for _op, av in itertools.takewhile(lambda item: str(item[0]) == "LITERAL", branch))
+        if not lead:
+            return frozenset([prefix])
+        words.add(prefix + lead)
+    return frozenset(words)
+
+
 def _sequence(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
     """Best requirement of a sequence: a run of consecutive literals, or what one item requires."""
     best: frozenset[str] | None = None
@@ -263,6 +346,7 @@ class GatedPattern:
         if not literals:
             self.search, self.findall, self.finditer = search, findall, finditer
             return
+        lead = leading_literals(self.pattern, self._flags)
         if len(literals) == 1:
             literal = literals[0]
 
@@ -283,6 +367,9 @@ class GatedPattern:
                     if lit in text:
                         return search(text, pos, endpos)
                 return None
+
+        if lead is not None:
+            gated_search = _skipping(None if set(lead[1]) == set(literals) else opened, search, lead)
 
         def gated_findall(text: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
             return findall(text, pos, endpos) if opened(text) else []
@@ -311,6 +398,30 @@ class GatedPattern:
 
     def __repr__(self) -> str:
         return f"gated({self.pattern!r})"
+
+
+def _skipping(opened: Callable[[str], bool] | None, search: Callable[..., re.Match[str] | None],
+              lead: Lead) -> Callable[..., re.Match[str] | None]:
+    """A gated search that begins the regex at the first mark less its lead (leading_literals): the same
+    match, since none starts before. `opened`: the literal gate, None where the marks are its literals
+    (finding them is the gate)."""
+    back, marks = lead
+
+    def skipping_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        if opened is not None and not opened(text):
+            return None
+        if pos < 0:  # as `re` reads it (str.find would count from the end)
+            pos = 0
+        first = -1
+        for mark in marks:
+            at = text.find(mark, pos, endpos)
+            if at >= 0 and (first < 0 or at < first):
+                first = at
+        if first < 0:
+            return None
+        return search(text, first - back if first - back > pos else pos, endpos)
+
+    return skipping_search
 
 
 def gated(source: str | re.Pattern[str], flags: int = 0) -> Any:
