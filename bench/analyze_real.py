@@ -9,7 +9,13 @@ Two logs made of real recordings, repeated to `--size-mb`:
     many sessions;
   - ollama: fixtures/logs/ollama/healthy-v0.5.7-journald.log's start-up, then every real `[GIN]` access line
     of those logs (bare and behind journald's prefix) repeated: one long Ollama server, one access line
-    per request (not one of the issue's two logs: the other engine whose request lines are folded).
+    per request (not one of the issue's two logs: the other engine whose request lines are folded);
+  - vllm: fixtures/logs/vllm/healthy-v0.8.5-v1-tp2.log's start-up, then every request line of the vLLM logs
+    (`Received request` with its prompt and sampling parameters, `Added request`, `Finished request`, the
+    API server's access lines) in file order, five times, then one of their periodic `Avg prompt
+    throughput` stats lines (each in turn: about what a server taking ten requests a second prints in its
+    ten-second stats interval), repeated: a busy vLLM server that logs its requests (the default before
+    v0.10), read line by line (not folded).
 For `--rounds` rounds, in turn: `llm-doctor analyze FILE --format json` as a user runs it (wall, CPU,
 peak RSS), the same with LLM_DOCTOR_FOLD=0 (the per-line reference path, no folding of hot-line runs:
 doctor/sources/logs/fold.py; leave it out with --no-reference) and `grep -E -c -f TRIGGERS FILE` (the
@@ -19,7 +25,7 @@ swings with the load) and the peak RSS (<= 100 MB). `watch --log` feeds the same
 (doctor/sources/live/session.py emit_log_block); its capacity is the analyze rate, judged against a log
 growing at 50 MB/s.
 
-    python bench/analyze_real.py [--size-mb 100] [--rounds 3] [--logs queue,mixed,ollama] [--no-reference]
+    python bench/analyze_real.py [--size-mb 100] [--rounds 3] [--logs queue,mixed,ollama,vllm] [--no-reference]
 """
 
 from __future__ import annotations
@@ -43,6 +49,10 @@ WATCH_RATE = 50.0  # MB/s: the growing log watch --log must keep up with
 QUEUE = ROOT / "fixtures" / "logs" / "llama-server" / "real-queueing.log"
 QUEUE_HEAD, QUEUE_BLOCK_END = 11, 45  # lines 1-11: start-up; 12-45: the request block; 46: exit
 OLLAMA = ROOT / "fixtures" / "logs" / "ollama" / "healthy-v0.5.7-journald.log"
+VLLM = ROOT / "fixtures" / "logs" / "vllm" / "healthy-v0.8.5-v1-tp2.log"
+VLLM_REQUEST_LINES = (b"Received request ", b"Added request ", b"Finished request ", b' HTTP/1.1" ')
+VLLM_STATS_LINE = b"Avg prompt throughput: "
+VLLM_REQUESTS_PER_STATS = 5  # the request lines, this many times, between two stats lines
 
 
 def corpus_dir() -> Path:
@@ -79,12 +89,28 @@ def ollama_parts() -> tuple[bytes, bytes, bytes]:
     return head, b"".join(access), b""
 
 
+def vllm_parts() -> tuple[bytes, bytes, bytes]:
+    """(healthy-v0.8.5-v1-tp2.log's start-up, the request lines of the vLLM logs with their stats lines
+    between, nothing)."""
+    files = sorted((ROOT / "fixtures" / "logs" / "vllm").glob("*.log"))
+    lines = [line for p in files for line in p.read_bytes().splitlines(keepends=True) if line.endswith(b"\n")]
+    requests = b"".join(line for line in lines if any(mark in line for mark in VLLM_REQUEST_LINES))
+    stats = [line for line in lines if VLLM_STATS_LINE in line]
+    head = VLLM.read_bytes().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(head) if b"Received request " in line)
+    return b"".join(head[:first]), b"".join(requests * VLLM_REQUESTS_PER_STATS + line for line in stats), b""
+
+
 def build_queue(out: Path, size: int) -> int:
     return _repeat(out, *queue_parts(), size)
 
 
 def build_ollama(out: Path, size: int) -> int:
     return _repeat(out, *ollama_parts(), size)
+
+
+def build_vllm(out: Path, size: int) -> int:
+    return _repeat(out, *vllm_parts(), size)
 
 
 def build_mixed(out: Path, size: int) -> int:
@@ -94,9 +120,9 @@ def build_mixed(out: Path, size: int) -> int:
     return _repeat(out, b"", blob, b"", size)
 
 
-BUILDERS = {"queue": build_queue, "mixed": build_mixed, "ollama": build_ollama}
+BUILDERS = {"queue": build_queue, "mixed": build_mixed, "ollama": build_ollama, "vllm": build_vllm}
 TITLES = {"queue": "real-queueing.log request block repeated", "mixed": "every engine's real logs, repeated",
-          "ollama": "real Ollama access lines repeated"}
+          "ollama": "real Ollama access lines repeated", "vllm": "vLLM request lines repeated"}
 
 
 def measure(name: str, size_mb: int, rounds: int, patterns: Path, reference: bool = True) -> list[Row]:
@@ -161,7 +187,7 @@ def arguments(doc: str, logs: str) -> argparse.ArgumentParser:
 
 
 def main() -> int:
-    ap = arguments(__doc__, "queue,mixed,ollama")
+    ap = arguments(__doc__, "queue,mixed,ollama,vllm")
     ap.add_argument("--no-reference", action="store_true", help="leave out the per-line path (LLM_DOCTOR_FOLD=0)")
     args = ap.parse_args()
     patterns = trigger_file(workdir())

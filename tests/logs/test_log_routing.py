@@ -129,6 +129,13 @@ def test_a_search_begins_at_the_lead_and_finds_the_same_match() -> None:
     assert p.search(prompt).group(1) == "0.7"
     assert p.search(prompt, 5040) is not None and p.search(prompt, 5040).group(2) == "3"
     assert p.search("temperature", -3) is None and p.search("temperature=5", -3).group(1) == "5"
+    # many places to try (one search from the first instead), and windows that overlap (a lead of 3)
+    many = "temperature " * 20 + "temperature: 9"
+    assert p.search(many).group(1) == "9" and p.search(many).start() == p.regex.search(many).start()
+    q = gated(r"\d{1,3} MiB")
+    for text in ("1 MiB", "12 MiB 345 MiB", "x1234 MiB", "MiB 7 MiB", " MiB MiB 1 MiB", "99" + " MiB" * 12 + "5 MiB"):
+        assert _same(q.search(text), q.regex.search(text)), text
+        assert _same(q.search(text, 2), q.regex.search(text, 2)), text
 
 
 @pytest.mark.parametrize("source,expected", [

@@ -9,10 +9,10 @@ A parser runs dozens of patterns on each candidate line, and `re` walks the whol
 one. `gated(pattern)` reads the pattern's own syntax tree for the substrings every match must
 contain (one of a set) and checks those with `in` (a fast byte search) before running the regex:
 same matches, found only where they can be. Most patterns also name literals that every match holds
-within a bounded distance of its start (`leading_literals`); the regex then begins at the first of
-them less that distance, not at the start of the line: a vLLM `Received request` line holds a whole
-prompt before the sampling parameters the patterns read (the answers are kept between runs:
-doctor/sources/logs/literal_cache.py). `LiteralIndex` tells which of many such literals a
+within a bounded distance of its start (`leading_literals`); the regex is then tried only that far
+before each of their occurrences, not along the whole line: a vLLM `Received request` line holds a
+whole prompt (and its token ids after) around the few sampling parameters the patterns read (the
+answers are kept between runs: doctor/sources/logs/literal_cache.py). `LiteralIndex` tells which of many such literals a
 line holds in one RE2 set match (every parser routes its line kinds with it, doctor/sources/logs/base.py);
 `set_matcher`, `span_finder` and `text_filter` call RE2 without the binding's per-call overhead
 where it allows; a `Verdict` lets whoever already matched a gate on a line say so. Pure.
@@ -369,7 +369,7 @@ class GatedPattern:
                 return None
 
         if lead is not None:
-            gated_search = _skipping(None if set(lead[1]) == set(literals) else opened, search, lead)
+            gated_search = _skipping(None if set(lead[1]) == set(literals) else opened, regex, lead)
 
         def gated_findall(text: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
             return findall(text, pos, endpos) if opened(text) else []
@@ -400,26 +400,42 @@ class GatedPattern:
         return f"gated({self.pattern!r})"
 
 
-def _skipping(opened: Callable[[str], bool] | None, search: Callable[..., re.Match[str] | None],
+_FEW_STARTS = 8  # past this many places a match could start, one search from the first is cheaper
+
+
+def _skipping(opened: Callable[[str], bool] | None, regex: re.Pattern[str],
               lead: Lead) -> Callable[..., re.Match[str] | None]:
-    """A gated search that begins the regex at the first mark less its lead (leading_literals): the same
-    match, since none starts before. `opened`: the literal gate, None where the marks are its literals
-    (finding them is the gate)."""
+    """A gated search that tries the regex only where a match can start (leading_literals): within `back`
+    characters before an occurrence of a mark, in order, so the first that matches is the leftmost match,
+    the one a search finds. Where marks occur often, one search from the first of them less `back`.
+    `opened`: the literal gate, None where the marks are its literals (finding them is the gate)."""
     back, marks = lead
+    search, match = regex.search, regex.match
 
     def skipping_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
         if opened is not None and not opened(text):
             return None
         if pos < 0:  # as `re` reads it (str.find would count from the end)
             pos = 0
-        first = -1
+        found: list[int] = []
         for mark in marks:
             at = text.find(mark, pos, endpos)
-            if at >= 0 and (first < 0 or at < first):
-                first = at
-        if first < 0:
+            while at >= 0 and len(found) <= _FEW_STARTS:
+                found.append(at)
+                at = text.find(mark, at + 1, endpos)
+        if not found:
             return None
-        return search(text, first - back if first - back > pos else pos, endpos)
+        if len(found) > _FEW_STARTS or back > _FEW_STARTS:
+            first = min(at for at in (text.find(mark, pos, endpos) for mark in marks) if at >= 0)
+            return search(text, first - back if first - back > pos else pos, endpos)
+        tried = pos - 1
+        for at in sorted(found):
+            for start in range(max(at - back, tried + 1, pos), at + 1):
+                m = match(text, start, endpos)
+                if m is not None:
+                    return m
+            tried = at
+        return None
 
     return skipping_search
 
