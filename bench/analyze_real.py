@@ -15,7 +15,10 @@ Two logs made of real recordings, repeated to `--size-mb`:
     API server's access lines) in file order, five times, then one of their periodic `Avg prompt
     throughput` stats lines (each in turn: about what a server taking ten requests a second prints in its
     ten-second stats interval), repeated: a busy vLLM server that logs its requests (the default before
-    v0.10), read line by line (not folded).
+    v0.10), read line by line (not folded);
+  - sglang: fixtures/logs/sglang/v0.4.3-decode-retract-kv-full.log's start-up, then every batch line of the SGLang
+    logs behind a dated stamp (`Prefill batch` / `Decode batch`, 0.4.3 and 0.5.23), repeated: a busy SGLang
+    server, its scheduler's lines folded (doctor/sources/engines/sglang/fold.py).
 For `--rounds` rounds, in turn: `llm-doctor analyze FILE --format json` as a user runs it (wall, CPU,
 peak RSS), the same with LLM_DOCTOR_FOLD=0 (the per-line reference path, no folding of hot-line runs:
 doctor/sources/logs/fold.py; leave it out with --no-reference) and `grep -E -c -f TRIGGERS FILE` (the
@@ -25,7 +28,7 @@ swings with the load) and the peak RSS (<= 100 MB). `watch --log` feeds the same
 (doctor/sources/live/session.py emit_log_block); its capacity is the analyze rate, judged against a log
 growing at 50 MB/s.
 
-    python bench/analyze_real.py [--size-mb 100] [--rounds 3] [--logs queue,mixed,ollama,vllm] [--no-reference]
+    python bench/analyze_real.py [--size-mb 100] [--rounds 3] [--logs queue,mixed,ollama,vllm,sglang] [--no-reference]
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ QUEUE_HEAD, QUEUE_BLOCK_END = 11, 45  # lines 1-11: start-up; 12-45: the request
 OLLAMA = ROOT / "fixtures" / "logs" / "ollama" / "healthy-v0.5.7-journald.log"
 VLLM = ROOT / "fixtures" / "logs" / "vllm" / "healthy-v0.8.5-v1-tp2.log"
 VLLM_REQUEST_LINES = (b"Received request ", b"Added request ", b"Finished request ", b' HTTP/1.1" ')
+SGLANG = ROOT / "fixtures" / "logs" / "sglang" / "v0.4.3-decode-retract-kv-full.log"
 VLLM_STATS_LINE = b"Avg prompt throughput: "
 VLLM_REQUESTS_PER_STATS = 5  # the request lines, this many times, between two stats lines
 
@@ -101,6 +105,17 @@ def vllm_parts() -> tuple[bytes, bytes, bytes]:
     return b"".join(head[:first]), b"".join(requests * VLLM_REQUESTS_PER_STATS + line for line in stats), b""
 
 
+def sglang_parts() -> tuple[bytes, bytes, bytes]:
+    """(v0.4.3-decode-retract-kv-full.log's start-up, every dated batch line of the SGLang logs, nothing)."""
+    files = sorted((ROOT / "fixtures" / "logs" / "sglang").glob("*.log"))
+    batches = [line for p in files for line in p.read_bytes().splitlines(keepends=True)
+               if line.endswith(b"\n") and line.startswith(b"[20") and (b"] Prefill batch" in line
+                                                                        or b"] Decode batch" in line)]
+    head = SGLANG.read_bytes().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(head) if b" batch" in line)
+    return b"".join(head[:first]), b"".join(batches), b""
+
+
 def build_queue(out: Path, size: int) -> int:
     return _repeat(out, *queue_parts(), size)
 
@@ -113,6 +128,10 @@ def build_vllm(out: Path, size: int) -> int:
     return _repeat(out, *vllm_parts(), size)
 
 
+def build_sglang(out: Path, size: int) -> int:
+    return _repeat(out, *sglang_parts(), size)
+
+
 def build_mixed(out: Path, size: int) -> int:
     files = sorted((ROOT / "fixtures" / "logs").rglob("*.log")) + sorted(corpus_dir().glob("*.log"))
     parts = [p.read_bytes() for p in files]
@@ -120,9 +139,11 @@ def build_mixed(out: Path, size: int) -> int:
     return _repeat(out, b"", blob, b"", size)
 
 
-BUILDERS = {"queue": build_queue, "mixed": build_mixed, "ollama": build_ollama, "vllm": build_vllm}
+BUILDERS = {"queue": build_queue, "mixed": build_mixed, "ollama": build_ollama, "vllm": build_vllm,
+            "sglang": build_sglang}
 TITLES = {"queue": "real-queueing.log request block repeated", "mixed": "every engine's real logs, repeated",
-          "ollama": "real Ollama access lines repeated", "vllm": "vLLM request lines repeated"}
+          "ollama": "real Ollama access lines repeated", "vllm": "vLLM request lines repeated",
+          "sglang": "SGLang batch lines repeated"}
 
 
 def measure(name: str, size_mb: int, rounds: int, patterns: Path, reference: bool = True) -> list[Row]:
@@ -187,7 +208,7 @@ def arguments(doc: str, logs: str) -> argparse.ArgumentParser:
 
 
 def main() -> int:
-    ap = arguments(__doc__, "queue,mixed,ollama,vllm")
+    ap = arguments(__doc__, "queue,mixed,ollama,vllm,sglang")
     ap.add_argument("--no-reference", action="store_true", help="leave out the per-line path (LLM_DOCTOR_FOLD=0)")
     args = ap.parse_args()
     patterns = trigger_file(workdir())

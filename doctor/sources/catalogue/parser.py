@@ -69,7 +69,7 @@ class CatalogueParser(LogParser):
     alone = True  # a line only its triggers select is its alone; it has no gate: its index says which are its own
     # the kinds of the hot-line runs the analyzer folds (doctor/sources/engines/llamacpp/fold.py HOT.kinds):
     # this parser reads those runs through `fold`; a kind missing here turns folding off (tests/logs/test_fold.py)
-    absorbs = frozenset({"server_signature", "timings", "context", "gin_access"})
+    absorbs = frozenset({"server_signature", "timings", "context", "gin_access", "sglang_batch"})
 
     def __init__(self) -> None:
         self.messages = active_set()

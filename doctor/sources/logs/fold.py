@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from typing import Any
 
 from doctor.sources.logs.base import LogParser
 from doctor.sources.logs.hot import HotLines, HotRun
@@ -51,13 +52,20 @@ def fold_enabled() -> bool:
     return os.environ.get(ENV, "1") != "0"
 
 
+def _options(re2: Any) -> Any:
+    """RE2's options for a spec's shapes: room for the DFA of a shape of many fields (SGLang's batch lines;
+    RE2's default 8 MiB falls back to a slower engine and says so on stderr)."""
+    options = re2.Options()
+    options.max_mem = 64 << 20
+    return options
+
+
 def _compile_run(line: str) -> Callable[[bytes, int, int], int] | None:
     """`run_end(region, start, end)`: where the run of hot lines at `start` ends (start when none)."""
     try:
         import re2
 
-        options = re2.Options()
-        options.max_mem = 64 << 20
+        options = _options(re2)
         options.longest_match = True  # the longest run (units end at a line end): a simpler DFA, faster
         program = re2.compile(f"(?:(?:{line})\\r?\\n)+".encode(), options)._regexp
         anchor = re2._Anchor.ANCHOR_START
@@ -254,7 +262,7 @@ def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Route
     import re2
 
     try:
-        whole = re2.compile(f"(?:{spec.line})".encode())
+        whole = re2.compile(f"(?:{spec.line})".encode(), _options(re2))
     except re2.error:  # a spec RE2 refuses is read line by line
         return None
     for sample in spec.samples:  # the probe must not turn a unit away

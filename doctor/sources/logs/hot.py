@@ -6,7 +6,7 @@ Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from doctor.sources.logs.line import LogLine, make_line
@@ -70,10 +70,21 @@ class HotRun:
             return self.number + self.lines - self.region.count(b"\n", pos, self.end)
         return self.number + self.region.count(b"\n", self.start, pos)
 
-    def line_at(self, pos: int) -> LogLine:
-        """The line holding `pos`, decoded as the per-line path decodes it (for evidence)."""
+    def line_at(self, pos: int, number: int | None = None) -> LogLine:
+        """The line holding `pos`, decoded as the per-line path decodes it (for evidence); `number`: its line
+        number, when the caller knows it (lines_at)."""
         region = self.region
         begin = region.rfind(b"\n", self.start, pos) + 1 or self.start
         stop = region.find(b"\n", pos, self.end)
         raw = region[begin: stop if stop >= 0 else self.end]
-        return make_line(self.number_at(begin), raw[:-1] if raw.endswith(b"\r") else raw)
+        return make_line(self.number_at(begin) if number is None else number,
+                         raw[:-1] if raw.endswith(b"\r") else raw)
+
+    def lines_at(self, positions: Iterable[int]) -> Iterator[LogLine]:
+        """line_at for each of `positions`, in increasing order: the numbers counted on from the last one (many
+        lines of a long run without a count over the run for each)."""
+        at, number = self.start, self.number
+        for pos in positions:
+            number += self.region.count(b"\n", at, pos)
+            at = pos
+            yield self.line_at(pos, number)

@@ -129,7 +129,7 @@ class FoldLines(LlamaCppBase):
     hot = HOT
     # this parser has no gate: every routed line reaches it, the other engines' folded lines too (their kinds,
     # HotLines.kinds: doctor/sources/engines/<engine>/fold.py); it reads those runs as `_fold_foreign` says
-    absorbs = frozenset({"gin_access"})
+    absorbs = frozenset({"gin_access", "sglang_batch"})
 
     def fold_ready(self, kinds: tuple[str, ...]) -> bool:
         s = self.s

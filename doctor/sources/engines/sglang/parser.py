@@ -26,9 +26,8 @@ Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from doctor.core.facts import Facts, Source
+from doctor.core.facts import Facts
+from doctor.sources.engines.sglang.fold import BatchFold
 from doctor.sources.engines.sglang.patterns import (
     ARG,
     ARGS,
@@ -54,31 +53,15 @@ from doctor.sources.engines.sglang.patterns import (
     TOTAL_TRUNCATED,
     WEIGHTS,
 )
-from doctor.sources.logs.base import Extremes, LogParser, reads
+from doctor.sources.engines.sglang.state import GEN_TPS_KEPT, new_run
+from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
 
 
-@dataclass(slots=True)
-class _Run:
-    running: Extremes
-    queued: Extremes
-    usage: Extremes
-    gen_tps: list[tuple[float, Source]] = field(default_factory=list)
-    retracted: int = 0
-    retract_source: Source | None = None
+class SglangParser(BatchFold):
+    """Reads SGLang's server logs (its batch lines are folded a run at a time: fold.py)."""
 
-
-def _run() -> _Run:
-    return _Run(Extremes(), Extremes(), Extremes())
-
-
-class SglangParser(LogParser):
-    name = "sglang"
     kinds = KINDS
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.s = _run()
 
     def feed(self, line: LogLine) -> None:
         t = line.text
@@ -86,16 +69,13 @@ class SglangParser(LogParser):
             return
         self.dispatch(line)
 
-    def _vote(self) -> None:
-        self.votes["sglang"] += 1
-
     # -- start-up ----------------------------------------------------------------------------------
     @reads(ARGS_KIND)
     def _args(self, line: LogLine) -> bool:
         if not ARGS.search(line.text):
             return False
         self._vote()
-        self.s = _run()
+        self.s = new_run()
         for key, raw in ARG.findall(line.text):
             value = raw.strip("'")
             if value in ("None", ""):
@@ -168,7 +148,7 @@ class SglangParser(LogParser):
             s.queued.add(int(float(stats["#queue-req"])), src)
         if "token usage" in stats:
             s.usage.add(round(float(stats["token usage"]) * 100.0, 1), src)
-        if m.group(1) == "Decode" and "gen throughput (token/s)" in stats and len(s.gen_tps) < 10000:
+        if m.group(1) == "Decode" and "gen throughput (token/s)" in stats and len(s.gen_tps) < GEN_TPS_KEPT:
             s.gen_tps.append((float(stats["gen throughput (token/s)"]), src))
         return True
 
