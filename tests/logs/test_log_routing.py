@@ -132,6 +132,9 @@ def test_a_search_begins_at_the_lead_and_finds_the_same_match() -> None:
     # many places to try (one search from the first instead), and windows that overlap (a lead of 3)
     many = "temperature " * 20 + "temperature: 9"
     assert p.search(many).group(1) == "9" and p.search(many).start() == p.regex.search(many).start()
+    r = gated(r"a=(\d)|b=(\d)")  # two marks: one found often, the other (earlier) not looked for after the cap
+    for text in ("b=1" + " a=" * 20, " a=" * 20 + "b=2", "a=" * 3 + "b=3"):
+        assert _same(r.search(text), r.regex.search(text)), text
     q = gated(r"\d{1,3} MiB")
     for text in ("1 MiB", "12 MiB 345 MiB", "x1234 MiB", "MiB 7 MiB", " MiB MiB 1 MiB", "99" + " MiB" * 12 + "5 MiB"):
         assert _same(q.search(text), q.regex.search(text)), text

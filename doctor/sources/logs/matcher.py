@@ -407,16 +407,44 @@ def _skipping(opened: Callable[[str], bool] | None, regex: re.Pattern[str],
               lead: Lead) -> Callable[..., re.Match[str] | None]:
     """A gated search that tries the regex only where a match can start (leading_literals): within `back`
     characters before an occurrence of a mark, in order, so the first that matches is the leftmost match,
-    the one a search finds. Where marks occur often, one search from the first of them less `back`.
-    `opened`: the literal gate, None where the marks are its literals (finding them is the gate)."""
+    the one a search finds. Where marks occur often (or `back` is long), one search from the first start
+    not tried. `opened`: the literal gate, None where the marks are its literals (finding them is the gate)."""
     back, marks = lead
     search, match = regex.search, regex.match
 
-    def skipping_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+    def far_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
         if opened is not None and not opened(text):
             return None
-        if pos < 0:  # as `re` reads it (str.find would count from the end)
-            pos = 0
+        pos = max(pos, 0)  # as `re` reads it (str.find would count from the end)
+        first = -1
+        for mark in marks:
+            at = text.find(mark, pos, endpos)
+            if at >= 0 and (first < 0 or at < first):
+                first = at
+        return None if first < 0 else search(text, max(first - back, pos), endpos)
+
+    def one_mark_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        if opened is not None and not opened(text):
+            return None
+        tried = max(pos, 0) - 1  # every start up to here tried (or before `pos`)
+        at = text.find(mark, tried + 1, endpos)
+        tries = 0
+        while at >= 0:
+            tries += 1
+            if tries > _FEW_STARTS:
+                return search(text, tried + 1, endpos)
+            for start in range(at - back if at - back > tried else tried + 1, at + 1):
+                m = match(text, start, endpos)
+                if m is not None:
+                    return m
+            tried = at
+            at = text.find(mark, at + 1, endpos)
+        return None
+
+    def marks_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        if opened is not None and not opened(text):
+            return None
+        pos = max(pos, 0)
         found: list[int] = []
         for mark in marks:
             at = text.find(mark, pos, endpos)
@@ -425,19 +453,24 @@ def _skipping(opened: Callable[[str], bool] | None, regex: re.Pattern[str],
                 at = text.find(mark, at + 1, endpos)
         if not found:
             return None
-        if len(found) > _FEW_STARTS or back > _FEW_STARTS:
-            first = min(at for at in (text.find(mark, pos, endpos) for mark in marks) if at >= 0)
-            return search(text, first - back if first - back > pos else pos, endpos)
+        if len(found) > _FEW_STARTS:  # (the marks found after the cap were not looked for: find each one's first)
+            return far_search(text, pos, endpos)
+        found.sort()
         tried = pos - 1
-        for at in sorted(found):
-            for start in range(max(at - back, tried + 1, pos), at + 1):
+        for at in found:
+            for start in range(at - back if at - back > tried else tried + 1, at + 1):
                 m = match(text, start, endpos)
                 if m is not None:
                     return m
             tried = at
         return None
 
-    return skipping_search
+    if back > _FEW_STARTS:
+        return far_search
+    if len(marks) == 1:
+        mark = marks[0]
+        return one_mark_search
+    return marks_search
 
 
 def gated(source: str | re.Pattern[str], flags: int = 0) -> Any:
