@@ -112,7 +112,9 @@ def _same(got: re.Match[str] | None, plain: re.Match[str] | None) -> bool:
     (r"(?<![\w-])x=(\d+)", (0, ("x=",))),  # look-behind reads before the start: no width
     (r"\d{1,3} MiB", (3, (" MiB",))),
     (r"(?:foo|bar)\d+ baz", (0, ("bar", "foo"))),
-    (r"-ngl|--gpu-layers", (0, ("--gpu-layers", "-ngl"))),
+    (r"(?:foo|bar)x|-ngl|--gpu-layers", (0, ("--gpu-layers", "-ngl", "bar", "foo"))),
+    (r"-ngl|--gpu-layers", None),  # a literal first: `re` finds its starts itself
+    (r"(?:abc)\d", None),
     (r"\s*x", None),  # unbounded before any literal
     (r"(\w+) = (\d+)", None),
     (r"(?i)abc", None),
@@ -122,23 +124,27 @@ def test_leading_literals(source: str, expected: tuple[int, tuple[str, ...]] | N
 
 
 def test_a_search_begins_at_the_lead_and_finds_the_same_match() -> None:
+    """On a long text (a shorter one is searched whole: matcher._LONG) the regex is tried only near the marks."""
+    pad = "x" * 300 + " "
     p = gated(r"\btemperature['\"]?\s*[=:]\s*(-?\d+(?:\.\d+)?)|--temp(?:erature)?[ =](\d+)")
     prompt = "x" * 5000 + " top temperature is hot, temperature=0.7, --temp 3"
     for text in (prompt, "temperature=1", "--temperature 2 temperature=3", "atemperature=1 temperature=4"):
-        assert _same(p.search(text), p.regex.search(text)), text
+        for padded in (text, pad + text, text + " " + pad):
+            assert _same(p.search(padded), p.regex.search(padded)), padded
     assert p.search(prompt).group(1) == "0.7"
     assert p.search(prompt, 5040) is not None and p.search(prompt, 5040).group(2) == "3"
-    assert p.search("temperature", -3) is None and p.search("temperature=5", -3).group(1) == "5"
+    assert p.search(pad + "temperature", -3) is None and p.search(pad + "temperature=5", -3).group(1) == "5"
     # many places to try (one search from the first instead), and windows that overlap (a lead of 3)
-    many = "temperature " * 20 + "temperature: 9"
+    many = pad + "temperature " * 20 + "temperature: 9"
     assert p.search(many).group(1) == "9" and p.search(many).start() == p.regex.search(many).start()
     r = gated(r"a=(\d)|b=(\d)")  # two marks: one found often, the other (earlier) not looked for after the cap
     for text in ("b=1" + " a=" * 20, " a=" * 20 + "b=2", "a=" * 3 + "b=3"):
-        assert _same(r.search(text), r.regex.search(text)), text
+        assert _same(r.search(pad + text), r.regex.search(pad + text)), text
     q = gated(r"\d{1,3} MiB")
     for text in ("1 MiB", "12 MiB 345 MiB", "x1234 MiB", "MiB 7 MiB", " MiB MiB 1 MiB", "99" + " MiB" * 12 + "5 MiB"):
-        assert _same(q.search(text), q.regex.search(text)), text
-        assert _same(q.search(text, 2), q.regex.search(text, 2)), text
+        for padded in (pad + text, text + pad):
+            assert _same(q.search(padded), q.regex.search(padded)), text
+            assert _same(q.search(padded, 302), q.regex.search(padded, 302)), text
 
 
 @pytest.mark.parametrize("source,expected", [

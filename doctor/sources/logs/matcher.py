@@ -171,7 +171,8 @@ def leading_literals(pattern: str, flags: int = 0) -> Lead | None:
     """(back, marks): every match of `pattern` holds an occurrence of one of `marks` that starts at most
     `back` characters after the match does. So no match starts before the first occurrence of a mark,
     less `back`, and a search may begin there (a long line whose marks come late is mostly skipped).
-    None when the pattern's beginning is unbounded before any literal (`\\s*x`), or case-insensitive."""
+    None when the pattern's beginning is unbounded before any literal (`\\s*x`), when it is case-insensitive,
+    or when it begins with a literal (`re` then finds where it can start by itself)."""
     if flags & re.IGNORECASE:
         return None
     found = literal_cache.literals(pattern, flags, _read_lead, kind="lead")
@@ -184,10 +185,24 @@ def _read_lead(pattern: str, flags: int) -> tuple[str, ...] | None:
         parsed = _sre_parse.parse(pattern, flags)
         if parsed.state.flags & re.IGNORECASE:
             return None
+        if _literal_first(list(parsed)):  # `re` finds such a pattern's starts itself, as fast as `find`
+            return None
         found = _lead(list(parsed), parsed.state)
     except Exception:  # an unexpected tree shape: no skip, the search starts where it was asked to
         return None
     return (str(found[0]), *sorted(found[1])) if found else None
+
+
+def _literal_first(items: list[tuple[Any, Any]]) -> bool:
+    """Whether the pattern begins with a literal character (inside plain groups too): its literal prefix."""
+    while items:
+        op, av = items[0]
+        if str(op) == "LITERAL":
+            return True
+        if str(op) != "SUBPATTERN" or av[1] or av[2]:
+            return False
+        items = list(av[3])
+    return False
 
 
 def _lead(items: list[tuple[Any, Any]], state: Any) -> tuple[int, frozenset[str]] | None:
@@ -369,7 +384,7 @@ class GatedPattern:
                 return None
 
         if lead is not None:
-            gated_search = _skipping(None if set(lead[1]) == set(literals) else opened, regex, lead)
+            gated_search = _skipping(gated_search, None if set(lead[1]) == set(literals) else opened, regex, lead)
 
         def gated_findall(text: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
             return findall(text, pos, endpos) if opened(text) else []
@@ -401,11 +416,12 @@ class GatedPattern:
 
 
 _FEW_STARTS = 8  # past this many places a match could start, one search from the first is cheaper
+_LONG = 256  # a shorter text is searched whole: the regex walks it faster than the skip's own steps cost
 
 
-def _skipping(opened: Callable[[str], bool] | None, regex: re.Pattern[str],
-              lead: Lead) -> Callable[..., re.Match[str] | None]:
-    """A gated search that tries the regex only where a match can start (leading_literals): within `back`
+def _skipping(gated_search: Callable[..., re.Match[str] | None], opened: Callable[[str], bool] | None,
+              regex: re.Pattern[str], lead: Lead) -> Callable[..., re.Match[str] | None]:
+    """`gated_search`, for a long text tried only where a match can start (leading_literals): within `back`
     characters before an occurrence of a mark, in order, so the first that matches is the leftmost match,
     the one a search finds. Where marks occur often (or `back` is long), one search from the first start
     not tried. `opened`: the literal gate, None where the marks are its literals (finding them is the gate)."""
@@ -413,6 +429,8 @@ def _skipping(opened: Callable[[str], bool] | None, regex: re.Pattern[str],
     search, match = regex.search, regex.match
 
     def far_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        if len(text) < _LONG:
+            return gated_search(text, pos, endpos)
         if opened is not None and not opened(text):
             return None
         pos = max(pos, 0)  # as `re` reads it (str.find would count from the end)
@@ -424,6 +442,8 @@ def _skipping(opened: Callable[[str], bool] | None, regex: re.Pattern[str],
         return None if first < 0 else search(text, max(first - back, pos), endpos)
 
     def one_mark_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        if len(text) < _LONG:
+            return gated_search(text, pos, endpos)
         if opened is not None and not opened(text):
             return None
         tried = max(pos, 0) - 1  # every start up to here tried (or before `pos`)
@@ -442,6 +462,8 @@ def _skipping(opened: Callable[[str], bool] | None, regex: re.Pattern[str],
         return None
 
     def marks_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        if len(text) < _LONG:
+            return gated_search(text, pos, endpos)
         if opened is not None and not opened(text):
             return None
         pos = max(pos, 0)
