@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,22 +117,6 @@ def sglang_parts() -> tuple[bytes, bytes, bytes]:
     return b"".join(head[:first]), b"".join(batches), b""
 
 
-def build_queue(out: Path, size: int) -> int:
-    return _repeat(out, *queue_parts(), size)
-
-
-def build_ollama(out: Path, size: int) -> int:
-    return _repeat(out, *ollama_parts(), size)
-
-
-def build_vllm(out: Path, size: int) -> int:
-    return _repeat(out, *vllm_parts(), size)
-
-
-def build_sglang(out: Path, size: int) -> int:
-    return _repeat(out, *sglang_parts(), size)
-
-
 def build_mixed(out: Path, size: int) -> int:
     files = sorted((ROOT / "fixtures" / "logs").rglob("*.log")) + sorted(corpus_dir().glob("*.log"))
     parts = [p.read_bytes() for p in files]
@@ -139,8 +124,15 @@ def build_mixed(out: Path, size: int) -> int:
     return _repeat(out, b"", blob, b"", size)
 
 
-BUILDERS = {"queue": build_queue, "mixed": build_mixed, "ollama": build_ollama, "vllm": build_vllm,
-            "sglang": build_sglang}
+PARTS = {"queue": queue_parts, "ollama": ollama_parts, "vllm": vllm_parts, "sglang": sglang_parts}
+
+
+def _built(parts: Callable[[], tuple[bytes, bytes, bytes]]) -> Callable[[Path, int], int]:
+    """A builder of a log: the start-up, the block repeated, the tail (the parts)."""
+    return lambda out, size: _repeat(out, *parts(), size)
+
+
+BUILDERS = {"mixed": build_mixed, **{name: _built(parts) for name, parts in PARTS.items()}}
 TITLES = {"queue": "real-queueing.log request block repeated", "mixed": "every engine's real logs, repeated",
           "ollama": "real Ollama access lines repeated", "vllm": "vLLM request lines repeated",
           "sglang": "SGLang batch lines repeated"}

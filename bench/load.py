@@ -136,13 +136,14 @@ def _communicate_wait4(proc: subprocess.Popen[bytes]) -> tuple[tuple[bytes, int]
 
 def source_lines(source: str) -> tuple[bytes, bytes]:
     """(head, block) a growing log is written from: `mixed`, real lines of every kind (tests/hostile/load_tools.py
-    log_block); `queue` and `ollama`, a busy server's real request lines after its real start-up, as
-    bench/analyze_real.py builds them (real-queueing.log's request block; the real `[GIN]` access lines)."""
+    log_block); `queue`, `ollama`, `vllm` and `sglang`, a busy server's real request lines after its real
+    start-up, as bench/analyze_real.py builds them (real-queueing.log's request block; the real `[GIN]` access
+    lines; vLLM's request lines; SGLang's batch lines)."""
     if source == "mixed":
         return b"", log_block()
-    from bench.analyze_real import ollama_parts, queue_parts
+    from bench.analyze_real import PARTS
 
-    head, block, _ = queue_parts() if source == "queue" else ollama_parts()
+    head, block, _ = PARTS[source]()
     return head, block
 
 
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--only", default="", help="comma list: analyze,follow,flood")
     p.add_argument("--rates", default="10,25,50", help="follow rates in MB/s")
-    p.add_argument("--source", default="mixed", choices=("mixed", "queue", "ollama"),
+    p.add_argument("--source", default="mixed", choices=("mixed", "queue", "ollama", "vllm", "sglang"),
                    help="the lines a followed log grows with (bench.load source_lines)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "load.json"))
     args = p.parse_args(argv)

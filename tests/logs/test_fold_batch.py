@@ -214,3 +214,13 @@ def test_random_sglang_logs_fold_the_same(seed: int, chunk: int) -> None:
 def test_crlf_batch_lines_fold_the_same() -> None:
     folded = _same(sglang_log(seed=5, lines=900, crlf=True), chunk=65_536)
     assert folded.scanner.folded > 800
+
+
+def test_a_fold_first_needed_in_a_later_session_folds_the_same() -> None:
+    """The folder is built when its first line comes: here after another engine's session, with that session's
+    parsers and router."""
+    queue = (ROOT / "fixtures" / "logs" / "llama-server" / "real-queueing.log").read_bytes()
+    folded = _same(queue + sglang_log(seed=2, lines=400, breaks=0))
+    assert folded.folders is not None and len(folded.sessions) >= 2
+    folder = folded.folders.of(SglangParser)
+    assert folder is not None and folder.runs >= 2

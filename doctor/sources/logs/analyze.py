@@ -83,7 +83,7 @@ class LogAnalyzer:
         self.router = router.rebind(parsers) if router is not None else \
             Router.build(self.parsers, self.starts.fragments)
         if self.folders is not None:
-            self.folders.bind(parsers)
+            self.folders.bind(parsers, self.router)
         # the parsers that ever ask for the text between candidates (the others never do)
         self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
         self.skipped_lines = 0

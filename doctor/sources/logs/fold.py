@@ -168,7 +168,8 @@ class Folders:
         self.owners = owners  # the parsers (their indices) that declare hot lines
         self.specs = [h for h in (type(parsers[i]).hot for i in owners) if h is not None]
         self._parsers = parsers
-        self._context = (router, scanner, starts)
+        self._router: Router | None = router
+        self._context = (scanner, starts)
         self._built: dict[int, Folder | None] = {}
         self._probes = [re.compile(b"|".join(map(re.escape, s.probes))).search if s.probes else None
                         for s in self.specs]
@@ -187,7 +188,8 @@ class Folders:
 
     def _folder(self, owner: int) -> Folder | None:
         if owner not in self._built:
-            self._built[owner] = Folder.build(owner, self._parsers, *self._context)
+            router = self._router
+            self._built[owner] = None if router is None else Folder.build(owner, self._parsers, router, *self._context)
         return self._built[owner]
 
     @property
@@ -204,9 +206,11 @@ class Folders:
         """The folder of the parser of class `owner` (None: its hot lines are read line by line)."""
         return next((self._folder(i) for i in self.owners if isinstance(self._parsers[i], owner)), None)
 
-    def bind(self, parsers: list[LogParser]) -> None:
-        """The parsers of a new session."""
+    def bind(self, parsers: list[LogParser], router: Router | None) -> None:
+        """The parsers of a new session, and the router the analysis routes them with (a folder built later is
+        checked against it: another router would name other parsers; none: no folder is built any more)."""
         self._parsers = parsers
+        self._router = router
         for folder in self._built.values():
             if folder is not None:
                 folder.bind(parsers)
