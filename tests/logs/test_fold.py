@@ -15,6 +15,7 @@ import io
 import json
 import random
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -27,6 +28,8 @@ from doctor.sources.logs.fold import ENV, Folder, Folders
 from doctor.sources.logs.hot import HotRun
 from doctor.sources.logs.stream import open_input, rewindable
 from doctor.views.render.json import render_json
+
+P = TypeVar("P", bound=LogParser)
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUE = ROOT / "fixtures" / "logs" / "llama-server" / "real-queueing.log"
@@ -171,11 +174,21 @@ def _analyze(data: bytes, fold: bool, chunk: int = 1 << 22) -> tuple[LogAnalyzer
     return analyzer, json.dumps(facts.to_json(), sort_keys=True)
 
 
-def _same(data: bytes, chunk: int = 1 << 22) -> LogAnalyzer:
+def _both(data: bytes, chunk: int = 1 << 22) -> tuple[LogAnalyzer, LogAnalyzer]:
+    """`data` read folded and line by line, their facts the same: (folded, line by line)."""
     folded, with_fold = _analyze(data, True, chunk)
-    _, per_line = _analyze(data, False, chunk)
+    line_by_line, per_line = _analyze(data, False, chunk)
     assert with_fold == per_line
-    return folded
+    return folded, line_by_line
+
+
+def _parser(analyzer: LogAnalyzer, cls: type[P]) -> P:
+    """The analyzer's parser of class `cls` (its current session's)."""
+    return next(p for p in analyzer.parsers if isinstance(p, cls))
+
+
+def _same(data: bytes, chunk: int = 1 << 22) -> LogAnalyzer:
+    return _both(data, chunk)[0]
 
 
 @pytest.fixture(scope="module")

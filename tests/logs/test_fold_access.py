@@ -21,7 +21,7 @@ from doctor.sources.engines.ollama.parser import OllamaParser
 from doctor.sources.engines.ollama.patterns import GIN, INFERENCE_PATH
 from doctor.sources.logs.analyze import LogAnalyzer
 from doctor.views.render.json import render_json
-from tests.logs.test_fold import _analyze
+from tests.logs.test_fold import _analyze, _both, _parser
 
 ROOT = Path(__file__).resolve().parents[2]
 CRASH = (ROOT / "fixtures" / "logs" / "ollama" / "runner-cublas-oom-v0.5.13.log").read_bytes().splitlines()
@@ -121,13 +121,11 @@ def ollama_log(seed: int = 0, requests: int = 3000, crlf: bool = False, breaks: 
 
 
 def _ollama(analyzer: LogAnalyzer) -> OllamaParser:
-    return next(p for p in analyzer.parsers if isinstance(p, OllamaParser))
+    return _parser(analyzer, OllamaParser)
 
 
 def _same(data: bytes, chunk: int = 1 << 22) -> LogAnalyzer:
-    folded, with_fold = _analyze(data, True, chunk)
-    line_by_line, per_line = _analyze(data, False, chunk)
-    assert with_fold == per_line
+    folded, line_by_line = _both(data, chunk)
     a, b = _ollama(folded).s, _ollama(line_by_line).s
     def last(line: object) -> object:
         return None if line is None else (line.number, line.text, line.raw)  # type: ignore[attr-defined]

@@ -26,7 +26,7 @@ from doctor.sources.engines.sglang.parser import SglangParser
 from doctor.sources.engines.sglang.state import GEN_TPS_KEPT
 from doctor.sources.logs.analyze import LogAnalyzer
 from doctor.views.render.json import render_json
-from tests.logs.test_fold import _analyze
+from tests.logs.test_fold import _analyze, _both, _parser
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = (ROOT / "fixtures" / "logs" / "sglang" / "v0.4.3-decode-retract-kv-full.log").read_text().splitlines()
@@ -132,13 +132,11 @@ def sglang_log(seed: int = 0, lines: int = 3000, breaks: int = 8, crlf: bool = F
 
 
 def _sglang(analyzer: LogAnalyzer) -> SglangParser:
-    return next(p for p in analyzer.parsers if isinstance(p, SglangParser))
+    return _parser(analyzer, SglangParser)
 
 
 def _same(data: bytes, chunk: int = 1 << 22) -> LogAnalyzer:
-    folded, with_fold = _analyze(data, True, chunk)
-    line_by_line, per_line = _analyze(data, False, chunk)
-    assert with_fold == per_line
+    folded, line_by_line = _both(data, chunk)
     a, b = _sglang(folded).s, _sglang(line_by_line).s
     assert (a.running, a.queued, a.usage, a.gen_tps) == (b.running, b.queued, b.usage, b.gen_tps)
     assert _sglang(folded).votes == _sglang(line_by_line).votes
