@@ -1,6 +1,6 @@
 """Analyze throughput and memory on real server lines, side by side with grep (issue 28).
 
-Two logs made of real recordings, repeated to `--size-mb`:
+Logs made of real lines, repeated to `--size-mb` (queue and mixed are the issue's two):
   - queue: fixtures/logs/llama-server/real-queueing.log, its start-up once, then its request block (the
     slot/srv lines after start-up) repeated, then its last line: one long llama-server session, where
     nearly every line is a candidate (slot launches, timings, releases);
