@@ -1,14 +1,14 @@
 """The required literals of the log patterns, remembered between runs (sources floor; the strings are
-the parsers' own patterns, and what doctor/sources/logs/matcher.py reads from their syntax).
+the parsers' own patterns, and what doctor/sources/logs/literals.py reads from their syntax).
 
 Every parser's table of line kinds asks, when its class is made, which literals each of its
 patterns requires (`required_literals`: Python's own regex parser run over ~200 patterns, about
 20 ms of every start, a five-line log's included). The answer depends on nothing but the pattern,
 its flags, the code that reads the syntax tree and Python's regex parser, so it is kept: one JSON
 file under the user's cache folder (`$XDG_CACHE_HOME/llm-doctor/literals`, else
-`~/.cache/llm-doctor/literals`; doctor/core/json_cache.py), named by a SHA-256 of matcher.py's
+`~/.cache/llm-doctor/literals`; doctor/core/json_cache.py), named by a SHA-256 of literals.py's
 source, this module's and the exact Python version, holding pattern -> literals (and, under keys of
-their own, pattern -> where a search may begin: matcher.py `leading_literals`). An entry is looked
+their own, pattern -> where a search may begin: literals.py `leading_literals`). An entry is looked
 up by the pattern's whole text and flags, so an edited pattern is a new entry and an edited reader
 or another Python a new file: it cannot go stale. What a run had to compute is written once, when
 the process exits. A missing, unreadable, foreign or damaged file is just a miss; a folder that
@@ -40,7 +40,7 @@ _STATE: dict[str, dict[str, list[str] | None] | None] = {"memo": None, "added": 
 @functools.lru_cache(maxsize=1)
 def _stamp() -> str:
     digest = hashlib.sha256(f"{CACHE_VERSION}\0{sys.version}\0".encode())
-    for module in (str(Path(__file__).with_name("matcher.py")), __file__):
+    for module in (str(Path(__file__).with_name("literals.py")), __file__):
         digest.update(Path(module).read_bytes())
     return digest.hexdigest()
 
@@ -85,7 +85,7 @@ def _key(pattern: str, flags: int, kind: str) -> str:
 
 def literals(pattern: str, flags: int, compute: Callable[[str, int], Literals], kind: str = "") -> Literals:
     """`compute(pattern, flags)`, from the cache when this pattern's answer is there. `kind` names
-    another question asked of the same pattern (matcher.py's "lead": where a search may begin); its
+    another question asked of the same pattern (literals.py's "lead": where a search may begin); its
     answers are kept beside the literals, under their own keys."""
     memo = _memo()
     key = _key(pattern, flags, kind)
