@@ -47,6 +47,73 @@ def _read_literals(pattern: str, flags: int) -> tuple[str, ...] | None:
     return tuple(sorted(found, key=lambda s: (-len(s), s))) if found else None
 
 
+def _sequence(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
+    """Best requirement of a sequence: a run of consecutive literals, or what one item requires."""
+    best: frozenset[str] | None = None
+    run: list[str] = []
+
+    def consider(candidate: frozenset[str] | None) -> None:
+        nonlocal best
+        if candidate and (best is None or _rank(candidate) > _rank(best)):
+            best = candidate
+
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL":
+            run.append(chr(av))
+            continue
+        if run and name == "BRANCH":  # `-(?:ngl|-gpu-layers)`, as `re` factors `-ngl|--gpu-layers`: whole words
+            consider(_prefixed("".join(run), av[1]))
+        if run:
+            consider(frozenset(["".join(run)]))
+            run = []
+        if name == "SUBPATTERN":
+            _group, add_flags, _del_flags, sub = av
+            if not add_flags & re.IGNORECASE:
+                consider(_sequence(list(sub)))
+        elif name == "ATOMIC_GROUP":
+            consider(_sequence(list(av)))
+        elif name == "BRANCH":
+            alternatives = [_sequence(list(branch)) for branch in av[1]]
+            if alternatives and all(alternatives):
+                consider(_simplify(frozenset().union(*alternatives)))  # type: ignore[arg-type]
+        elif name in _REPEATS:
+            low, _high, sub = av
+            if low >= 1:
+                consider(_sequence(list(sub)))
+    if run:
+        consider(frozenset(["".join(run)]))
+    return best
+
+
+def _prefixed(prefix: str, branches: list[list[tuple[Any, Any]]]) -> frozenset[str] | None:
+    """`prefix` followed by each branch's leading literals, when every branch begins with one."""
+    found = _branch_words(prefix, branches)
+    return _simplify(found) if found else None
+
+
+def _branch_words(prefix: str, branches: list[list[tuple[Any, Any]]]) -> frozenset[str] | None:
+    """`prefix` and each branch's leading literals, every word starting where the prefix does (`re` factors
+    `-ngl|--gpu-layers` as `-(?:ngl|-gpu-layers)`); None when a branch begins with something else."""
+    words = set()
+    for branch in branches:
+        lead = "".join(chr(av) for _op, av in itertools.takewhile(lambda item: str(item[0]) == "LITERAL", branch))
+        if not lead:
+            return None
+        words.add(prefix + lead)
+    return frozenset(words)
+
+
+def _simplify(literals: frozenset[str]) -> frozenset[str]:
+    """Drop a literal that contains another one of the set: finding the shorter one is enough."""
+    return frozenset(s for s in literals if not any(o != s and o in s for o in literals))
+
+
+def _rank(literals: frozenset[str]) -> tuple[bool, int, int]:
+    shortest = min(len(s) for s in literals)
+    return shortest >= 4, -len(literals), shortest
+
+
 # -- where a search may begin ------------------------------------------------------------------------
 Lead = tuple[int, tuple[str, ...]]  # (back, marks): see leading_literals
 _WIDE = 1 << 16  # an item that may match more characters than this counts as unbounded
@@ -105,7 +172,9 @@ def _lead(items: list[tuple[Any, Any]], state: Any) -> tuple[int, frozenset[str]
             offset += 1
             continue
         if run:  # `prompt_(?:tokens|eval_count)`, as `re` factors a shared prefix: the whole words
-            return run_at, _words("".join(run), av[1]) if name == "BRANCH" else frozenset(["".join(run)])
+            prefix = "".join(run)
+            words = _branch_words(prefix, av[1]) if name == "BRANCH" else None
+            return run_at, words or frozenset([prefix])
         found: tuple[int, frozenset[str]] | None = None
         if name == "SUBPATTERN":
             _group, add_flags, _del_flags, sub = av
@@ -127,79 +196,3 @@ def _lead(items: list[tuple[Any, Any]], state: Any) -> tuple[int, frozenset[str]
             return None
         offset += width
     return (run_at, frozenset(["".join(run)])) if run else None
-
-
-def _words(prefix: str, branches: list[list[tuple[Any, Any]]]) -> frozenset[str]:
-    """`prefix` and each branch's leading literals (all start where the prefix does), or just `prefix`
-    when a branch begins with something else."""
-    words = set()
-    for branch in branches:
-        lead = "".join(chr(av) for _op, av in itertools.takewhile(lambda item: str(item[0]) == "LITERAL", branch))
-        if not lead:
-            return frozenset([prefix])
-        words.add(prefix + lead)
-    return frozenset(words)
-
-
-def _sequence(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
-    """Best requirement of a sequence: a run of consecutive literals, or what one item requires."""
-    best: frozenset[str] | None = None
-    run: list[str] = []
-
-    def consider(candidate: frozenset[str] | None) -> None:
-        nonlocal best
-        if candidate and (best is None or _rank(candidate) > _rank(best)):
-            best = candidate
-
-    for op, av in items:
-        name = str(op)
-        if name == "LITERAL":
-            run.append(chr(av))
-            continue
-        if run and name == "BRANCH":  # `-(?:ngl|-gpu-layers)`, as `re` factors `-ngl|--gpu-layers`: whole words
-            consider(_prefixed("".join(run), av[1]))
-        if run:
-            consider(frozenset(["".join(run)]))
-            run = []
-        if name == "SUBPATTERN":
-            _group, add_flags, _del_flags, sub = av
-            if not add_flags & re.IGNORECASE:
-                consider(_sequence(list(sub)))
-        elif name == "ATOMIC_GROUP":
-            consider(_sequence(list(av)))
-        elif name == "BRANCH":
-            alternatives = [_sequence(list(branch)) for branch in av[1]]
-            if alternatives and all(alternatives):
-                consider(_simplify(frozenset().union(*alternatives)))  # type: ignore[arg-type]
-        elif name in _REPEATS:
-            low, _high, sub = av
-            if low >= 1:
-                consider(_sequence(list(sub)))
-    if run:
-        consider(frozenset(["".join(run)]))
-    return best
-
-
-def _prefixed(prefix: str, branches: list[list[tuple[Any, Any]]]) -> frozenset[str] | None:
-    """`prefix` followed by each branch's leading literals, when every branch begins with one."""
-    found: set[str] = set()
-    for branch in branches:
-        lead: list[str] = []
-        for op, av in branch:
-            if str(op) != "LITERAL":
-                break
-            lead.append(chr(av))
-        if not lead:
-            return None
-        found.add(prefix + "".join(lead))
-    return _simplify(frozenset(found))
-
-
-def _simplify(literals: frozenset[str]) -> frozenset[str]:
-    """Drop a literal that contains another one of the set: finding the shorter one is enough."""
-    return frozenset(s for s in literals if not any(o != s and o in s for o in literals))
-
-
-def _rank(literals: frozenset[str]) -> tuple[bool, int, int]:
-    shortest = min(len(s) for s in literals)
-    return shortest >= 4, -len(literals), shortest
