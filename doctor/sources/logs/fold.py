@@ -16,10 +16,10 @@ lines: its quiet lines (lines a run passes over) are no candidates, and every ca
 units starts no session and goes to the owning parser alone, or also to parsers that fold the spec's
 kinds too (`absorbs`: the catalogue's parser, doctor/sources/catalogue/parser.py; these get every run);
 any other reader turns the fold off. tests/logs/test_fold.py compares both paths on real and built logs.
-Each parser that declares hot lines gets its own Folder (llama-server's request lines, Ollama's access lines:
-each engine folder's fold.py), checked on its own: one that fails the checks is read line by line, the others
-still fold. `Folders` puts them behind the scanner's one hook and builds each when a line first passes its
-probe. The parsers without a gate (llama.cpp's, the catalogue's) read every line: they fold the other
+Each parser that declares hot lines gets its own Folder (llama-server's request lines, Ollama's access lines,
+SGLang's batch lines: each engine folder's fold.py), checked on its own: one that fails the checks is read line
+by line, the others still fold. `Folders` puts them behind the scanner's one hook and builds each when a line
+first passes its probe. The parsers without a gate (llama.cpp's, the catalogue's) read every line: they fold the other
 engines' runs too (`absorbs`). A shape with free text (an access line's path) is not told apart by its
 samples: each of its runs is also searched once for what another parser would read in it (`_guard`).
 `LLM_DOCTOR_FOLD=0` (or `LogAnalyzer(fold=False)`) turns folding off: the reference path.
