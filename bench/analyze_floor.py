@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.analyze_real import BUILDERS, TARGET_RATIO, arguments, write_rows  # noqa: E402
-from bench.analyze_throughput import grep_cmd, trigger_file  # noqa: E402
+from bench.analyze_real import BUILDERS, TARGET_RATIO, arguments, each_log, write_rows  # noqa: E402
+from bench.analyze_throughput import grep_cmd  # noqa: E402
 from bench.common import Row, child_env, run, workdir  # noqa: E402
 
 
@@ -154,10 +154,8 @@ def main() -> int:
     ap = arguments(__doc__, "queue,mixed")
     ap.add_argument("--hyperscan", action="store_true", help="time the queue's validation with Hyperscan too")
     args = ap.parse_args()
-    patterns = trigger_file(workdir())
-    rows: list[Row] = []
-    for name in args.logs.split(","):
-        rows += measure(name, args.size_mb, args.rounds, patterns, args.hyperscan)
+    rows = each_log(args.logs, lambda name, patterns: measure(name, args.size_mb, args.rounds, patterns,
+                                                              args.hyperscan))
     for row in rows:
         print(f"{row.measure}: {row.doctor} vs {row.ref} -> {row.result}; {row.note}")
         for label, got in row.details.items():

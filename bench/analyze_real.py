@@ -199,14 +199,18 @@ def arguments(doc: str, logs: str) -> argparse.ArgumentParser:
     return ap
 
 
+def each_log(logs: str, measure_one: Callable[[str, Path], list[Row]]) -> list[Row]:
+    """The rows of each of the comma-separated `logs`, measured in turn against the same grep signatures."""
+    patterns = trigger_file(workdir())
+    return [row for name in logs.split(",") for row in measure_one(name, patterns)]
+
+
 def main() -> int:
     ap = arguments(__doc__, "queue,mixed,ollama,vllm,sglang")
     ap.add_argument("--no-reference", action="store_true", help="leave out the per-line path (LLM_DOCTOR_FOLD=0)")
     args = ap.parse_args()
-    patterns = trigger_file(workdir())
-    rows: list[Row] = []
-    for name in args.logs.split(","):
-        rows += measure(name, args.size_mb, args.rounds, patterns, reference=not args.no_reference)
+    rows = each_log(args.logs, lambda name, patterns: measure(name, args.size_mb, args.rounds, patterns,
+                                                              reference=not args.no_reference))
     for row in rows:
         print(f"{row.measure}: {row.doctor} vs {row.ref} -> {row.result} (target {row.target}); {row.note}")
         if row.details and "per_line_cpu_s" in row.details:

@@ -32,11 +32,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from typing import Any
 
 from doctor.sources.logs.base import LogParser
 from doctor.sources.logs.hot import HotLines, HotRun
 from doctor.sources.logs.line import make_line
+from doctor.sources.logs.matcher import re2_options
 from doctor.sources.logs.router import Router
 from doctor.sources.logs.sessions import StartLines
 from doctor.sources.logs.shapes import free_text, shape_finder
@@ -52,20 +52,12 @@ def fold_enabled() -> bool:
     return os.environ.get(ENV, "1") != "0"
 
 
-def _options(re2: Any) -> Any:
-    """RE2's options for a spec's shapes: room for the DFA of a shape of many fields (SGLang's batch lines;
-    RE2's default 8 MiB falls back to a slower engine and says so on stderr)."""
-    options = re2.Options()
-    options.max_mem = 64 << 20
-    return options
-
-
 def _compile_run(line: str) -> Callable[[bytes, int, int], int] | None:
     """`run_end(region, start, end)`: where the run of hot lines at `start` ends (start when none)."""
     try:
         import re2
 
-        options = _options(re2)
+        options = re2_options(re2)
         options.longest_match = True  # the longest run (units end at a line end): a simpler DFA, faster
         program = re2.compile(f"(?:(?:{line})\\r?\\n)+".encode(), options)._regexp
         anchor = re2._Anchor.ANCHOR_START
@@ -266,7 +258,7 @@ def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Route
     import re2
 
     try:
-        whole = re2.compile(f"(?:{spec.line})".encode(), _options(re2))
+        whole = re2.compile(f"(?:{spec.line})".encode(), re2_options(re2))
     except re2.error:  # a spec RE2 refuses is read line by line
         return None
     for sample in spec.samples:  # the probe must not turn a unit away

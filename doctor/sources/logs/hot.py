@@ -6,7 +6,8 @@ Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from doctor.sources.logs.line import LogLine, make_line
@@ -79,6 +80,14 @@ class HotRun:
         raw = region[begin: stop if stop >= 0 else self.end]
         return make_line(self.number_at(begin) if number is None else number,
                          raw[:-1] if raw.endswith(b"\r") else raw)
+
+    def first(self, pattern: re.Pattern[bytes], want: float, read: Callable[[bytes], float] = float) -> int:
+        """Where the first match of `pattern` in the run whose number (the group that took part, `read`) is
+        `want` starts: the line a folded extreme was first seen on, as line by line it is kept."""
+        for m in pattern.finditer(self.region, self.start, self.end):
+            if read(m.group(m.lastindex or 0)) == want:
+                return m.start()
+        raise AssertionError("a folded extreme not found again")  # cannot happen: it came from the same run
 
     def lines_at(self, positions: Iterable[int]) -> Iterator[LogLine]:
         """line_at for each of `positions`, in increasing order: the numbers counted on from the last one (many

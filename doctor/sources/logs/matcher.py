@@ -42,9 +42,7 @@ def compile_triggers(fragments: list[str]) -> BytesPattern:
     except ImportError:
         return re.compile(source)
     try:
-        options = re2.Options()
-        options.max_mem = 64 << 20
-        return re2.compile(source, options)
+        return re2.compile(source, re2_options(re2))
     except Exception:
         return re.compile(source)
 
@@ -236,60 +234,31 @@ def _skipping(gated_search: Callable[..., re.Match[str] | None], opened: Callabl
               regex: re.Pattern[str], lead: Lead) -> Callable[..., re.Match[str] | None]:
     """`gated_search`, for a long text tried only where a match can start (leading_literals): within `back`
     characters before an occurrence of a mark, in order, so the first that matches is the leftmost match,
-    the one a search finds. Where marks occur often (or `back` is long), one search from the first start
-    not tried. `opened`: the literal gate, None where the marks are its literals (finding them is the gate)."""
+    the one a search finds. Where marks occur often (or `back` is long), one search from the first mark
+    less `back`. `opened`: the literal gate, None where the marks are its literals (finding them is the gate)."""
     back, marks = lead
     search, match = regex.search, regex.match
+    few = _FEW_STARTS if back <= _FEW_STARTS else 0  # a long lead: always the one search
 
-    def far_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+    def skipping_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
         if len(text) < _LONG:
             return gated_search(text, pos, endpos)
         if opened is not None and not opened(text):
             return None
         pos = max(pos, 0)  # as `re` reads it (str.find would count from the end)
+        found: list[int] = []
         first = -1
         for mark in marks:
             at = text.find(mark, pos, endpos)
             if at >= 0 and (first < 0 or at < first):
                 first = at
-        return None if first < 0 else search(text, max(first - back, pos), endpos)
-
-    def one_mark_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
-        if len(text) < _LONG:
-            return gated_search(text, pos, endpos)
-        if opened is not None and not opened(text):
-            return None
-        tried = max(pos, 0) - 1  # every start up to here tried (or before `pos`)
-        at = text.find(mark, tried + 1, endpos)
-        tries = 0
-        while at >= 0:
-            tries += 1
-            if tries > _FEW_STARTS:
-                return search(text, tried + 1, endpos)
-            for start in range(at - back if at - back > tried else tried + 1, at + 1):
-                m = match(text, start, endpos)
-                if m is not None:
-                    return m
-            tried = at
-            at = text.find(mark, at + 1, endpos)
-        return None
-
-    def marks_search(text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
-        if len(text) < _LONG:
-            return gated_search(text, pos, endpos)
-        if opened is not None and not opened(text):
-            return None
-        pos = max(pos, 0)
-        found: list[int] = []
-        for mark in marks:
-            at = text.find(mark, pos, endpos)
-            while at >= 0 and len(found) <= _FEW_STARTS:
+            while at >= 0 and len(found) <= few:
                 found.append(at)
                 at = text.find(mark, at + 1, endpos)
-        if not found:
+        if first < 0:
             return None
-        if len(found) > _FEW_STARTS:  # (the marks found after the cap were not looked for: find each one's first)
-            return far_search(text, pos, endpos)
+        if len(found) > few:  # many places to try (past the cap, later marks were only looked for once)
+            return search(text, max(first - back, pos), endpos)
         found.sort()
         tried = pos - 1
         for at in found:
@@ -300,12 +269,7 @@ def _skipping(gated_search: Callable[..., re.Match[str] | None], opened: Callabl
             tried = at
         return None
 
-    if back > _FEW_STARTS:
-        return far_search
-    if len(marks) == 1:
-        mark = marks[0]
-        return one_mark_search
-    return marks_search
+    return skipping_search
 
 
 def gated(source: str | re.Pattern[str], flags: int = 0) -> Any:
@@ -322,6 +286,15 @@ def gated(source: str | re.Pattern[str], flags: int = 0) -> Any:
 SET_MAX_MEM = 64 << 20
 
 
+def re2_options(re2: Any) -> Any:
+    """RE2's options for the log path's large patterns (trigger alternations, sets, folded shapes of many
+    fields): SET_MAX_MEM of state. With the default, a large DFA falls back to a slower engine (and RE2
+    says so on stderr)."""
+    options = re2.Options()
+    options.max_mem = SET_MAX_MEM
+    return options
+
+
 def set_matcher(patterns: list[str]) -> Callable[[bytes], list[int]] | None:
     """`match(data)`: the indices of every pattern found in `data`, from one RE2 set (all at once,
     one pass); None without RE2 or when it refuses a pattern. Calls the compiled set directly where
@@ -329,9 +302,7 @@ def set_matcher(patterns: list[str]) -> Callable[[bytes], list[int]] | None:
     try:
         import re2
 
-        options = re2.Options()
-        options.max_mem = SET_MAX_MEM
-        matcher = re2.Set.SearchSet(options)
+        matcher = re2.Set.SearchSet(re2_options(re2))
         for pattern in patterns:
             matcher.Add(pattern)
         matcher.Compile()

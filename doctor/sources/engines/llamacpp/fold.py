@@ -107,14 +107,6 @@ _INDEX_PATTERNS = tuple(INDEX.patterns) if INDEX is not None else ()  # what ano
 _USED = re.compile(_TOTAL_TOKENS.pattern + rb"|" + _RELEASED.pattern)
 
 
-def _first(pattern: re.Pattern[bytes], run: HotRun, want: float) -> int:
-    """The position of the first match in the run whose number (the group that took part) is `want`."""
-    for m in pattern.finditer(run.region, run.start, run.end):
-        if float(m.group(m.lastindex or 0)) == want:
-            return m.start()
-    raise AssertionError("a folded extreme not found again")  # cannot happen: it came from the same run
-
-
 def _last_eval(region: bytes, start: int, end: int) -> int:
     """The start of the last `eval time` (not `prompt eval time`) text in region[start:end], or -1."""
     pos = region.rfind(b" eval time = ", start, end)
@@ -147,14 +139,14 @@ class FoldLines(LlamaCppBase):
         if prompts:
             top = max(map(int, prompts))
             if top > s.prompt_tokens_max:
-                s.prompt_tokens_max, s.prompt_line = top, run.line_at(_first(_PE_TOKENS, run, top))
+                s.prompt_tokens_max, s.prompt_line = top, run.line_at(run.first(_PE_TOKENS, top))
         totals = _TOTAL_TOKENS.findall(region, start, end)
         released = _RELEASED.findall(region, start, end)
         used = [*totals, *released]
         if used:
             top = max(map(int, used))
             if top > s.used_max:
-                s.used_max, s.used_line = top, run.line_at(_first(_USED, run, top))
+                s.used_max, s.used_line = top, run.line_at(run.first(_USED, top))
         self._fold_facts(run, len(totals))
         self._fold_rates(run)
         # votes: every slot and srv line that is a candidate is a server signature line (_vote_server): each
@@ -186,9 +178,9 @@ class FoldLines(LlamaCppBase):
             return
         low, high = min(values), max(values)
         if rates.low is None or low < rates.low:
-            rates.low, rates.low_source = low, self.src(run.line_at(_first(_RATES, run, low)))
+            rates.low, rates.low_source = low, self.src(run.line_at(run.first(_RATES, low)))
         if rates.high is None or high > rates.high:
-            rates.high, rates.high_source = high, self.src(run.line_at(_first(_RATES, run, high)))
+            rates.high, rates.high_source = high, self.src(run.line_at(run.first(_RATES, high)))
         rates.count += len(values)
 
     def _fold_facts(self, run: HotRun, closed: int) -> None:

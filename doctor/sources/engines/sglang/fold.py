@@ -114,14 +114,7 @@ class BatchFold(SglangBase):
         extremes.count += len(values)
         low, high = min(values), max(values)
         if extremes.low is None or low < extremes.low:
-            extremes.low, extremes.low_source = low, self.src(run.line_at(_first(pattern, run, read, low)))
+            extremes.low, extremes.low_source = low, self.src(run.line_at(run.first(pattern, low, read)))
         if extremes.high is None or high > extremes.high:
-            extremes.high, extremes.high_source = high, self.src(run.line_at(_first(pattern, run, read, high)))
+            extremes.high, extremes.high_source = high, self.src(run.line_at(run.first(pattern, high, read)))
 
-
-def _first(pattern: re.Pattern[bytes], run: HotRun, read: Callable[[bytes], float], want: float) -> int:
-    """Where the first line whose value is `want` starts."""
-    for m in pattern.finditer(run.region, run.start, run.end):
-        if read(m.group(1)) == want:
-            return m.start()
-    raise AssertionError("a folded extreme not found again")  # cannot happen: it came from the same run
