@@ -14,13 +14,14 @@ lines). The rooms:
 - whatif.py   stated budgets for `scan --ram/--vram`
 - spec_lookup.py, specs/   the published spec of the device a log names (spec.*; the table is data)
 - speed_log.py  a pasted log's cost per token from its model lines (no tensor table), judged by speed.py
+- thin.py     how little a pasted input held (only a launch command, the system-info line, one line)
 Pure: reads a Facts, sets derived.* facts; imports only doctor.core.
 """
 
 from __future__ import annotations
 
 from doctor.core.facts import Facts
-from doctor.derive import context, plan, run, spec_lookup, speed, speed_log
+from doctor.derive import context, plan, run, spec_lookup, speed, speed_log, thin
 
 
 def _derive_vs_engine(facts: Facts) -> None:
@@ -35,7 +36,7 @@ def _derive_vs_engine(facts: Facts) -> None:
 STEPS = (run.derive_run_summaries, plan.derive_kv, context.derive_context, spec_lookup.derive_spec,
          run.derive_threads, run.derive_load, run.derive_offload, plan.derive_mmproj, plan.derive_budget,
          context.derive_ctx_reduced, run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output,
-         _derive_vs_engine, speed.derive_speed, speed_log.derive_speed_log)
+         _derive_vs_engine, speed.derive_speed, speed_log.derive_speed_log, thin.derive_thin)
 
 
 def derive(facts: Facts) -> Facts:

@@ -59,6 +59,10 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("engine.version", "str", None, "engine version or build number"),
     ("engine.build", "int", None, "llama.cpp build number (bNNNN) when printed"),
     ("engine.binary", "str", None, "the engine binary the log's command line started (a path, as printed)"),
+    ("engine.launch_family", "str", None, "the engine family a pasted launch command starts (llama.cpp, vllm, "
+     "sglang, tgi, ollama, koboldcpp; doctor/sources/logs/launch.py)"),
+    ("engine.image", "str", None, "the container image a pasted docker / podman run command starts"),
+    ("engine.launch_lines", "int", "lines", "the physical lines that launch command takes (continued with \\, ^ or `)"),
     ("engine.gpu_offload_supported", "bool", None, "the engine build can offload to a GPU"),
     ("engine.backends", "list", None, "compute backends the engine reported (CPU, CUDA, Metal, ...)"),
     ("engine.mmap_supported", "bool", None, "the engine can mmap model files"),

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, TypeVar
 from doctor.core.facts import Event, Facts, Source, Value
 from doctor.sources.logs.hot import HotLines, HotRun
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import LiteralIndex, text_filter
+from doctor.sources.logs.matcher import FragmentIndex, LiteralIndex, text_filter
 
 
 @dataclass(slots=True)
@@ -263,6 +263,9 @@ class LogParser:
     # a parser that reads its lines alone (no gate; its literal index's patterns are its triggers and say which
     # lines are its own): a line only its triggers select goes to it and to no other parser (logs/router.py)
     alone: ClassVar[bool] = False
+    # False for a parser that only says what no other parser read (doctor/sources/logs/unexplained.py): its facts
+    # do not make an input an engine's, and it summarises after every other parser
+    recognises: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -270,6 +273,8 @@ class LogParser:
         if kinds is not None:
             kinds.bind_class(cls)
             cls.triggers, cls.gate, cls.literal_index = kinds.triggers, kinds.gate, kinds.index
+            if cls.__dict__.get("alone"):  # no gate: an index of its triggers says which lines are its own
+                cls.gate, cls.literal_index = None, FragmentIndex(kinds.triggers)
 
     def __init__(self) -> None:
         self.votes: Counter[str] = Counter()
@@ -310,7 +315,15 @@ class LogParser:
 
     # -- called by the analyzer ------------------------------------------------------------
     def feed(self, line: LogLine) -> None:
-        raise NotImplementedError
+        """Read a candidate line: by default, a line that passes the gate goes to the kinds it can be."""
+        if self.kinds is None:
+            raise NotImplementedError
+        if self.alone:  # its own lines: those its triggers are in (the router's answer, when it routed the line)
+            index = self.literal_index
+            if index is not None and index.bits(line.text):
+                self.dispatch(line)
+        elif self.passes_gate(line.text):
+            self.dispatch(line)
 
     def feed_gap(self, number: int, text: str) -> None:
         """Text between candidate lines, delivered only while `wants_capture()` is true."""
@@ -349,3 +362,12 @@ class LogParser:
                       data={k: v for k, v in data.items() if isinstance(v, int | float | str | bool)})
         self.facts.add_event(event)
         return event
+
+
+def lines_read(facts: Facts, skip_kinds: tuple[str, ...] = (), skip_sources: tuple[str, ...] = ()) -> set[int]:
+    """The log lines some parser made an event or a fact from, less the events of `skip_kinds` and the facts
+    of the parsers named in `skip_sources` (a parser asking about the others leaves out its own)."""
+    read = {e.line for e in facts.events() if e.kind not in skip_kinds and e.line is not None}
+    read.update(f.source.line for f in facts if f.source.kind == "log" and f.source.line is not None
+                and f.source.name not in skip_sources)
+    return read

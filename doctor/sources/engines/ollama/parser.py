@@ -44,6 +44,8 @@ from doctor.sources.engines.ollama.patterns import (
     OFFLOAD_KIND,
     OLD_ESTIMATE,
     OLD_GO_LOG,
+    PS_KIND,
+    PS_ROW,
     READ,
     RUNNER_KIND,
     SET_PARAM,
@@ -65,6 +67,8 @@ from doctor.sources.engines.ollama.state import Cli, Offload
 from doctor.sources.engines.ollama.summary import Summary
 from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
+
+_HUMAN_UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}  # format.HumanBytes: powers of 1000
 
 
 class OllamaParser(Summary, AccessFold):
@@ -455,6 +459,19 @@ class OllamaParser(Summary, AccessFold):
         if INSTALL_PATH.search(line.text):
             self.votes["ollama"] += 1
         return False
+
+    @reads(PS_KIND)
+    def _ps(self, line: LogLine, *_: object) -> bool:
+        """A row of `ollama ps`: the model's size and the share of it in GPU memory (its PROCESSOR column)."""
+        m = PS_ROW.search(line.text)
+        if not m:
+            return False
+        size = int(float(m.group(2)) * _HUMAN_UNITS[m.group(3)])
+        gpu_pct = 100 if m.group(4) else 0 if m.group(5) else int(m.group(7))
+        self.votes["ollama"] += 1
+        self.set("server.ollama.ps_size_bytes", size, line)
+        self.set("server.ollama.ps_vram_bytes", size * gpu_pct // 100, line)
+        return True
 
     @reads(CLI_KIND)
     def _cli(self, line: LogLine) -> bool:

@@ -1,0 +1,128 @@
+"""Thin pastes read for what they say: a launch command alone (doctor/sources/logs/launch.py), the system-info
+line alone, and the confidence a finding from so little carries (doctor/derive/thin.py, the judge's cap).
+
+Commands use the engines' own flags (llama.cpp common/arg.cpp: `-c`, `-t`, `-ngl`, `-fa [on|off|auto]` and the
+bare `-fa` of 2024, `-cram`, `-ctk`, `--no-mmap`; vLLM's EngineArgs: `--max-model-len`, `-tp`,
+`--gpu-memory-utilization`; SGLang's ServerArgs: `--context-length`, `--tp`; TGI's launcher: `--max-total-tokens`,
+`--num-shard`; Ollama's envconfig: OLLAMA_CONTEXT_LENGTH), docker run's options (`--gpus`, `--runtime`,
+`--device`, `-e`, `--cpus`) and the published images (ghcr.io/ggml-org/llama.cpp:server-cuda, vllm/vllm-openai,
+ollama/ollama, lmsysorg/sglang); the system-info line is llama.cpp's common/common.cpp format
+(`system_info: n_threads = %d / %d | %s`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.core.report import Report
+from doctor.judge.evaluate import diagnose
+from doctor.judge.rulebase import load_rulebase
+from doctor.sources.logs.analyze import analyze_bytes
+
+CUDA_IMAGE = ("$ docker run -p 8080:8080 -v /models:/models ghcr.io/ggml-org/llama.cpp:server-cuda-b4100 \\\n"
+              "    -m /models/Qwen2.5-14B-Instruct-Q4_K_M.gguf -c 16384 --host 0.0.0.0 -t 16\n")
+
+
+def judge(text: str) -> Report:
+    return diagnose(analyze_bytes(text.encode(), "pasted"), load_rulebase(None), command="analyze", mode="analyze")
+
+
+def values(text: str, *names: str) -> dict[str, object]:
+    facts = analyze_bytes(text.encode())
+    return {name: facts.value(name) for name in names}
+
+
+def test_a_cuda_image_started_without_gpus_is_named_with_low_confidence() -> None:
+    report = judge(CUDA_IMAGE)
+    assert report.assessment is not None and report.assessment.id == "LD509"
+    assert report.assessment.cls == "offload.none" and report.assessment.confidence == "low"
+    lead = next(f for f in report.findings if f.id == "LD509")
+    assert "Only a launch command was pasted" in lead.message and "start-up lines" in lead.message
+    assert "--gpus all" in lead.fix.text
+    assert not [f for f in report.findings if f.id == "LD508"]  # no GPU at all explains no GPU layers
+
+
+def test_the_continued_command_is_read_whole() -> None:
+    got = values(CUDA_IMAGE, "config.n_ctx", "config.n_threads", "engine.build", "config.n_gpu_layers",
+                 "engine.launch_family", "config.container_gpus")
+    assert got == {"config.n_ctx": 16384, "config.n_threads": 16, "engine.build": 4100,
+                   "config.n_gpu_layers": 0,  # no -ngl before b6325: no GPU layers
+                   "engine.launch_family": "llama.cpp", "config.container_gpus": "none"}
+
+
+def test_the_same_image_with_gpus_is_no_finding() -> None:
+    text = CUDA_IMAGE.replace("docker run ", "docker run --gpus all ").replace("-t 16", "-t 16 -ngl 99")
+    report = judge(text)
+    assert "LD509" not in {f.id for f in report.findings}
+    assert report.verdict() == "no_problems"
+    assert "only a launch command" in report.verdict_text()
+
+
+@pytest.mark.parametrize(("flags", "fact", "value"), [
+    ("-fa", "config.flash_attn", "enabled"),  # the bare switch of 2024 builds
+    ("-fa on", "config.flash_attn", "enabled"),
+    ("--flash-attn off", "config.flash_attn", "disabled"),
+    ("-cram 2048", "config.cache_ram", 2048 << 20),
+    ("--no-mmap", "config.use_mmap", False),
+    ("-ctk q8_0 -ctv q8_0", "config.type_v", "q8_0"),
+    ("--n-gpu-layers=35", "config.n_gpu_layers", 35),
+    ("-np 4", "config.n_parallel", 4),
+])
+def test_llama_cpp_flags_across_versions(flags: str, fact: str, value: object) -> None:
+    assert values(f"./build/bin/llama-server -m model.gguf {flags} --port 8080\n", fact)[fact] == value
+
+
+def test_the_old_program_names_need_a_model_flag() -> None:
+    assert values("main: server is listening on http://127.0.0.1:8080\n", "engine.launch_family") == {
+        "engine.launch_family": None}
+    old = values("./main -m models/7B/ggml-model-q4_0.gguf -p 'Hello' -n 128\n", "engine.launch_family",
+                 "config.n_gpu_layers")
+    assert old == {"engine.launch_family": "llama.cpp", "config.n_gpu_layers": 0}
+
+
+def test_vllm_sglang_tgi_and_ollama_commands() -> None:
+    vllm = values("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768 -tp 2 "
+                  "--gpu-memory-utilization 0.9\n", "config.max_model_len", "config.tensor_parallel_size",
+                  "config.gpu_memory_utilization", "engine.name")
+    assert vllm == {"config.max_model_len": 32768, "config.tensor_parallel_size": 2,
+                    "config.gpu_memory_utilization": 0.9, "engine.name": "vllm"}
+    sglang = values("python3 -m sglang.launch_server --model-path Qwen/Qwen2.5-7B-Instruct --context-length 8192 "
+                    "--tp 2\n", "config.max_model_len", "config.tensor_parallel_size")
+    assert sglang == {"config.max_model_len": 8192, "config.tensor_parallel_size": 2}
+    tgi = values("text-generation-launcher --model-id bigscience/bloom-560m --max-total-tokens 4096 --num-shard 2\n",
+                 "config.max_total_tokens", "config.num_shard")
+    assert tgi == {"config.max_total_tokens": 4096, "config.num_shard": 2}
+    ollama = values("docker run -d -v ollama:/root/.ollama -e OLLAMA_CONTEXT_LENGTH=8192 -p 11434:11434 "
+                    "--name ollama ollama/ollama\n", "config.num_ctx", "config.container_gpus", "engine.backends")
+    assert ollama == {"config.num_ctx": 8192, "config.container_gpus": "none", "engine.backends": ["CUDA"]}
+
+
+def test_a_rocm_image_counts_its_devices_as_gpus() -> None:
+    got = values("docker run -d --device /dev/kfd --device /dev/dri -v ollama:/root/.ollama -p 11434:11434 "
+                 "ollama/ollama:rocm\n", "config.container_gpus", "engine.backends")
+    assert got == {"config.container_gpus": "--device /dev/kfd; --device /dev/dri", "engine.backends": ["ROCm"]}
+
+
+def test_threads_above_a_container_quota_from_the_command_alone() -> None:
+    report = judge("docker run --gpus all --cpus 4 ghcr.io/ggml-org/llama.cpp:server-cuda -m /m/x.gguf -t 16 "
+                   "-ngl 99\n")
+    lead = next(f for f in report.findings if f.id == "LD511")
+    assert lead.cls == "cpu.threads" and lead.confidence == "low"
+
+
+def test_the_system_info_line_alone_caps_at_medium() -> None:
+    report = judge("system_info: n_threads = 32 / 16 | AVX = 1 | AVX2 = 1 | AVX512 = 0 | FMA = 1 | NEON = 0 | "
+                   "F16C = 1 | SSE3 = 1 | SSSE3 = 1 |\n")
+    assert report.assessment is not None and report.assessment.id == "LD512"
+    assert report.assessment.confidence == "medium"
+    assert "Only llama.cpp's system-info line was pasted" in report.assessment.message
+
+
+def test_a_command_beside_the_engines_own_lines_is_not_thin() -> None:
+    text = ("./llama-server -m models/m.gguf -c 8192 -t 32\n"
+            "system_info: n_threads = 32 / 16 | AVX = 1 | AVX2 = 1 | FMA = 1 | F16C = 1 | SSE3 = 1 |\n"
+            "llama_model_loader: loaded meta data with 33 key-value pairs and 272 tensors from models/m.gguf "
+            "(version GGUF V3 (latest))\n")
+    report = judge(text)
+    assert not report.facts.has("derived.input_thin")
+    assert report.assessment is not None and report.assessment.confidence == "high"
