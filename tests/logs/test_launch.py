@@ -126,3 +126,58 @@ def test_a_command_beside_the_engines_own_lines_is_not_thin() -> None:
     report = judge(text)
     assert not report.facts.has("derived.input_thin")
     assert report.assessment is not None and report.assessment.confidence == "high"
+
+
+# -- placement and limits from numbers: a Slurm job's CPUs, two sockets, `ollama ps` ---------------------------
+# Slurm's sbatch(1) (#SBATCH --cpus-per-task=N, -c N; SLURM_CPUS_PER_TASK in the job's environment), util-linux
+# lscpu (Socket(s):, Core(s) per socket:, NUMA node(s):), Ollama cmd/cmd.go ListRunningHandler (PROCESSOR
+# "100% GPU" | "100% CPU" | "%d%%/%d%% CPU/GPU"; SIZE as format.HumanBytes, powers of 1000).
+
+@pytest.mark.parametrize("job", ["#SBATCH --cpus-per-task=8", "#SBATCH -c 8", "SLURM_CPUS_PER_TASK=8",
+                                 "srun --cpus-per-task=8 ./llama-cli -m m.gguf -t 32"])
+def test_threads_above_a_slurm_jobs_cpus(job: str) -> None:
+    report = judge(job + "\nsystem_info: n_threads = 32 / 128 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | FMA = 1 | "
+                   "F16C = 1 | SSE3 = 1 |\n")
+    assert report.facts.value("host.cpu.usable_cores") == 8
+    assert report.assessment is not None and report.assessment.id == "LD511"
+
+
+def test_threads_over_two_sockets_without_numa() -> None:
+    lscpu = "Socket(s):                            2\nCore(s) per socket:                   48\nNUMA node(s):    2\n"
+    report = judge("./llama-cli -m /models/m.gguf -t 96 -p hi\n" + lscpu)
+    assert report.assessment is not None and report.assessment.id == "LD514"
+    assert "-t 48" in next(f for f in report.findings if f.id == "LD514").fix.by_engine["llama.cpp"]
+    report = judge("./llama-cli -m /models/m.gguf -t 96 --numa distribute -p hi\n" + lscpu)
+    assert "LD514" not in {f.id for f in report.findings}
+
+
+@pytest.mark.parametrize(("row", "rule", "vram"), [
+    ("gpt-oss:120b    d98fe6ba01e6    99 GB    10%/90% CPU/GPU    8192       Forever", "LD556", 89_100_000_000),
+    ("llama3:8b    365c0bd3c000    6.7 GB    100% CPU     4 minutes from now", "LD557", 0),
+    ("qwen2.5:7b    845dbda0ea48    5.5 GB    100% GPU     4096    4 minutes from now", None, 5_500_000_000),
+])
+def test_ollama_ps_rows_say_where_the_model_sits(row: str, rule: str | None, vram: int) -> None:
+    report = judge("NAME    ID    SIZE    PROCESSOR    CONTEXT    UNTIL\n" + row + "\n")
+    assert report.facts.value("server.ollama.ps_vram_bytes") == vram
+    leading = report.assessment.id if report.assessment else None
+    assert leading == rule
+
+
+def test_fit_moving_layers_to_the_cpu_is_partial_offload() -> None:
+    """llama.cpp's --fit placement lines (src/llama.cpp llama_params_fit_impl, common/fit.cpp: "%s: projected to
+    use %ld MiB of device memory vs. %ld MiB of free device memory", "%s:   - %s: %2u layers, %6ld MiB used, %6ld
+    MiB free", with " (%2u overflowing)"): the last pass's layers per device."""
+    text = ("llama_params_fit_impl: projected to use 31012 MiB of device memory vs. 23542 MiB of free device memory\n"
+            "llama_params_fit_impl: cannot meet free memory target of 1024 MiB, need to reduce device memory by "
+            "8494 MiB\n"
+            "llama_params_fit_impl: filling dense layers back-to-front:\n"
+            "llama_params_fit_impl:   - CUDA0: 52 layers,  22871 MiB used,    671 MiB free\n"
+            "llama_params_fit_impl: converting dense-only layers to full layers and filling them front-to-back with "
+            "overflow to next device/system memory:\n"
+            "llama_params_fit_impl:   - CUDA0: 30 layers (12 overflowing),  22400 MiB used,   1142 MiB free\n"
+            "llama_params_fit: successfully fit params to free device memory\n")
+    report = judge(text)
+    assert report.facts.value("run.fit_gpu_layers") == 30 and report.facts.value("run.fit_overflow_layers") == 12
+    assert report.assessment is not None and report.assessment.id == "LD515"
+    assert report.assessment.cls == "offload.partial" and report.assessment.confidence == "high"
+    assert "--fit-target" in next(f for f in report.findings if f.id == "LD515").fix.by_engine["llama.cpp"]

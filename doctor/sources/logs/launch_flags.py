@@ -54,6 +54,7 @@ LLAMA_CPP: dict[str, Flag] = {
     **_same(Flag("config.flash_attn", "onoff"), "-fa", "--flash-attn"),
     **_same(Flag("config.cache_ram", "mib"), "-cram", "--cache-ram"),
     **_same(Flag("config.kv_unified", const=True), "-kvu", "--kv-unified"),
+    "--numa": Flag("config.numa", "str"),
     "--no-mmap": Flag("config.use_mmap", const=False),
     "--mmap": Flag("config.use_mmap", const=True),
     "--mlock": Flag("config.use_mlock", const=True),
