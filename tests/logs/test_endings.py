@@ -214,3 +214,15 @@ def test_no_kernel_for_the_gpu_names_its_gfx_target() -> None:
     lead = finding(report, "LD960")
     assert "not built for this GPU" in lead.message and "gfx1103" in lead.message
     assert "HSA_OVERRIDE_GFX_VERSION" in lead.fix.by_engine["ollama"]
+
+
+def test_an_engine_bug_names_the_release_it_ran_on() -> None:
+    """Ollama's `Listening on %s (version %s)` (server/routes.go) before ggml_cuda_error's block: the release
+    is part of a crash that is an engine or driver bug (a regression when an earlier release ran)."""
+    text = ('time=2025-01-09T08:01:02.003Z level=INFO source=routes.go:1259 msg="Listening on 127.0.0.1:11434 '
+            '(version 0.5.7)"\n'
+            "CUDA error: an illegal memory access was encountered\n"
+            "  current device: 0, in function ggml_backend_cuda_synchronize at /src/ggml/src/ggml-cuda/ggml-cuda.cu:"
+            "2380\n")
+    lead = finding(judge(text), "LD960")
+    assert "engine version 0.5.7" in lead.message and "regression" in lead.message

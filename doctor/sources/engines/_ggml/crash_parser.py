@@ -44,6 +44,7 @@ from doctor.sources.engines._ggml.crashes import (
     CUDA_BLOCK,
     CUDA_CAUSES,
     CUDA_OTHER,
+    ILLEGAL_ADDRESS,
     ILLEGAL_INSTRUCTION,
     NO_KERNEL_IMAGE,
     UNKNOWN_ARCH,
@@ -54,6 +55,8 @@ from doctor.sources.logs import endings
 from doctor.sources.logs.base import LogParser, reads
 from doctor.sources.logs.line import LogLine
 
+# causes that are engine or driver bugs rather than a setting: the version in use is part of the report
+REGRESSION_PRONE = (ILLEGAL_ADDRESS, CUBLAS, CUDA_OTHER)
 MAX_CRASHES = 64  # crash lines kept per input (a journal of a crash loop repeats them)
 BACKTRACE_WINDOW = 80  # lines after a crash in which its backtrace frames are read
 
@@ -285,10 +288,19 @@ class CrashParser(LogParser):
             features = facts.value("engine.cpu_features")
             if isinstance(features, list) and features and "AVX2" not in features and "NEON" not in features:
                 words.append("a CPU without AVX2 (the system line lists no AVX2)")
+        if cause is None or cause in REGRESSION_PRONE:
+            driver = facts.value("host.gpu.driver")
+            if isinstance(driver, str) and driver:
+                words.append(f"GPU driver {driver}")
+            version = facts.value("engine.version")
+            if isinstance(version, str) and version:
+                words.append(f"engine version {version} (if an earlier release ran the same model and settings, "
+                             f"this is a regression of the engine: keep that release and report this one)")
         return "; ".join(words), support
 
     def _add_context(self, facts: Facts, f: _Found) -> None:
-        if f.cause not in (ILLEGAL_INSTRUCTION, NO_KERNEL_IMAGE, GPU_DTYPE) and self.s.platform is None:
+        if (f.cause not in (ILLEGAL_INSTRUCTION, NO_KERNEL_IMAGE, GPU_DTYPE, *REGRESSION_PRONE)
+                and self.s.platform is None):
             return
         words, support = self._context_lines(facts, f.cause)
         if words:
