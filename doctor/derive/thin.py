@@ -4,12 +4,15 @@ A finding read from a command line alone is an inference from the settings, not 
 `derived.input_thin` says what the input was and `derived.input_missing` what would confirm a finding; the
 judge (doctor/judge/evaluate.py) caps such findings' confidence and says both. Decided from where the facts
 and events came from: every log line they were read from is a launch command (facts of the launch reader,
-doctor/sources/logs/launch.py) or the system-info line; or the input had a single line.
+doctor/sources/logs/launch.py, and the program's --version lines) or the system-info line; or the input had a
+single line.
 
 Derive floor, pure. The strings are written here.
 """
 
 from __future__ import annotations
+
+import re
 
 from doctor.core.facts import Facts, Source
 
@@ -22,6 +25,9 @@ MISSING = {
     SYSTEM_INFO: "the CPU's physical cores from lscpu and the run's timings would confirm it",
     ONE_LINE: "the lines before it - the load, the request that failed - would confirm it",
 }
+# what a `--version` pasted with the command prints (llama.cpp common/common.cpp: "version: %d (%s)", "built with
+# %s for %s"; the tools' "build: %d (%s) with %s for %s"): still only the command and its program
+VERSION_LINE = re.compile(r"^\s*(?:version: \d+ \(|build: \d+ \(|built with )")
 # parsers whose facts are bookkeeping, not something read from the input's lines
 _BOOKKEEPING = ("scanner", "detect", "unexplained")
 
@@ -45,7 +51,7 @@ def derive_thin(facts: Facts) -> None:
     if not lines:
         return
     kind: str | None = None
-    if all(n in launch for n in lines):
+    if launch and all(n in launch or VERSION_LINE.search(text) for n, text in lines.items()):
         kind = COMMAND
     elif all(n in launch or "system_info" in text for n, text in lines.items()):
         kind = SYSTEM_INFO

@@ -181,3 +181,22 @@ def test_fit_moving_layers_to_the_cpu_is_partial_offload() -> None:
     assert report.assessment is not None and report.assessment.id == "LD515"
     assert report.assessment.cls == "offload.partial" and report.assessment.confidence == "high"
     assert "--fit-target" in next(f for f in report.findings if f.id == "LD515").fix.by_engine["llama.cpp"]
+
+
+@pytest.mark.parametrize(("line", "confidence"), [
+    # Ollama v0.1.32 gpu/amd_linux.go: slog.Warn(fmt.Sprintf("amdgpu [%d] %s is not supported by %s %v", ...))
+    ('time=2024-05-02T12:17:03.657Z level=WARN source=amd_linux.go:116 msg="amdgpu [0] gfx1036 is not supported by '
+     '/tmp/ollama1234/rocm [gfx1030 gfx1100 gfx1101 gfx1102 gfx900 gfx906 gfx908 gfx90a gfx940 gfx941 gfx942]"',
+     "high"),
+    # discover/amd_linux.go since v0.1.35: slog.Warn("amdgpu is not supported", "gpu", ..., "gpu_type", gfx, ...)
+    ('time=2024-11-02T08:00:01.000Z level=WARN source=amd_linux.go:389 msg="amdgpu is not supported" gpu=0 '
+     'gpu_type=gfx1031 library=/usr/lib/ollama supported_types="[gfx1030 gfx1100 gfx1101 gfx1102]"', "high"),
+    # scripts/install.sh: warning "No NVIDIA/AMD GPU detected. Ollama will run in CPU-only mode."
+    (">>> The Ollama API is now available at 127.0.0.1:11434.\nWARNING: No NVIDIA/AMD GPU detected. Ollama will "
+     "run in CPU-only mode.", "medium"),
+])
+def test_ollama_passing_over_the_gpu_is_named(line: str, confidence: str) -> None:
+    report = judge(line + "\n")
+    assert report.assessment is not None and report.assessment.id == "LD558"
+    assert report.assessment.cls == "offload.none" and report.assessment.confidence == confidence
+    assert "HSA_OVERRIDE_GFX_VERSION" in next(f for f in report.findings if f.id == "LD558").fix.by_engine["ollama"]

@@ -281,11 +281,16 @@ class LogParser:
         self.facts = Facts()  # replaced by the analyzer with the shared snapshot
         self.state = AnalysisState()  # replaced by the analyzer with the one of its analysis
         self._gate_test = _gate_test(self.gate) if self.gate else None
+        index = self.literal_index
+        self._alone_index = index if self.alone and isinstance(index, FragmentIndex) else None
         self._last_src: tuple[LogLine | None, Source | None] = (None, None)
 
     def passes_gate(self, text: str) -> bool:
         """Whether `text` is one of this parser's lines (always, for a parser without a gate). Cheap
-        when the analyzer's grouped scan has already said so (doctor/sources/logs/matcher.py, Verdict)."""
+        when the analyzer's grouped scan has already said so (doctor/sources/logs/matcher.py, Verdict). An alone
+        parser made from its line kinds has no gate: its lines are those its triggers' index finds something in."""
+        if self._alone_index is not None:
+            return bool(self._alone_index.bits(text))
         return self._gate_test is None or bool(self._gate_test(text))
 
     def bind(self, facts: Facts, state: AnalysisState | None = None) -> None:
@@ -318,11 +323,7 @@ class LogParser:
         """Read a candidate line: by default, a line that passes the gate goes to the kinds it can be."""
         if self.kinds is None:
             raise NotImplementedError
-        if self.alone:  # its own lines: those its triggers are in (the router's answer, when it routed the line)
-            index = self.literal_index
-            if index is not None and index.bits(line.text):
-                self.dispatch(line)
-        elif self.passes_gate(line.text):
+        if self.passes_gate(line.text):  # an alone parser: its triggers are in the line (the router's answer)
             self.dispatch(line)
 
     def feed_gap(self, number: int, text: str) -> None:

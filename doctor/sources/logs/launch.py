@@ -76,8 +76,7 @@ class LaunchParser(LogParser):
         self._into = self.facts  # where the command being read goes
 
     def feed(self, line: LogLine) -> None:
-        index = self.literal_index
-        if index is None or not index.bits(line.text):
+        if not self.passes_gate(line.text):
             return  # not one of its lines (the router hands it no other; a line fed to every parser is asked)
         cmd = self.open
         if cmd is not None and cmd.open and line.number == cmd.last + 1:

@@ -158,7 +158,9 @@ SERVER_SIGNATURE = gated(r"\bslot\s+\w+\s*: id\s+\d+ \| task|\bsrv\s+\w+: |serve
                          r"INFO \[\s+\w+\] |all slots are idle|update_slots")
 CLI_SIGNATURE = gated(r"\bmain: |system_info: n_threads|generate: n_ctx|sampler params|"
                       r"common_init_from_params|build: \d+ \(")
-BUILD = gated(r"build(?::| =)\s*(\d+) \(([0-9a-f]+)\)")
+# the build a log or a pasted `--version` names (common/common.cpp: "build: %d (%s) with %s for %s",
+# "version: %d (%s)" then "built with %s for %s")
+BUILD = gated(r"(?:build(?::| =)|^\s*version:)\s*(\d+) \(([0-9a-f]+)\)")
 OUTPUT_END = gated(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\[end of text\]|"
                    r"interrupted by user")
 
@@ -245,7 +247,7 @@ HARDWARE_KIND = LineKind(
     (r"n_threads +=", r"(?:AVX2|NEON|SSE3) = ", r"found \d+ \w+ devices", r"Device \d+: ", r"using device",
      r"backend from", r"ggml_metal\w*: (?:found device|GPU name|error)",
      r"ggml_vulkan: (?:Found|Device memory|\d+ = )", r"no usable GPU|GPU offload support|without GPU support",
-     r"build(?::| =) \d+ \("))
+     r"build(?::| =) \d+ \(|version: \d+ \([0-9a-f]+\)"))
 SAMPLING_KIND = LineKind(
     "sampling", (*SAMPLER_KEYS, SEED),
     (r"repeat_penalty|top_k = |mirostat = |sampler seed|seed +=",))

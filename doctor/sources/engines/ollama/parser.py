@@ -46,6 +46,7 @@ from doctor.sources.engines.ollama.patterns import (
     OLD_GO_LOG,
     PS_KIND,
     PS_ROW,
+    PS_SPLIT,
     READ,
     RUNNER_KIND,
     SET_PARAM,
@@ -462,15 +463,27 @@ class OllamaParser(Summary, AccessFold):
 
     @reads(PS_KIND)
     def _ps(self, line: LogLine, *_: object) -> bool:
-        """A row of `ollama ps`: the model's size and the share of it in GPU memory (its PROCESSOR column)."""
-        m = PS_ROW.search(line.text)
-        if not m:
-            return False
-        size = int(float(m.group(2)) * _HUMAN_UNITS[m.group(3)])
-        gpu_pct = 100 if m.group(4) else 0 if m.group(5) else int(m.group(7))
+        """A row of `ollama ps` (or its PROCESSOR column alone): the share of the model in GPU memory. Of
+        several loaded models, the one least on the GPU is the one that matters."""
+        t = line.text
+        m = PS_ROW.search(t)
+        size: int | None = None
+        if m:
+            size = int(float(m.group(2)) * _HUMAN_UNITS[m.group(3)])
+            gpu_pct = 100 if m.group(4) else 0 if m.group(5) else int(m.group(7))
+        else:
+            split = PS_SPLIT.search(t)
+            if not split or int(split.group(1)) + int(split.group(2)) != 100:
+                return False
+            gpu_pct = int(split.group(2))
         self.votes["ollama"] += 1
-        self.set("server.ollama.ps_size_bytes", size, line)
-        self.set("server.ollama.ps_vram_bytes", size * gpu_pct // 100, line)
+        low = self.facts.value("server.ollama.ps_gpu_percent")
+        if isinstance(low, int) and low <= gpu_pct:
+            return True
+        self.set("server.ollama.ps_gpu_percent", gpu_pct, line)
+        if size is not None:
+            self.set("server.ollama.ps_size_bytes", size, line)
+            self.set("server.ollama.ps_vram_bytes", size * gpu_pct // 100, line)
         return True
 
     @reads(CLI_KIND)
