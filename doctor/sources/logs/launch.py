@@ -49,6 +49,7 @@ FRAGMENTS = (
 )
 CONTINUATION = (r"\\\s*$",)  # a continued line (the next physical line belongs to the same command)
 COMMAND_KIND = LineKind("command", (), FRAGMENTS)
+COMMAND_WORDS = re.compile("|".join(f"(?:{f})" for f in FRAGMENTS))  # what the handler checks itself
 CONTINUED_KIND = LineKind("continued", (), CONTINUATION, scan=(r"(?m:\\[ \t]*\r?$)",))
 KINDS = LineKinds(COMMAND_KIND, CONTINUED_KIND)
 BUILD_TAG = re.compile(r"\bb(\d{3,5})\b")
@@ -88,6 +89,8 @@ class LaunchParser(LogParser):
 
     @reads(COMMAND_KIND)
     def _command(self, line: LogLine) -> bool:
+        if not COMMAND_WORDS.search(line.text):
+            return False
         text = PROMPT.sub("", line.text, count=1)
         cmd = _Command(line, last=line.number)
         self._continue(cmd, text, line)

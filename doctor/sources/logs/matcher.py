@@ -358,6 +358,10 @@ class LiteralIndex:
             bits |= 1 << self.literals.index(s)
         return bits
 
+    def _fallback_bits(self, text: str) -> int:
+        """Without RE2: each member tested on its own."""
+        return sum(1 << i for i, s in enumerate(self.literals) if s in text)
+
     def bits(self, text: str) -> int:
         primed = self._primed
         if primed[0] is text:
@@ -367,7 +371,7 @@ class LiteralIndex:
             self._match = set_matcher(self.patterns)
         match = self._match
         if match is None:
-            return sum(1 << i for i, s in enumerate(self.literals) if s in text)
+            return self._fallback_bits(text)
         # ASCII literals are found in UTF-8 bytes exactly where they are in the text; lone surrogates
         # (from JSON escapes) are passed through rather than refused
         bits = 0
@@ -389,18 +393,7 @@ class FragmentIndex(LiteralIndex):
         self._primed = (None, 0)
         self._searches: list[Callable[[str], object]] = []
 
-    def bits(self, text: str) -> int:
-        primed = self._primed
-        if primed[0] is text:
-            return primed[1]
-        if not self._compiled:
-            self._compiled = True
-            self._match = set_matcher(self.patterns)
-            if self._match is None:
-                self._searches = [re.compile(f).search for f in self.patterns]
-        if self._match is not None:
-            bits = 0
-            for i in self._match(text.encode("utf-8", "surrogatepass")):
-                bits |= 1 << i
-            return bits
+    def _fallback_bits(self, text: str) -> int:
+        if not self._searches:
+            self._searches = [re.compile(f).search for f in self.patterns]
         return sum(1 << i for i, search in enumerate(self._searches) if search(text))

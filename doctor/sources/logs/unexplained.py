@@ -78,11 +78,12 @@ class UnexplainedParser(LogParser):
     @reads(ERROR_KIND)
     def _error(self, line: LogLine) -> bool:
         s = self.s
+        t = line.text
+        if not ERROR_WORDS.search(t) or BENIGN.search(t):
+            return False
         if len(s.kept) >= KEPT:
             s.more += 1
-            return True
-        t = line.text
-        if ERROR_WORDS.search(t) and not BENIGN.search(t):
+        else:
             s.kept.append((line.number, t, line.raw))
         return True
 
