@@ -302,6 +302,9 @@ class LlamaBenchParser(LogParser):
         for key, name in _STR_FACTS.items():
             if row.settings.get(key):
                 facts.set(name, row.settings[key], src)
+        kqv = row.settings.get("no_kv_offload")
+        if kqv in ("0", "1", "true", "false"):  # -nkvo 1: the KV cache (and attention) stay in host RAM
+            facts.set("config.offload_kqv", kqv in ("0", "false"), src)
         flash = row.settings.get("flash_attn")
         if flash in ("0", "1", "true", "false"):
             facts.set("config.flash_attn", "enabled" if flash in ("1", "true") else "disabled", src)
