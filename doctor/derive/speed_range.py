@@ -9,11 +9,12 @@ range:
 - efficiency = measured tok/s x bytes read per token / the device's published bandwidth (the
   bandwidth bound; the bytes are the model's weights on that device, speed_log.py's cost);
 - the class: the device kind and backend (gpu:cuda, gpu:rocm, gpu:vulkan, gpu:sycl, apple:metal,
-  cpu:x86, cpu:arm) and the model band (small: under SMALL_BYTES of weights);
+  cpu:x86, cpu:arm) and the model band (small: under SMALL_BYTES of weights; tiny, under TINY_BYTES,
+  has no public runs and so no range);
 - the range: the lowest and highest efficiency of the runs the sources call normal in
   bench/data/public_runs.yaml (speed_ranges.json beside the spec table, written by
   `python -m bench.speed_ranges`, which prints the table with its sources); a class with fewer than
-  MIN_ROWS rows falls back to the band-free class, then to the device kind.
+  MIN_ROWS rows falls back to its device kind in the same band (kind:band), never across bands.
 
 `speed.decode.placement` is below | within | above, or `partial` when the model is split between GPU
 and host (the ranges are for one device; the offload rules name that cause). Runs on this machine's
@@ -35,10 +36,11 @@ from doctor.derive.source import step_src
 
 DATA = Path(__file__).with_name("specs") / "speed_ranges.json"
 SMALL_BYTES = 2.5e9  # weights read per token; below it launches and sampling hold a GPU's decode
+TINY_BYTES = 0.5e9  # below it the fixed cost of a step is most of it: no public runs, no range (the fraction rule)
 MIN_ROWS = 4
 GB = 1e9
-ARM = re.compile(r"\b(?:arm|aarch64|cortex|neoverse|ampere|graviton|snapdragon|qualcomm|raspberry|bcm27\d\d|"
-                 r"rockchip|rk35\d\d|apple|cix|mediatek|dimensity|kryo|qcs\d+|orin|jetson|tegra)\b", re.IGNORECASE)
+ARM = re.compile(r"\b(?:arm\b|aarch64|cortex|neoverse|ampere|graviton|snapdragon|qualcomm|raspberry|bcm27\d\d|"
+                 r"rockchip|rk35\d\d|apple|cix\b|mediatek|dimensity|kryo|qcs\d+|orin|jetson|tegra)", re.IGNORECASE)
 GPU_BACKENDS = (("cuda", "cuda"), ("rocm", "rocm"), ("hip", "rocm"), ("vulkan", "vulkan"), ("sycl", "sycl"),
                 ("metal", "metal"), ("mtl", "metal"), ("opencl", "opencl"), ("musa", "cuda"), ("cann", "cann"))
 
@@ -72,7 +74,7 @@ def class_key(kind: str, backend: str, device: str, weights: float) -> str:
     """The class of a run: kind:backend:band (a CPU's backend is its architecture)."""
     if kind == "cpu":
         backend = "arm" if ARM.search(device) else "x86"
-    band = "small" if weights < SMALL_BYTES else "large"
+    band = "tiny" if weights < TINY_BYTES else "small" if weights < SMALL_BYTES else "large"
     return f"{kind}:{backend}:{band}"
 
 
@@ -82,8 +84,10 @@ def efficiency(tok_s: float, bytes_per_token: float, bw_gbs: float) -> float:
 
 
 def fallbacks(key: str) -> list[str]:
-    kind, backend, band = key.split(":")
-    return [key, f"{kind}:{backend}", f"{kind}:{band}", kind]
+    """The class, then its device kind in the same model band: a band is never left (a small model's share of
+    the bandwidth is not a large one's)."""
+    kind, _, band = key.split(":")
+    return [key, f"{kind}:{band}"]
 
 
 _RANGES: list[dict[str, Range]] = []
@@ -176,10 +180,12 @@ def _describe(key: str) -> str:
     """`gpu:cuda:large` -> 'CUDA GPUs with models of 2.5 GB or more'."""
     parts = key.split(":")
     kind = KIND_WORDS.get(parts[0], parts[0])
-    words = [f"{BACKEND_WORDS.get(parts[1], parts[1])} {kind}" if len(parts) > 1 and parts[1] not in ("small", "large")
+    words = [f"{BACKEND_WORDS.get(parts[1], parts[1])} {kind}" if len(parts) > 1 and parts[1] not in ("tiny", "small",
+                                                                                                    "large")
              else kind]
-    band = parts[-1] if parts[-1] in ("small", "large") else None
+    band = parts[-1] if parts[-1] in ("tiny", "small", "large") else None
     if band:
-        words.append(f"models under {SMALL_BYTES / GB:g} GB" if band == "small" else
-                     f"models of {SMALL_BYTES / GB:g} GB or more")
+        words.append({"tiny": f"models under {TINY_BYTES / GB:g} GB",
+                      "small": f"models of {TINY_BYTES / GB:g}-{SMALL_BYTES / GB:g} GB",
+                      "large": f"models of {SMALL_BYTES / GB:g} GB or more"}[band])
     return " with ".join(words)
