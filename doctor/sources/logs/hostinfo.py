@@ -2,7 +2,8 @@
 where the work ran: read by no engine parser.
 
 The strings are the tools' own:
-- nvidia-smi -L: `GPU 0: NVIDIA GeForce RTX 3090 (UUID: GPU-7cbcc10d-...)`;
+- nvidia-smi -L: `GPU 0: NVIDIA GeForce RTX 3090 (UUID: GPU-7cbcc10d-...)`; llama.cpp's SYCL device table
+  (ggml-sycl.cpp: `|%2d|%19s|%39s|...`: `| 0| [level_zero:gpu:0]| Intel Arc A770 Graphics|...`);
 - fastfetch (src/modules/cpu/cpu.c, gpu/gpu.c: `name (cores|P+E) @ freq`, `vendor name (cores) @ freq
   (used / total) [Discrete]`) and neofetch (`CPU: Intel i7-4790 (8) @ 4.000GHz`), `Memory: used / total`;
 - system_profiler SPHardwareDataType (`Chip: Apple M4 Max`, `Total Number of Cores: 16 (12 performance
@@ -33,6 +34,8 @@ from doctor.sources.logs.matcher import gated
 
 MAX_GPUS = 16
 GIB = 1 << 30
+# ggml-sycl.cpp's device table: "|%2d|%19s|%39s|%7s|..." (id, [backend:type:n], name, version, ...)
+SYCL_DEVICE = gated(r"^\|\s*(\d+)\s*\|\s*\[(?:level_zero|opencl|ext_oneapi_\w+):gpu:\d+\]\s*\|\s*(\S[^|]*?)\s*\|")
 SMI_L = gated(r"^\s*GPU (\d+): (.+?) \(UUID: GPU-[0-9a-fA-F-]+\)")
 FETCH_CPU = gated(r"\bCPU: (.+?)(?: \((\d+)(?:\+(\d+))*\))?(?: @ [\d.]+ ?[GM]Hz)?\s*$")
 FETCH_GPU = gated(r"\bGPU(?: \d+)?: (.+?)(?: \(\d+\))?(?: @ [\d.]+ ?[GM]Hz)?(?: - [\d.]+ ?°?C)?"
@@ -53,7 +56,7 @@ GPU_WORDS = re.compile(r"\b(?:nvidia|geforce|rtx|gtx|quadro|tesla|radeon|amd|rx|
                        r"vivante|v3d|instinct)\b", re.IGNORECASE)
 UNITS = {"MiB": 1 << 20, "GiB": GIB, "TiB": 1 << 40, "GB": GIB}
 
-SMI_L_KIND = LineKind("smi_l", (SMI_L,), (r"GPU \d+: .* \(UUID: GPU-",))
+SMI_L_KIND = LineKind("smi_l", (SMI_L, SYCL_DEVICE), (r"GPU \d+: .* \(UUID: GPU-", r":gpu:\d+\] *\|"))
 FETCH_KIND = LineKind("fetch", (FETCH_CPU, FETCH_GPU, MEMORY), (r"\b(?:CPU|GPU(?: \d+)?|Memory): ",))
 PROFILER_KIND = LineKind("profiler", (CORES, CHIPSET, CHIP), (r"Total Number of Cores: ", r"Chipset Model: ",
                                                                r"Chip: +Apple"))
@@ -84,7 +87,7 @@ class HostInfoParser(LogParser):
 
     @reads(SMI_L_KIND)
     def _smi_l(self, line: LogLine) -> bool:
-        m = SMI_L.search(line.text)
+        m = SMI_L.search(line.text) or SYCL_DEVICE.search(line.text)
         if not m:
             return False
         if int(m.group(1)) < MAX_GPUS:
