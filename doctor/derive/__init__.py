@@ -24,7 +24,18 @@ Pure: reads a Facts, sets derived.* facts; imports only doctor.core.
 from __future__ import annotations
 
 from doctor.core.facts import Facts
-from doctor.derive import context, model_guess, plan, run, spec_lookup, spec_memory, speed, speed_causes, speed_log, speed_range
+from doctor.derive import (
+    context,
+    model_guess,
+    plan,
+    run,
+    spec_lookup,
+    spec_memory,
+    speed,
+    speed_causes,
+    speed_log,
+    speed_range,
+)
 
 
 def _derive_vs_engine(facts: Facts) -> None:
@@ -36,8 +47,8 @@ def _derive_vs_engine(facts: Facts) -> None:
 
 # the spec lookup reads only what the input names (CPU, GPUs, backends): before derive_threads, which
 # takes a named CPU's published cores when nothing of the machine was read
-STEPS = (run.derive_run_summaries, model_guess.derive_model_guess, plan.derive_kv, context.derive_context, spec_lookup.derive_spec,
-         spec_memory.derive_spec_memory,
+STEPS = (run.derive_run_summaries, model_guess.derive_model_guess, plan.derive_kv, context.derive_context,
+         spec_lookup.derive_spec, spec_memory.derive_spec_memory,
          run.derive_threads, run.derive_load, run.derive_offload, plan.derive_mmproj, plan.derive_budget,
          context.derive_ctx_reduced, run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output,
          _derive_vs_engine, speed.derive_speed, speed_log.derive_speed_log, speed_range.derive_speed_range,

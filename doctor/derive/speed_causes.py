@@ -83,6 +83,9 @@ def _offload(facts: Facts) -> str | None:
         return f"{placed} of {total} layers on the GPU"
     if facts.value("run.offloaded_layers") == 0 and total:
         return f"0 of {total} layers on the GPU"
+    shown = facts.value("run.gpu_share")
+    if isinstance(shown, int | float) and shown < 1.0 and (shown > 0 or _gpu_on_machine(facts)):
+        return f"ollama ps shows {1 - shown:.0%} of the model on the CPU"
     if facts.value("speed.decode.placement") == "partial":
         asked = facts.value("config.n_gpu_layers")
         return f"-ngl {asked}: part of the model in host RAM" if isinstance(asked, int) else \
@@ -164,8 +167,9 @@ def _threads(facts: Facts) -> str | None:
     if perf and physical and perf < physical and threads > perf:
         return (f"{threads} threads on a CPU with {perf} performance cores of {physical}: the fast cores wait for the "
                 "slow ones at every step")
-    if physical and physical >= 4 and threads * 2 <= physical:
-        return f"{threads} threads on {physical} cores"
+    fast = perf if perf and physical and perf < physical else physical  # a hybrid CPU's fast cores
+    if fast and fast >= 4 and threads * 2 <= fast:
+        return f"{threads} threads on {fast} {'performance ' if fast != physical else ''}cores"
     return None
 
 

@@ -20,6 +20,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
      "class; partial when the model is split between GPU and host"),
     ("run.graph_splits", "int", None, "splits of the decode graph between backends (llama.cpp's `graph splits`, "
      "the bs=1 figure where two are printed): more than the devices in use means ops ran on the CPU"),
+    ("run.gpu_share", "float", None, "share of the loaded model in GPU memory, as `ollama ps` prints it (42%/58% "
+     "CPU/GPU: 0.58; 100% CPU: 0)"),
     ("speed.causes", "list", None, "the slow causes the paste shows, likeliest first, in words (each is a "
      "speed.cause.* fact)"),
     ("speed.cause.offload", "str", None, "part or none of the model on the GPU of a machine that has one"),

@@ -14,6 +14,7 @@ The strings are the tools' own:
   (`cpu cores`, `siblings`);
 - llama.cpp: Metal's `recommendedMaxWorkingSetSize  = %8.2f MB` (ggml-metal-device.m), `graph splits = %d`
   or `graph splits = %d (with bs=%d), %d (with bs=1)` (llama-context.cpp);
+- `ollama ps` (cmd/cmd.go): `llama3:70b  be39eb53a197  41 GB  42%/58% CPU/GPU  4 minutes from now`;
 - the command a result came from: `ollama run [--verbose] MODEL`, geerlingguy's obench.sh `Running
   benchmark N times using model: MODEL`.
 Names go to `host.gpu[i].name` / `host.cpu.model` only where no engine line or doctor/sources/logs/devices.py
@@ -50,6 +51,8 @@ LSCPU = gated(r"^\s*(CPU\(s\)|Thread\(s\) per core|Core\(s\) per (?:socket|clust
 CPUINFO = gated(r"^(cpu cores|siblings)\s*: (\d+)\s*$")
 WORKING_SET = gated(r"recommendedMaxWorkingSetSize\s*=\s*([\d.]+) MB")
 SPLITS = gated(r"graph splits = (\d+)(?: \(with bs=\d+\), (\d+) \(with bs=1\))?")
+# `ollama ps` (cmd/cmd.go): NAME, ID, SIZE, PROCESSOR: "100% CPU", "100% GPU" or "%d%%/%d%% CPU/GPU"
+OLLAMA_PS = gated(r"^(\S+)\s+[0-9a-f]{12}\s+[\d.]+ [KMGT]?B\s+(?:(100)% (CPU|GPU)|(\d+)%/(\d+)% CPU/GPU)\b")
 OLLAMA_RUN = gated(r"\bollama run(?: --?[\w-]+)* ([\w.-]+(?:/[\w.-]+)*:[\w.-]+|[\w.-]+)")
 OBENCH = gated(r"\busing model: ([\w.-]+(?:/[\w.-]+)*:[\w.-]+|[\w.-]+)\s*$")
 GPU_WORDS = re.compile(r"\b(?:nvidia|geforce|rtx|gtx|quadro|tesla|radeon|amd|rx|arc|intel|apple|mali|adreno|"
@@ -61,9 +64,12 @@ FETCH_KIND = LineKind("fetch", (FETCH_CPU, FETCH_GPU, MEMORY), (r"\b(?:CPU|GPU(?
 PROFILER_KIND = LineKind("profiler", (CORES, CHIPSET, CHIP), (r"Total Number of Cores: ", r"Chipset Model: ",
                                                                r"Chip: +Apple"))
 LSCPU_KIND = LineKind("lscpu", (LSCPU, CPUINFO), (
-    r"^\s*(?:CPU\(s\)|Thread\(s\) per core|Core\(s\) per|Socket\(s\)|Cluster\(s\)):", r"^(?:cpu cores|siblings)\s*: "))
+    r"(?:CPU\(s\)|Thread\(s\) per core|Core\(s\) per (?:socket|cluster)|Socket\(s\)|Cluster\(s\)|"
+    r"Model name): ",
+    r"(?:cpu cores|siblings)\s*: "))
 PLACE_KIND = LineKind("place", (WORKING_SET, SPLITS), (r"recommendedMaxWorkingSetSize", r"graph splits = "))
-RUN_KIND = LineKind("run", (OLLAMA_RUN, OBENCH), (r"ollama run ", r"using model: "))
+RUN_KIND = LineKind("run", (OLLAMA_RUN, OBENCH, OLLAMA_PS), (
+    r"ollama run ", r"using model: ", r"[0-9a-f]{12} +[\d.]+ [KMGT]?B +(?:100% |\d+%/\d+% CPU/GPU)"))
 KINDS = LineKinds(SMI_L_KIND, PROFILER_KIND, LSCPU_KIND, PLACE_KIND, RUN_KIND, FETCH_KIND)
 
 
@@ -141,6 +147,12 @@ class HostInfoParser(LogParser):
 
     @reads(RUN_KIND)
     def _run(self, line: LogLine) -> bool:
+        ps = OLLAMA_PS.search(line.text)
+        if ps:
+            self._keep("model.name", ps.group(1), line)
+            cpu = (1.0 if ps.group(3) == "CPU" else 0.0) if ps.group(2) else int(ps.group(4)) / 100
+            self._keep("run.gpu_share", round(1.0 - cpu, 2), line)
+            return True
         m = OLLAMA_RUN.search(line.text) or OBENCH.search(line.text)
         if not m:
             return False
