@@ -16,7 +16,8 @@ The strings are the tools' own:
   or `graph splits = %d (with bs=%d), %d (with bs=1)` (llama-context.cpp);
 - `ollama ps` (cmd/cmd.go): `llama3:70b  be39eb53a197  41 GB  42%/58% CPU/GPU  4 minutes from now`;
 - the command a result came from: `ollama run [--verbose] MODEL`, geerlingguy's obench.sh `Running
-  benchmark N times using model: MODEL`.
+  benchmark N times using model: MODEL` and its average (obench.sh: `Average Eval Rate: %s tokens/second`, or
+  with --markdown `|**Average Eval Rate**| %s tokens/second |`), the first model's when a post runs several.
 Names go to `host.gpu[i].name` / `host.cpu.model` only where no engine line or doctor/sources/logs/devices.py
 named them. Casts no engine vote.
 
@@ -54,7 +55,9 @@ SPLITS = gated(r"graph splits = (\d+)(?: \(with bs=\d+\), (\d+) \(with bs=1\))?"
 # `ollama ps` (cmd/cmd.go): NAME, ID, SIZE, PROCESSOR: "100% CPU", "100% GPU" or "%d%%/%d%% CPU/GPU"
 OLLAMA_PS = gated(r"^(\S+)\s+[0-9a-f]{12}\s+[\d.]+ [KMGT]?B\s+(?:(100)% (CPU|GPU)|(\d+)%/(\d+)% CPU/GPU)\b")
 OLLAMA_RUN = gated(r"\bollama run(?: --?[\w-]+)* ([\w.-]+(?:/[\w.-]+)*:[\w.-]+|[\w.-]+)")
-OBENCH = gated(r"\busing model: ([\w.-]+(?:/[\w.-]+)*:[\w.-]+|[\w.-]+)\s*$")
+OBENCH = gated(r"\busing model: ([\w.-]+(?:/[\w.-]+)*:[\w.-]+|[\w.-]+)")
+# obench.sh's average, plain or --markdown: `Average Eval Rate: %s tokens/second`, `|**Average Eval Rate**| %s ...|`
+OBENCH_AVG = gated(r"Average Eval Rate\**\s*[|:]\s*([\d.]+) tokens/second")
 GPU_WORDS = re.compile(r"\b(?:nvidia|geforce|rtx|gtx|quadro|tesla|radeon|amd|rx|arc|intel|apple|mali|adreno|"
                        r"vivante|v3d|instinct)\b", re.IGNORECASE)
 UNITS = {"MiB": 1 << 20, "GiB": GIB, "TiB": 1 << 40, "GB": GIB}
@@ -68,8 +71,8 @@ LSCPU_KIND = LineKind("lscpu", (LSCPU, CPUINFO), (
     r"Model name): ",
     r"(?:cpu cores|siblings)\s*: "))
 PLACE_KIND = LineKind("place", (WORKING_SET, SPLITS), (r"recommendedMaxWorkingSetSize", r"graph splits = "))
-RUN_KIND = LineKind("run", (OLLAMA_RUN, OBENCH, OLLAMA_PS), (
-    r"ollama run ", r"using model: ", r"[0-9a-f]{12} +[\d.]+ [KMGT]?B +(?:100% |\d+%/\d+% CPU/GPU)"))
+RUN_KIND = LineKind("run", (OLLAMA_RUN, OBENCH, OLLAMA_PS, OBENCH_AVG), (
+    r"ollama run ", r"using model: ", r"Average Eval Rate", r"[0-9a-f]{12} +[\d.]+ [KMGT]?B +(?:100% |\d+%/\d+% CPU/GPU)"))
 KINDS = LineKinds(SMI_L_KIND, PROFILER_KIND, LSCPU_KIND, PLACE_KIND, RUN_KIND, FETCH_KIND)
 
 
@@ -83,6 +86,7 @@ class HostInfoParser(LogParser):
         self.values: dict[str, tuple[object, LogLine]] = {}
         self.lscpu: list[tuple[str, str, LogLine]] = []
         self.in_display = False  # the last system_profiler section was a GPU (Chipset Model)
+        self.obench: tuple[float, LogLine] | None = None
 
     def feed(self, line: LogLine) -> None:
         if self.passes_gate(line.text):
@@ -153,6 +157,11 @@ class HostInfoParser(LogParser):
             cpu = (1.0 if ps.group(3) == "CPU" else 0.0) if ps.group(2) else int(ps.group(4)) / 100
             self._keep("run.gpu_share", round(1.0 - cpu, 2), line)
             return True
+        avg = OBENCH_AVG.search(line.text)
+        if avg:  # the first model's average: its name is the `using model:` line above it
+            if "model.name" in self.values and not self.obench:
+                self.obench = (float(avg.group(1)), line)
+            return True
         m = OLLAMA_RUN.search(line.text) or OBENCH.search(line.text)
         if not m:
             return False
@@ -222,3 +231,5 @@ class HostInfoParser(LogParser):
         for name, (value, line) in {**self._topology(), **self.values}.items():
             if not facts.has(name):
                 facts.set(name, value, self.src(line))  # type: ignore[arg-type]
+        if self.obench is not None and not facts.has("run.decode_tps"):
+            facts.set("run.decode_tps", self.obench[0], self.src(self.obench[1]))
