@@ -17,7 +17,8 @@ The strings are the tools' own:
 - `ollama ps` (cmd/cmd.go): `llama3:70b  be39eb53a197  41 GB  42%/58% CPU/GPU  4 minutes from now`;
 - the command a result came from: `ollama run [--verbose] MODEL`, geerlingguy's obench.sh `Running
   benchmark N times using model: MODEL` and its average (obench.sh: `Average Eval Rate: %s tokens/second`, or
-  with --markdown `|**Average Eval Rate**| %s tokens/second |`), the first model's when a post runs several.
+  with --markdown `|**Average Eval Rate**| %s tokens/second |`); where a post runs several models, the last
+  one's (as Ollama's parser keeps the last verbose block's speeds).
 Names go to `host.gpu[i].name` / `host.cpu.model` only where no engine line or doctor/sources/logs/devices.py
 named them. Casts no engine vote.
 
@@ -158,14 +159,14 @@ class HostInfoParser(LogParser):
             self._keep("run.gpu_share", round(1.0 - cpu, 2), line)
             return True
         avg = OBENCH_AVG.search(line.text)
-        if avg:  # the first model's average: its name is the `using model:` line above it
-            if "model.name" in self.values and not self.obench:
-                self.obench = (float(avg.group(1)), line)
+        if avg:  # the average of the model named by the `using model:` line above it
+            self.obench = (float(avg.group(1)), line)
             return True
         m = OLLAMA_RUN.search(line.text) or OBENCH.search(line.text)
         if not m:
             return False
-        self._keep("model.name", m.group(1), line)
+        # the last command's model: Ollama's parser keeps the last verbose block's speeds
+        self.values["model.name"] = (m.group(1), line)
         return True
 
     @reads(FETCH_KIND)
