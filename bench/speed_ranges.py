@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -98,7 +99,8 @@ def fit(rows: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str
     classes = {}
     for key, items in sorted(members.items()):
         effs = sorted(e for e, _ in items)
-        classes[key] = {"low": round(effs[0], 3), "high": round(effs[-1], 3),
+        # the ends rounded outwards: a run at the class's lowest is within its range
+        classes[key] = {"low": math.floor(effs[0] * 1000) / 1000, "high": math.ceil(effs[-1] * 1000) / 1000,
                         "median": round(statistics.median(effs), 3), "rows": len(effs)}
     return classes, members
 
