@@ -73,7 +73,8 @@ LSCPU_KIND = LineKind("lscpu", (LSCPU, CPUINFO), (
     r"(?:cpu cores|siblings)\s*: "))
 PLACE_KIND = LineKind("place", (WORKING_SET, SPLITS), (r"recommendedMaxWorkingSetSize", r"graph splits = "))
 RUN_KIND = LineKind("run", (OLLAMA_RUN, OBENCH, OLLAMA_PS, OBENCH_AVG), (
-    r"ollama run ", r"using model: ", r"Average Eval Rate", r"[0-9a-f]{12} +[\d.]+ [KMGT]?B +(?:100% |\d+%/\d+% CPU/GPU)"))
+    r"ollama run ", r"using model: ", r"Average Eval Rate",
+    r"[0-9a-f]{12} +[\d.]+ [KMGT]?B +(?:100% |\d+%/\d+% CPU/GPU)"))
 KINDS = LineKinds(SMI_L_KIND, PROFILER_KIND, LSCPU_KIND, PLACE_KIND, RUN_KIND, FETCH_KIND)
 
 
