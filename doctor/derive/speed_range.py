@@ -16,8 +16,9 @@ range:
   `python -m bench.speed_ranges`, which prints the table with its sources); a class with fewer than
   MIN_ROWS rows falls back to its device kind in the same band (kind:band), never across bands.
 
-`speed.decode.placement` is below (under the class's lowest by more than MARGIN) | within | above, or `partial` when the model is split between GPU
-and host (the ranges are for one device; the offload rules name that cause). Runs on this machine's
+`speed.decode.placement` is below (under the class's lowest by more than MARGIN) | within | above, or
+`partial` when the model is split between GPU and host (the ranges are for one device; the offload
+rules name that cause). Runs on this machine's
 measured ceilings keep the fraction rule of docs/speed.md (their ceilings are measured, not
 published), and so are not placed here.
 
