@@ -209,8 +209,9 @@ OPTIONS: tuple[Option, ...] = (
        action="store_true"),
     _o("color", "--color", "colour in text output (NO_COLOR is honoured)", ALL, "output",
        choices=("auto", "always", "never"), default="auto"),
-    _o("redact", "--redact", "remove home paths, user and host names, IP/MAC/e-mail addresses, UUIDs and the "
-       "prompt/output text, so the report can be pasted into a public issue", ALL, "output",
+    _o("redact", "--redact", "remove home paths, user and host names (this machine's and those the log's prefixes "
+       "and URLs show), IP/MAC/e-mail addresses, UUIDs, API keys and the prompt/output text from every view, so "
+       "the report can be pasted into a public issue", ALL, "output",
        action="store_true"),
     _o("tui", "--tui", "force the interactive view", ALL, "output", action="store_true", default=None,
        mutex="tui"),

@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from doctor.core.redact import Redactor
     from doctor.core.report import Report
     from doctor.core.vocab import FailOn
 
@@ -28,16 +29,29 @@ def wants_tui(args: argparse.Namespace) -> bool:
     return sys.stdout.isatty() and sys.stdin.isatty()
 
 
-def redacted(report: Report, args: argparse.Namespace) -> Report:
+def redactor(args: argparse.Namespace) -> Redactor | None:
+    """`--redact`: one redactor for the command (watch's, which learned the run's prompt and output,
+    when there is one), so that the report, the log pane and the exports lose the same names."""
     if not getattr(args, "redact", False):
-        return report
-    from doctor.core.redact import for_this_machine
+        return None
+    if getattr(args, "redactor", None) is None:
+        from doctor.core.redact import for_this_machine
 
-    return for_this_machine().report(report)
+        args.redactor = for_this_machine()
+    made: Redactor = args.redactor
+    return made
+
+
+def redacted(report: Report, args: argparse.Namespace) -> Report:
+    r = redactor(args)
+    return report if r is None else r.report(report)
 
 
 def emit(report: Report, args: argparse.Namespace) -> int:
-    report = redacted(report, args)
+    return _emit(redacted(report, args), args)
+
+
+def _emit(report: Report, args: argparse.Namespace) -> int:
     fmt = args.format or "text"
     if fmt == "json":
         from doctor.views.render.json import render_json
@@ -83,11 +97,13 @@ def show_report(report: Report, args: argparse.Namespace, log_path: str | None =
     """TUI when wanted and available, else the chosen text view. Returns the exit code."""
     if wants_tui(args):
         report = redacted(report, args)
+        r = redactor(args)
         try:
             from doctor.views.tui.app import run_report_app
         except ImportError:
             pass
         else:
-            run_report_app(report, log_path=log_path)
+            run_report_app(report, log_path=log_path, redact_line=None if r is None else r.text)
             return exit_code(report, args.fail_on)
+        return _emit(report, args)
     return emit(report, args)

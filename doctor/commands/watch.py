@@ -392,7 +392,9 @@ def _with_tui(tui: Any, produce: Callable[..., Outcome], stop: threading.Event, 
         else:
             pause.clear()
 
-    outcome_tui = tui.run_watch_app(feed, on_stop=stop.set, on_pause=on_pause, title="watch")
+    r = getattr(args, "redactor", None)
+    outcome_tui = tui.run_watch_app(feed, on_stop=stop.set, on_pause=on_pause, title="watch",
+                                    redact=None if r is None else r.report)
     stop.set()
     thread.join(30)
     if "error" in result:
