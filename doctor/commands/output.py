@@ -29,6 +29,21 @@ def wants_tui(args: argparse.Namespace) -> bool:
     return sys.stdout.isatty() and sys.stdin.isatty()
 
 
+def check_writable(path: str, option: str) -> None:
+    """A file the command will write (--save, --record): refused before any work when it cannot be."""
+    from pathlib import Path
+
+    from doctor.core.errors import UsageError
+
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise UsageError(f"{option} {path}: is a directory")
+    if not p.parent.is_dir():
+        raise UsageError(f"{option} {path}: folder {p.parent} does not exist")
+    if not os.access(p.parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(f"{option} {path}: cannot write there (permission denied)")
+
+
 def redactor(args: argparse.Namespace) -> Redactor | None:
     """`--redact`: one redactor for the command (watch's, which learned the run's prompt and output,
     when there is one), so that the report, the log pane and the exports lose the same names."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doctor.commands.options import VERIFY_BUDGET_S, add_options, by_dest
-from doctor.commands.output import emit, exit_code, wants_tui, write_stdout
+from doctor.commands.output import check_writable, emit, exit_code, wants_tui, write_stdout
 from doctor.commands.selection import select_rules
 from doctor.core.errors import EngineError, InputError, UsageError
 
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     if cmd and shutil.which(cmd[0]) is None:
         raise EngineError(f"{cmd[0]}: command not found")
     if args.record:
-        _check_writable(args.record)
+        check_writable(args.record, "--record")
 
     from doctor.judge.live_judge import LiveJudge
 
@@ -192,14 +192,6 @@ def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _check_writable(path: str) -> None:
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"--record {path}: is a directory")
-    if not p.parent.exists():
-        raise UsageError(f"--record {path}: folder {p.parent} does not exist")
 
 
 def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event: Callable[[LiveEvent], None],
