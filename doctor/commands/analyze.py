@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     # the judge, the derivations and the log readers are imported here, not with the parser: `--help`
     # and the other commands' runs do not pay for them
     from doctor.commands.flag_check import ENGINES, check_report_flags
-    from doctor.commands.output import exit_code, redactor, show_report
+    from doctor.commands.output import after_tui, exit_code, redactor, show_report
     from doctor.commands.selection import select_rules
     from doctor.judge.evaluate import diagnose
     from doctor.judge.rulebase import load_rulebase
@@ -65,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
                     r = redactor(args)
                     pasted = run_paste_app(paste_diagnosis(rulebase, args.engine, None if r is None else r.report),
                                            None if r is None else r.text)
-                    return 0 if pasted is None else exit_code(pasted, args.fail_on)
+                    if pasted is None:
+                        return 0
+                    after_tui(pasted, args)
+                    return exit_code(pasted, args.fail_on)
             raise UsageError("give a log file, or - and paste the log (end with Ctrl-D)")
         args.file = "-"
     if (args.model or args.verify_budget is not None) and not args.verify:

@@ -36,39 +36,39 @@ def choose_model(args: argparse.Namespace) -> ModelChoice:
         return _from_server(args)
     if args.model is None:
         return ModelChoice(str(default_model_path()))
-    found = _from_folder(args) or resolve(args.model)
+    found = resolve(args.model)
     notes = [f"{args.model}: {found.store} model {found.name}, file {found.path}"] if found.store != "file" else []
     return ModelChoice(found.path, found.mmproj, preset=preset(found), notes=notes)
 
 
-def _from_folder(args: argparse.Namespace) -> Any:
-    """`-m DIR` with several models in it, on a terminal: the models list of that folder, to pick one
-    (elsewhere resolve() says which there are, in one line)."""
+def browse_folder(args: argparse.Namespace) -> int | None:
+    """`scan -m DIR` with several models in it, on a terminal: the models list of that folder, each
+    model scanned with the other options given (Esc on its report comes back to the list). None when
+    this is not that case (resolve() then takes the one model in the folder, or says which there are)."""
+    import copy
     import sys
     from pathlib import Path
 
     from doctor.sources.models.folder import models_in
 
-    folder = Path(args.model).expanduser()
+    if args.model is None or getattr(args, "url", None) or not Path(args.model).expanduser().is_dir():
+        return None
     # a choice to make, not a view: a terminal to ask on is enough (the report may still go to a pipe as JSON)
-    ask = args.tui is True or (args.tui is None and sys.stdin.isatty() and sys.stderr.isatty())
-    if not folder.is_dir() or not ask:
+    if not (args.tui is True or (args.tui is None and sys.stdin.isatty() and sys.stderr.isatty())):
         return None
-    found = models_in(folder)
-    if len(found) < 2:
+    if len(models_in(Path(args.model))) < 2:
         return None
-    try:
-        from doctor.views.tui.models_screen import run_models_app
-    except ImportError:
-        return None
-    from doctor.commands.models import build_view
+    from doctor.commands.models import browse, build_view
 
     view = build_view(argparse.Namespace(folders=[args.model], ram=getattr(args, "ram", None),
                                          vram=getattr(args, "vram", None)))
-    chosen = run_models_app(view)
-    if chosen is None:
-        raise UsageError(f"{args.model}: no model chosen")
-    return next(m for m in found if m.path == chosen.path)
+
+    def scan_for(row: Any) -> argparse.Namespace:
+        chosen = copy.copy(args)
+        chosen.model = row.path
+        return chosen
+
+    return browse(view, scan_for)
 
 
 def _from_server(args: argparse.Namespace) -> ModelChoice:

@@ -109,16 +109,33 @@ def write_stdout(text: str) -> None:
 
 
 def show_report(report: Report, args: argparse.Namespace, log_path: str | None = None) -> int:
-    """TUI when wanted and available, else the chosen text view. Returns the exit code."""
+    """TUI when wanted and available, else the chosen text view. Returns the exit code.
+
+    When the TUI closes, the text report is printed (`after_tui`): a full-screen app leaves nothing on
+    the terminal, and the report is what the user came for. A report opened from a list (`models`:
+    args.back) that the user left with Esc prints nothing and sets args.went_back (the list comes again)."""
     if wants_tui(args):
         report = redacted(report, args)
         r = redactor(args)
         try:
             from doctor.views.tui.app import run_report_app
         except ImportError:
-            pass
+            return _emit(report, args)
+        if run_report_app(report, log_path=log_path, redact_line=None if r is None else r.text,
+                          back=getattr(args, "back", False)):
+            args.went_back = True
         else:
-            run_report_app(report, log_path=log_path, redact_line=None if r is None else r.text)
-            return exit_code(report, args.fail_on)
-        return _emit(report, args)
+            after_tui(report, args)
+        return exit_code(report, args.fail_on)
     return emit(report, args)
+
+
+def after_tui(report: Report, args: argparse.Namespace) -> None:
+    """What stays on the terminal once a TUI is gone: the report as the text view shows it (not -v).
+    Printed, not Textual's inline mode: the report screen needs the whole terminal, and printed text
+    can be scrolled back, searched and copied (commands whole) like any other output."""
+    from doctor.views.render.style import choose_style
+    from doctor.views.render.text import render_text
+
+    style = choose_style(sys.stdout.isatty(), sys.stdout.encoding, getattr(args, "color", "auto"))
+    write_stdout(render_text(report, style, verbose=False))

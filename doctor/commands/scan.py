@@ -399,6 +399,11 @@ def run(args: argparse.Namespace) -> int:
     check_settings(args)
     if args.save:
         check_writable(args.save, "--save")
+    from doctor.commands.model_choice import browse_folder
+
+    picked = browse_folder(args)  # -m DIR with several models, on a terminal: the list, then the scans
+    if picked is not None:
+        return picked
     if "bench" in only_probes:
         only_probes |= {"readbench", "gpubench"}
     if "bench" in skip_probes:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doctor.commands.options import VERIFY_BUDGET_S, add_options, by_dest
-from doctor.commands.output import check_writable, emit, exit_code, wants_tui, write_stdout
+from doctor.commands.output import after_tui, check_writable, emit, exit_code, redacted, wants_tui, write_stdout
 from doctor.commands.selection import select_rules
 from doctor.core.errors import EngineError, InputError, UsageError
 
@@ -396,4 +396,6 @@ def _with_tui(tui: Any, produce: Callable[..., Outcome], stop: threading.Event, 
         outcome.report = getattr(outcome_tui, "report", None)
     for note in notes[-3:]:
         print(f"llm-doctor: {note}", file=sys.stderr)
+    if outcome.report is not None:
+        after_tui(redacted(outcome.report, args), args)
     return _final_code(outcome, args)

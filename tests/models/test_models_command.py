@@ -165,7 +165,7 @@ def test_scan_of_a_folder_on_a_terminal_lets_the_user_pick(stores: Home, monkeyp
     folder = _folder(stores)
     shown: list[list[str]] = []
 
-    def pick_second(view):  # type: ignore[no-untyped-def]
+    def pick_second(view, highlight=0):  # type: ignore[no-untyped-def]
         shown.append([r.name for r in view.rows])
         return view.rows[1]
 

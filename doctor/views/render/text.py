@@ -134,8 +134,8 @@ def _header(report: Report, style: Style) -> str:
         parts.append(inert(report.engine, 40))
     name = report.facts.value("model.name") or report.facts.value("model.path")
     if name:
-        parts.append(inert(str(name), 60))
-    inputs = [inert(i, 60) for i in report.facts.inputs]
+        parts.append(inert(str(name)))  # a path: never cut (the user may copy it)
+    inputs = [inert(i) for i in report.facts.inputs]
     lines = report.facts.value("run.log_lines")
     if inputs:
         parts.append(", ".join(inputs) + (f" ({lines} lines)" if isinstance(lines, int) else ""))
@@ -336,7 +336,7 @@ def _finding_lines(f: Finding, report: Report, style: Style, verbose: bool) -> l
     verified = f.fix.verified
     if verified is not None:
         kind = {"resolved": "ok", "made worse": "error", "not resolved": "warning"}.get(verified.outcome, "dim")
-        lines.append(f"      {style.paint(kind, 'verified: ' + verified.outcome)} · {inert(verified.line, 300)}")
+        lines.append(f"      {style.paint(kind, 'verified: ' + verified.outcome)} · {inert(verified.line)}")
     if f.inhibits:
         lines.append(style.paint("dim", f"      (explains {', '.join(f.inhibits)})"))
     return lines
@@ -348,9 +348,10 @@ def verification_lines(report: Report) -> list[str]:
     if v is None:
         return []
     out = [f"Verified fixes (--verify): {v.runs} re-runs in {v.seconds:.1f} s (budget {v.budget_s:.0f} s)"]
+    # never cut: a note may hold the command to run (the user copies it)
     for sweep in v.sweeps:
-        out.extend("  " + inert(line, 300) for line in sweep.lines())
-    out.extend("  " + inert(note, 300) for note in v.notes)
+        out.extend("  " + inert(line) for line in sweep.lines())
+    out.extend("  " + inert(note) for note in v.notes)
     return out
 
 

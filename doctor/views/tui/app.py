@@ -98,22 +98,24 @@ def help_rows(app: App[None], screen: Screen[None]) -> list[tuple[str, str]]:
 
 
 def run_report_app(report: Report, log_path: str | None = None,
-                   redact_line: Callable[[str], str] | None = None) -> None:
+                   redact_line: Callable[[str], str] | None = None, back: bool = False) -> bool:
     """The report screen for analyze and scan (blocks until the user quits). `redact_line` (--redact: the
-    redactor that redacted `report`) is applied to every line the log pane shows."""
-    from doctor.views.tui.report_screen import ReportScreen
+    redactor that redacted `report`) is applied to every line the log pane shows. With `back` (a report
+    opened from a list), Esc leaves too; returns True when it did (the caller shows the list again)."""
+    from doctor.views.tui.report_screen import BACK, ReportScreen
 
     source = None
     if log_path is not None and is_plain_log(log_path):
         lines = report.facts.value("run.log_lines")
         known = lines if isinstance(lines, int) and not isinstance(lines, bool) else None
         source = LogSource.from_path(log_path, known, redact_line)
-    app = DoctorApp(lambda: ReportScreen(report, source))
+    app = DoctorApp(lambda: ReportScreen(report, source, back=back))
     try:
         app.run()
     finally:
         if source is not None:
             source.close()
+    return bool(back and app.return_value == BACK)
 
 
 def make_paste_app(make_report: Callable[[bytes], Report],
