@@ -41,36 +41,6 @@ def choose_model(args: argparse.Namespace) -> ModelChoice:
     return ModelChoice(found.path, found.mmproj, preset=preset(found), notes=notes)
 
 
-def browse_folder(args: argparse.Namespace) -> int | None:
-    """`scan -m DIR` with several models in it, on a terminal: the models list of that folder, each
-    model scanned with the other options given (Esc on its report comes back to the list). None when
-    this is not that case (resolve() then takes the one model in the folder, or says which there are)."""
-    import copy
-    import sys
-    from pathlib import Path
-
-    from doctor.sources.models.folder import models_in
-
-    if args.model is None or getattr(args, "url", None) or not Path(args.model).expanduser().is_dir():
-        return None
-    # a choice to make, not a view: a terminal to ask on is enough (the report may still go to a pipe as JSON)
-    if not (args.tui is True or (args.tui is None and sys.stdin.isatty() and sys.stderr.isatty())):
-        return None
-    if len(models_in(Path(args.model))) < 2:
-        return None
-    from doctor.commands.models import browse, build_view
-
-    view = build_view(argparse.Namespace(folders=[args.model], ram=getattr(args, "ram", None),
-                                         vram=getattr(args, "vram", None)))
-
-    def scan_for(row: Any) -> argparse.Namespace:
-        chosen = copy.copy(args)
-        chosen.model = row.path
-        return chosen
-
-    return browse(view, scan_for)
-
-
 def _from_server(args: argparse.Namespace) -> ModelChoice:
     from doctor.sources.live.metrics.server_plan import read_server
     from doctor.sources.models.resolve import resolve

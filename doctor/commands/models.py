@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--vram", metavar="SIZE[,SIZE]", help="what-if: plan for GPUs with this much free VRAM each")
     p.add_argument("--tui", action="store_true", default=None, help="force the interactive list")
     p.add_argument("--no-tui", dest="tui", action="store_false", help="never open the interactive list")
-    p.set_defaults(run=run)
+    p.set_defaults(run="doctor.commands.pick:run_models")  # the list, the scans it opens (pick.py)
 
 
 def machine_facts(args: argparse.Namespace) -> Facts:
@@ -168,54 +168,3 @@ def scan_target(row: Any) -> str:
         return str(row.name) if resolve(row.name).path == row.path else str(row.path)
     except UsageError:
         return str(row.path)
-
-
-def scan_args(argv: list[str]) -> argparse.Namespace:
-    """`llm-doctor scan ARGV` parsed as the command line would be."""
-    from doctor.cli import build_parser
-
-    return build_parser(["scan", *argv]).parse_args(["scan", *argv])
-
-
-def browse(view: Any, scan_for: Any) -> int | None:
-    """The models list on a terminal; Enter scans the model (`scan_for(row)`: the scan's arguments) and
-    shows its report, Esc there comes back to the list, q quits. Returns the exit code of the last scan
-    (0 when none ran), or None when there is no TUI here."""
-    try:
-        from doctor.views.tui.models_screen import run_models_app
-    except ImportError:
-        return None
-    from doctor.commands import scan
-
-    code, at = 0, 0
-    while True:
-        chosen = run_models_app(view, at)
-        if chosen is None:
-            return code
-        at = view.rows.index(chosen)
-        args = scan_for(chosen)
-        args.back = True  # Esc on its report comes back here (doctor/commands/output.py show_report)
-        code = scan.run(args)
-        if not getattr(args, "went_back", False):
-            return code
-
-
-def run(args: argparse.Namespace) -> int:
-    from doctor.commands.output import wants_tui, write_stdout
-    from doctor.views.render.models import render_models_text
-
-    view = build_view(args)
-    if wants_tui(args) and view.rows:
-        code = browse(view, lambda row: scan_args(["-m", scan_target(row), "--tui"]))
-        if code is not None:
-            write_stdout(render_models_text(view))  # what stays on the terminal once the list is gone
-            return code
-    if args.format == "json":
-        from doctor.views.render.models import render_models_json
-
-        write_stdout(render_models_json(view))
-    else:
-        from doctor.views.render.models import render_models_text
-
-        write_stdout(render_models_text(view, verbose=args.verbose))
-    return 0

@@ -21,7 +21,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.commands.options import VERIFY_BUDGET_S, add_options
+from doctor.commands.options import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    VERIFY_BUDGET_S,
+    add_options,
+    default_ctx,
+)
 from doctor.commands.output import check_writable, show_report
 from doctor.commands.selection import filter_rules, flatten, split
 from doctor.core import engines
@@ -30,7 +36,6 @@ from doctor.core.facts import Facts, Source
 from doctor.sources.live.embedded import TRIAGE_BUDGET_S
 
 HELP = "check this machine, a model and planned settings before deployment"
-DEFAULT_CTX_CAP = 4096
 TRACE_MAX_TOKENS = 32
 TRACE_PROMPT_CAP = 256
 TRACE_TIMEOUT_S = 120.0
@@ -51,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "llama.cpp (-m, -c, -ngl, -t, -np, -b, -ub, -ctk, -ctv, -fa, -n).")
     add_options(p, "scan")
     p.add_argument("--replay-machine", metavar="DIR", help=argparse.SUPPRESS)  # a recorded machine (tests, reports)
-    p.set_defaults(run=run)
+    p.set_defaults(run="doctor.commands.pick:run_scan")  # -m DIR on a terminal: a list first (pick.py)
 
 
 # -- the plan -------------------------------------------------------------------------------
@@ -136,15 +141,10 @@ def _make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pr
     plan = Plan()
     defaults = engines.defaults(engine)  # what the engine starts with (the engine table)
     plan.put("config.engine", engine, "--engine" if args.engine else "the embedded engine (default)")
-    train = header.get("n_ctx_train")
     if args.ctx_size is not None:
         n_ctx, why = args.ctx_size, "-c/--ctx-size"
-    elif isinstance(train, int) and train > 0:
-        n_ctx = min(train, DEFAULT_CTX_CAP)
-        capped = f" capped at {DEFAULT_CTX_CAP}" if train > DEFAULT_CTX_CAP else ""
-        why = f"default: the training context {train}{capped}"
     else:
-        n_ctx, why = DEFAULT_CTX_CAP, f"default: {DEFAULT_CTX_CAP} (training context unknown)"
+        n_ctx, why = default_ctx(header.get("n_ctx_train"))
     plan.put("config.n_ctx_requested", n_ctx, why)
     ctx_why = why
     gpus = probes.value("host.gpu.count")
@@ -191,10 +191,12 @@ def _make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pr
                  f"default: llama-server's --cache-ram {defaults.prompt_cache_mib} MiB")
     if args.no_repack:
         plan.put("config.use_extra_bufts", False, "--no-repack")
-    prompt = args.prompt_tokens if args.prompt_tokens is not None else 512
-    new = args.max_tokens if args.max_tokens is not None else 512
-    plan.put("config.prompt_tokens", prompt, "--prompt-tokens" if args.prompt_tokens is not None else "default: 512")
-    plan.put("config.max_new_tokens", new, "-n/--n-predict" if args.max_tokens is not None else "default: 512")
+    prompt = args.prompt_tokens if args.prompt_tokens is not None else DEFAULT_PROMPT_TOKENS
+    new = args.max_tokens if args.max_tokens is not None else DEFAULT_MAX_TOKENS
+    plan.put("config.prompt_tokens", prompt, "--prompt-tokens" if args.prompt_tokens is not None
+             else f"default: {DEFAULT_PROMPT_TOKENS}")
+    plan.put("config.max_new_tokens", new, "-n/--n-predict" if args.max_tokens is not None
+             else f"default: {DEFAULT_MAX_TOKENS}")
     return plan
 
 
@@ -399,11 +401,6 @@ def run(args: argparse.Namespace) -> int:
     check_settings(args)
     if args.save:
         check_writable(args.save, "--save")
-    from doctor.commands.model_choice import browse_folder
-
-    picked = browse_folder(args)  # -m DIR with several models, on a terminal: the list, then the scans
-    if picked is not None:
-        return picked
     if "bench" in only_probes:
         only_probes |= {"readbench", "gpubench"}
     if "bench" in skip_probes:

@@ -150,12 +150,3 @@ def _searched(env: Mapping[str, str]) -> list[Searched]:
 
 
 STORE = ModelStore(NAME, 90, _find, _list, _searched)
-
-
-def resolve_model(path: str | None) -> Path:
-    """The model to use: the default, or the one a path or name gives (doctor/sources/models/resolve.py)."""
-    if path is None:
-        return default_model_path()
-    from doctor.sources.models.resolve import resolve
-
-    return Path(resolve(path).path)

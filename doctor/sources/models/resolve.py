@@ -95,3 +95,11 @@ def not_found(text: str, env: Mapping[str, str]) -> str:
     hint = (f"; did you mean {' or '.join(close)}?" if close else
             "; `llm-doctor models` lists what is here" if known else "; give a GGUF file, or a folder of them")
     return f"model {text!r}: no such file or folder, and no model of that name; {where}{hint}"
+
+
+def resolve_model(path: str | None) -> Path:
+    """The model to use: the default (doctor/sources/models/default.py, fetched on first use), or the
+    one a path, folder or name gives."""
+    if path is None:
+        return default.default_model_path()
+    return Path(resolve(path).path)

@@ -86,7 +86,7 @@ def render_markdown(report: Report) -> str:
     else:
         out.append(f"**{inert(report.verdict_text())}**")
         out.append("")
-    note = report.unrecognised_note() if report.assessment else None
+    note = report.input_note() if report.assessment else None
     if note:
         out.append(f"_{inert(note)}_")
         out.append("")

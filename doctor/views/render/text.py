@@ -39,7 +39,7 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         if top is not None:
             command = top.fix.command or top.fix.text
             out.append(f"  {style.mark('arrow')} {inert(command)}")
-        note = report.unrecognised_note()
+        note = report.input_note()
         if note:
             out.append(style.paint("dim", f"  {inert(note)}"))
         out.append("")
@@ -47,7 +47,8 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         out.append(style.paint("warning", inert(report.verdict_text())))
         out.append("")
     elif report.verdict() == "no_problems":
-        out.append(style.paint("ok", report.verdict_text()) + ("" if report.checks else " (no rules ran)"))
+        out.append(style.paint("warning" if report.cut_short() else "ok", report.verdict_text())
+                   + ("" if report.checks else " (no rules ran)"))
         out.append("")
 
     by_area: dict[str, list[Check]] = defaultdict(list)
@@ -189,7 +190,12 @@ def _scan_summary(report: Report, verbose: bool) -> list[str]:
     if known("config.flash_attn"):
         plan.append(f"flash attention {v('config.flash_attn')}")
     if known("config.prompt_tokens") and known("config.max_new_tokens"):
-        plan.append(f"prompt {v('config.prompt_tokens')} + {v('config.max_new_tokens')} new tokens")
+        planned = f"prompt {v('config.prompt_tokens')} + {v('config.max_new_tokens')} new tokens"
+        if known("run.prompt_tokens"):  # the short trace runs a prompt of its own: say its real size
+            ran = f"a {v('run.prompt_tokens')}-token prompt" + (
+                f" + {v('run.generated_tokens')} new" if known("run.generated_tokens") else "")
+            planned += f" planned (the trace ran {ran})"
+        plan.append(planned)
     lines = [inert(f"  machine: {', '.join(machine) or 'not probed'}"),
              inert(f"  model:   {', '.join(model) or 'not read'}"),
              inert(f"  plan:    {', '.join(plan)}" + ("" if verbose else "  (-v: why each)"))]
