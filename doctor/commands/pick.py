@@ -23,15 +23,20 @@ from doctor.commands import models, scan
 def browse(view: Any, scan_for: Callable[[Any], argparse.Namespace]) -> int | None:
     """The models list on a terminal; Enter scans the model (`scan_for(row)`: the scan's arguments) and
     shows its report, Esc there comes back to the list (on the model scanned), q quits. Returns the
-    exit code of the last scan (0 when none ran), or None when there is no TUI here."""
+    exit code of the last scan (0 when none ran), or None when there is no TUI here. What stays on the
+    terminal: the list when the user quit it, else the report of the scan they quit from."""
     try:
         from doctor.views.tui.models_screen import run_models_app
     except ImportError:
         return None
+    from doctor.commands.output import write_stdout
+    from doctor.views.render.models import render_models_text
+
     code, at = 0, 0
     while True:
         chosen = run_models_app(view, at)
         if chosen is None:
+            write_stdout(render_models_text(view))
             return code
         at = view.rows.index(chosen)
         args = scan_for(chosen)
@@ -56,7 +61,6 @@ def run_models(args: argparse.Namespace) -> int:
     if wants_tui(args) and view.rows:
         code = browse(view, lambda row: scan_args(["-m", models.scan_target(row), "--tui"]))
         if code is not None:
-            write_stdout(render_models_text(view))  # what stays on the terminal once the list is gone
             return code
     if args.format == "json":
         write_stdout(render_models_json(view))

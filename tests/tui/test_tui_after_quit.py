@@ -137,6 +137,16 @@ def test_q_on_that_report_quits_with_the_report_on_the_terminal(
     assert screens == ["ModelsScreen", "ReportScreen"]
     head = out.splitlines()[0]
     assert head.startswith("llm-doctor ") and " · scan · " in head and ("Found " in out or "No findings." in out)
+    assert "fit here" not in out  # the report the user quit from stays, not the list
+
+
+def test_quitting_a_folders_list_leaves_the_list(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    folder = _stores(tmp_path, monkeypatch, smollm2)
+    screens = drive(monkeypatch, keys("q"))
+    assert main(["scan", "-m", str(folder), "--tui", "--no-trace", "--ram", "8G"]) == 0
+    out = capsys.readouterr().out
+    assert screens == ["ModelsScreen"] and "a-Q4_1.gguf" in out and "fit here" in out
 
 
 def test_zoom_shows_the_check_names_whole(analyze) -> None:
