@@ -27,6 +27,11 @@ DYNAMIC = {
     ("whatif.py", "f'host.gpu[{i}].vram_free'"): "a stated GPU budget, per GPU",
     **{("speed.py", f"f'{{p}}.{key}'"): "speed.<phase>.*: the verdict of each phase (prefill, decode)"
        for key in ("tok_s", "ceiling_source", "ceiling_tok_s", "fraction", "bound", "settle", "expected_tok_s")},
+    **{("speed_range.py", f"f'{{p}}.{key}'"): "speed.<phase>.*: where the phase falls in its device class's range"
+       for key in ("efficiency", "usual_class", "usual_low", "usual_high", "usual_tok_s", "placement")},
+    ("speed_causes.py", "f'speed.cause.{name}'"): "speed.cause.<cause>: one fact per slow cause a paste shows",
+    ("spec_memory.py", "fact"): "the spec device's memory bandwidth as stated by the user: spec.mem_bw_gbs (CPU) "
+                                "or the GPU's, whichever kind the device is",
 }
 
 
