@@ -222,7 +222,8 @@ def _rank(rule: Rule, result: RuleResult) -> tuple[int, int, int]:
 
 def _finding(rule: Rule, result: RuleResult, facts: Facts, engine: str | None, mode: Mode | None = None) -> Finding:
     first_event = min(result.events, key=lambda e: e.line or 0) if result.events else None
-    message = render(rule.message_for(mode), facts, first_event)
+    # every clause of the message may have gone with its unknown value (doctor/core/clauses.py): the title says it then
+    message = render(rule.message_for(mode), facts, first_event) or rule.title
     explain = render(rule.explain, facts, first_event) if rule.explain else ""
     # a command with an unknown number in it is left out (the fix text still says what to do)
     rendered = {name: render_complete(cmd, facts, first_event) for name, cmd in rule.fix_engines.items()}
