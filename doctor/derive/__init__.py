@@ -32,7 +32,8 @@ def _derive_vs_engine(facts: Facts) -> None:
 
 # the spec lookup reads only what the input names (CPU, GPUs, backends): before derive_threads, which
 # takes a named CPU's published cores when nothing of the machine was read
-STEPS = (run.derive_run_summaries, plan.derive_kv, context.derive_context, spec_lookup.derive_spec,
+STEPS = (run.derive_run_summaries, plan.derive_kv, context.derive_context, context.derive_pool_limits,
+         spec_lookup.derive_spec,
          run.derive_threads, run.derive_load, run.derive_offload, plan.derive_mmproj, plan.derive_budget,
          context.derive_ctx_reduced, run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output,
          _derive_vs_engine, speed.derive_speed, speed_log.derive_speed_log)

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor.core import engines
 from doctor.core.facts import Facts
 from doctor.core.report import Finding, Report
 from doctor.core.vocab import VerifyOutcome
 from doctor.judge.changes import NEEDED, Recipe
+from doctor.judge.recheck import already_so
 from doctor.judge.rulebase import RuleBase
 
 NO_GPU = "the fix puts layers on a GPU, and this machine's engine has none to try it on"
@@ -52,13 +54,16 @@ def _resolve(value: Any, facts: Facts, settings: dict[str, Any]) -> Any:
 
 def candidates(recipe: Recipe, facts: Facts, settings: dict[str, Any]) -> list[dict[str, Any]]:
     """The recipe's candidates with facts read in, keeping those that change something (in order,
-    without repeats)."""
+    without repeats): a setting the first run already had - given, or the engine's own default that it
+    reported (`--threads-batch 2` where 2 was the default) - is not re-run (doctor/judge/recheck.py)."""
     out: list[dict[str, Any]] = []
+    engine = engines.embedded()
     for cand in recipe.candidates:
         changes = {name: _resolve(value, facts, settings) for name, value in cand}
         if any(v is None for v in changes.values()):
             continue
-        changes = {k: v for k, v in changes.items() if settings.get(k) != v}
+        changes = {k: v for k, v in changes.items()
+                   if settings.get(k) != v and not already_so(k, v, None, facts, engine)[0]}
         if changes and changes not in out:
             out.append(changes)
     return out

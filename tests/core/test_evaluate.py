@@ -49,7 +49,7 @@ def test_evidence_points_at_log_lines(rulebase) -> None:
                    "data": {"n_tokens": 401, "n_ctx": 256}}])
     finding = next(f for f in report.findings if f.id == "LD201")
     assert 2132 in finding.lines
-    assert finding.message.startswith("The prompt needed 401 tokens but the context holds 256 per sequence")
+    assert finding.message.startswith("The prompt of 401 tokens did not fit in the context of 256 tokens per sequence")
 
 
 def test_fail_on_thresholds(rulebase) -> None:

@@ -126,8 +126,8 @@ class ContextLines(LlamaCppBase, LlamaCppPythonLines):
             # llama-server sends it for a slot that is generating when the next token has no cell left
             # (tools/server: `slot.n_past + 1 >= slot.n_ctx` with context shift off): generation ran into
             # the end of the slot, unless the task's own prompt already filled it (issue 37, item 2)
-            task = TASK_ID.search(t)
-            prompt, slot_ctx = s.task_prompts.get(task.group(1), (0, 0)) if task else (0, 0)
+            asked = TASK_ID.search(t)
+            prompt, slot_ctx = s.task_prompts.get(asked.group(1), (0, 0)) if asked else (0, 0)
             data = {"n_tokens": prompt, "n_ctx": slot_ctx} if prompt and slot_ctx else {}
             self.event("prompt_too_long" if data and prompt >= slot_ctx else "ctx_full", line, **data)
             return True
