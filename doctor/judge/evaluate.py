@@ -156,10 +156,10 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: Mode, 
             report.findings.append(finding)
 
     if check_fixes:  # every fix checked in the engine's own terms before it is shown (doctor/judge/recheck.py)
-        fired_rules = {rid: (results[rid][0].severity, results[rid][0].title) for rid in fired}
+        fired_rules = {rid: (results[rid][0].severity, results[rid][0].title, results[rid][0].cls) for rid in fired}
 
-        def judge(changed: Facts) -> dict[str, tuple[str, str]]:
-            return {r.id: (r.severity, r.title) for r in rulebase.rules
+        def judge(changed: Facts) -> dict[str, tuple[str, str, str]]:
+            return {r.id: (r.severity, r.title, r.cls) for r in rulebase.rules
                     if (not r.engines or r.applies_to(chosen_engine) or r.id in fired_rules)
                     and evaluate_rule(r, changed, mode).outcome == "fired"}
 

@@ -14,7 +14,9 @@ It is shown only when
   fit is smaller than the one that failed; a compute buffer or the weights on the GPU shrink; and
 - it makes nothing worse (`worse`): no sequence shorter than the need, no request longer than a KV
   pool, no plan that fitted and no longer does, no KV cache, compute buffer or weights grown where an
-  out-of-memory finding of that kind stands, and no new error or warning from the rule base.
+  out-of-memory finding of that kind stands, no new error from the rule base and no new warning of the
+  finding's own family (a context fix past the model's training); a warning elsewhere - fewer GPU layers
+  run slower - is the price of some fixes, not a reason to hide them.
 
 The command shown is the first change that passes: the engine's own words from the rule file where
 they are about that change (they quote its facts, or it is the first), else the change in the engine
@@ -39,9 +41,12 @@ from doctor.derive import derive
 from doctor.judge.changes import Candidate, flags
 from doctor.judge.rule import Rule
 
-# what the rules judge a changed run with: rule id -> (severity, title) of each rule that fires
-Judge = Callable[[Facts], dict[str, tuple[str, str]]]
-SHOWN_SEVERITIES = ("error", "warning")
+# what the rules judge a changed run with: rule id -> (severity, title, class) of each rule that fires
+Judge = Callable[[Facts], dict[str, tuple[str, str, str]]]
+# a change that fires a new error is set aside, and one that fires a new warning of its finding's own
+# family (a context fix that runs the model past its training, LD205); a warning elsewhere is the price of
+# some fixes (fewer GPU layers run slower, LD506) and does not set it aside
+NEW_FAILURES = ("error",)
 
 
 @dataclass(slots=True)
@@ -56,7 +61,7 @@ class Trial:
 
 
 def recheck(finding: Finding, rule: Rule, facts: Facts, engine: str | None, judge: Judge,
-            fired: Mapping[str, tuple[str, str]], standing: list[Finding]) -> None:
+            fired: Mapping[str, tuple[str, str, str]], standing: list[Finding]) -> None:
     """Check the fix of `finding` for `engine` and keep only a command that passed (see the module).
     `fired`: what the rules found on the run itself; `standing`: the report's visible findings."""
     row = engines.get(engine)
@@ -83,8 +88,9 @@ def recheck(finding: Finding, rule: Rule, facts: Facts, engine: str | None, judg
             if i == tied:
                 continue
             other = trial(i)
-            if other is None:
-                continue
+            if other is None or any(t is not None and t is not other and t.change == other.change
+                                    for t in trials[:i] + trials[tied:tied + 1]):
+                continue  # the same change as one already weighed (one slot: the slot's room is the context)
             if other.ok and other.spelled:
                 chosen = other
                 break
@@ -158,7 +164,7 @@ def already_so(setting: str, value: Any, bound: str | None, facts: Facts, engine
 
 
 def _try(cand: Candidate, finding: Finding, facts: Facts, engine: str, judge: Judge,
-         fired: Mapping[str, tuple[str, str]], standing: list[Finding]) -> Trial | None:
+         fired: Mapping[str, tuple[str, str, str]], standing: list[Finding]) -> Trial | None:
     values = {name: _resolve(value, facts) for name, value in cand.change.items()}
     if any(v is None for v in values.values()):
         return None  # a fact it reads is unknown: as a command with a hole, it is not offered
@@ -178,11 +184,14 @@ def _try(cand: Candidate, finding: Finding, facts: Facts, engine: str, judge: Ju
     after = derive(plan_change.apply(facts, out.change, engine))
     reasons = _clears(finding.cls, out.change, facts, after, engine) + _worse(finding, facts, after, engine, standing)
     now_fired = judge(after)
-    for rid, (severity, title) in now_fired.items():
-        if rid not in fired and rid != finding.id and severity in SHOWN_SEVERITIES:
+    family = finding.cls.split(".")[0]
+    for rid, (severity, title, cls) in now_fired.items():
+        if rid in fired or rid == finding.id:
+            continue
+        if severity in NEW_FAILURES or (severity == "warning" and cls.split(".")[0] == family):
             reasons.append(f"{rid} would fire: {title}")
     out.ok = not reasons
-    out.why = "; ".join(reasons)
+    out.why = "; ".join(dict.fromkeys(reasons))  # each reason once (a pool too small clears nothing and is worse)
     return out
 
 

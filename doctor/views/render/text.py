@@ -277,8 +277,9 @@ def memory_line(report: Report) -> str:
     if not parts:
         return ""
     extra = []
-    if isinstance(v("derived.max_ctx_fit"), int):
-        extra.append(f"largest context {v('derived.max_ctx_fit')}")
+    if isinstance(v("derived.max_ctx_fit"), int):  # 0: not even 256 tokens beside the weights (LD319)
+        fit = v("derived.max_ctx_fit")
+        extra.append(f"largest context {fit}" if fit > 0 else "no context fits beside the weights")
     if isinstance(v("derived.max_gpu_layers"), int) and v("derived.total_layers"):
         extra.append(f"{v('derived.max_gpu_layers')} of {v('derived.total_layers')} layers fit on the GPU")
     return "; ".join(parts) + (f" ({', '.join(extra)})" if extra else "")
