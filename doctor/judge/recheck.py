@@ -238,6 +238,8 @@ def _kv_cache(before: Facts, after: Facts, engine: str) -> list[str]:
     if (engines.get(engine) or engines.Engine("", "")).semantics.context == "per_request":
         pool, b_seq = _int(after, "server.kv_tokens"), _int(before, "derived.n_ctx_seq")
         a_seq = _int(after, "derived.n_ctx_seq")
+        if a_seq == b_seq:
+            return []  # the change is not the request length (fewer sequences at once): the pool is not modelled
         if pool is not None and a_seq is not None and a_seq > pool:
             return [f"a request of {a_seq} tokens would still not fit the KV pool of {pool}"]
         if pool is None and b_seq is not None and a_seq is not None and a_seq >= b_seq:
