@@ -12,6 +12,7 @@ lines). The rooms:
 - arch.py mmproj.py repack.py split.py vs_engine.py   hooks of the budget (see each docstring)
 - speed.py    the model's cost per token and each phase's speed against this machine's ceilings
 - whatif.py   stated budgets for `scan --ram/--vram`
+- change.py   a fix's settings applied to the plan in the engine's own terms (the fix check, issue 37)
 - spec_lookup.py, specs/   the published spec of the device a log names (spec.*; the table is data)
 - speed_log.py  a pasted log's cost per token from its model lines (no tensor table), judged by speed.py
 - speed_range.py  a pasted decode placed in the range its device class reaches in public runs (item 7)
