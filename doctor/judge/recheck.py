@@ -54,6 +54,7 @@ class Trial:
     """One change of a fix, read in and checked for the run's engine."""
 
     change: dict[str, Any]  # what is left to change (the settings already so dropped)
+    asked: dict[str, Any] = field(default_factory=dict)  # the change as the rule asks it, read in
     already: dict[str, Any] = field(default_factory=dict)  # setting -> the run's own value, already so
     spelled: str | None = None  # the engine's words for `change`
     ok: bool = False
@@ -96,8 +97,14 @@ def recheck(finding: Finding, rule: Rule, facts: Facts, engine: str | None, judg
                 break
             if other.change:
                 notes.append(_set_aside(other, engine))
+    if first is not None and not first.change and chosen is not None and chosen is not first:
+        row_spelling = row.spelling
+        asked = row_spelling.spell(first.asked) if row_spelling is not None else None
+        notes.insert(0, f"not {asked or first.asked}: it is what the run already has")
     finding.fix.checks = [n for n in notes if n]
     already = {**(first.already if first is not None else {}), **(chosen.already if chosen is not None else {})}
+    if chosen is not None:  # a setting the shown command changes is not "already so"
+        already = {k: v for k, v in already.items() if k not in chosen.change}
     if already:
         finding.fix.already = {k: format_value(v, None) for k, v in already.items()}
     if chosen is None:
@@ -168,7 +175,7 @@ def _try(cand: Candidate, finding: Finding, facts: Facts, engine: str, judge: Ju
     values = {name: _resolve(value, facts) for name, value in cand.change.items()}
     if any(v is None for v in values.values()):
         return None  # a fact it reads is unknown: as a command with a hole, it is not offered
-    out = Trial({})
+    out = Trial({}, dict(values))
     for name, value in values.items():
         so, now = already_so(name, value, cand.bounds.get(name), facts, engine)
         if so:
