@@ -22,6 +22,8 @@ WRITES = ("set", "set_default", "unknown")
 # First arguments built at run time, by (module, expression): none of them is a derived.* fact.
 DYNAMIC = {
     ("run.py", "out"): "host.gpu[i] bandwidth and PCIe ratios (measured / spec), indexed per GPU",
+    ("change.py", "name"): "a fix's settings applied to the run's plan: config.*, sampling.* and an engine's own "
+                           "setting facts (doctor/core/engines.py Semantics), never derived.*",
     ("whatif.py", "f'host.gpu[{i}].name'"): "a stated GPU budget, per GPU",
     ("whatif.py", "f'host.gpu[{i}].vram_total'"): "a stated GPU budget, per GPU",
     ("whatif.py", "f'host.gpu[{i}].vram_free'"): "a stated GPU budget, per GPU",
