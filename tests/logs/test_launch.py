@@ -130,8 +130,8 @@ def test_a_command_beside_the_engines_own_lines_is_not_thin() -> None:
 
 # -- placement and limits from numbers: a Slurm job's CPUs, two sockets, `ollama ps` ---------------------------
 # Slurm's sbatch(1) (#SBATCH --cpus-per-task=N, -c N; SLURM_CPUS_PER_TASK in the job's environment), util-linux
-# lscpu (Socket(s):, Core(s) per socket:, NUMA node(s):), Ollama cmd/cmd.go ListRunningHandler (PROCESSOR
-# "100% GPU" | "100% CPU" | "%d%%/%d%% CPU/GPU"; SIZE as format.HumanBytes, powers of 1000).
+# lscpu (Socket(s):, Core(s) per socket:, NUMA node(s):, read by doctor/sources/logs/hostinfo.py), Ollama
+# cmd/cmd.go ListRunningHandler (PROCESSOR "100% GPU" | "100% CPU" | "%d%%/%d%% CPU/GPU").
 
 @pytest.mark.parametrize("job", ["#SBATCH --cpus-per-task=8", "#SBATCH -c 8", "SLURM_CPUS_PER_TASK=8",
                                  "srun --cpus-per-task=8 ./llama-cli -m m.gguf -t 32"])
@@ -151,14 +151,18 @@ def test_threads_over_two_sockets_without_numa() -> None:
     assert "LD514" not in {f.id for f in report.findings}
 
 
-@pytest.mark.parametrize(("row", "rule", "vram"), [
-    ("gpt-oss:120b    d98fe6ba01e6    99 GB    10%/90% CPU/GPU    8192       Forever", "LD556", 89_100_000_000),
-    ("llama3:8b    365c0bd3c000    6.7 GB    100% CPU     4 minutes from now", "LD557", 0),
-    ("qwen2.5:7b    845dbda0ea48    5.5 GB    100% GPU     4096    4 minutes from now", None, 5_500_000_000),
+@pytest.mark.parametrize(("rows", "rule", "share"), [
+    ("gpt-oss:120b    d98fe6ba01e6    99 GB    10%/90% CPU/GPU    8192       Forever", "LD556", 0.9),
+    ("llama3:8b    365c0bd3c000    6.7 GB    100% CPU     4 minutes from now", "LD557", 0.0),
+    ("qwen2.5:7b    845dbda0ea48    5.5 GB    100% GPU     4096    4 minutes from now", None, 1.0),
+    ("     PROCESSOR              \n     33%/67%   CPU/GPU", "LD556", 0.67),  # the column alone
+    # two models: the one least on the GPU is what matters
+    ("qwen2.5:7b    845dbda0ea48    5.5 GB    100% GPU     4 minutes from now\n"
+     "llama3:70b      be39eb53a197    41 GB   42%/58% CPU/GPU 4 minutes from now", "LD556", 0.58),
 ])
-def test_ollama_ps_rows_say_where_the_model_sits(row: str, rule: str | None, vram: int) -> None:
-    report = judge("NAME    ID    SIZE    PROCESSOR    CONTEXT    UNTIL\n" + row + "\n")
-    assert report.facts.value("server.ollama.ps_vram_bytes") == vram
+def test_ollama_ps_rows_say_where_the_model_sits(rows: str, rule: str | None, share: float) -> None:
+    report = judge("NAME    ID    SIZE    PROCESSOR    CONTEXT    UNTIL\n" + rows + "\n")
+    assert report.facts.value("run.gpu_share") == share
     leading = report.assessment.id if report.assessment else None
     assert leading == rule
 

@@ -78,8 +78,6 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("server.ollama.num_ctx", "int", "tokens", "Ollama context in force for the runner (per parallel slot)"),
     ("server.ollama.ps_size_bytes", "int", "bytes", "Ollama /api/ps: memory the loaded model takes (`ollama ps` SIZE)"),
     ("server.ollama.ps_vram_bytes", "int", "bytes", "Ollama /api/ps: of it, in GPU memory (size_vram)"),
-    ("server.ollama.ps_gpu_percent", "int", "%", "Ollama /api/ps: the share of the loaded model in GPU memory "
-     "(`ollama ps` PROCESSOR: 100% GPU, 100% CPU or a CPU/GPU split); of several models, the lowest"),
     ("server.ollama.library", "str", None, "Ollama: GPU library of the runner (cuda, rocm, metal, cpu)"),
     ("server.ollama.layers_model", "int", "layers", "Ollama: layers in the model (repeating + output)"),
     ("server.ollama.layers_offload", "int", "layers", "Ollama: layers its memory estimate put on the GPU"),

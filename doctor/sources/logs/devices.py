@@ -1,5 +1,5 @@
-"""Device names pasted beside a speed report that no engine parser reads: nvidia-smi's table, lscpu (its model
-name and its topology: sockets, cores per socket, NUMA nodes), /proc/cpuinfo and macOS's chip line.
+"""Device names pasted beside a speed report that no engine parser reads: nvidia-smi's table, lscpu,
+/proc/cpuinfo and macOS's chip line.
 
 A speed figure means little without the hardware, and people paste it with `nvidia-smi` or
 `lscpu`. The strings are the tools' own: nvidia-smi's table row `|   0  NVIDIA GB10   On  |
@@ -20,8 +20,6 @@ from doctor.sources.logs.base import LineKind, LineKinds, LogParser, reads
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.matcher import gated
 
-# lscpu's topology lines (util-linux sys-utils/lscpu.c: "Socket(s):", "Core(s) per socket:", "NUMA node(s):")
-LSCPU_TOPOLOGY = gated(r"^\s*(Socket\(s\)|Core\(s\) per socket|NUMA node\(s\)):\s*(\d+)\s*$")
 SMI_GPU = gated(r"^\|\s+(\d+)\s+(\S.*?)\s+(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
 CPU_MODEL = gated(r"^\s*(?:Model name|model name)\s*:\s*(\S.*?)\s*$")
 APPLE_CHIP = gated(r"^\s*Chip:\s*(Apple M\d.*?)\s*$")
@@ -33,10 +31,7 @@ MAX_GPUS = 16
 SMI_KIND = LineKind("smi", (SMI_GPU,), (r"\| +\d+ +\S.* (?:On|Off) +\| +[0-9A-Fa-f]{4,8}:",))
 CPU_KIND = LineKind("cpu", (CPU_MODEL,), (r"[Mm]odel name\s*:",))
 CHIP_KIND = LineKind("chip", (APPLE_CHIP,), (r"Chip: *Apple M\d",))
-TOPOLOGY_KIND = LineKind("topology", (LSCPU_TOPOLOGY,), (r"Socket\(s\): |Core\(s\) per socket: |NUMA node\(s\): ",))
-KINDS = LineKinds(SMI_KIND, CPU_KIND, CHIP_KIND, TOPOLOGY_KIND)
-TOPOLOGY_FACTS = {"Socket(s)": "host.cpu.sockets", "Core(s) per socket": "host.cpu.cores_per_socket",
-                  "NUMA node(s)": "host.cpu.numa_nodes"}
+KINDS = LineKinds(SMI_KIND, CPU_KIND, CHIP_KIND)
 
 
 class DeviceLineParser(LogParser):
@@ -47,7 +42,6 @@ class DeviceLineParser(LogParser):
         super().__init__()
         self.gpus: dict[int, tuple[str, LogLine]] = {}
         self.cpu: tuple[str, LogLine] | None = None
-        self.topology: dict[str, tuple[int, LogLine]] = {}
 
     def feed(self, line: LogLine) -> None:
         if self.passes_gate(line.text):
@@ -79,21 +73,7 @@ class DeviceLineParser(LogParser):
         self.cpu = self.cpu or (m.group(1), line)
         return True
 
-    @reads(TOPOLOGY_KIND)
-    def _topology(self, line: LogLine) -> bool:
-        m = LSCPU_TOPOLOGY.search(line.text)
-        if not m or not 0 < int(m.group(2)) < 1 << 16:
-            return False
-        self.topology.setdefault(TOPOLOGY_FACTS[m.group(1)], (int(m.group(2)), line))
-        return True
-
     def summarize(self, facts: Facts) -> None:
-        for name, (value, line) in self.topology.items():
-            if not facts.has(name):
-                facts.set(name, value, self.src(line))
-        sockets, cores = self.topology.get("host.cpu.sockets"), self.topology.get("host.cpu.cores_per_socket")
-        if sockets is not None and cores is not None and not facts.has("host.cpu.physical_cores"):
-            facts.set("host.cpu.physical_cores", sockets[0] * cores[0], self.src(cores[1]))
         if self.cpu is not None and not facts.has("host.cpu.model"):
             facts.set("host.cpu.model", self.cpu[0], self.src(self.cpu[1]))
         if not self.gpus or any(facts.has(f"host.gpu[{i}].name") for i in range(MAX_GPUS)):

@@ -27,12 +27,14 @@ def parser_classes() -> list[type[LogParser]]:
     from doctor.sources.engines.llamacpp.bench_table import LlamaBenchParser
     from doctor.sources.logs.devices import DeviceLineParser
     from doctor.sources.logs.host_oom import HostOomParser
+    from doctor.sources.logs.hostinfo import HostInfoParser
     from doctor.sources.logs.launch import LaunchParser
     from doctor.sources.logs.pasted import PastedParser
     from doctor.sources.logs.unexplained import UnexplainedParser
 
     # PastedParser reads settings and output pasted beside a log, ClientParser request budgets and reply
-    # bodies, DeviceLineParser the hardware pasted with it; none of them nor CrashParser casts an engine vote.
+    # bodies, DeviceLineParser and HostInfoParser the hardware pasted with it (HostInfoParser also where the
+    # engine put the work: Metal's working set, graph splits); none of them nor CrashParser casts an engine vote.
     # LlamaBenchParser (in llama.cpp's folder) reads llama-bench's results: a llama.cpp tool whose tables no
     # line of the engine's own parser resembles. CatalogueParser (every engine's catalogued messages) comes last: it
     # asks whether a parser read a line already.
@@ -40,4 +42,4 @@ def parser_classes() -> list[type[LogParser]]:
     # UnexplainedParser quotes the error lines nothing else read: it summarises after every other parser.
     # LaunchParser reads launch commands (the engine they start, their flags, a container's GPUs).
     return [*engine_parser_classes(), CrashParser, HostOomParser, LaunchParser, PastedParser, ClientParser,
-            DeviceLineParser, LlamaBenchParser, CatalogueParser, UnexplainedParser]
+            DeviceLineParser, HostInfoParser, LlamaBenchParser, CatalogueParser, UnexplainedParser]

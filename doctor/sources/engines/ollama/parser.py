@@ -44,9 +44,6 @@ from doctor.sources.engines.ollama.patterns import (
     OFFLOAD_KIND,
     OLD_ESTIMATE,
     OLD_GO_LOG,
-    PS_KIND,
-    PS_ROW,
-    PS_SPLIT,
     READ,
     RUNNER_KIND,
     SET_PARAM,
@@ -68,8 +65,6 @@ from doctor.sources.engines.ollama.state import Cli, Offload
 from doctor.sources.engines.ollama.summary import Summary
 from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
-
-_HUMAN_UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}  # format.HumanBytes: powers of 1000
 
 
 class OllamaParser(Summary, AccessFold):
@@ -460,31 +455,6 @@ class OllamaParser(Summary, AccessFold):
         if INSTALL_PATH.search(line.text):
             self.votes["ollama"] += 1
         return False
-
-    @reads(PS_KIND)
-    def _ps(self, line: LogLine, *_: object) -> bool:
-        """A row of `ollama ps` (or its PROCESSOR column alone): the share of the model in GPU memory. Of
-        several loaded models, the one least on the GPU is the one that matters."""
-        t = line.text
-        m = PS_ROW.search(t)
-        size: int | None = None
-        if m:
-            size = int(float(m.group(2)) * _HUMAN_UNITS[m.group(3)])
-            gpu_pct = 100 if m.group(4) else 0 if m.group(5) else int(m.group(7))
-        else:
-            split = PS_SPLIT.search(t)
-            if not split or int(split.group(1)) + int(split.group(2)) != 100:
-                return False
-            gpu_pct = int(split.group(2))
-        self.votes["ollama"] += 1
-        low = self.facts.value("server.ollama.ps_gpu_percent")
-        if isinstance(low, int) and low <= gpu_pct:
-            return True
-        self.set("server.ollama.ps_gpu_percent", gpu_pct, line)
-        if size is not None:
-            self.set("server.ollama.ps_size_bytes", size, line)
-            self.set("server.ollama.ps_vram_bytes", size * gpu_pct // 100, line)
-        return True
 
     @reads(CLI_KIND)
     def _cli(self, line: LogLine) -> bool:

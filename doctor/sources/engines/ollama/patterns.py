@@ -170,14 +170,6 @@ SET_PARAM_KIND = LineKind("set_param", (SET_PARAM,), (r"/set parameter \w+ ", r"
 INSTALL_KIND = LineKind(
     "install", (INSTALL_PATH,),
     (r"[/\\]lib[/\\]ollama[/\\]|[/\\]Ollama\.app[/\\]|[/\\]Programs[/\\]Ollama[/\\]",), phase="access")
-# a row of `ollama ps` (cmd/cmd.go ListRunningHandler: NAME, ID (12 hex), SIZE (format.HumanBytes), PROCESSOR
-# "100% GPU" | "100% CPU" | "%d%%/%d%% CPU/GPU" (by bytes: size_vram against size), CONTEXT (since 2025), UNTIL)
-PS_ROW = gated(r"^\s*(\S+)\s+[0-9a-f]{12}\s+([\d.]+) ([KMGT]?B)\s+(?:(100)% GPU|(100)% CPU|(\d+)%/(\d+)% +CPU/GPU)\b")
-# the PROCESSOR column pasted alone (a split; "100% GPU" alone says too little to be told from other text)
-PS_SPLIT = gated(r"(?:^|\s)(\d{1,3})%/(\d{1,3})% +CPU/GPU\b")
-PS_KIND = LineKind("ps", (PS_ROW, PS_SPLIT),
-                   (r"[0-9a-f]{12} +[0-9.]+ [KMGT]?B +(?:100% [CG]PU|[0-9]+%/[0-9]+% +CPU/GPU)",
-                    r"[0-9]+%/[0-9]+% +CPU/GPU"))
 CLI_KIND = LineKind(
     "cli", (CLI_STAT,),
     (r"(?:total|load) duration: |prompt eval (?:count|duration|rate): |eval (?:count|duration|rate): ",),
@@ -215,7 +207,6 @@ FAILURES_KIND = LineKind(
 KINDS = LineKinds(
     GIN_KIND,
     CLI_KIND,
-    PS_KIND,
     SET_PARAM_KIND,
     INSTALL_KIND,
     WRAPPED_KIND,

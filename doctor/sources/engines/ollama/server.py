@@ -71,9 +71,6 @@ def _plan(base: str, ps: dict[str, Any], fetch: Fetch) -> ServerPlan:
     if size:
         plan.facts.set("server.ollama.ps_size_bytes", size, src(base, "/api/ps", f"size = {size}"))
         plan.facts.set("server.ollama.ps_vram_bytes", vram or 0, src(base, "/api/ps", f"size_vram = {vram or 0}"))
-        if size:
-            plan.facts.set("server.ollama.ps_gpu_percent", round(100 * (vram or 0) / size),
-                           src(base, "/api/ps", f"size_vram {vram or 0} of size {size}"))
         share = (vram or 0) / size
         claim = f"`ollama ps`: {(vram or 0) / GIB:.2f} of {size / GIB:.2f} GiB in VRAM ({share:.0%} on the GPU)"
         plan.notes.append(claim)
