@@ -1,14 +1,14 @@
 """Launch commands, pasted alone or beside a log: the engine they start and the settings their flags set.
 
 One reader for every engine family: a command line (continued over several lines with a trailing `\\`)
-is split into words, its program found (llama.cpp's llama-server / llama-cli / main / server,
-KoboldCpp, `vllm serve` and vLLM's api_server module, SGLang's launch_server, TGI's text-generation-launcher,
-`ollama serve|run`, or `docker|podman run` of a family's image), and its flags read with that family's table
-(launch_flags.py). A flag sets its fact only where no engine line set it (an engine's own start-up lines say
-what it really used). From `docker run` it also reads what the container was given: GPUs (`--gpus`, the
-NVIDIA runtime, a CDI or ROCm device) as `config.container_gpus`, and the image's backend and build from its
-tag (`server-cuda-b4000`). A command given to a shell (`$ `, `> `, `PS C:\\>`) is read the same way. Casts no
-engine vote (a command is not a run).
+is split into words, its program found with the engines' own `Launch` (each engine folder's launch.py, named by
+its row of the engine table: llama.cpp's llama-server / llama-cli and the old main / server, KoboldCpp, `vllm
+serve`, SGLang's launch_server module, TGI's launcher, `ollama serve|run`), or `docker|podman run` of an engine's
+image, and its flags read with that engine's table. A flag sets its fact only where no engine line set it (an
+engine's own start-up lines say what it really used). From `docker run` it also reads what the container was
+given: GPUs (`--gpus`, the NVIDIA runtime, a CDI or ROCm device) as `config.container_gpus`, and the image's
+backend and build from its tag (`server-cuda-b4000`). A command given to a shell (`$ `, `> `, `PS C:\\>`) is
+read the same way. It votes for the engine it starts, so a fix is said in that engine's words.
 
 Pure: text in, facts out.
 """
@@ -19,34 +19,33 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from doctor.core import engines
 from doctor.core.facts import Facts, Source, Value
-from doctor.sources.engines.llamacpp.patterns import NGL_DEFAULT_ALL_BUILD, OLD_BINARIES
 from doctor.sources.logs.base import LineKind, LineKinds, LogParser, reads
-from doctor.sources.logs.launch_flags import (
-    DOCKER_VALUED,
-    FAMILIES,
-    GPU_BY_DEFAULT,
-    IMAGES,
-    MIB,
-    OLLAMA_ENV,
-    TAG_BACKENDS,
-    Flag,
-)
+from doctor.sources.logs.launch_flags import DOCKER_VALUED, MIB, TAG_BACKENDS, Flag, Launch
 from doctor.sources.logs.line import LogLine
 
-# a program that starts an engine, by its base name or module (the first word that is one decides)
-LLAMA_PROGRAMS = frozenset({"llama-server", "llama-cli", "main", "server", "llama-run"})
-MODULES = {"vllm.entrypoints.openai.api_server": "vllm", "vllm.entrypoints.api_server": "vllm",
-           "sglang.launch_server": "sglang"}
 CONTINUED = ("\\",)  # a shell's (cmd's ^ and PowerShell's backtick end too many other lines: tracebacks, fences)
 MAX_WORDS = 400
 MAX_LINES = 40  # continuation lines one command may take
+LAUNCHES: tuple[Launch, ...] = tuple(engines.pieces(Launch, lambda e: e.launch))  # the table's, in its order
 
-FRAGMENTS = (
-    r"llama-server|llama-cli|(?:^|[\s/\\])(?:main|server)(?:\.exe)? +-",
-    r"koboldcpp|vllm serve|vllm\.entrypoints|sglang\.launch_server|text-generation-launcher|ollama (?:serve|run)",
-    r"(?:docker|podman|nerdctl) (?:run|create)\b",
-)
+
+def _fragments() -> tuple[str, ...]:
+    """The words a command line holds: a program's name (`main` and `server` only before a flag), a
+    program and its subcommand, a module, or docker run."""
+    names: list[str] = []
+    for launch in LAUNCHES:
+        for program in launch.programs:
+            names.append(f"{re.escape(program)} +(?:{'|'.join(map(re.escape, launch.subcommands))})\\b"
+                         if launch.subcommands else re.escape(program))
+        names += [rf"(?:^|[\s/\\]){re.escape(p)}(?:\.exe)? +-" for p in launch.model_flag_programs]
+        names += [re.escape(m) for m in launch.modules]
+    return ("|".join(names), r"(?:docker|podman|nerdctl) (?:run|create)\b") if names else \
+        (r"(?:docker|podman|nerdctl) (?:run|create)\b",)
+
+
+FRAGMENTS = _fragments()
 CONTINUATION = (r"\\\s*$",)  # a continued line (the next physical line belongs to the same command)
 COMMAND_KIND = LineKind("command", (), FRAGMENTS)
 COMMAND_WORDS = re.compile("|".join(f"(?:{f})" for f in FRAGMENTS))  # what the handler checks itself
@@ -131,27 +130,26 @@ class LaunchParser(LogParser):
         words = cmd.words
         src = Source("log", self.name, cmd.line.number, cmd.line.raw[:300])
         start = _docker_start(words)
-        family: str | None = None
+        launch: Launch | None = None
         if start is not None:
-            family, rest = self._docker(words[start:], src)
+            launch, rest = self._docker(words[start:], src)
         else:
             rest = words
         found = _program(rest)
         program = ""
         if found is not None:
-            family, at = found
+            launch, at = found
             program = rest[at]
-            self._env(rest[:at], src)
+            self._env(launch, rest[:at], src)
             rest = rest[at + 1:]
-        if family is None:
+        if launch is None:
             return
         self.read_any = True
-        self.votes[family] += 1  # the engine the user starts: its fixes are said in its words
-        self._set("engine.launch_family", family, src)
+        self.votes[launch.engine] += 1  # the engine the user starts: its fixes are said in its words
+        self._set("engine.launch_family", launch.engine, src)
         self._set("engine.launch_lines", cmd.last - cmd.line.number + 1, src)
-        if family == "llama.cpp":
-            self._default_layers(rest, program, src)
-        flags = FAMILIES.get(family, {})
+        self._default_layers(launch, rest, program, src)
+        flags = launch.flags
         i = 0
         while i < len(rest):
             word = rest[i]
@@ -175,18 +173,19 @@ class LaunchParser(LogParser):
             self._value(flag, value, src)
             i += 1
 
-    def _default_layers(self, args: list[str], program: str, src: Source) -> None:
-        """No -ngl on a llama.cpp build whose default was no GPU layers (before b6325, or the 2023-24 program
-        names main / server): n_gpu_layers is 0."""
-        if any(w.partition("=")[0] in ("-ngl", "--gpu-layers", "--n-gpu-layers", "-fit", "--fit") for w in args):
+    def _default_layers(self, launch: Launch, args: list[str], program: str, src: Source) -> None:
+        """No GPU-layer flag on a build whose default was no GPU layers (llama.cpp before b6325, or its 2023-24
+        program names main / server): n_gpu_layers is 0."""
+        if not launch.layer_flags or any(w.partition("=")[0] in launch.layer_flags for w in args):
             return
         build = self._into.value("engine.build")
-        name = program.replace("\\", "/").rsplit("/", 1)[-1]
-        if name in OLD_BINARIES or (isinstance(build, int) and build < NGL_DEFAULT_ALL_BUILD):
+        name = _base(program)
+        if name in launch.old_programs or (isinstance(build, int) and launch.all_layers_from_build is not None
+                                           and build < launch.all_layers_from_build):
             self._set("config.n_gpu_layers", 0, src)
 
-    def _docker(self, words: list[str], src: Source) -> tuple[str | None, list[str]]:
-        """`docker run [options] IMAGE [args]`: what the container was given, its image's family and backend;
+    def _docker(self, words: list[str], src: Source) -> tuple[Launch | None, list[str]]:
+        """`docker run [options] IMAGE [args]`: what the container was given, its image's engine and backend;
         the words after the image."""
         gpus: list[str] = []
         env: list[str] = []
@@ -210,30 +209,31 @@ class LaunchParser(LogParser):
             elif name in ("-e", "--env"):
                 env.append(value)
             i += 1
-        self._env(env, src)
         if image is None:
             return None, []
+        launch = next((ln for ln in LAUNCHES if any(needle in image for needle in ln.images)), None)
+        if launch is not None:
+            self._env(launch, env, src)
         self._set("engine.image", image, src)
         self._set("config.container_gpus", "; ".join(gpus) if gpus else "none", src)
-        family = next((fam for needle, fam in IMAGES if needle in image), None)
         tag = image.rsplit(":", 1)[1].lower() if ":" in image.rsplit("/", 1)[-1] else ""
         backend = next((b for word, b in TAG_BACKENDS if word in tag or word in image.lower()), None)
-        if backend is None and family in GPU_BY_DEFAULT:
+        if backend is None and launch is not None and launch.gpu_image:
             backend = "CUDA"
         if backend is not None:
             self._set("engine.backends", [backend], src)
             self._set("engine.gpu_offload_supported", True, src)
-        elif family is not None:
+        elif launch is not None:
             self._set("engine.gpu_offload_supported", False, src)
         m = BUILD_TAG.search(tag)
-        if m and family == "llama.cpp":
+        if m and launch is not None and launch.all_layers_from_build is not None:  # a build-numbered image tag
             self._set("engine.build", int(m.group(1)), src)
-        return family, words[i + 1:]
+        return launch, words[i + 1:]
 
-    def _env(self, assignments: list[str], src: Source) -> None:
+    def _env(self, launch: Launch, assignments: list[str], src: Source) -> None:
         for item in assignments:
             name, eq, value = item.partition("=")
-            flag = OLLAMA_ENV.get(name)
+            flag = launch.env.get(name)
             if eq and flag is not None:
                 self._value(flag, value, src)
 
@@ -292,24 +292,29 @@ def _docker_start(words: list[str]) -> int | None:
     return None
 
 
-def _program(words: list[str]) -> tuple[str, int] | None:
-    """The family of the first word that starts an engine, and its position (of the last word of its name). A
-    program is taken only with flags after it (`ollama serve`, `ollama run MODEL` need none): a word in prose
-    or in a configuration file is no command."""
+def _base(word: str) -> str:
+    return word.replace("\\", "/").rsplit("/", 1)[-1].lower().removesuffix(".exe").removesuffix(".py")
+
+
+def _program(words: list[str]) -> tuple[Launch, int] | None:
+    """The engine of the first word that starts one, and its position (of the last word of its name). A
+    program is taken only with flags after it (a subcommand or a model flag where its Launch asks for one): a
+    word in prose or in a configuration file is no command."""
     for i, word in enumerate(words):
-        base = word.replace("\\", "/").rsplit("/", 1)[-1].lower().removesuffix(".exe").removesuffix(".py")
-        if base in LLAMA_PROGRAMS and _flagged(words, i, () if base.startswith("llama") else MODEL_FLAGS):
-            return "llama.cpp", i
-        if base in ("koboldcpp", "koboldcpp_cu12", "koboldcpp_nocuda") and _flagged(words, i):
-            return "koboldcpp", i
-        if base == "text-generation-launcher" and _flagged(words, i):
-            return "tgi", i
-        if base == "vllm" and words[i + 1:i + 2] == ["serve"] and _flagged(words, i + 1):
-            return "vllm", i + 1
-        if base == "ollama" and words[i + 1:i + 2] in (["serve"], ["run"]):
-            return "ollama", i + 1
-        if word == "-m" and i + 1 < len(words) and words[i + 1] in MODULES and _flagged(words, i + 1):
-            return MODULES[words[i + 1]], i + 1
+        base = _base(word)
+        for launch in LAUNCHES:
+            if base in launch.programs:
+                if launch.subcommands:
+                    sub = words[i + 1] if i + 1 < len(words) else ""
+                    # Ollama's settings are its server's environment: its subcommands take no flags
+                    if sub in launch.subcommands and (launch.env or _flagged(words, i + 1)):
+                        return launch, i + 1
+                elif _flagged(words, i):
+                    return launch, i
+            elif base in launch.model_flag_programs and _flagged(words, i, MODEL_FLAGS):
+                return launch, i
+            elif word == "-m" and words[i + 1:i + 2] and words[i + 1] in launch.modules and _flagged(words, i + 1):
+                return launch, i + 1
     return None
 
 
