@@ -23,6 +23,7 @@ from collections import Counter
 from typing import BinaryIO
 
 from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
+from doctor.core.paste import PASTE_MAX, Pasted, looks_pasted, normalise_paste
 from doctor.sources.logs.base import AnalysisState, LogParser
 from doctor.sources.logs.detect import detect
 from doctor.sources.logs.fold import Folders, fold_enabled
@@ -31,7 +32,7 @@ from doctor.sources.logs.matcher import BytesPattern, compile_triggers
 from doctor.sources.logs.registry import parser_classes
 from doctor.sources.logs.router import Router
 from doctor.sources.logs.sessions import OpenSession, StartLines, StartMarker, start_lines
-from doctor.sources.logs.stream import CHUNK, LineScanner, open_input, rewindable
+from doctor.sources.logs.stream import CHUNK, LineScanner, open_input, peek_head, read_upto, rewindable
 
 
 def _trigger_pattern(parsers: list[LogParser], starts: StartLines) -> BytesPattern:
@@ -68,6 +69,9 @@ class LogAnalyzer:
             if self.folders is not None:
                 self.folders.attach(self.scanner)
         self.skipped_lines = 0
+        # a normalised paste (doctor/core/paste.py): the scanner reads its logical lines, the facts cite
+        # the physical line each begins on; runs are not folded then (a paste is small)
+        self.pasted: Pasted | None = None
         self.sessions: list[Session] = []  # the closed ones, oldest first (at most MAX_SESSIONS kept)
         self.sessions_closed = 0
         self.open = OpenSession()
@@ -146,7 +150,10 @@ class LogAnalyzer:
         wants = capturing[0].wants_capture if len(capturing) == 1 else None
         capture_any = self.scanner.capture  # a gap may come in a later feed() than its trigger line
         starts = self.starts
+        pasted = self.pasted
         for raw in items:  # type: ignore[attr-defined]
+            if pasted is not None:
+                raw.number = pasted.line_of(raw.number)
             text = raw.text
             if text is not None:
                 line = make_line(raw.number, text, raw.next)
@@ -227,7 +234,7 @@ class LogAnalyzer:
             facts.unknown("engine.name", "no engine's signature lines were recognised", src)
         facts.set("engine.detect_confidence", found.confidence, src)
         facts.set("engine.detected", found.seen, src)
-        facts.set("run.log_lines", self.scanner.lines, Source("log", "scanner"))
+        facts.set("run.log_lines", self._lines_read(), Source("log", "scanner"))
         recognised = self.recognised(votes)
         facts.set("run.recognised", recognised, Source("log", "scanner", text=self._recognised_text(votes)))
         # events are judged only where engine lines were read: "no OOM line" in a file of other text
@@ -236,7 +243,7 @@ class LogAnalyzer:
         if self.sessions:
             facts.sessions = [*self.sessions, Session(
                 number=self.sessions_closed + 1, input=self.name, first_line=self.open.first_line,
-                last_line=max(self.scanner.lines, self.open.first_line), started_by=self.open.started_by,
+                last_line=max(self._lines_read(), self.open.first_line), started_by=self.open.started_by,
                 text=self.open.text, engine=facts.value("engine.name"))]
         return facts
 
@@ -248,8 +255,15 @@ class LogAnalyzer:
                 votes.update(parser.votes)
         return bool(+votes) or len(self.facts) > 0 or self._summarised > 0 or bool(self.facts.event_counts)
 
-    def _recognised_text(self, votes: Counter[str]) -> str:
+    def _lines_read(self) -> int:
+        """The lines read so far, as the user's input numbers them (a paste's physical lines)."""
         lines = self.scanner.lines
+        if self.pasted is None:
+            return lines
+        return self.pasted.lines if lines >= len(self.pasted.physical) else self.pasted.line_of(lines)
+
+    def _recognised_text(self, votes: Counter[str]) -> str:
+        lines = self._lines_read()
         if not lines:
             return f"{self.name} is empty: no line to read"
         if not self.recognised(votes):
@@ -261,8 +275,20 @@ class LogAnalyzer:
 
 def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) -> Facts:
     stream = open_input(rewindable(stream))
+    first = b""
+    if looks_pasted(peek_head(stream)):  # framing, escapes or a wrap in its head: maybe a paste
+        first = read_upto(stream, PASTE_MAX + 1)
+        pasted = normalise_paste(first) if len(first) <= PASTE_MAX else None
+        if pasted is not None:
+            analyzer = LogAnalyzer(name, fold=False)
+            analyzer.pasted = pasted
+            analyzer.scanner.hold_last = True
+            analyzer.feed(pasted.data)
+            return analyzer.finish()
     analyzer = LogAnalyzer(name)
     analyzer.scanner.hold_last = True  # the whole input is read: a wrapped last line is joined to the one before
+    if first:
+        analyzer.feed(first)
     while True:
         data = stream.read(chunk)
         if not data:

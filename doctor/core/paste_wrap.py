@@ -1,0 +1,149 @@
+"""Hard-wrapped lines rejoined: a log copied out of a terminal, a notification or an e-mail whose
+long lines were cut at a fixed width.
+
+Two families, told from the lengths of the lines themselves:
+
+- A character wrap (a terminal, `fold -w`, a notification that breaks anywhere): every long line is
+  cut every W characters, wherever the cut falls: inside a word, inside a number (`32768` becoming
+  `327` and `68`). Its mark is a width W (40 or more) that several lines have exactly, each followed
+  by a line that does not begin a record. Such a line is joined to the next as it is.
+- A word wrap (an e-mail, `fmt`, a notification that breaks at spaces): no line is longer than W,
+  the break eats the space, and a line breaks where the next word would not have fitted. Its mark:
+  W, the longest line, at most `MAX_WORD_WIDTH`; several lines followed by a line that does not
+  begin a record and whose first word would have overflowed W. (A character wrap fits that too:
+  it is told by nearly all those lines being exactly W long, or by a break beside a space.) Such a
+  line is joined to the next with a space, or as it is after a word's hyphen and where a full line
+  ends inside a word longer than W (a word too long for a line is cut at the width: a JSON body
+  without spaces, a path, a number at its end).
+
+Never joined: a line to one that begins a record (a timestamp, a level, a known engine prefix,
+`time=`, a traceback's line, a table row, a fence), an empty line, a line to an empty one. A width
+seen once is no evidence. The decision costs one pass over the line lengths.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from itertools import pairwise
+
+MIN_WIDTH = 40
+MAX_WORD_WIDTH = 200  # a word-wrapping tool's width; a longer longest line is a log's own
+MIN_EVIDENCE = 2  # lines that must end at the width, each followed by a continuation
+# the start of a record: what a wrapped continuation almost never begins with
+RECORD_START = re.compile(
+    r"""^(?:\s*$|\[?\d{4}[-/]\d\d[-/]\d\d|\[?\d\d:\d\d:\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"""
+    r"""[IWEDF]\d{4} |(?:time|level|ts)=|\[GIN\]|\[?(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b|"""
+    r"""\(\w+ pid=\d+|Traceback \(|\s{2,}\S|\s*[|+]|\s*(?:```|~~~|[-=*#]{3})|[a-z][a-z0-9]*_[\w.]*: |"""
+    r"""(?:main|system_info|build|model|print_info|load|llm|srv|slot|que|init|common_init_from_params)\b[\w ]*:|"""
+    r"""[\w.-]+\s+\| |\{"|\$ |>>> |[A-Z]\w*(?:Error|Exception|Warning): )""")
+BARE_PREFIX = re.compile(r"^(?:[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.]+\S*) \S+ [^\s:]+:$")
+_HYPHEN_END = re.compile(r"\w-$")
+_WORD = re.compile(r"\S+")
+
+
+def begins_record(line: str) -> bool:
+    return RECORD_START.match(line) is not None
+
+
+def char_width(lines: Sequence[str]) -> tuple[int, int] | None:
+    """The width W of a character wrap (see the module's docstring) and how many lines end at it
+    followed by their rest, or None."""
+    evidence: Counter[int] = Counter()
+    for line, nxt in pairwise(lines):
+        n = len(line)
+        if n >= MIN_WIDTH and _continues(line, nxt):
+            evidence[n] += 1
+    if not evidence:
+        return None
+    width, count = max(evidence.items(), key=lambda kv: (kv[1], kv[0]))
+    if count < MIN_EVIDENCE:
+        return None
+    ending = sum(1 for line in lines if len(line) == width)
+    return (width, count) if count * 2 >= ending else None
+
+
+def _cuts_anywhere(lines: Sequence[str], width: int, at_width: int, word_breaks: int) -> bool:
+    """Both wraps fit: whether it is a character wrap. A word wrap never breaks beside a space (it
+    eats it), a character wrap does now and then; a character wrap breaks (nearly) every line at
+    exactly W, a word wrap's lines end where words did, at lengths that only now and then coincide."""
+    if any(len(line) == width and (line.endswith(" ") or nxt.startswith(" ")) and _continues(line, nxt)
+           for line, nxt in pairwise(lines)):
+        return True
+    return at_width * 10 >= word_breaks * 9
+
+
+def _continues(line: str, nxt: str) -> bool:
+    """Whether `nxt` may be the rest of `line`: it begins no record, nor the way `line` does at
+    about its length (lines of one format, each a record, are siblings, not pieces); a line that is
+    only a record's prefix (journald's `Mon DD HH:MM:SS host unit[pid]:`) goes on in any case."""
+    if not nxt.strip():
+        return False
+    if BARE_PREFIX.match(line):
+        return True
+    return not begins_record(nxt) and not (nxt[:12] == line[:12] and abs(len(nxt) - len(line)) <= 8)
+
+
+def word_width(lines: Sequence[str]) -> tuple[int, int] | None:
+    """The width W of a word wrap (see the module's docstring) and how many lines break before a
+    word that would not have fitted, or None."""
+    width = max((len(line) for line in lines), default=0)
+    if not MIN_WIDTH <= width <= MAX_WORD_WIDTH:
+        return None
+    count = sum(1 for line, nxt in pairwise(lines) if _word_break(line, nxt, width))
+    return (width, count) if count >= MIN_EVIDENCE else None
+
+
+def _first_word(line: str) -> str:
+    m = _WORD.search(line)
+    return m.group() if m else ""
+
+
+def _word_break(line: str, nxt: str, width: int) -> bool:
+    if _HYPHEN_END.search(line) and nxt[:1].isalnum():  # a break after a word's hyphen
+        return _continues(line, nxt)
+    return (len(line) * 2 >= width and not line.endswith(" ") and _continues(line, nxt)
+            and len(line) + 1 + len(_first_word(nxt)) > width)
+
+
+def _glued(line: str, nxt: str, width: int) -> bool:
+    """A word wrap's break that ate no space: after a word's hyphen, or inside a word longer than a
+    line (the line is full, and its last word and the next line's first are longer than W)."""
+    if _HYPHEN_END.search(line):
+        return True
+    last = line.rsplit(" ", 1)[-1]
+    return len(line) >= width - 2 and len(last) + len(_first_word(nxt)) > width
+
+
+def rejoin(lines: Sequence[str]) -> list[tuple[str, int]] | None:
+    """The logical lines of `lines` with their wraps undone, each with the index of its first
+    physical line; None when `lines` shows no wrap."""
+    char, words = char_width(lines), word_width(lines)
+    if char is None and words is None:
+        return None
+    word = char is None or (words is not None and not _cuts_anywhere(lines, *char, words[1]))
+    width = words[0] if word and words is not None else char[0] if char is not None else 0
+    out: list[tuple[str, int]] = []
+    i = 0
+    n = len(lines)
+    while i < n:
+        text, first = lines[i], i
+        while i + 1 < n and _joins(lines[i], lines[i + 1], width, word):
+            nxt = lines[i + 1]
+            if not word:
+                text += nxt
+            else:
+                text = text + nxt if _glued(lines[i], nxt, width) else text + " " + nxt.lstrip()
+            i += 1
+        out.append((text, first))
+        i += 1
+    return out
+
+
+def _joins(line: str, nxt: str, width: int, word: bool) -> bool:
+    if word:
+        return _word_break(line, nxt, width)
+    return len(line) == width and _continues(line, nxt)
