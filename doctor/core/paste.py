@@ -19,7 +19,9 @@ a message of several lines) becomes the record with "…" for its messages, then
 
 Cost: `looks_pasted` decides on the head of the input (its first 64 KiB) with byte searches, one
 regex pass and the line lengths; a log that shows none of the marks (every server log) is never
-touched. A paste that does is read whole (up to `PASTE_MAX`: pastes are small; a larger input is
+touched. An escaped string inside a server's own record (vLLM's logged prompts, an application's
+log line quoting a body) is no mark: such lines are decoded where the scan selects them
+(doctor/sources/logs/line.py). A paste that does is read whole (up to `PASTE_MAX`: pastes are small; a larger input is
 analysed as it is) and normalised in one pass.
 
 Pure.
@@ -31,7 +33,7 @@ import re
 from dataclasses import dataclass
 
 from doctor.core.lines import decode, split_lines
-from doctor.core.paste_escapes import decode_spans
+from doctor.core.paste_escapes import decode_spans, has_escapes
 from doctor.core.paste_wrap import char_width, rejoin, word_width
 
 PASTE_MAX = 4 << 20  # a larger input is not a paste: it is analysed as it is
@@ -49,6 +51,10 @@ JSON_MESSAGE_KEYS = ("msg", "message", "MESSAGE", "log", "text")  # doctor/sourc
 FENCE = re.compile(r"^[ \t]*(?:```|~~~)[\w+.-]*[ \t]*$")
 # the head's marks that a paste may need work: escapes, framing, fences
 _ESCAPE_MARKS = (b"\\n", b'\\"', b"\\'", b"\\u00", b"\\t")
+# a server's log record: its escaped strings (vLLM's logged prompts) are fields, not a pasted message
+LOG_RECORD = re.compile(rb"^\s*(?:\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"
+                        rb"[IWEDF]\d{4} |(?:time|level|ts)=|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b|"
+                        rb"\(\w+ pid=\d+\))")
 _FRAME_MARK = re.compile(rb"^(?:[ \t]*>|[ \t]*[-*+][ \t]|[A-Za-z0-9][\w.-]*[ \t]+\| |\[pod/|[ \t]*```|[ \t]*~~~)",
                          re.MULTILINE)
 
@@ -72,7 +78,10 @@ class Pasted:
 def looks_pasted(head: bytes) -> bool:
     """Whether the input whose first bytes are `head` may need normalising (cheap; see the module)."""
     head = head[:HEAD]
-    if any(mark in head for mark in _ESCAPE_MARKS) or _FRAME_MARK.search(head):
+    if _FRAME_MARK.search(head):
+        return True
+    if any(mark in head for mark in _ESCAPE_MARKS) and any(
+            b"\\" in line and not LOG_RECORD.match(line) and has_escapes(decode(line)) for line in head.split(b"\n")):
         return True
     lines = [decode(line) for line in head.split(b"\n")[:-1] or [head]]
     lines = [line[:-1] if line.endswith("\r") else line for line in lines]
@@ -153,7 +162,8 @@ def _decoded_lines(text: str) -> list[list[str]] | None:
 
 
 def _split(text: str) -> list[str]:
-    return [line.rstrip("\r") for line in text.split("\n")]
+    """A decoded message's lines (the line end that closes it is no further line)."""
+    return [line.rstrip("\r") for line in text.removesuffix("\n").split("\n")]
 
 
 def _json_record(text: str) -> tuple[bool, list[list[str]] | None]:
@@ -171,7 +181,7 @@ def _json_record(text: str) -> tuple[bool, list[list[str]] | None]:
         return False, None
     if isinstance(data, dict):
         msg = next((data[k] for k in JSON_MESSAGE_KEYS if isinstance(data.get(k), str)), None)
-        if msg is not None and "\n" not in msg and '"' not in msg:
+        if msg is not None and "\n" not in msg.rstrip("\n") and '"' not in msg:
             return True, None
     lifted: list[str] = []
 

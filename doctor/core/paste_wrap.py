@@ -5,12 +5,13 @@ Two families, told from the lengths of the lines themselves:
 
 - A character wrap (a terminal, `fold -w`, a notification that breaks anywhere): every long line is
   cut every W characters, wherever the cut falls: inside a word, inside a number (`32768` becoming
-  `327` and `68`). Its mark is a width W (40 or more) that several lines have exactly, each followed
-  by a line that does not begin a record. Such a line is joined to the next as it is.
+  `327` and `68`). Its mark is a width W (40 or more) that no line passes and several lines have
+  exactly, each followed by a line that does not begin a record. Such a line is joined to the next as it is.
 - A word wrap (an e-mail, `fmt`, a notification that breaks at spaces): no line is longer than W,
   the break eats the space, and a line breaks where the next word would not have fitted. Its mark:
-  W, the longest line, at most `MAX_WORD_WIDTH`; several lines followed by a line that does not
-  begin a record and whose first word would have overflowed W. (A character wrap fits that too:
+  W, the longest line, at most `MAX_WORD_WIDTH`; several lines, half those near W at least, that do
+  not end a sentence and are followed by a line that does not begin a record and whose first word
+  would have overflowed W. (A character wrap fits that too:
   it is told by nearly all those lines being exactly W long, or by a break beside a space.) Such a
   line is joined to the next with a space, or as it is after a word's hyphen and where a full line
   ends inside a word longer than W (a word too long for a line is cut at the width: a JSON body
@@ -36,10 +37,11 @@ MIN_EVIDENCE = 2  # lines that must end at the width, each followed by a continu
 # the start of a record: what a wrapped continuation almost never begins with
 RECORD_START = re.compile(
     r"""^(?:\s*$|\[?\d{4}[-/]\d\d[-/]\d\d|\[?\d\d:\d\d:\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"""
-    r"""[IWEDF]\d{4} |(?:time|level|ts)=|\[GIN\]|\[?(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b|"""
+    r"""[IWEDF]\d{4} |\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] |(?:time|level|ts)=|\[GIN\]|"""
+    r"""\[?(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b|"""
     r"""\(\w+ pid=\d+|Traceback \(|\s{2,}\S|\s*[|+]|\s*(?:```|~~~|[-=*#]{3})|[a-z][a-z0-9]*_[\w.]*: |"""
     r"""(?:main|system_info|build|model|print_info|load|llm|srv|slot|que|init|common_init_from_params)\b[\w ]*:|"""
-    r"""[\w.-]+\s+\| |\{"|\$ |>>> |[A-Z]\w*(?:Error|Exception|Warning): )""")
+    r"""[\w.-]+\s+\| |\{"|\$ |>>> |(?:\w+\.)*[A-Z]\w*(?:Error|Exception|Warning)\b)""")
 BARE_PREFIX = re.compile(r"^(?:[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.]+\S*) \S+ [^\s:]+:$")
 _HYPHEN_END = re.compile(r"\w-$")
 _WORD = re.compile(r"\S+")
@@ -60,7 +62,7 @@ def char_width(lines: Sequence[str]) -> tuple[int, int] | None:
     if not evidence:
         return None
     width, count = max(evidence.items(), key=lambda kv: (kv[1], kv[0]))
-    if count < MIN_EVIDENCE:
+    if count < MIN_EVIDENCE or any(len(line) > width for line in lines):  # a wrap leaves no longer line
         return None
     ending = sum(1 for line in lines if len(line) == width)
     return (width, count) if count * 2 >= ending else None
@@ -94,7 +96,10 @@ def word_width(lines: Sequence[str]) -> tuple[int, int] | None:
     if not MIN_WIDTH <= width <= MAX_WORD_WIDTH:
         return None
     count = sum(1 for line, nxt in pairwise(lines) if _word_break(line, nxt, width))
-    return (width, count) if count >= MIN_EVIDENCE else None
+    # most lines that come near the width break there; a log whose longest lines happen to precede
+    # a long first word does not
+    near = sum(1 for line in lines if len(line) * 4 >= width * 3)
+    return (width, count) if count >= MIN_EVIDENCE and count * 2 >= near else None
 
 
 def _first_word(line: str) -> str:
@@ -102,11 +107,13 @@ def _first_word(line: str) -> str:
     return m.group() if m else ""
 
 
-def _word_break(line: str, nxt: str, width: int) -> bool:
+def _word_break(line: str, nxt: str, width: int, evidence: bool = True) -> bool:
+    """Whether a word wrap at `width` broke `line` before `nxt` (as `evidence` of the wrap: only a
+    line that reaches half the width)."""
     if _HYPHEN_END.search(line) and nxt[:1].isalnum():  # a break after a word's hyphen
         return _continues(line, nxt)
-    return (len(line) * 2 >= width and not line.endswith(" ") and _continues(line, nxt)
-            and len(line) + 1 + len(_first_word(nxt)) > width)
+    return ((len(line) * 2 >= width or not evidence) and not line.endswith((" ", ".", "!", "?"))
+            and _continues(line, nxt) and len(line) + 1 + len(_first_word(nxt)) > width)
 
 
 def _glued(line: str, nxt: str, width: int) -> bool:
@@ -145,5 +152,5 @@ def rejoin(lines: Sequence[str]) -> list[tuple[str, int]] | None:
 
 def _joins(line: str, nxt: str, width: int, word: bool) -> bool:
     if word:
-        return _word_break(line, nxt, width)
+        return _word_break(line, nxt, width, evidence=False)
     return len(line) == width and _continues(line, nxt)
