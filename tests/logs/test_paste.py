@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.corpus_score import default_dir, split_of
+from bench.corpus_score import corpus_logs, default_folders, split_of
 from bench.paste_harness import WAYS
 from doctor.core.encoding import sniff_encoding
 from doctor.core.lines import decode, split_lines
@@ -29,8 +29,8 @@ from doctor.views.tui.log_source import LogSource
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 # real logs of five engines, each with a root cause quoted from a line
-REAL = ["llama-server/real-prompt-too-long.log", "vllm/prompt-over-max-len-v0.6.3.log",
-        "ollama/truncation-v0.5.7.log", "llama.cpp/cuda-oom-kv.log", "vllm/kv-blocks-below-max-len-block-size-v0.4.2.log"]
+REAL = ["llama-server/real-prompt-too-long.log", "vllm/prompt-over-max-len-v0.6.3.log", "ollama/truncation-v0.5.7.log",
+        "llama.cpp/cuda-oom-kv.log", "vllm/kv-blocks-below-max-len-block-size-v0.4.2.log"]
 # ways that keep every line where it was (the evidence cites the same numbers)
 SAME_LINES = {"crlf", "docker", "kubectl", "quote", "utf16", "utf16-nobom"}
 ONE_LINE = {"json", "repr"}  # the whole paste is one physical line
@@ -111,9 +111,9 @@ def test_wraps_are_undone_only_where_the_lengths_say_so() -> None:
     for log in sorted(LOGS.rglob("*.log")):
         lines = [decode(line) for line in split_lines(log.read_bytes())]
         assert rejoin(lines) is None, log.name
-    # and the corpus's fit split, where it is here: only the two logs that were wrapped are
-    corpus = default_dir()
-    for log in sorted(corpus.glob("*.log")) if corpus.is_dir() else []:
+    # and the corpus's fit split (the shared one where it is here, the repository's): only the logs
+    # that were wrapped are
+    for log in corpus_logs(default_folders(), "fit"):
         if split_of(log.name) == "fit":
             joined = rejoin([decode(line) for line in split_lines(log.read_bytes())])
             assert (joined is not None) == log.name.startswith(WRAPPED_IN_CORPUS), log.name
@@ -164,12 +164,14 @@ def test_a_message_in_a_string_becomes_its_lines_at_the_strings_line() -> None:
     # a Python repr: the apostrophe escaped, a bytes literal of UTF-8
     (r"""openai.BadRequestError: 'This model\'s maximum context length is 8192 tokens.\nHowever'""",
      "openai.BadRequestError: 'This model's maximum context length is 8192 tokens.\nHowever'"),
-    (r"b'ggml_cuda_init: found 1 CUDA devices \xe2\x80\x94 ok\n'", "'ggml_cuda_init: found 1 CUDA devices \u2014 ok\n'"),
+    (r"b'ggml_cuda_init: found 1 CUDA devices \xe2\x80\x94 ok\n'",
+     "'ggml_cuda_init: found 1 CUDA devices \u2014 ok\n'"),
     # JSON: \u escapes, a surrogate pair, an escaped slash; a body inside a body (escaped twice)
     (r'{"detail": "na\u00efve \ud83d\ude00 a\/b\nnext"}', '{"detail": "na\u00efve \U0001f600 a/b\nnext"}'),
     (r'{"msg": "upstream: {\"message\": \"line a\\nline b\"}"}', '{"msg": "upstream: {"message": "line a\nline b"}"}'),
     # an escaped message printed without its quotes
-    (r"Traceback (most recent call last):\n  File x\nValueError: boom", "Traceback (most recent call last):\n  File x\nValueError: boom"),
+    (r"Traceback (most recent call last):\n  File x\nValueError: boom",
+     "Traceback (most recent call last):\n  File x\nValueError: boom"),
 ])
 def test_string_escapes_are_decoded(text: str, want: str) -> None:
     assert decode_spans(text) == want
