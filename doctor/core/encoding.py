@@ -5,10 +5,11 @@ Windows PowerShell 5's `>` and `Out-File` write UTF-16 LE with a byte-order mark
 UTF-16 without one (every ASCII character followed by a NUL), or UTF-32. Read as UTF-8 such a file
 looks binary (half its bytes are NUL). `sniff_encoding` looks at the head only: a byte-order mark
 (UTF-8's is dropped too), else the NUL pattern of ASCII text in UTF-16 or UTF-32 on its first
-`SAMPLE` bytes (the low byte of each code unit never NUL, the high byte mostly). Plain UTF-8 (every
-server log) costs one `startswith` and one `count` of NULs on the head. `Transcoded` decodes
-incrementally (a character cut between two reads is kept for the next), anything undecodable
-becoming U+FFFD, so line ends and lines are those of the text.
+`SAMPLE` bytes (the low byte of each code unit never NUL, the high byte mostly; the sample, decoded,
+has next to no controls and is mostly letters, digits and spaces). Plain UTF-8 (every server log)
+costs one `startswith` and one `count` of NULs on the head. `Transcoded` decodes incrementally (a
+character cut between two reads is kept for the next), anything undecodable becoming U+FFFD, so line
+ends and lines are those of the text.
 
 Pure apart from reading the given stream.
 """
@@ -46,8 +47,17 @@ def sniff_encoding(head: bytes) -> tuple[str, int] | None:
             # ASCII text: the low byte never NUL, the high ones nearly always (less where the text
             # has other scripts or box-drawing characters); UTF-32's top bytes always
             if low <= 0.05 and high[0] >= 0.6 and all(z >= 0.95 for z in high[1:]):
-                return f"{codec}-{order}", 0
+                name = f"{codec}-{order}"
+                return (name, 0) if _reads_as_text(sample[:usable].decode(name, errors="replace")) else None
     return None
+
+
+def _reads_as_text(text: str) -> bool:
+    """Whether a sample decoded without a byte-order mark is text: controls rare (binary data whose
+    every other byte is NUL, an array of small numbers, is not), letters, digits and spaces most."""
+    controls = sum(1 for c in text if (c < " " and c not in "\t\n\r") or "\x7f" <= c <= "\x9f")
+    plain = sum(1 for c in text if c.isascii() and (c.isalnum() or c.isspace()))
+    return controls * 100 <= len(text) and plain * 2 >= len(text)
 
 
 class Transcoded(io.RawIOBase):

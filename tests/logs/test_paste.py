@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import textwrap
 from pathlib import Path
 
@@ -206,10 +207,22 @@ def test_the_log_pane_shows_a_utf16_log_as_text(tmp_path: Path) -> None:
 
 
 def test_nul_bytes_that_are_no_utf16_still_read_as_binary() -> None:
+    """Binary data stays refused (one line, exit 2), even data whose every other byte is NUL (an array
+    of small numbers) that has the NUL pattern of UTF-16 but decodes to no text."""
     from doctor.core.errors import InputError
 
-    with pytest.raises(InputError, match="binary"):
-        analyze_stream(io.BytesIO(b"\x00\x01\x02\x03" * 4000))
+    rng = random.Random(7)
+    for data in (b"\x00\x01\x02\x03" * 4000, bytes(rng.randrange(256) if i % 2 else 0 for i in range(200000))):
+        with pytest.raises(InputError, match="binary"):
+            analyze_stream(io.BytesIO(data))
+
+
+def test_a_truncated_utf16_log_is_read_up_to_its_cut() -> None:
+    """A UTF-16 file cut in the middle of a character, with a lone surrogate: read, U+FFFD for what is
+    not text, nothing refused, the lines before the cut all read."""
+    log = (LOGS / "llama.cpp/cuda-oom-kv.log").read_text(encoding="utf-8")
+    data = ("\ufeff" + log).encode("utf-16-le")[:-1] + b"\x00\xd8"
+    assert analyze_stream(io.BytesIO(data)).event_counts == analyze_bytes(log.encode()).event_counts
 
 
 def test_a_json_log_quoting_an_escaped_error_is_read_where_the_scan_selects_it(monkeypatch) -> None:
