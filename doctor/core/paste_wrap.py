@@ -37,7 +37,8 @@ MIN_EVIDENCE = 2  # lines that must end at the width (a width seen once is no ev
 MIN_WORD_EVIDENCE = 2  # lines a word wrap must have broken
 # the start of a record: what a wrapped continuation almost never begins with
 RECORD_START = re.compile(
-    r"""^(?:\s*$|\s*[\w.-]+:\s*$|\[?\d{4}[-/]\d\d[-/]\d\d|\[?\d\d:\d\d:\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"""
+    r"""^(?:\s*$|\s*[\w.-]+:\s*$|\[?\d{4}[-/]\d\d[-/]\d\d|\[?\d\d:\d\d:\d\d|\d\d-\d\d \d\d:|"""
+    r"""[A-Z][a-z]{2} +\d+ \d\d:\d\d|"""
     r"""[IWEDF]\d{4} |\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] |(?:time|level|ts)=|\[GIN\]|"""
     r"""\[?(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b|"""
     r"""\(\w+ pid=\d+|Traceback \(|(?:\s{2,}|\t)\S|[A-Za-z]{2}\w*(?:[._-][A-Za-z]\w*)+: |\s*[|+]|"""
