@@ -5,9 +5,9 @@ A paste of one line nobody catalogued (`Error: something went wrong`), or a heal
 candidate lines whose words say error (error, failed, failure, exception, fatal, abort, panic, killed, an exit
 status that is not 0, a core dump) and, once every other parser has summarised, quotes the first few that
 nothing read - no event or fact came from them, and the catalogue does not list them as benign - as
-`run.unexplained_errors` and `run.unexplained_lines`, which an info rule reports (class engine.unexplained). Where another
-parser's event already explains the run (an out-of-memory, a crash cause, a failed load, a refused prompt,
-a catalogued error), the lines around it are its symptoms and nothing is said.
+`run.unexplained_errors` and `run.unexplained_lines`, which an info rule of class engine.unexplained reports.
+Where another parser's event already explains the run (an out-of-memory, a crash cause, a failed load, a
+refused prompt, a catalogued error), the lines around it are its symptoms and nothing is said.
 
 Cheap by construction: it sees only the lines its triggers select (words every engine's error lines hold,
 most of them other parsers' triggers already), keeps at most KEPT of them and counts the rest, and decides at
