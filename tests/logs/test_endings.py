@@ -131,11 +131,12 @@ def test_systemd_kill_right_after_a_prompt_cache_save_names_the_cache() -> None:
 
 
 def test_the_old_kernel_format_and_the_oom_kill_summary_are_one_kill() -> None:
-    text = ("python3 invoked oom-killer: gfp_mask=0x6200ca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0\n"
-            "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
+    text = ("[ 8123.401101] python3 invoked oom-killer: gfp_mask=0x6200ca(GFP_HIGHUSER_MOVABLE), order=0, "
+            "oom_score_adj=0\n"
+            "[ 8123.441202] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
             "task_memcg=/user.slice,task=python3,pid=9921,uid=1000\n"
-            "Out of memory: Kill process 9921 (python3) score 912 or sacrifice child\n"
-            "Killed process 9921 (python3) total-vm:48213100kB, anon-rss:23110020kB, file-rss:0kB\n")
+            "[ 8123.441210] Out of memory: Kill process 9921 (python3) score 912 or sacrifice child\n"
+            "[ 8123.441300] Killed process 9921 (python3) total-vm:48213100kB, anon-rss:23110020kB, file-rss:0kB\n")
     facts = analyze_bytes(text.encode())
     kills = facts.events("host_oom_kill")
     assert len(kills) == 1 and kills[0].data["process"] == "python3"

@@ -142,12 +142,18 @@ def test_threads_above_a_slurm_jobs_cpus(job: str) -> None:
     assert report.assessment is not None and report.assessment.id == "LD511"
 
 
+LSCPU = ("Architecture:                         x86_64\nCPU(s):                               192\n"
+         "Model name:                           AMD EPYC 9454 48-Core Processor\n"
+         "Thread(s) per core:                   2\nCore(s) per socket:                   48\n"
+         "Socket(s):                            2\nNUMA node(s):                         2\n")
+
+
 def test_threads_over_two_sockets_without_numa() -> None:
-    lscpu = "Socket(s):                            2\nCore(s) per socket:                   48\nNUMA node(s):    2\n"
-    report = judge("./llama-cli -m /models/m.gguf -t 96 -p hi\n" + lscpu)
+    report = judge("$ ./llama-cli -m /models/m.gguf -t 96 -p hi\n\n$ lscpu\n" + LSCPU)
+    assert report.facts.value("host.cpu.sockets") == 2 and report.facts.value("host.cpu.numa_nodes") == 2
     assert report.assessment is not None and report.assessment.id == "LD514"
     assert "-t 48" in next(f for f in report.findings if f.id == "LD514").fix.by_engine["llama.cpp"]
-    report = judge("./llama-cli -m /models/m.gguf -t 96 --numa distribute -p hi\n" + lscpu)
+    report = judge("$ ./llama-cli -m /models/m.gguf -t 96 --numa distribute -p hi\n\n$ lscpu\n" + LSCPU)
     assert "LD514" not in {f.id for f in report.findings}
 
 

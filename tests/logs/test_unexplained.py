@@ -78,7 +78,8 @@ def test_a_stray_error_beside_a_recognised_run_is_a_note() -> None:
 
 
 def test_many_unknown_lines_are_counted_and_only_a_few_quoted() -> None:
-    text = "".join(f"worker {i}: request failed with status 502\n" for i in range(5000))
+    text = "".join(f"2025-01-09 08:{i // 60 % 60:02d}:{i % 60:02d} worker {i % 8}: request failed with status 502\n"
+                   for i in range(5000))
     facts = analyze_bytes(text.encode())
     assert facts.value("run.unexplained_errors") == 5000
     quoted = facts.value("run.unexplained_lines")
