@@ -13,7 +13,8 @@ alone; `speed.cause.<name>` holds what showed it and `speed.causes` their names 
   layers are on the GPU, or a quantized KV cache the GPU backend has no kernel for (with flash
   attention, CUDA builds compile the f16/q4_0/q8_0 pairs with K = V only, GGML_CUDA_FA_ALL_QUANTS
   off by default: another pair runs attention on the CPU, llama.cpp PR 28456), shown by the graph
-  splitting into more pieces than the devices in use;
+  splitting into more pieces than the devices in use, or - a quantized cache and nothing showing
+  where attention ran - by a GPU decode below its usual range (the likeliest place; medium);
 - bar: Resizable BAR off (`--hardware "..., ReBAR off"`);
 - pcie: the GPU's link is narrow (x1-x4) or runs below its generation;
 - threads: threads against cores, for a run on the CPU: more threads than physical cores (SMT
@@ -118,13 +119,39 @@ def _kv_cpu(facts: Facts) -> str | None:
     splits = _int(facts, "run.graph_splits")
     backends = _backends(facts)
     flash = facts.value("config.flash_attn")
-    cuda = any(b.startswith(("cuda", "rocm", "hip")) for b in backends)
+    # no backend in the paste (a post's prose): an NVIDIA GPU's engine runs CUDA
+    cuda = any(b.startswith(("cuda", "rocm", "hip")) for b in backends) or (not backends and _nvidia(facts))
     if cuda and flash in ("enabled", "on", True) and (k, v or k) not in CUDA_FA_DEFAULT:
         return (f"a {k}/{v or k} KV cache with flash attention: CUDA builds compile only f16, q4_0 and q8_0 with "
                 "K = V by default, so attention runs on the CPU")
     if splits is not None and splits > 2:
         return f"a {k}/{v or k} KV cache and {splits} graph splits: attention on the quantized cache ran on the CPU"
     return None
+
+
+def _kv_cpu_likely(facts: Facts) -> str | None:
+    """A quantized KV cache where nothing in the paste shows where attention ran."""
+    k, v = str(facts.value("config.type_k", "")).lower(), str(facts.value("config.type_v", "")).lower()
+    if not (k in QUANT_KV or v in QUANT_KV) or facts.value("config.offload_kqv") is False:
+        return None
+    head = _int(facts, "model.head_dim_k")
+    cuda = any(b.startswith(("cuda", "rocm", "hip")) for b in _backends(facts)) or _nvidia(facts)
+    if cuda and facts.value("config.flash_attn") in ("enabled", "on", True) and (k, v or k) in CUDA_FA_DEFAULT \
+            and head is not None and head <= 128:
+        return None  # CUDA's default flash-attention kernels cover this pair at this head size
+    if facts.value("spec.kind") == "gpu" and facts.value("speed.decode.placement") == "below":
+        # the paste shows the quantized cache but not where attention ran: below the usual range, it is the
+        # likeliest place (a backend without an attention kernel for this cache type or this model's head size
+        # gives the op to the CPU: llama.cpp issue 12352, Gemma's 256-wide heads; Ollama issue 9683)
+        return (f"a {k}/{v or k} KV cache on a GPU run below its usual range: where the backend has no attention "
+                "kernel for the cache type or the model's head size, attention runs on the CPU (the server log's "
+                "graph splits would confirm it)")
+    return None
+
+
+def _nvidia(facts: Facts) -> bool:
+    row = table().named(str(facts.value("spec.device", "")))
+    return row is not None and row.kind == "gpu" and row.vendor == "nvidia"
 
 
 def _bar(facts: Facts) -> str | None:
@@ -184,6 +211,10 @@ def derive_speed_causes(facts: Facts) -> None:
     found = []
     for name in ORDER:
         why = FINDERS[name](facts)
+        if not why and name == "kv_cpu":
+            why = _kv_cpu_likely(facts)
+            if why:
+                facts.set("speed.cause.kv_cpu_inferred", True, _src(why))
         if why:
             facts.set(f"speed.cause.{name}", why, _src(why))
             found.append(LABELS[name])

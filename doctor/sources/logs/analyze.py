@@ -260,15 +260,29 @@ class LogAnalyzer:
 
 
 def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) -> Facts:
+    """The whole input's facts; a small one (a pasted post, at most MAX_PROSE bytes) is read for its prose
+    too (doctor/sources/logs/prose.py), after the engines' parsers and only for what they did not set."""
+    from doctor.sources.logs.prose import MAX_PROSE, read_prose
+
     stream = open_input(rewindable(stream))
     analyzer = LogAnalyzer(name)
     analyzer.scanner.hold_last = True  # the whole input is read: a wrapped last line is joined to the one before
+    kept: list[bytes] | None = []  # the input while it is small enough to be a post
+    size = 0
     while True:
         data = stream.read(chunk)
         if not data:
             break
+        size += len(data)
+        if kept is not None and size <= MAX_PROSE:
+            kept.append(data)
+        else:
+            kept = None
         analyzer.feed(data)
-    return analyzer.finish()
+    facts = analyzer.finish()
+    if kept is not None:
+        read_prose(facts, decode(b"".join(kept)))
+    return facts
 
 
 def analyze_bytes(data: bytes, name: str = "input") -> Facts:
