@@ -207,7 +207,7 @@ def test_a_hybrid_cpus_performance_cores_are_the_threads_to_use(rulebase) -> Non
     # llama.cpp's own choice there; LD826 counted all 6 cores and told it to use them, against LD840
     report = _report(rulebase, POSTS / "041.txt", "Intel Core i3-1315U")
     assert report.facts.value("derived.threads_recommended") == 2
-    assert report.facts.value("derived.threads_all_cores") == 6
+    assert report.facts.value("derived.threads_usable") == 6
     assert not {"LD826", "LD511", "LD840"} & _ids(report)
 
 
