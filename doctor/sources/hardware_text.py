@@ -52,6 +52,9 @@ PLURAL = re.compile(r"\b(\d{3,4})s\b", re.IGNORECASE)
 BARE_NUMBER = re.compile(r"^\d{3,4}\s?(?:ti|super|xtx|xt|gre|s)?(?:\s*\d{1,3}\s?gb)?$", re.IGNORECASE)
 NAMED_NUMBER = re.compile(r"(?:^|\b(?:my|our|an?|the|this|dual|two|\d\s?x)\s+)(\d{4}(?:\s?(?:ti|super|xtx|xt|gre))?)\b",
                           re.IGNORECASE)
+# a name written as a slug: hyphens between words, none with a digit on both sides kept ("i5-4278U" is Intel's own)
+SLUG = re.compile(r"[a-z]-[a-z]|[a-z]-\d{3,4}-[a-z]", re.IGNORECASE)
+SLUG_SEP = re.compile(r"(?<=[a-z])-(?=[a-z\d])|(?<=\d)-(?=[a-z]{2})", re.IGNORECASE)
 # Intel's names carry a hyphen ("Core i5-4278U", ark.intel.com); people write a space ("i5 4278U")
 INTEL_SPACE = re.compile(r"\b(i[3579]) (\d{4,5}[a-z]{0,3})\b", re.IGNORECASE)
 # what a bare model number needs before the spec table knows it ("4090" -> "RTX 4090")
@@ -91,6 +94,8 @@ def _find(segment: str, kinds: tuple[str, ...], prose: bool = False) -> SpecRow 
         row = spec.find(prefix + segment, kinds)
         if row is not None:
             return row
+    if SLUG.search(segment):  # a name written as a slug ("nvidia-geforce-rtx-4070-ti"): its words
+        return _find(SLUG_SEP.sub(" ", segment), kinds, prose)
     return None
 
 
@@ -197,7 +202,7 @@ _HINT: list[re.Pattern[str]] = []
 
 def named_in(sentence: str) -> Hardware | None:
     """What a sentence of a post's prose says of the machine, or None when it names nothing."""
-    if not _hint().search(sentence):
+    if not _hint().search(sentence) and not _hint().search(SLUG_SEP.sub(" ", sentence)):
         return None
     hw = parse(sentence, prose=True)
     if hw.gpu is None and hw.cpu is None and hw.rebar is None and hw.pcie_width is None and hw.pcie_gen is None:

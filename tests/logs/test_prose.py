@@ -165,3 +165,45 @@ def test_devices_as_prose_names_them() -> None:
     assert named_in("ReBAR is disabled in the BIOS").rebar is False  # type: ignore[union-attr]
     for sentence in ("it makes 580 tokens in 2024", "the 2048 context", "With 4096 tokens of context"):
         assert named_in(sentence) is None, sentence
+
+
+# https://github.com/AlexsJones/llmfit/pull/773 (the description)
+RTX_2080_TABLE = """\
+Community benchmarks for the **NVIDIA GeForce RTX 2080 (8 GB)** — sub-8B models running fully on the GPU (`-ngl 99`).
+
+Measured with **llmfit v1.1.3** (`bench --provider llamacpp --runs 3`, warmed) against **llama.cpp**, all models \
+**Q4_K_M** GGUF (gpt-oss: MXFP4), context 4096, single slot.
+Host: Intel i9-10900X, 62 GB RAM, Linux.
+
+| Model | avg tok/s | offload |
+|---|---|---|
+| Qwen3-4B | 110.6 | `-ngl 99` |
+| Meta-Llama-3.1-8B-Instruct | 71.9 | `-ngl 99` |
+"""
+
+# https://github.com/LostRuins/koboldcpp/issues/1780 (a comment's table)
+PHASE_COLUMNS = """\
+|           | Prompt processing |  Generation |
+|-----------|-------------------|-------------|
+| LLama.cpp |     1490 tokens/s | 30 tokens/s |
+| Koboldcpp with no KV offload |       34 tokens/s |  5 tokens/s |
+"""
+
+
+def test_a_table_the_user_wrote_gives_its_first_rows_run() -> None:
+    facts = _facts(RTX_2080_TABLE)
+    assert facts.value("run.decode_tps") == 110.6
+    assert facts.value("config.n_gpu_layers") == 99  # the row's own cell
+    assert facts.value("model.name") == "Qwen3-4B Q4_K_M"  # the row's model, the post's one quantisation
+    assert facts.value("host.gpu[0].name") == "NVIDIA GeForce RTX 2080"
+    phases = _facts(PHASE_COLUMNS)  # the header names each column's phase
+    assert phases.value("run.prefill_tps") == 1490.0 and phases.value("run.decode_tps") == 30.0
+
+
+def test_a_device_written_as_a_slug_and_a_sentence_starting_with_i() -> None:
+    # https://github.com/AlexsJones/llmfit/pull/1013: the title names the machine as a slug
+    post = ROOT / "bench/data/public_posts/053.txt"
+    facts = _facts(post.read_text(encoding="utf-8"))
+    assert facts.value("host.gpu[0].name") == "Apple M4" and facts.value("run.decode_tps") == 11.1
+    # https://github.com/LostRuins/koboldcpp/issues/1294 (the reporter's comment): prose, not a log's "I " level
+    assert _facts("I tried and got about 0.14 tokens/sec.\n").value("run.decode_tps") == 0.14

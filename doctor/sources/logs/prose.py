@@ -53,17 +53,22 @@ TEST_PAIR = re.compile(rf"\b(pp|tg|prompt (?:processing|evaluation|eval)|(?:toke
 # (elsewhere "16 threads" describes a CPU); "8 cores, 16 threads" is the CPU's
 PROSE_THREADS = re.compile(r"\b(\d{1,3})\s+threads?\b", re.IGNORECASE)
 THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
-PHASE_WORDS = re.compile(r"(?P<pre>\bprompt(?:\s+eval\w*)?|\bpp\s?\d*\b|\bpre-?fill\w*|\bprocessing|\bingest\w*|"
+PHASE_WORDS = re.compile(r"(?P<pre>\bprompt(?:\s+eval\w*)?|\bpp\s?\d*\b|\bpre-?fill\w*|\bprocess\w*|\bingest\w*|"
                          r"\binput\b)|(?P<dec>\beval\w*|\bgenerat\w*|\bgen\b|\btg\s?\d*\b|\bdecod\w*|\boutput\b|"
                          r"\binference\b|\bresponse\b)", re.IGNORECASE)
 AFTER_PHASE = re.compile(r"^\W{0,3}(?:(?P<pre>pp\s?\d*|prompt|pre-?fill)|(?P<dec>tg\s?\d*|gen\w*|eval\w*|decod\w*))\b",
                          re.IGNORECASE)
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)")
+# a markdown table people write beside their numbers: "| Model | avg tok/s | offload |", then "|---|---|"
+TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+SPEED_HEADER = re.compile(r"\b(?:tok(?:en)?s?\s*/\s*s(?:ec)?|t/s|tps|tokens?\s+per\s+s(?:ec(?:ond)?)?)\b", re.IGNORECASE)
+CELL_NUMBER = re.compile(r"^~?(\d+(?:\.\d+)?)\b")
 # a line an engine printed, not the user's words (a timestamp, a level, `time=`, a `llama_...:` / `load_tensors:`
 # prefix, a JSON record, a `service | ` prefix): never read as prose, whether or not a parser took it
 LOG_LINE = re.compile(r"^\s*(?:\[?\d{4}[-/]\d\d[-/]\d\d|\d\d[-:]\d\d[ :]\d\d|[A-Z][a-z]{2} +\d+ \d\d:\d\d|time=|"
-                      r"level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE|I|W|E)\b\s|[a-z][a-z0-9]*_[\w.]*\s*:|\{|"
-                      r"\S+\s+\|\s)")
+                      r"level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\b\s|\d+\.\d\d\.\d{3}\.\d{3} [IWED] |[a-z][a-z0-9]*_[\w.]*\s*:|\{|"
+                      r"[\w.-]+\s+\|\s)")
 KV_TYPES = {"f16", "bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"}
 OPT = r"(?:^|(?<=[\s\"'`(\[]))"
 # setting -> (pattern, how its match becomes a value)
@@ -89,8 +94,12 @@ SETTINGS: dict[str, list[re.Pattern[str]]] = {
 TRUE = {"1", "true", "on", "yes", "enabled"}
 FALSE = {"0", "false", "off", "no", "disabled"}
 # the model as a post names it: an Ollama tag with a size, a GGUF file, a size followed by a quantisation
-MODEL_TAG = re.compile(r"(?<![\w/.:-])([a-z][\w.-]*(?:/[\w.-]+)?:[\w.-]*\d(?:\.\d+)?[bm][\w.-]*)", re.IGNORECASE)
+MODEL_TAG = re.compile(r"(?<![\w/.:-])([a-z][\w.-]*(?:/[\w.-]+)?:[\w.-]+)", re.IGNORECASE)
 MODEL_FILE = re.compile(r"([\w.+-]+\.gguf)\b", re.IGNORECASE)
+# a name with its size but no quantisation ("Qwen3-4B", "Meta-Llama-3.1-8B-Instruct"), beside a post that names one
+# quantisation for all its runs ("all models Q4_K_M")
+MODEL_SIZED = re.compile(r"\b([A-Za-z][\w.]*(?:-[\w.]+)*?-\d+(?:\.\d+)?[Bb](?:-[A-Za-z][\w.]*)*)\b")
+QUANT_WORD = re.compile(r"\b(I?Q\d_K(?:_[SML]|_XL)?|Q\d_[01]|IQ\d_(?:XXS|XS|S|M|NL)|[BF]?F16)\b", re.IGNORECASE)
 MODEL_WORDS = re.compile(r"\b((?:[A-Za-z][\w.]*[ -](?:\d+(?:\.\d+)?[ -])?)?\d+(?:\.\d+)?[Bb](?:[ -][\w.]+?){0,2}?[ _.-]"
                          r"(?:I?Q\d(?:_K)?(?:_[SMLX]{1,2}|_[01]|_XXS|_XS|_NL)?|[BF]?F16))\b", re.IGNORECASE)
 
@@ -105,6 +114,7 @@ class Run:
     line: int
     text: str
     start: int = 0  # where in the sentence the number is
+    row: bool = False  # a markdown table's row: its model is its own row's or none
 
 
 @dataclass
@@ -205,11 +215,51 @@ def _model(sentence: str, patterns: tuple[re.Pattern[str], ...]) -> str | None:
     return None
 
 
+def _cells(line: str) -> list[str]:
+    return [c.strip().strip("*`").strip() for c in line.strip().strip("|").split("|")]
+
+
+def _table_runs(header: list[str], row: list[str], index: int, line: int, text: str) -> list[Run]:
+    """The speeds of a markdown table's row, from the columns whose header names a speed ("avg tok/s",
+    "Avg TPS", "Gen tok/s") or whose cell states one ("30 tokens/s"); the phase from the header's words."""
+    runs: list[Run] = []
+    for col, (name, cell) in enumerate(zip(header, row, strict=False)):
+        if not SPEED_HEADER.search(name) and not SPEED.search(cell):  # "| Generation |" over "30 tokens/s"
+            continue
+        m = CELL_NUMBER.match(THOUSANDS.sub("", cell))
+        if m is None or float(m.group(1)) <= 0:
+            continue
+        words = list(PHASE_WORDS.finditer(name))
+        phase = "prefill" if words and words[-1].group("pre") else "decode"
+        runs.append(Run(phase, float(m.group(1)), index, line, text, col, row=True))
+    return runs
+
+
 def sentences(text: str) -> list[Sentence]:
+    """The post's sentences (lines an engine printed left out); a markdown table's rows are sentences
+    whose speeds come from the columns the header names as speeds (a llama-bench table, with its
+    `test` column, is the bench parser's)."""
     out: list[Sentence] = []
-    for number, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    header: list[str] | None = None
+    for number, line in enumerate(lines, 1):
         if LOG_LINE.match(line):
             continue
+        if TABLE_ROW.match(line):
+            nxt = lines[number] if number < len(lines) else ""
+            if header is None and TABLE_RULE.match(nxt):
+                cells = _cells(line)
+                header = cells if not any(c.lower() == "test" for c in cells) else []
+                continue
+            if TABLE_RULE.match(line):
+                continue
+            if header:
+                s = Sentence(len(out), number, line.strip())
+                s.runs = _table_runs(header, _cells(line), s.index, number, s.text)
+                out.append(s)
+                continue
+        else:
+            header = None
         for part in SENTENCE.split(line.strip()):
             if part:
                 out.append(Sentence(len(out), number, part))
@@ -222,7 +272,7 @@ def read_prose(facts: Facts, text: str) -> None:
         return
     parts = sentences(text)
     for s in parts:
-        s.runs = _speeds(s.text, s.index, s.line)
+        s.runs = s.runs or _speeds(s.text, s.index, s.line)  # a table row's columns name their phase
         s.settings = _settings(s.text)
         if s.runs and "config.n_threads" not in s.settings:
             count = PROSE_THREADS.search(s.text)
@@ -240,7 +290,7 @@ def read_prose(facts: Facts, text: str) -> None:
         for name, (value, _) in s.settings.items():
             if not facts.has(name) and _belongs(s, name, list(chosen.values())):
                 facts.set(name, value, _src(s.line, s.text))  # type: ignore[arg-type]
-    _read_model(facts, parts)
+    _read_model(facts, parts, chosen.get("decode") or chosen.get("prefill"))
     _read_hardware(facts, parts)
     if chosen and facts.value("run.recognised") is False:
         first = min(chosen.values(), key=lambda r: r.sentence)
@@ -248,15 +298,25 @@ def read_prose(facts: Facts, text: str) -> None:
                                                           f"in words: {first.text}"))
 
 
-def _read_model(facts: Facts, parts: list[Sentence]) -> None:
+def _read_model(facts: Facts, parts: list[Sentence], run: Run | None) -> None:
+    """The model named beside the speed taken, else the first one the post names (a file's or a tag's name
+    before words)."""
     if facts.has("model.name") or facts.has("model.weights_bytes") or facts.has("model.file_bytes"):
         return
-    for patterns in ((MODEL_FILE, MODEL_TAG), (MODEL_WORDS,)):  # a file's or a tag's name before words
-        for s in parts:
+    own = [parts[run.sentence]] if run is not None else []
+    others = [] if run is not None and run.row else parts  # another row's model is another run's
+    for where, patterns in ((own, (MODEL_FILE, MODEL_TAG, MODEL_WORDS)), (others, (MODEL_FILE, MODEL_TAG)),
+                            (others, (MODEL_WORDS,))):
+        for s in where:
             name = _model(s.text, patterns)
             if name:
                 facts.set("model.name", name, _src(s.line, s.text))
                 return
+    quants = {q.group(1).upper() for s in parts for q in QUANT_WORD.finditer(s.text)}
+    sized = MODEL_SIZED.search(own[0].text) if own else None
+    if sized and len(quants) == 1 and guess(f"{sized.group(1)} {next(iter(quants))}") is not None:
+        # the run's model names its size, the post one quantisation for all its runs
+        facts.set("model.name", f"{sized.group(1)} {next(iter(quants))}", _src(own[0].line, own[0].text))
 
 
 def _read_hardware(facts: Facts, parts: list[Sentence]) -> None:
