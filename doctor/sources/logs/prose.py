@@ -62,13 +62,14 @@ SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)")
 # a markdown table people write beside their numbers: "| Model | avg tok/s | offload |", then "|---|---|"
 TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
-SPEED_HEADER = re.compile(r"\b(?:tok(?:en)?s?\s*/\s*s(?:ec)?|t/s|tps|tokens?\s+per\s+s(?:ec(?:ond)?)?)\b", re.IGNORECASE)
+SPEED_HEADER = re.compile(r"\b(?:tok(?:en)?s?\s*/\s*s(?:ec)?|t/s|tps|tokens?\s+per\s+s(?:ec(?:ond)?)?)\b",
+                          re.IGNORECASE)
 CELL_NUMBER = re.compile(r"^~?(\d+(?:\.\d+)?)\b")
 # a line an engine printed, not the user's words (a timestamp, a level, `time=`, a `llama_...:` / `load_tensors:`
 # prefix, a JSON record, a `service | ` prefix): never read as prose, whether or not a parser took it
 LOG_LINE = re.compile(r"^\s*(?:\[?\d{4}[-/]\d\d[-/]\d\d|\d\d[-:]\d\d[ :]\d\d|[A-Z][a-z]{2} +\d+ \d\d:\d\d|time=|"
-                      r"level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\b\s|\d+\.\d\d\.\d{3}\.\d{3} [IWED] |[a-z][a-z0-9]*_[\w.]*\s*:|\{|"
-                      r"[\w.-]+\s+\|\s)")
+                      r"level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\b\s|\d+\.\d\d\.\d{3}\.\d{3} [IWED] |"
+                      r"[a-z][a-z0-9]*_[\w.]*\s*:|\{|[\w.-]+\s+\|\s)")
 KV_TYPES = {"f16", "bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"}
 OPT = r"(?:^|(?<=[\s\"'`(\[]))"
 # setting -> (pattern, how its match becomes a value)
