@@ -6,7 +6,8 @@ alone; `speed.cause.<name>` holds what showed it and `speed.causes` their names 
 - cpu_build: a GPU is on the machine (a device line, nvidia-smi, --hardware) but the engine ran on
   CPU backends only (system_info without a GPU section, llama-bench's backend column `CPU`/`BLAS`);
 - offload: the model is split between GPU and host (`offloaded 20/33 layers`, llama-bench's ngl
-  below the layer count), or a GPU machine ran it with no layer on the GPU;
+  below the layer count), a GPU machine ran it with no layer on the GPU, or the weights alone are
+  larger than the GPUs' memory (the spec row's VRAM);
 - working_set: on Apple silicon, the model's weights are larger than Metal's
   recommendedMaxWorkingSetSize (the GPU then pages through unified memory);
 - kv_cpu: the KV cache or attention ran on the CPU: `-nkvo 1`, a KV buffer only on the CPU while
@@ -94,7 +95,22 @@ def _offload(facts: Facts) -> str | None:
     if facts.value("config.n_gpu_layers") == 0 and any(b.startswith(GPU_BACKENDS) for b in _backends(facts)) \
             and facts.value("spec.kind") != "apple":
         return "ngl 0: a GPU build with every layer left on the CPU"
-    return None
+    return _past_vram(facts)
+
+
+def _past_vram(facts: Facts) -> str | None:
+    """A discrete GPU run whose weights alone are more than the cards' memory: part of the model stays in host
+    RAM whatever the settings (Ollama splits it; llama.cpp needs a lower -ngl)."""
+    row = table().named(str(facts.value("spec.device", "")))
+    weights = _int(facts, "model.weights_bytes") or _int(facts, "model.file_bytes")
+    if row is None or row.kind != "gpu" or not row.vram_gib or weights is None:
+        return None
+    count = _int(facts, "host.gpu.count") or 1
+    vram = row.vram_gib * count * (1 << 30)
+    if weights <= vram:
+        return None
+    return (f"the model's {weights / 1e9:.1f} GB of weights are more than the {count}x {row.vram_gib:g} GiB of "
+            f"{row.name}: part of it runs from host RAM")
 
 
 def _working_set(facts: Facts) -> str | None:

@@ -260,3 +260,15 @@ def test_kv_and_placement_causes() -> None:
     assert cpu_only.has("speed.cause.cpu_build")
     split = _causes({**base, "run.gpu_share": 0.58})
     assert "42% of the model on the CPU" in str(split.value("speed.cause.offload"))
+
+
+def test_weights_larger_than_the_cards_memory_are_a_split() -> None:
+    # the case of ollama issue 3818: llama3:70b-instruct (Q4_K_M, about 42 GB) on an RTX 4090 (24 GB); the maintainer:
+    # "quite a bit of the model is running on CPU in this case so it's expected to be slow" (the post gives no
+    # speed: the decode figure here is the test's)
+    base = {"run.decode_tps": 2.5, "model.weights_bytes": 42_400_000_000, "model.n_params": 70_000_000_000,
+            "host.gpu[0].name": "NVIDIA GeForce RTX 4090"}
+    assert "runs from host RAM" in str(_causes(base).value("speed.cause.offload"))
+    # two of them hold it
+    assert not _causes({**base, "host.gpu[1].name": "NVIDIA GeForce RTX 4090", "host.gpu.count": 2}).has(
+        "speed.cause.offload")
