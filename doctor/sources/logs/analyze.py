@@ -310,6 +310,10 @@ class LogAnalyzer:
 
 
 def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) -> Facts:
+    """The whole input's facts; a small one (a pasted post, at most MAX_PROSE bytes) is read for its prose
+    too (doctor/sources/logs/prose.py), after the engines' parsers and only for what they did not set."""
+    from doctor.sources.logs.prose import MAX_PROSE, read_prose
+
     stream = open_input(rewindable(stream))
     first = b""
     head = peek_head(stream)
@@ -321,18 +325,31 @@ def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) ->
             analyzer.pasted = pasted
             analyzer.scanner.hold_last = True
             analyzer.feed(pasted.data)
-            return analyzer.finish()
+            facts = analyzer.finish()
+            if len(first) <= MAX_PROSE:  # the prose as the user wrote it: its lines are the user's lines
+                read_prose(facts, decode(first))
+            return facts
     # a log too large to be a paste, whose head shows escaped quotes (a JSON log quoting messages)
     analyzer = LogAnalyzer(name, escaped=b'\\"' in head or b"\\'" in head)
     analyzer.scanner.hold_last = True  # the whole input is read: a wrapped last line is joined to the one before
+    kept: list[bytes] | None = [first] if len(first) <= MAX_PROSE else None  # the input while it can be a post
+    size = len(first)
     if first:
         analyzer.feed(first)
     while True:
         data = stream.read(chunk)
         if not data:
             break
+        size += len(data)
+        if kept is not None and size <= MAX_PROSE:
+            kept.append(data)
+        else:
+            kept = None
         analyzer.feed(data)
-    return analyzer.finish()
+    facts = analyzer.finish()
+    if kept is not None:
+        read_prose(facts, decode(b"".join(kept)))
+    return facts
 
 
 def analyze_bytes(data: bytes, name: str = "input") -> Facts:
