@@ -55,7 +55,7 @@ class MemoryLines(LlamaCppBase):
                 data: dict[str, Any] = {"bytes": int(float(m.group(1)) * MIB), "device": int(m.group(2))}
                 s.pending.append(PendingOom(line, data, s.stage))
             else:
-                self.event("alloc_failed", line, phase=self._stage_phase(), reason=m.group(3)[:120])
+                self.event("alloc_failed", line, phase=self._stage_phase(line), reason=m.group(3)[:120])
             return True
         m = ALLOC_RANGE.search(t)
         if m:
@@ -89,11 +89,12 @@ class MemoryLines(LlamaCppBase):
             return True
         m = BACKEND_OOM.search(t)
         if m:
-            phase = {"run": "runtime", "ready": "compute"}.get(s.stage)
+            # a backend that ran out after start-up: the run's timeline places it when the pending OOMs are
+            # emitted (a request's first batch, a warm-up, serving), unless a later line names its buffer
             data = {}
             if m.group(2):
                 data["bytes"] = int(m.group(2))
-            s.pending.append(PendingOom(line, data, s.stage, phase))
+            s.pending.append(PendingOom(line, data, s.stage))
             return True
         if CUDA_MALLOC_BARE.search(t):
             recent = self.facts.events("oom")[-4:]
@@ -122,7 +123,11 @@ class MemoryLines(LlamaCppBase):
         if CRASH.search(t) and not t.lstrip().startswith(("#", "//")):
             if s.pending:
                 self._flush_oom(None, None)
-            self.event("crash", line)
+            placed = self.placed(line)  # what the run had done when it aborted
+            if placed is not None:
+                self.placed_event("crash", line, placed, in_phase=False)
+            else:
+                self.event("crash", line)
             return True
         return False
 
