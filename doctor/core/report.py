@@ -402,15 +402,27 @@ class Report:
         verdict = self.verdict()
         if verdict == "nothing_recognised":
             return f"Nothing to judge: {self._seen()}. No check could use it, so this is not a clean bill of health."
+        cut = self.cut_short()
         if verdict == "no_problems":
+            if cut:
+                return f"No problems found in the part recorded. {cut}"
             return "No problems found in the latest session." if len(self.sessions) > 1 else "No problems found."
         head = f"Likely root cause: {self.assessment.title}." if self.assessment else "Problems found."
-        note = self.unrecognised_note()
+        note = self.input_note()
         return f"{head} {note}" if note else head
 
-    def unrecognised_note(self) -> str | None:
-        """Beside findings (a command's exit status): what in the input was not recognised."""
-        return None if self.recognised() else f"Nothing else recognised: {self._seen()}."
+    def input_note(self) -> str | None:
+        """Beside findings (a command's exit status): what in the input was not recognised, and whether
+        a recording was cut short."""
+        notes = [None if self.recognised() else f"Nothing else recognised: {self._seen()}.", self.cut_short()]
+        return " ".join(n for n in notes if n) or None
+
+    def cut_short(self) -> str | None:
+        """A watch recording with no end, in words (None when it ended, or the input is no recording)."""
+        if self.facts.value("run.recording_complete") is not False:
+            return None
+        return ("The recording was cut short (it has no end: the run, or watch, stopped before the run ended), "
+                "so the rest of the run was not seen.")
 
     def _seen(self) -> str:
         fact = self.facts.get("run.recognised")

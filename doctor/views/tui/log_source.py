@@ -41,8 +41,10 @@ class SourceLine:
 class LogSource:
     """Lines of one log, read on demand. Safe to call from worker threads."""
 
-    def __init__(self, opener: Callable[[], BinaryIO], name: str, total_lines: int | None = None) -> None:
+    def __init__(self, opener: Callable[[], BinaryIO], name: str, total_lines: int | None = None,
+                 redact: Callable[[str], str] | None = None) -> None:
         self.name = name
+        self._redact = redact  # `--redact`: each line shown as the report's evidence is (Redactor.text)
         self._opener = opener
         self._handle: BinaryIO | None = None
         self._lock = threading.Lock()
@@ -53,13 +55,15 @@ class LogSource:
         self._end_seen = False
 
     @classmethod
-    def from_path(cls, path: str | Path, total_lines: int | None = None) -> LogSource:
+    def from_path(cls, path: str | Path, total_lines: int | None = None,
+                  redact: Callable[[str], str] | None = None) -> LogSource:
         p = Path(path)
-        return cls(lambda: _open_file(p), p.name, total_lines)
+        return cls(lambda: _open_file(p), p.name if redact is None else redact(p.name), total_lines, redact)
 
     @classmethod
-    def from_bytes(cls, data: bytes, name: str = "pasted log", total_lines: int | None = None) -> LogSource:
-        return cls(lambda: io.BytesIO(data), name, total_lines)
+    def from_bytes(cls, data: bytes, name: str = "pasted log", total_lines: int | None = None,
+                   redact: Callable[[str], str] | None = None) -> LogSource:
+        return cls(lambda: io.BytesIO(data), name, total_lines, redact)
 
     def close(self) -> None:
         with self._lock:
@@ -75,7 +79,10 @@ class LogSource:
         with self._lock:
             handle = self._open()
             ends = self._line_ends(handle)
-            return self._read_locked(handle, ends, first, count)
+            lines = self._read_locked(handle, ends, first, count)
+        if self._redact is not None:
+            lines = [SourceLine(x.number, *shown(self._redact(x.text), x.cut)) for x in lines]
+        return lines
 
     def read_around(self, line: int, count: int) -> list[SourceLine]:
         """About `count` lines with `line` in the middle (shifted at the start of the log)."""

@@ -323,7 +323,7 @@ def _banner_info(report: Report) -> BannerInfo:
     a = report.assessment
     if a is not None:
         kind = a.severity if a.severity in ("error", "warning") else "warning"
-        note = report.unrecognised_note()
+        note = report.input_note()
         return BannerInfo(kind, f"Likely root cause: {inert(a.title)}",
                           f"{a.id} · {a.cls} · confidence {a.confidence} — {inert(a.message)}"
                           + (f" {inert(note)}" if note else ""))
@@ -340,6 +340,9 @@ def _banner_info(report: Report) -> BannerInfo:
     detail = f"{counts['ok']} checks ok, {counts['unknown']} unknown"
     if notes:
         detail = f"{notes} note{'s' if notes != 1 else ''} · " + detail
+    cut = report.cut_short()
+    if cut:
+        return BannerInfo("warning", "No problems found in the part recorded", f"{cut} {detail}")
     return BannerInfo("ok", "No problems found", detail)
 
 
