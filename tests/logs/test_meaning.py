@@ -8,6 +8,7 @@ cites the file and release of each), and the fixtures' engine lines (fixtures/lo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 
 def _meaning(line: str) -> dict[str, object]:
     """What a line reads as, before the rest of a log is asked ({}: nothing)."""
+    if V.launch_re.search(line):
+        return {"launch": True}
     reading = meaning.read(V, line)
     found = meaning.meaning_of(V, reading) if reading is not None else None
     if found is None:
@@ -51,6 +54,7 @@ def test_every_example_reads_as_it_says(example: vocabulary.Example) -> None:
 def test_every_entry_of_the_vocabulary_is_tested_on_a_real_line() -> None:
     seen: set[tuple[str, str]] = set()
     for example in V.examples:
+        seen.update(("launch", w) for w in V.launches if re.search(w, example.line, re.IGNORECASE))
         reading = meaning.read(V, example.line)
         if reading is None:
             continue
@@ -63,7 +67,7 @@ def test_every_entry_of_the_vocabulary_is_tested_on_a_real_line() -> None:
             seen.add(("event", str(rule.line)))
     wanted = {*(("relation", g.id) for g in V.relations), *(("resource", g.id) for g in V.resources),
               *(("modifier", g.id) for g in V.modifiers), *(("step", g.id) for g in V.steps),
-              *(("event", str(r.line)) for r in V.events)}
+              *(("event", str(r.line)) for r in V.events), *(("launch", w) for w in V.launches)}
     assert wanted - seen == set()
 
 

@@ -27,7 +27,7 @@ from doctor.sources.logs.timeline import PLACED
 WINDOW = 300  # characters either side of the relation that a reading looks at (a prompt in a line is no message)
 PHRASE_WORDS = 5  # the words before a number that may give it its role
 _NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)"
-                     r"(?:\s*(tokens?|[KMGT]i?B|bytes|blocks?)\b)?(?!\w|\.\d)", re.IGNORECASE)
+                     r"(?:\s*((?:[a-z]+ )?tokens?|[KMGT]i?B|bytes|blocks?)\b)?(?!\w|\.\d)", re.IGNORECASE)
 _COMPARE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:tokens?\s*)?(>=?|<=?)\s*(\d+(?:\.\d+)?)")
 _PUNCT = re.compile(r"[()\[\]{},;:=<>|\"`]|\.\s")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_']*")
@@ -139,7 +139,8 @@ def _quantities(v: Vocabulary, window: str, rel_start: int, rel_end: int, units:
             continue  # tokens beside a memory reading, say: not this resource's number
         role, capacity = _role(v, window[:n.start()], window[n.end():])
         # a number with a unit, or alone in parentheses after what it measures ("KV cache (16816)"), takes its side
-        bare = window[n.start() - 1:n.start()] == "(" and window[n.end():n.end() + 1] == ")"
+        bare = (window[n.start() - 1:n.start()] == "(" and window[n.end():n.end() + 1] == ")") or (
+            n.start() >= rel_end and not window[rel_end:n.start()].strip())  # or right after it: "must be <= 2048"
         if role is None and (unit is not None or bare) and not (rel_start <= n.start() < rel_end):
             role = "needed" if n.start() < rel_start else "limit"
         if role is None:
@@ -164,7 +165,7 @@ def _unit(raw: str | None) -> str | None:
     if raw is None:
         return None
     low = raw.lower()
-    if low.startswith("token"):
+    if low.endswith(("token", "tokens")):  # "1441 tokens", "16000 total tokens"
         return "tokens"
     if low.startswith("block"):
         return "blocks"

@@ -87,6 +87,9 @@ class MeaningParser(AloneReader):
     def feed(self, line: LogLine) -> None:
         if not self.literal_index.bits(line.text):  # type: ignore[union-attr]
             return
+        if self.vocabulary.launch_re.search(line.text):
+            self.mark("load", line)  # an engine launched with a model: loading it is what comes first
+            return
         reading = meaning.read(self.vocabulary, line.text)
         if reading is None or len(self._pending) >= KEPT:
             return

@@ -26,7 +26,7 @@ from doctor.core.json_cache import cache_folder, store_text
 from doctor.sources.catalogue.loader import _RE2_LACKS
 
 VOCABULARY = Path(__file__).resolve().parent / "vocabulary.yaml"
-SECTIONS = ("relations", "resources", "roles", "modifiers", "steps", "events", "examples")
+SECTIONS = ("relations", "resources", "roles", "modifiers", "launches", "steps", "events", "examples")
 ROLES = ("limit", "needed", "capacity", "request")
 UNITS = ("tokens", "bytes", "blocks", "count")
 PHASES = ("weights", "kv_cache", "compute", "runtime", "concurrency", "host", "timeline")
@@ -78,14 +78,19 @@ class Vocabulary:  # no slots: the compiled patterns are cached on the instance
     resources: tuple[Group, ...]
     roles: dict[str, tuple[str, ...]]
     modifiers: tuple[Group, ...]
+    launches: tuple[str, ...]
     steps: tuple[Group, ...]
     events: tuple[EventRule, ...]
     examples: tuple[Example, ...]
 
     @functools.cached_property
     def triggers(self) -> tuple[str, ...]:
-        """The relations' words as the analyzer's trigger fragments (RE2, case-insensitive)."""
-        return tuple(f"(?i:{w})" for g in self.relations for w in g.words)
+        """The relations' and launches' words as the analyzer's trigger fragments (RE2, case-insensitive)."""
+        return tuple(f"(?i:{w})" for w in (*(w for g in self.relations for w in g.words), *self.launches))
+
+    @functools.cached_property
+    def launch_re(self) -> re.Pattern[str]:
+        return re.compile("|".join(f"(?:{w})" for w in self.launches), re.IGNORECASE)
 
     @functools.cached_property
     def relation_re(self) -> re.Pattern[str]:
@@ -150,6 +155,10 @@ def _items(path: Path, node: Any, section: str) -> list[tuple[int, Any]]:
     import yaml
 
     constructor = yaml.SafeLoader("")
+    if section == "launches":
+        if not isinstance(node, yaml.SequenceNode):
+            raise RuleError(str(path), node.start_mark.line + 1, section, "launches is a list of words")
+        return [(item.start_mark.line + 1, constructor.construct_object(item)) for item in node.value]
     if section == "roles":
         if not isinstance(node, yaml.MappingNode):
             raise RuleError(str(path), node.start_mark.line + 1, section, "roles maps a role to its words")
@@ -270,6 +279,9 @@ def load(path: Path = VOCABULARY) -> Vocabulary:
     relations = _groups(path, entries["relations"], "relations", ())
     resources = _groups(path, entries["resources"], "resources", ("units", "device"))
     modifiers = _groups(path, entries["modifiers"], "modifiers", ())
+    launch_words = [w for _, w in entries["launches"]]
+    launches = _words(lambda key, message: RuleError(str(path), entries["launches"][0][0] if entries["launches"]
+                                                     else None, key, message), {"words": launch_words}, True)
     steps = _groups(path, entries["steps"], "steps", ())
     from doctor.sources.logs.timeline import STEPS
 
@@ -290,7 +302,7 @@ def load(path: Path = VOCABULARY) -> Vocabulary:
             raise RuleError(str(path), n, "examples", "an example is {line, from (where it comes from), reads}")
         examples.append(Example(raw["line"], raw["from"], dict(raw["reads"])))
     return Vocabulary(relations, resources, {str(k): tuple(map(str, v)) for k, v in roles_raw.items()}, modifiers,
-                      steps, events, tuple(examples))
+                      launches, steps, events, tuple(examples))
 
 
 # -- the checked vocabulary kept as JSON (as doctor/sources/catalogue/store.py keeps the catalogue): `analyze`
@@ -312,6 +324,7 @@ def _to_json(v: Vocabulary) -> dict[str, Any]:
     out: dict[str, Any] = {name: [dataclasses.asdict(item) for item in getattr(v, name)]
                            for name in ("relations", "resources", "modifiers", "steps", "events", "examples")}
     out["roles"] = {k: list(w) for k, w in v.roles.items()}
+    out["launches"] = list(v.launches)
     return out
 
 
@@ -325,7 +338,7 @@ def _from_json(raw: dict[str, Any]) -> Vocabulary:
 
     return Vocabulary(tuple(map(_group, raw["relations"])), tuple(map(_group, raw["resources"])),
                       {k: tuple(w) for k, w in raw["roles"].items()}, tuple(map(_group, raw["modifiers"])),
-                      tuple(map(_group, raw["steps"])), tuple(map(rule, raw["events"])),
+                      tuple(raw["launches"]), tuple(map(_group, raw["steps"])), tuple(map(rule, raw["events"])),
                       tuple(Example(**e) for e in raw["examples"]))
 
 

@@ -13,12 +13,15 @@ from typing import Any
 from doctor.sources.engines._ggml.oom import BACKEND_OOM
 from doctor.sources.engines.llamacpp.patterns import (
     ALLOC_RANGE,
+    COMPUTE_FUNCTION,
     CONTEXT_FAILED,
     CORRUPT,
     CPU_ALLOC,
     CRASH,
     CUDA_MALLOC,
     CUDA_MALLOC_BARE,
+    CUDA_WHERE,
+    CUDA_WHERE_KIND,
     GALLOCR,
     LOAD_FAILED,
     MEMORY_KEYS,
@@ -95,6 +98,7 @@ class MemoryLines(LlamaCppBase):
             if m.group(2):
                 data["bytes"] = int(m.group(2))
             s.pending.append(PendingOom(line, data, s.stage))
+            self._computing(line)  # the whole CUDA error block pasted on one line
             return True
         if CUDA_MALLOC_BARE.search(t):
             recent = self.facts.events("oom")[-4:]
@@ -130,6 +134,20 @@ class MemoryLines(LlamaCppBase):
                 self.event("crash", line)
             return True
         return False
+
+    @reads(CUDA_WHERE_KIND)
+    def _cuda_where(self, line: LogLine) -> bool:
+        """The function a CUDA error names: one that computes a graph places the OOM before it at compute time."""
+        return self._computing(line)
+
+    def _computing(self, line: LogLine) -> bool:
+        m = CUDA_WHERE.search(line.text)
+        pending = self.s.pending
+        if m is None or not pending or line.number - pending[-1].line.number > 3:
+            return False
+        if COMPUTE_FUNCTION.match(m.group(2)):
+            pending[-1].computing = line
+        return True
 
     @reads(METAL_KIND)
     def _step_metal(self, line: LogLine) -> bool:

@@ -165,6 +165,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
             return False
         binary = m.group(1)
         self.set("engine.binary", binary, line)
+        self.mark("load", line)  # the run was launched with a model: loading it comes first
         self.s.command = (binary, bool(COMMAND_NGL.search(line.text[m.end():])), line)
         return False  # the same line sets -ngl, -c, -t ...
 

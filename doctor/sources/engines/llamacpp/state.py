@@ -75,6 +75,7 @@ class PendingOom:
     data: dict[str, Any]
     stage: str
     explicit: str | None = None
+    computing: LogLine | None = None  # the line naming a function that runs only when a graph is computed
 
 
 @dataclass(slots=True)
@@ -176,7 +177,10 @@ class LlamaCppBase(LogParser):
                 self.event("oom", p.line, phase=ph, phase_from="message", **p.data)
                 continue
             placed = self.placed(p.line)
-            if placed is not None:
+            if p.computing is not None and (placed is None or placed.phase in ("weights", "kv_cache")):
+                # the failing call runs a graph: no start-up allocation, whatever the start-up lines say
+                self.event("oom", p.line, phase="compute", phase_from="message", step="compute_graph", **p.data)
+            elif placed is not None:
                 self.placed_event("oom", p.line, placed, **p.data)
             else:
                 self.event("oom", p.line, phase=_STAGE_PHASE[p.stage], phase_from="stage", **p.data)
