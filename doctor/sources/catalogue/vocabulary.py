@@ -78,19 +78,22 @@ class Vocabulary:  # no slots: the compiled patterns are cached on the instance
     resources: tuple[Group, ...]
     roles: dict[str, tuple[str, ...]]
     modifiers: tuple[Group, ...]
-    launches: tuple[str, ...]
+    launches: tuple[tuple[str, str], ...]  # (trigger, line pattern)
     steps: tuple[Group, ...]
     events: tuple[EventRule, ...]
     examples: tuple[Example, ...]
 
     @functools.cached_property
     def triggers(self) -> tuple[str, ...]:
-        """The relations' and launches' words as the analyzer's trigger fragments (RE2, case-insensitive)."""
-        return tuple(f"(?i:{w})" for w in (*(w for g in self.relations for w in g.words), *self.launches))
+        """The relations' words and the launches' triggers as the analyzer's trigger fragments (RE2), each
+        letter spelt in both cases (a case-insensitive flag would keep doctor/sources/logs/shapes.py from ruling
+        a fragment out of a folded run's shape, and every such run would be searched for it)."""
+        words = (*(w for g in self.relations for w in g.words), *(t for t, _ in self.launches))
+        return tuple(dict.fromkeys(fold_case(w) for w in words))
 
     @functools.cached_property
     def launch_re(self) -> re.Pattern[str]:
-        return re.compile("|".join(f"(?:{w})" for w in self.launches), re.IGNORECASE)
+        return re.compile("|".join(f"(?:{w})" for _, w in self.launches), re.IGNORECASE)
 
     @functools.cached_property
     def relation_re(self) -> re.Pattern[str]:
@@ -128,6 +131,31 @@ class Vocabulary:  # no slots: the compiled patterns are cached on the instance
         return next((g.device for g in self.resources if g.id == resource), None)
 
 
+def fold_case(word: str) -> str:
+    """`word` matching either case without a flag: each ASCII letter outside a class and an escape as [xX]."""
+    out: list[str] = []
+    i, n = 0, len(word)
+    while i < n:
+        c = word[i]
+        if c == "\\":
+            out.append(word[i:i + 2])
+            i += 2
+        elif c == "[":  # a class is copied whole (its ranges keep their case)
+            end = word.index("]", i + 2 if word.startswith("[^]", i) or word.startswith("[]", i) else i + 1)
+            out.append(word[i:end + 1])
+            i = end + 1
+        elif c == "(" and word.startswith("(?", i):  # a group's flags or kind: copied as written
+            j = i + 2
+            while j < n and word[j] not in ":)":
+                j += 1
+            out.append(word[i:j + 1])
+            i = j + 1
+        else:
+            out.append(f"[{c.lower()}{c.upper()}]" if c.isascii() and c.isalpha() else c)
+            i += 1
+    return "".join(out)
+
+
 def _alternation(groups: tuple[Group, ...]) -> re.Pattern[str]:
     """One pattern with a named group per id: which id a match is, from `lastgroup`."""
     return re.compile("|".join(f"(?P<{g.id}>{'|'.join(f'(?:{w})' for w in g.words)})" for g in groups),
@@ -155,10 +183,6 @@ def _items(path: Path, node: Any, section: str) -> list[tuple[int, Any]]:
     import yaml
 
     constructor = yaml.SafeLoader("")
-    if section == "launches":
-        if not isinstance(node, yaml.SequenceNode):
-            raise RuleError(str(path), node.start_mark.line + 1, section, "launches is a list of words")
-        return [(item.start_mark.line + 1, constructor.construct_object(item)) for item in node.value]
     if section == "roles":
         if not isinstance(node, yaml.MappingNode):
             raise RuleError(str(path), node.start_mark.line + 1, section, "roles maps a role to its words")
@@ -279,9 +303,16 @@ def load(path: Path = VOCABULARY) -> Vocabulary:
     relations = _groups(path, entries["relations"], "relations", ())
     resources = _groups(path, entries["resources"], "resources", ("units", "device"))
     modifiers = _groups(path, entries["modifiers"], "modifiers", ())
-    launch_words = [w for _, w in entries["launches"]]
-    launches = _words(lambda key, message: RuleError(str(path), entries["launches"][0][0] if entries["launches"]
-                                                     else None, key, message), {"words": launch_words}, True)
+    launches: list[tuple[str, str]] = []
+    for n, raw in entries["launches"]:
+        def fail(key: str | None, message: str, n: int = n) -> RuleError:
+            return RuleError(str(path), n, key, message)
+
+        if set(map(str, raw)) != {"trigger", "line"}:
+            raise fail(None, "a launch is {trigger (RE2, selects its lines), line (the pattern that decides)}")
+        trigger = _words(fail, {"words": [raw["trigger"]]}, True)[0]
+        pattern = _words(fail, {"words": [raw["line"]]}, False)[0]
+        launches.append((trigger, pattern))
     steps = _groups(path, entries["steps"], "steps", ())
     from doctor.sources.logs.timeline import STEPS
 
@@ -302,12 +333,12 @@ def load(path: Path = VOCABULARY) -> Vocabulary:
             raise RuleError(str(path), n, "examples", "an example is {line, from (where it comes from), reads}")
         examples.append(Example(raw["line"], raw["from"], dict(raw["reads"])))
     return Vocabulary(relations, resources, {str(k): tuple(map(str, v)) for k, v in roles_raw.items()}, modifiers,
-                      launches, steps, events, tuple(examples))
+                      tuple(launches), steps, events, tuple(examples))
 
 
 # -- the checked vocabulary kept as JSON (as doctor/sources/catalogue/store.py keeps the catalogue): `analyze`
 # neither imports nor parses YAML on its start ------------------------------------------------------------
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 CACHE_KEEP = 4
 
 
@@ -324,7 +355,7 @@ def _to_json(v: Vocabulary) -> dict[str, Any]:
     out: dict[str, Any] = {name: [dataclasses.asdict(item) for item in getattr(v, name)]
                            for name in ("relations", "resources", "modifiers", "steps", "events", "examples")}
     out["roles"] = {k: list(w) for k, w in v.roles.items()}
-    out["launches"] = list(v.launches)
+    out["launches"] = [list(pair) for pair in v.launches]
     return out
 
 
@@ -338,7 +369,8 @@ def _from_json(raw: dict[str, Any]) -> Vocabulary:
 
     return Vocabulary(tuple(map(_group, raw["relations"])), tuple(map(_group, raw["resources"])),
                       {k: tuple(w) for k, w in raw["roles"].items()}, tuple(map(_group, raw["modifiers"])),
-                      tuple(raw["launches"]), tuple(map(_group, raw["steps"])), tuple(map(rule, raw["events"])),
+                      tuple((t, w) for t, w in raw["launches"]), tuple(map(_group, raw["steps"])),
+                      tuple(map(rule, raw["events"])),
                       tuple(Example(**e) for e in raw["examples"]))
 
 
