@@ -126,3 +126,30 @@ def test_a_saved_report_keeps_the_lines_that_placed_an_event() -> None:
     facts = analyze_bytes(_log(*RUNTIME[:_line(RUNTIME, "KV self size")], *CUDA_OOM))
     [oom] = Facts.from_json(facts.to_json()).events("oom")
     assert oom.placed_by == facts.events("oom")[0].placed_by and oom.placed_by
+
+
+def test_an_oom_right_after_a_launch_is_the_loads() -> None:
+    # the launch and the error as a user pasted them (vllm-project/vllm#188): nothing was placed in between
+    launch = ("python -u -m vllm.entrypoints.openai.api_server --host 0.0.0.0 --model mistralai/Mistral-7B-v0.1 "
+              "--dtype half --gpu-memory-utilization 0.8  --max-model-len 4096")
+    oom = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB (GPU 0; 10.73 GiB total "
+           "capacity; 9.85 GiB already allocated; 46.44 MiB free; 9.86 GiB reserved in total by PyTorch)")
+    facts = analyze_bytes(_log(launch, "", oom))
+    [event] = facts.events("oom")
+    assert (event.phase, event.data["placed_after"]) == ("weights", "load")
+    assert [n for n, _ in event.placed_by] == [1]
+    report = diagnose(facts, load_rulebase(None), command="analyze", mode="analyze")
+    assert report.findings[0].cls == "oom.weights"  # no longer "a step the log does not show" (runtime)
+
+
+def test_a_cuda_oom_in_a_graph_time_function_is_compute_time() -> None:
+    # ggml-cuda.cu's error block, as a terminal or a journal joins it onto one line: the pool's alloc runs only
+    # when a graph is computed, so the OOM is no weights' even with no start-up line before it
+    block = ("CUDA error: out of memory current device: 0, in function alloc at ggml/src/ggml-cuda/ggml-cuda.cu:445 "
+             "cudaMalloc((void **) &ptr, look_ahead_size)")
+    [event] = analyze_bytes(_log(block)).events("oom")
+    assert (event.phase, event.data["step"]) == ("compute", "compute_graph")
+    # in a request (the fixture's lines up to its prompt), the timeline's serving step is what it names
+    facts = analyze_bytes(_log(*RUNTIME[:_line(RUNTIME, "prompt processing progress")], *CUDA_OOM))
+    [event] = facts.events("oom")
+    assert event.phase == "runtime"
