@@ -111,10 +111,21 @@ class Fix:
     command: str | None  # the command / setting for that engine
     by_engine: dict[str, str] = field(default_factory=dict)
     verified: Verified | None = None  # set by --verify
+    # the fix check (doctor/judge/recheck.py): changes set aside for the engine and why, the settings the
+    # run already has (setting -> its value), and what is said when no setting change passed
+    checks: list[str] = field(default_factory=list)
+    already: dict[str, str] = field(default_factory=dict)
+    note: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"text": self.text, "engine": self.engine, "command": self.command,
                                "by_engine": self.by_engine}
+        if self.checks:
+            out["checks"] = list(self.checks)
+        if self.already:
+            out["already"] = dict(self.already)
+        if self.note:
+            out["note"] = self.note
         if self.verified is not None:
             out["verified"] = self.verified.to_json()
         return out
@@ -124,9 +135,12 @@ class Fix:
         if not isinstance(data, dict):
             return cls(text="", engine=None, command=None)
         by_engine = data.get("by_engine")
+        already = data.get("already")
         return cls(text=_s(data, "text"), engine=_opt_s(data, "engine"), command=_opt_s(data, "command"),
                    by_engine={str(k): str(v) for k, v in by_engine.items()} if isinstance(by_engine, dict) else {},
-                   verified=Verified.from_json(data.get("verified")))
+                   verified=Verified.from_json(data.get("verified")), checks=_str_list(data.get("checks")),
+                   already={str(k): str(v) for k, v in already.items()} if isinstance(already, dict) else {},
+                   note=_s(data, "note"))
 
 
 @dataclass(slots=True)

@@ -22,9 +22,12 @@ from doctor.derive.specs import SpecRow, table
 MAX_TEXT = 300
 MAX_GPUS = 16
 GIB = 1 << 30
-SPLIT = re.compile(r"\s*(?:[,;/+&]|\bwith\b|\band\b|\bon an?\b|\bon\b|\bin an?\b|\bplus\b)\s*", re.IGNORECASE)
+# "+" joins two devices ("4090 + 7950X", "4090+7950X") but ends a product name ("Ryzen AI Max+ 395",
+# "Xeon Platinum 8480+"): a "+" right after a word and before a space or the end is the name's own
+SPLIT = re.compile(r"\s*(?:[,;/&]|\s\+|\+(?=\S)|\bwith\b|\band\b|\bon an?\b|\bon\b|\bin an?\b|\bplus\b)\s*",
+                   re.IGNORECASE)
 COUNT = re.compile(r"^(\d{1,2})\s*[x×]\s*(.+)$|^(.+?)\s*[x×]\s*(\d{1,2})$", re.IGNORECASE)
-MEMORY = re.compile(r"\b(LP)?DDR(\d)(X)?(?:[- ]?(\d{3,4})(?:\s*MT/s|\s*MHz)?)?\b", re.IGNORECASE)
+MEMORY = re.compile(r"\b(LP)?DDR(\d)(X|L)?(?:[- ]?(\d{3,4})(?:\s*MT/s|\s*MHz)?)?\b", re.IGNORECASE)
 RAM_GB = re.compile(r"\b(\d{1,4})\s*(?:GB|GiB|G)\b(?!\s*/s)", re.IGNORECASE)
 GPU_CORES = re.compile(r"\b(\d{1,3})[- ]?core(?:s)?\s+GPU\b|\bGPU\s*\(?(\d{1,3})[- ]?cores?\b", re.IGNORECASE)
 CPU_CORES = re.compile(r"\b(\d{1,3})[- ]?core(?:s)?\s+CPU\b", re.IGNORECASE)
@@ -35,6 +38,8 @@ PCIE = re.compile(r"\bPCIe\s*(?:gen\s*)?(\d)(?:\.0)?(?:\s*x\s*(\d{1,2}))?\b|\bx(
                   r"slot|lanes?|pcie)\b)|\b(?:riser|link|slot)\b.*\bx(1|2|4|8|16)\b", re.IGNORECASE)
 GPU_WORDS = re.compile(r"\b(?:rtx|gtx|radeon|rx|arc|quadro|tesla|geforce|gpu|instinct|mi\d{2,3})\b", re.IGNORECASE)
 RISER = re.compile(r"\b(?:x1|usb)\s+riser\b|\bmining riser\b", re.IGNORECASE)
+# Intel's names carry a hyphen ("Core i5-4278U", ark.intel.com); people write a space ("i5 4278U")
+INTEL_SPACE = re.compile(r"\b(i[3579]) (\d{4,5}[a-z]{0,3})\b", re.IGNORECASE)
 # what a bare model number needs before the spec table knows it ("4090" -> "RTX 4090")
 PREFIXES = ("", "rtx ", "geforce rtx ", "rx ", "radeon rx ", "gtx ", "apple ", "core ")
 
@@ -62,6 +67,7 @@ class Hardware:
 
 def _find(segment: str, kinds: tuple[str, ...]) -> SpecRow | None:
     spec = table()
+    segment = INTEL_SPACE.sub(r"\1-\2", segment)
     for prefix in PREFIXES:
         row = spec.find(prefix + segment, kinds)
         if row is not None:
@@ -72,7 +78,7 @@ def _find(segment: str, kinds: tuple[str, ...]) -> SpecRow | None:
 def _memory(hw: Hardware, text: str) -> None:
     m = MEMORY.search(text)
     if m:
-        hw.mem_type = f"{'LP' if m.group(1) else ''}DDR{m.group(2)}{'X' if m.group(3) else ''}"
+        hw.mem_type = f"{'LP' if m.group(1) else ''}DDR{m.group(2)}{(m.group(3) or '').upper()}"
         if m.group(4):
             hw.mem_mts = int(m.group(4))
 
@@ -112,8 +118,9 @@ def parse(text: str) -> Hardware:
             n = int(count.group(1) or count.group(4))
             segment = (count.group(2) or count.group(3)).strip()
         bare = GPU_CORES.sub("", segment).strip()
-        if RAM_GB.fullmatch(bare) or MEMORY.fullmatch(bare) or not bare:
-            ram = RAM_GB.fullmatch(bare)
+        amount = MEMORY.sub("", bare).strip()  # "8GB DDR3L-1600": the amount beside the memory type
+        if RAM_GB.fullmatch(amount) or not amount:
+            ram = RAM_GB.fullmatch(amount)
             if ram and hw.ram_bytes is None:
                 hw.ram_bytes = int(ram.group(1)) * GIB
             continue

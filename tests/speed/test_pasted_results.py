@@ -42,6 +42,11 @@ def _ids(report) -> set[str]:  # type: ignore[no-untyped-def]
     ("Raspberry Pi 5", None, 1, "Raspberry Pi 5 (BCM2712)"),
     ("i5-4278U, DDR3", None, 1, "Intel Core i5-4278U (Haswell-U)"),
     ("Ryzen 9 7950X, DDR5-6000", None, 1, "AMD Ryzen 9 7950X"),
+    # post 027's page ("AMD Ryzen Max+ 395"): the "+" is the product's own, not a join
+    ("Ryzen AI Max+ 395", "AMD Ryzen AI Max+ 395 (Radeon 8060S iGPU)", 1, None),
+    ("RTX 4090 + Ryzen 9 7950X", "NVIDIA GeForce RTX 4090", 1, "AMD Ryzen 9 7950X"),
+    # post 022's issue title: Intel's hyphen written as a space, DDR3L with its speed
+    ("Intel Core i5 4278U, 8GB DDR3L-1600", None, 1, "Intel Core i5-4278U (Haswell-U)"),
 ])
 def test_hardware_as_users_write_it_maps_to_the_spec_table(text: str, gpu: str | None, count: int,
                                                            cpu: str | None) -> None:
@@ -58,6 +63,8 @@ def test_what_the_text_adds_beside_the_device() -> None:
     assert parse("RX 7900 XTX, Resizable BAR disabled").rebar is False
     assert parse("RX 7900 XTX, ReBAR on").rebar is True
     assert parse("3090 on an x1 riser").pcie_width == 1
+    title = parse("Intel Core i5 4278U, 8GB DDR3L-1600")
+    assert (title.mem_type, title.mem_mts, title.ram_bytes) == ("DDR3L", 1600, 8 << 30)
 
 
 def _spec_bw(values: dict[str, object], hardware: str) -> float:

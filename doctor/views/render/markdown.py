@@ -119,6 +119,13 @@ def render_markdown(report: Report) -> str:
                 out.append("")
             out.append(f"**Fix:** {inert(f.fix.text)}")
             out.append("")
+            if f.fix.note:  # the fix check found no safe setting change for this engine
+                out.append(f"**Checked:** {inert(f.fix.note, 600)}")
+                out.append("")
+            elif f.fix.already:
+                have = ", ".join(f"{k} {v}" for k, v in f.fix.already.items())
+                out.append(f"**Already so in this run:** {inert(have)}")
+                out.append("")
             if f.fix.by_engine:
                 out.append("| engine | what to change |")
                 out.append("|---|---|")

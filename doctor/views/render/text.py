@@ -39,6 +39,8 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         if top is not None:
             command = top.fix.command or top.fix.text
             out.append(f"  {style.mark('arrow')} {inert(command)}")
+            if not top.fix.command and top.fix.note:  # the fix check found no safe setting change
+                out.append(style.paint("warning", f"    {inert(top.fix.note, 600)}"))
         note = report.input_note()
         if note:
             out.append(style.paint("dim", f"  {inert(note)}"))
@@ -281,8 +283,9 @@ def memory_line(report: Report) -> str:
     if not parts:
         return ""
     extra = []
-    if isinstance(v("derived.max_ctx_fit"), int):
-        extra.append(f"largest context {v('derived.max_ctx_fit')}")
+    if isinstance(v("derived.max_ctx_fit"), int):  # 0: not even 256 tokens beside the weights (LD319)
+        fit = v("derived.max_ctx_fit")
+        extra.append(f"largest context {fit}" if fit > 0 else "no context fits beside the weights")
     if isinstance(v("derived.max_gpu_layers"), int) and v("derived.total_layers"):
         extra.append(f"{v('derived.max_gpu_layers')} of {v('derived.total_layers')} layers fit on the GPU")
     return "; ".join(parts) + (f" ({', '.join(extra)})" if extra else "")
@@ -335,7 +338,17 @@ def _finding_lines(f: Finding, report: Report, style: Style, verbose: bool) -> l
     lines.append(f"      {style.paint('ok', arrow)} {inert(f.fix.text)}")
     if f.fix.command:
         lines.append(f"        {f.fix.engine}: {style.paint('bold', inert(f.fix.command))}")
-    if verbose or not f.fix.command:
+    # the fix check (doctor/judge/recheck.py): no safe setting change for this engine, what the run already
+    # has, and (-v) the changes set aside and why
+    if f.fix.note:
+        lines.append(style.paint("warning", f"        {inert(f.fix.note, 600)}"))
+    elif f.fix.already:
+        have = ", ".join(f"{k} {v}" for k, v in f.fix.already.items())
+        lines.append(style.paint("dim", f"        (already so in this run: {inert(have)})"))
+    if verbose and f.fix.command:
+        for check in f.fix.checks:
+            lines.append(style.paint("dim", f"        checked, {inert(check, 300)}"))
+    if verbose or (not f.fix.command and not f.fix.note):
         for engine, command in f.fix.by_engine.items():
             if engine != f.fix.engine:
                 lines.append(style.paint("dim", f"        {engine}: {inert(command)}"))

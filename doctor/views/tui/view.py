@@ -408,7 +408,13 @@ def fix_view(finding: Finding) -> FixView:
     command = inert(fix.command) if fix.command else None
     others = tuple((engine, inert(cmd)) for engine, cmd in _ordered(fix.by_engine) if engine != fix.engine)
     verified = (fix.verified.outcome, inert(fix.verified.line, 300)) if fix.verified is not None else None
-    return FixView(inert(fix.text), fix.engine, command, command or inert(fix.text), others, verified)
+    # the fix check's word (doctor/judge/recheck.py): no safe setting change, or what the run already has
+    text = " ".join(t for t in (fix.text, fix.note or _already(fix.already) if command else fix.note) if t)
+    return FixView(inert(text), fix.engine, command, command or inert(text), others, verified)
+
+
+def _already(already: dict[str, str]) -> str:
+    return f"(already so in this run: {', '.join(f'{k} {v}' for k, v in already.items())})" if already else ""
 
 
 def _ordered(by_engine: dict[str, str]) -> list[tuple[str, str]]:
