@@ -463,7 +463,8 @@ class Report:
             "mode": self.mode,
             "engine": self.engine,
             "inputs": list(self.facts.inputs),
-            "verdict": {"kind": self.verdict(), "text": self.verdict_text()},
+            # complete: false for a recording cut short (the verdict covers only the part recorded)
+            "verdict": {"kind": self.verdict(), "text": self.verdict_text(), "complete": self.cut_short() is None},
             "assessment": self.assessment.to_json() if self.assessment else None,
             "summary": self.counts(),
             "findings": [f.to_json() for f in self.findings],

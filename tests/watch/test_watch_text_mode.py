@@ -74,7 +74,8 @@ def test_a_recording_cut_before_the_end_reads_as_cut_short(tmp_path: Path) -> No
     cut.write_text("\n".join(lines[: len(lines) // 2]) + "\n", encoding="utf-8")
     whole = json.loads(doctor("analyze", str(TRACES / "healthy.jsonl"), "--format", "json").stdout)
     half = json.loads(doctor("analyze", str(cut), "--format", "json").stdout)
-    assert "cut short" not in whole["verdict"]["text"]
+    assert "cut short" not in whole["verdict"]["text"] and whole["verdict"]["complete"] is True
+    assert half["verdict"]["complete"] is False  # a program reading the JSON learns it too, not only a reader
     assert half["verdict"]["text"].startswith("No problems found in the part recorded. The recording was cut short")
     text = doctor("analyze", str(cut), "--format", "text").stdout
     assert "No problems found." not in text and "cut short" in text
