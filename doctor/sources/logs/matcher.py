@@ -351,6 +351,10 @@ class LiteralIndex:
         """`prime` with the bits already made."""
         self._primed = (text, bits)
 
+    def without_re2(self, text: str) -> int:
+        """The bits of `text` where RE2 is missing (or refused a pattern): each member looked for in turn."""
+        return sum(1 << i for i, s in enumerate(self.literals) if s in text)
+
     def mask(self, *literals: str) -> int:
         """The bits of these literals (each must be in the index)."""
         bits = 0
@@ -371,7 +375,7 @@ class LiteralIndex:
             self._match = set_matcher(self.patterns)
         match = self._match
         if match is None:
-            return self._fallback_bits(text)
+            return self.without_re2(text)
         # ASCII literals are found in UTF-8 bytes exactly where they are in the text; lone surrogates
         # (from JSON escapes) are passed through rather than refused
         bits = 0
@@ -382,8 +386,9 @@ class LiteralIndex:
 
 class FragmentIndex(LiteralIndex):
     """A LiteralIndex whose members are regular-expression fragments (RE2 syntax), not literals: which of an
-    alone parser's triggers a line holds (doctor/sources/logs/router.py), as a bit set from one RE2 set match,
-    or primed by the router that matched them with its own set. Without RE2 each fragment is searched."""
+    alone reader's triggers a line holds (doctor/sources/logs/router.py; the vocabulary's relation words, the
+    launch, host-memory and error-line readers' words), as a bit set from one RE2 set match, or primed by the
+    router that matched them with its own set. Without RE2 each fragment is searched with `re`."""
 
     def __init__(self, fragments: Iterable[str]) -> None:
         self.patterns = list(fragments)
@@ -393,7 +398,7 @@ class FragmentIndex(LiteralIndex):
         self._primed = (None, 0)
         self._searches: list[Callable[[str], object]] = []
 
-    def _fallback_bits(self, text: str) -> int:
+    def without_re2(self, text: str) -> int:
         if not self._searches:
             self._searches = [re.compile(f).search for f in self.patterns]
         return sum(1 << i for i, search in enumerate(self._searches) if search(text))
