@@ -86,6 +86,13 @@ def test_many_unknown_lines_are_counted_and_only_a_few_quoted() -> None:
     assert quoted.count('line ') == 3 and quoted.endswith("and 4997 more")
 
 
+def test_the_bare_word_in_a_message_counts_but_not_in_a_comment() -> None:
+    facts = analyze_bytes(b"request 42: unexpected error in the tokenizer\n")
+    assert facts.value("run.unexplained_errors") == 1
+    facts = analyze_bytes(b'    "mypy==2.4.1",  # pinned: a newer checker may find a new error, and the suite runs\n')
+    assert not facts.has("run.unexplained_errors")
+
+
 def test_lines_that_say_no_error_happened_are_left_alone() -> None:
     facts = analyze_bytes(b"upload done: 12 files, errors: 0\nsync finished without errors\n")
     assert not facts.has("run.unexplained_errors")

@@ -43,6 +43,17 @@ ERROR_WORDS = re.compile(r"\b(?:ERROR|FATAL|CRITICAL|PANIC|FAILED|FAILURE)\b|\bl
                          r"|\b(?:[Ff]ailed|[Ff]ailure|[Ff]atal|[Aa]bort(?:ed|ing)?|[Kk]illed)\b|\bpanic:"
                          r"|core dumped|[Ee]xit (?:status|code) -?[1-9]|[Ss]egmentation fault"
                          r"|Traceback \(most recent call last\)")
+# the bare word, as a message says it ("unexpected error in ..."); not after a comment mark (a config file's prose)
+LOOSE_ERROR = re.compile(r"\berror\b")
+
+
+def _reads_as_error(text: str) -> bool:
+    if ERROR_WORDS.search(text):
+        return True
+    m = LOOSE_ERROR.search(text)
+    return m is not None and "#" not in text[:m.start()] and "//" not in text[:m.start()]
+
+
 # words that say no error happened, or name a setting: not an error line
 BENIGN = re.compile(r"\b(?:no|0|zero|without|ignore|ignoring|suppress\w*) (?:errors?|failures?|exceptions?)\b"
                     r"|\b(?:errors?|failures?|failed|exceptions?)\s*[=:]\s*(?:0|none|null|nil|false|\[\]|\{\})(?!\.\d)"
@@ -79,7 +90,7 @@ class UnexplainedParser(LogParser):
     def _error(self, line: LogLine) -> bool:
         s = self.s
         t = line.text
-        if not ERROR_WORDS.search(t) or BENIGN.search(t):
+        if not _reads_as_error(t) or BENIGN.search(t):
             return False
         if len(s.kept) >= KEPT:
             s.more += 1
