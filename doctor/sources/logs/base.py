@@ -24,7 +24,7 @@ Pure: text in, facts out.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -267,6 +267,9 @@ class LogParser:
     # False for a parser that only says what no other parser read (doctor/sources/logs/unexplained.py): its facts
     # do not make an input an engine's, and it summarises after every other parser
     recognises: ClassVar[bool] = True
+    # the engine's own start-up order where it differs from the timeline's (doctor/sources/logs/timeline.py
+    # PLACED): step reached -> (out-of-memory phase, step) of what runs next
+    startup_next: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -381,7 +384,7 @@ class LogParser:
 
     def mark(self, step: str, line: LogLine, what: str | None = None) -> bool:
         """`line` shows the run reached `step` (True when that moved the run on)."""
-        return self.timeline.reach(step, line.number, line.raw, self.name, what)
+        return self.timeline.reach(step, line.number, line.raw, self.name, what, self.startup_next)
 
     def placed(self, line: LogLine | int) -> Placement | None:
         """Where a failure on `line` fell in the run (None: no step marked before it)."""
