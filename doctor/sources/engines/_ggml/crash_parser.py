@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor.core.facts import Event, Facts, Scalar
+from doctor.sources.engines._ggml.crash_config import TP_HEADS, heads_detail
 from doctor.sources.engines._ggml.crash_context import BY_ENDING, GPU_DTYPE
 from doctor.sources.engines._ggml.crash_patterns import (
     AMX_BUFFER,
@@ -122,6 +123,9 @@ class CrashParser(LogParser):
                     detail = cause.family[0]  # one spelling for both formats and for Ollama's restatement
                 elif cause is UNKNOWN_ARCH and m.groups() and m.group(1) is not None:
                     detail = f"architecture '{m.group(1)}'"
+                elif cause is TP_HEADS:
+                    heads, size = (int(g) for g in m.groups() if g is not None)
+                    detail = heads_detail(heads, size)
                 found = _Found(cause, confidence, line, detail)
                 if cause in CUDA_CAUSES:
                     s = self.s

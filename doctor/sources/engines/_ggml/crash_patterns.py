@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from doctor.sources.engines._ggml.crash_config import KERNEL_GRID, NCCL_SYSTEM, TP_HEADS
 from doctor.sources.engines._ggml.crashes import (
     ASSERT_CPY_INT_MAX,
     ASSERT_EXPERTS,
@@ -36,6 +37,9 @@ def _assert_re(expr: str) -> object:
     since mid 2024) and `GGML_ASSERT: FILE:LINE: expr` (the fprintf of earlier builds)."""
     return gated(r"GGML_ASSERT(?:\(|: \S+:\d+: )" + re.escape(expr))
 
+
+TP_HEADS_RE = gated(r"Total number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)"
+                    r"|`num_heads` must be divisible by `num_shards` \(got `num_heads`: (\d+) and `num_shards`: (\d+)")
 
 # Lines that name their cause by themselves: (cause, confidence, pattern). First match wins.
 EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
@@ -68,6 +72,15 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     (ASSERT_HOST_MEMORY, "high", _assert_re("ctx->mem_buffer != NULL")),
     # a CUDA extension's CHECK_CUDA (TORCH_CHECK(x.device().is_cuda(), #x " must be a CUDA tensor"))
     (CUDA_TENSOR_ON_CPU, "high", gated(r"\b\w+ must be a CUDA tensor")),
+    # configuration errors of the PyTorch servers (crash_config.py): the heads against the tensor-parallel size
+    # (vLLM's, then TGI's wording), NCCL's shared memory (its own warning names /dev/shm) or a system call it
+    # failed, a kernel launched with too large a grid (CUDA's error text, the Ascend runtime's check)
+    (TP_HEADS, "high", TP_HEADS_RE),
+    (NCCL_SYSTEM, "high", gated(r"NCCL WARN (?:Error while creating shared memory segment|Error: failed to extend)"
+                                r" /dev/shm/|NCCL WARN Call to posix_fallocate failed")),
+    (NCCL_SYSTEM, "medium", gated(r"NCCL ?[Ee]rror\b.{0,200}?unhandled system error")),
+    (KERNEL_GRID, "high", gated(r"KernelLaunch failed because value \d+ for parameter \w+ is invalid"
+                                r"|\binvalid configuration argument\b")),
 )
 # the GPU generation and the board around a crash: an architecture (compute capability, an AMD gfx target,
 # an sm_ list) and an embedded platform (Jetson / Tegra, Raspberry Pi, Rockchip RK3588)
@@ -113,8 +126,12 @@ EXPLICIT_KIND = LineKind(
      r"compute capability of at least|Minimum capability|not supported in this architecture"
      r"|FlashAttention only supports",
      r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
-     r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor"),
+     r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor",
+     r"must be divisible by tensor parallel size|must be divisible by `num_shards`",
+     r"NCCL WARN", r"unhandled system error", r"KernelLaunch failed|invalid configuration argument"),
     scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor",
+          r"must be divisible by tensor parallel size|must be divisible by `num_shards`",
+          r"NCCL WARN", r"unhandled system error", r"KernelLaunch failed|invalid configuration argument",
           r"invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
           r"compute capability of at least|Minimum capability|not supported in this architecture"
           r"|FlashAttention only supports"))

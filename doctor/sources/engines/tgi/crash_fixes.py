@@ -24,4 +24,10 @@ FIXES: dict[str, str] = {
         "--dtype float16 below compute capability 8.0; a --quantize method this GPU supports",
     "bus_error":
         "docker run --shm-size 1g (the shards share tensors through /dev/shm); keep the model on a local disk",
+    # configuration errors (../_ggml/crash_config.py): launcher/src/main.rs --num-shard; README (--shm-size 1g:
+    # NCCL's shared memory between the shards)
+    "tp_heads_indivisible":
+        "--num-shard set to a divisor of the attention heads (with CUDA_VISIBLE_DEVICES naming that many GPUs)",
+    "nccl_system_error":
+        "docker run --shm-size 1g (or more; the shards talk through NCCL's /dev/shm), or NCCL_SHM_DISABLE=1",
 }

@@ -55,6 +55,7 @@ from doctor.sources.engines.tgi.patterns import (
     STARTUP_KIND,
     TARGET,
     TOTAL_OOM,
+    TOTAL_WITH_PREFILL_OOM,
     TOTAL_OVER_BATCH,
     VALIDATION_KIND,
     WARMING,
@@ -249,6 +250,18 @@ class TgiParser(LogParser):
     def _memory(self, line: LogLine) -> bool:
         t = line.text
         s = self.s
+        m = TOTAL_WITH_PREFILL_OOM.search(t)
+        if m:
+            total, prefill = int(m.group(1)), int(m.group(2))
+            if total not in s.total_seen:
+                s.total_seen.add(total)
+                # the KV cache for --max-batch-total-tokens did not fit (the warm-up batch beside it is small
+                # next to it: its prefill tokens are said); the fix is a smaller pool
+                self.event("oom", line, phase="kv_cache", n_tokens=total, prefill_tokens=prefill,
+                           limit="max_batch_total_tokens", suggest=max(1024, total // 2 // 256 * 256),
+                           step="warmup", engine="tgi", phase_from="message")
+                self.set("server.batch_total_tokens", total, line)
+            return True
         m = PREFILL_OOM.search(t)
         if m:
             n = int(m.group(1))

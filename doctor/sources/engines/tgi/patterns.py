@@ -48,6 +48,11 @@ METHOD_FAILED = gated(r"Method (\w+) encountered an error")
 INIT_FAILED = gated(r"Error when initializing model")
 # the message is also quoted back lower-cased or without its Error: Warmup(...) frame
 PREFILL_OOM = gated(r"[Nn]ot enough memory to handle (\d+) prefill tokens")
+# v0.9.0-v0.9.3 (server/text_generation_server/models/flash_causal_lm.py warmup): the KV cache for
+# --max-batch-total-tokens is allocated and the warm-up batch run in one try; this text ends either failing
+# ("Not enough memory to handle {max_total_tokens} total tokens with {len(batch.input_ids)} prefill tokens.
+# You need to decrease `--max-batch-total-tokens` or `--max-batch-prefill-tokens`")
+TOTAL_WITH_PREFILL_OOM = gated(r"[Nn]ot enough memory to handle (\d+) total tokens with (\d+) prefill tokens")
 TOTAL_OOM = gated(r"[Nn]ot enough memory to handle `max_total_tokens=(\d+)`|NotEnoughMemory\((\d+)\)")
 TOTAL_OVER_BATCH = gated(r"`max_total_tokens` must be <= `max_batch_total_tokens`\. Given: (\d+) and (\d+)")
 INPUT_TOTAL = gated(r"`inputs` tokens \+ `max_new_tokens` must be <= (\d+)\. "
@@ -100,7 +105,7 @@ STARTUP_KIND = LineKind(
      r"encountered an error", r"Error when initializing model"))
 GRAPH_WARMUP_KIND = LineKind("graph_warmup", (GRAPH_WARMUP_FAILED,), (r"cuda graph warmup failed",))
 MEMORY_KIND = LineKind(
-    "memory", (PREFILL_OOM, TOTAL_OOM, TOTAL_OVER_BATCH),
+    "memory", (TOTAL_WITH_PREFILL_OOM, PREFILL_OOM, TOTAL_OOM, TOTAL_OVER_BATCH),
     (r"NotEnoughMemory", r"must be <= `max_batch_total_tokens`", r"[Nn]ot enough memory to handle"))
 ENV_KIND = LineKind(
     "env", (ENV,),

@@ -24,4 +24,14 @@ FIXES: dict[str, str] = {
     "bus_error":
         "docker run --ipc=host (or --shm-size 16g): PyTorch's workers share tensors through /dev/shm; keep the "
         "model on a local disk",
+    # configuration errors (../_ggml/crash_config.py): EngineArgs --tensor-parallel-size /
+    # --pipeline-parallel-size (vllm/engine/arg_utils.py), docs/deployment/docker (--ipc=host, --shm-size)
+    "tp_heads_indivisible":
+        "--tensor-parallel-size set to a divisor of the attention heads (with CUDA_VISIBLE_DEVICES naming that "
+        "many GPUs); --pipeline-parallel-size for the rest of the GPUs",
+    "nccl_system_error":
+        "docker run --ipc=host (or --shm-size 16g) for vLLM's workers; NCCL_DEBUG=INFO names the failed call",
+    "kernel_grid_too_large":
+        "a smaller --max-num-seqs (fewer sequences in one batch) or a shorter --max-model-len; leave the penalty "
+        "the kernel serves off until the engine is updated (vllm / vllm-ascend release with the fix)",
 }
