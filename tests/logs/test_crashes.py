@@ -236,6 +236,28 @@ CASES = [
     ("cuda-tensor-shard", "2023-09-02T10:11:12.000000Z ERROR text_generation_launcher: Method Decode encountered an "
      "error.\nRuntimeError: attention_mask must be a CUDA tensor\n", "cuda_kernels_without_gpu",
      "--disable-custom-kernels"),
+    # configuration errors of the PyTorch servers (crash_config.py), from the corpus cases' own lines: vLLM's heads
+    # check (corpus/1234, MIV-XJTU/FSDrive#21), DeepSpeed-Inference's (corpus/1279, deepspeedai/DeepSpeed#3634) and
+    # TGI's custom_modeling wording (v1.0.0-v2.4.0 format string); NCCL's system error as vLLM's worker reported it
+    # (corpus/1226) and as an Xinference user pasted it (corpus/1225: spaces lost); NCCL's shared-memory warning
+    # (src/misc/shmutils.cc format string); the Ascend runtime's grid check (shared corpus 562, vllm-ascend)
+    ("tp-heads-vllm", "ValueError: Total number of attention heads (12) must be divisible by tensor parallel size "
+     "(8).\n", "tp_heads_indivisible", "sizes that divide them: 6, 4, 3"),
+    ("tp-heads-deepspeed", "AssertionError: num_heads (52) must be divisible by mp_size (8)\n", "tp_heads_indivisible",
+     "sizes that divide them: 4, 2, 1"),
+    ("tp-heads-deepspeed-0.12", "AssertionError: Number of attention heads (40) must be divisible by mp_size (3)\n",
+     "tp_heads_indivisible", "sizes that divide them: 2, 1"),
+    ("tp-heads-tgi", "ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 40 and "
+     "`num_shards`: 3\n", "tp_heads_indivisible", "--num-shard"),
+    ("nccl-system-vllm", "ERROR 06-13 07:35:59 [core.py:517] cupy_backends.cuda.libs.nccl.NcclError: "
+     "NCCL_ERROR_SYSTEM_ERROR: unhandled system error (run with NCCL_DEBUG=INFO for details)\n", "nccl_system_error",
+     "--ipc=host"),
+    ("nccl-system-pasted", "VllM \uff1a NCCLerror: unhandled system error (run withNCCL DEBUG=INFo for details)\n",
+     "nccl_system_error", "--shm-size"),
+    ("nccl-shm-warn", "node1:318:3584 [5] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-tyjPbR "
+     "to 9637892 bytes\n", "nccl_system_error", "--shm-size"),
+    ("kernel-grid-ascend", "KernelLaunch failed because value 74688 for parameter coreDim is invalid.\n",
+     "kernel_grid_too_large", "--max-num-seqs"),
 ]
 
 

@@ -138,3 +138,23 @@ def test_every_produced_fact_is_catalogued(analyze) -> None:
     for path in sorted(TGI.glob("*.log")):
         for fact in analyze(path).facts:
             assert catalog.is_known(fact.name), (path.name, fact.name)
+
+
+def test_v0_9_warm_up_kv_pool_that_does_not_fit(analyze, tmp_path: Path) -> None:
+    """TGI 0.9.0-0.9.3 (flash_causal_lm.py warmup) reserves the KV cache for --max-batch-total-tokens with a warm-up
+    batch: "Not enough memory to handle {max_total_tokens} total tokens with {len(batch.input_ids)} prefill tokens.
+    You need to decrease `--max-batch-total-tokens` or `--max-batch-prefill-tokens`" - the line as corpus/1217 has it
+    (aws/sagemaker-python-sdk: 8 shards, max_batch_total_tokens 16000), behind the launcher's Args line of v0.9."""
+    args = ('{ model_id: "/opt/ml/model", revision: None, sharded: None, num_shard: Some(8), quantize: None, '
+            "max_input_length: 3072, max_total_tokens: 4096, max_batch_prefill_tokens: 4096, "
+            "max_batch_total_tokens: 16000, max_waiting_tokens: 20, port: 8080 }")
+    path = tmp_path / "warmup.log"
+    path.write_text(args + "\n\nNot enough memory to handle 16000 total tokens with 2 prefill tokens. You need to "
+                    "decrease `--max-batch-total-tokens` or `--max-batch-prefill-tokens\n")
+    report = analyze(path, engine="tgi")
+    ooms = [e for e in report.facts.events("oom") if e.data.get("limit") == "max_batch_total_tokens"]
+    assert [(e.phase, e.data["n_tokens"], e.data["prefill_tokens"]) for e in ooms] == [("kv_cache", 16000, 2)]
+    assert report.assessment is not None and (report.assessment.id, report.assessment.cls) == ("LD370", "oom.kv_cache")
+    finding = next(f for f in report.findings if f.id == "LD370")
+    assert 3 in finding.lines
+    assert finding.fix.command is not None and "--max-batch-total-tokens 7936" in finding.fix.command

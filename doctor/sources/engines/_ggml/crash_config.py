@@ -6,7 +6,11 @@ than the device allows. Pure data.
 Strings: vLLM vllm/config.py (0.6.3.post1) and vllm/config/model.py (0.11.0) verify_with_parallel_config
 ("Total number of attention heads ({n}) must be divisible by tensor parallel size ({tp})."); TGI
 server/text_generation_server/models/custom_modeling/*_modeling.py (v1.0.0-v2.4.0: "`num_heads` must be
-divisible by `num_shards` (got `num_heads`: {n} and `num_shards`: {m}"); NCCL's ncclGetErrorString
+divisible by `num_shards` (got `num_heads`: {n} and `num_shards`: {m}"); DeepSpeed-Inference
+deepspeed/module_inject/replace_module.py (v0.9.2: "num_heads ({}) must be divisible by mp_size ({})", v0.10.0:
+"{param} ({param_val}) must be divisible by mp_size ({mp_size})"), tp_shard.py (v0.12.0: "Number of attention heads
+({total_size}) must be divisible by mp_size ({mp_size})"), containers/base.py ("the attention_heads require to be
+divisible by the world_size!"); NCCL's ncclGetErrorString
 (ncclSystemError: "unhandled system error (run with NCCL_DEBUG=INFO for details)") as PyTorch's
 ProcessGroupNCCL quotes it ("NCCL error in: FILE:LINE, unhandled system error ...") and NCCL's own
 shared-memory warnings (src/misc/shmutils.cc, include/shm.h: "Error while creating shared memory segment
@@ -32,10 +36,12 @@ TP_HEADS = Cause(
         "use pipeline parallelism for the rest if the model needs more GPUs.",
         checked="vLLM vllm/config.py 0.6.3.post1 and vllm/config/model.py 0.11.0 (verify_with_parallel_config); "
         "TGI v1.0.0-v2.4.0 custom_modeling (`num_heads` must be divisible by `num_shards`); the FSDrive "
-        "maintainer's answer (MIV-XJTU/FSDrive#21: 12 heads, use 4 GPUs)",
+        "maintainer's answer (MIV-XJTU/FSDrive#21: 12 heads, use 4 GPUs); DeepSpeed v0.9.2-v0.12.0 module_inject "
+        "(mp_size must divide the heads; deepspeedai/DeepSpeed#3634, the maintainer: by design)",
     ),
     ("ValueError: Total number of attention heads (12) must be divisible by tensor parallel size (8).",
-     "ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 40 and `num_shards`: 3"),
+     "ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 40 and `num_shards`: 3",
+     "AssertionError: num_heads (52) must be divisible by mp_size (8)"),
 )
 
 NCCL_SYSTEM = Cause(
@@ -74,8 +80,7 @@ KERNEL_GRID = Cause(
         "PR 10138 (the token_bin_counts_and_mask kernel's grid num_seqs x ceil(prompt_len/256) over the 65535 "
         "coreDim; fixed by bounding the grid)",
     ),
-    ("RuntimeError: operator name is token_bin_counts_and_mask_kernel.",
-     "KernelLaunch failed because value 74688 for parameter coreDim is invalid.",
+    ("KernelLaunch failed because value 74688 for parameter coreDim is invalid.",
      "RuntimeError: CUDA error: invalid configuration argument"),
 )
 

@@ -124,8 +124,9 @@ class CrashParser(LogParser):
                 elif cause is UNKNOWN_ARCH and m.groups() and m.group(1) is not None:
                     detail = f"architecture '{m.group(1)}'"
                 elif cause is TP_HEADS:
-                    heads, size = (int(g) for g in m.groups() if g is not None)
-                    detail = heads_detail(heads, size)
+                    numbers = [int(g) for g in m.groups() if g is not None]
+                    if len(numbers) == 2:  # DeepSpeed's containers say it without the numbers
+                        detail = heads_detail(*numbers)
                 found = _Found(cause, confidence, line, detail)
                 if cause in CUDA_CAUSES:
                     s = self.s

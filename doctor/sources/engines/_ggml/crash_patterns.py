@@ -38,8 +38,13 @@ def _assert_re(expr: str) -> object:
     return gated(r"GGML_ASSERT(?:\(|: \S+:\d+: )" + re.escape(expr))
 
 
+# vLLM's, TGI's and DeepSpeed-Inference's wordings (v0.9: "num_heads (N) must be divisible by mp_size (M)", v0.10:
+# "{param} (N) ...", v0.12: "Number of attention heads (N) ...", the containers' sentence without numbers)
 TP_HEADS_RE = gated(r"Total number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)"
-                    r"|`num_heads` must be divisible by `num_shards` \(got `num_heads`: (\d+) and `num_shards`: (\d+)")
+                    r"|`num_heads` must be divisible by `num_shards` \(got `num_heads`: (\d+) and `num_shards`: (\d+)"
+                    r"|\b(?:n_heads|num_heads|num_kv|num_attention_heads|num_attn_heads|Number of attention heads)"
+                    r" \((\d+)\) must be divisible by mp_size \((\d+)\)"
+                    r"|the attention_heads require to be divisible by the world_size")
 
 # Lines that name their cause by themselves: (cause, confidence, pattern). First match wins.
 EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
@@ -73,12 +78,12 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     # a CUDA extension's CHECK_CUDA (TORCH_CHECK(x.device().is_cuda(), #x " must be a CUDA tensor"))
     (CUDA_TENSOR_ON_CPU, "high", gated(r"\b\w+ must be a CUDA tensor")),
     # configuration errors of the PyTorch servers (crash_config.py): the heads against the tensor-parallel size
-    # (vLLM's, then TGI's wording), NCCL's shared memory (its own warning names /dev/shm) or a system call it
+    # (vLLM's, TGI's, DeepSpeed's wordings), NCCL's shared memory (its own warning names /dev/shm) or a system call it
     # failed, a kernel launched with too large a grid (CUDA's error text, the Ascend runtime's check)
     (TP_HEADS, "high", TP_HEADS_RE),
     (NCCL_SYSTEM, "high", gated(r"NCCL WARN (?:Error while creating shared memory segment|Error: failed to extend)"
                                 r" /dev/shm/|NCCL WARN Call to posix_fallocate failed")),
-    (NCCL_SYSTEM, "medium", gated(r"NCCL ?[Ee]rror\b.{0,200}?unhandled system error")),
+    (NCCL_SYSTEM, "medium", gated(r"(?:NCCL ?|Nccl|NCCL_)(?:[Ee]rror|ERROR).{0,200}?unhandled system error")),
     (KERNEL_GRID, "high", gated(r"KernelLaunch failed because value \d+ for parameter \w+ is invalid"
                                 r"|\binvalid configuration argument\b")),
 )
@@ -127,10 +132,12 @@ EXPLICIT_KIND = LineKind(
      r"|FlashAttention only supports",
      r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
      r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor",
-     r"must be divisible by tensor parallel size|must be divisible by `num_shards`",
+     r"must be divisible by tensor parallel size|must be divisible by `num_shards`|must be divisible by mp_size"
+     r"|divisible by the world_size",
      r"NCCL WARN", r"unhandled system error", r"KernelLaunch failed|invalid configuration argument"),
     scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor",
-          r"must be divisible by tensor parallel size|must be divisible by `num_shards`",
+          r"must be divisible by tensor parallel size|must be divisible by `num_shards`|must be divisible by mp_size"
+          r"|divisible by the world_size",
           r"NCCL WARN", r"unhandled system error", r"KernelLaunch failed|invalid configuration argument",
           r"invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
           r"compute capability of at least|Minimum capability|not supported in this architecture"
