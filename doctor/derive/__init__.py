@@ -20,6 +20,8 @@ lines). The rooms:
 - model_guess.py  a model's size from its Ollama name (`llama3.2:3b`) when a paste gives nothing else
 - spec_memory.py  the spec's bandwidth at the Apple GPU variant and the installed memory a paste or --hardware names
 - thin.py     how little a pasted input held (only a launch command, the system-info line, one line)
+- share.py    a PyTorch server's OOM beyond the share of the device it took (gpu_memory_utilization,
+              mem_fraction_static)
 Pure: reads a Facts, sets derived.* facts; imports only doctor.core.
 """
 
@@ -31,6 +33,7 @@ from doctor.derive import (
     model_guess,
     plan,
     run,
+    share,
     spec_lookup,
     spec_memory,
     speed,
@@ -55,7 +58,7 @@ STEPS = (run.derive_run_summaries, model_guess.derive_model_guess, plan.derive_k
          run.derive_threads, run.derive_load, run.derive_offload, plan.derive_mmproj, plan.derive_budget,
          context.derive_ctx_reduced, run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output,
          _derive_vs_engine, speed.derive_speed, speed_log.derive_speed_log, speed_range.derive_speed_range,
-         speed_causes.derive_speed_causes, thin.derive_thin)
+         speed_causes.derive_speed_causes, share.derive_oom_share, thin.derive_thin)
 
 
 def derive(facts: Facts) -> Facts:

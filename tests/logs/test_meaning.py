@@ -171,14 +171,16 @@ def test_a_memory_ceiling_hit_in_prefill_is_placed_by_its_own_words() -> None:
 
 
 def test_a_plugins_oom_is_placed_by_the_engines_timeline() -> None:
-    # vLLM's start-up lines up to the weights (fixture), then torch_npu's wording, which no vLLM pattern reads
+    # vLLM's start-up lines up to the weights (fixture), then torch_npu's wording: read as PyTorch's OOM (its older
+    # wording with "NPU" and "current active", doctor/sources/engines/_torch/pytorch.py), placed by vLLM's timeline
     vllm = (ROOT / "vllm" / "healthy-v0.34.log").read_text().splitlines()
     head = vllm[:next(n for n, t in enumerate(vllm, 1) if "Model loading took" in t)]
     npu = ("RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB (NPU 0; 60.97 GiB total capacity; 58.92 GiB "
            "already allocated; 58.92 GiB current active; 1.66 GiB free; 58.95 GiB reserved in total by PyTorch)")
     facts = analyze_bytes(_log(*head, npu))
     [oom] = facts.events("oom")
-    assert (oom.source, oom.phase, oom.data["step"]) == ("meaning", "compute", "profile_run")
+    assert (oom.source, oom.phase, oom.data["step"]) == ("vllm", "compute", "profile_run")
+    assert oom.data["free"] == int(1.66 * (1 << 30))  # its numbers, as PyTorch's wordings give them
     assert [n for n, _ in oom.placed_by] == [len(head)]
 
 

@@ -54,6 +54,12 @@ FACTS: list[tuple[str, str, str | None, str]] = [
      "line, or one line (doctor/derive/thin.py); findings from it carry less confidence"),
     ("derived.input_missing", "str", None, "what would confirm a finding read from such an input"),
     ("derived.oom_device", "str", None, "the device that runs out first: gpu, host, none"),
+    ("derived.oom_outside_share", "float", None, "the share of the device a PyTorch server took (vLLM "
+     "gpu_memory_utilization, SGLang mem_fraction_static) when an OOM's own numbers show it failed beyond that share "
+     "(doctor/derive/share.py)"),
+    ("derived.oom_in_use_bytes", "int", "bytes", "what was in use on the device when that OOM came"),
+    ("derived.oom_share_recommended", "float", None, "that share lowered by what the failed allocation lacked (at "
+     "least 0.05)"),
     ("derived.oom_need_bytes", "int", "bytes", "what the plan needs on the device that runs out"),
     ("derived.oom_budget_bytes", "int", "bytes", "what that device has for it (free minus the margin)"),
     ("derived.fits_vram", "bool", None, "weights + KV + compute fit in free VRAM"),

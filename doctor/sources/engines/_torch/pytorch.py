@@ -53,11 +53,15 @@ def size_text(text: str) -> int | None:
 #   CUDA out of memory. Tried to allocate X. GPU N has a total capacity of X of which X is free. ...
 # older wording: CUDA out of memory. Tried to allocate X (GPU N; X total capacity; X already allocated;
 #   X free; X reserved in total by PyTorch)
+# Ascend's torch_npu keeps the older wording with its device's name and one more figure, as vLLM-Ascend users paste
+# it: NPU out of memory. Tried to allocate X (NPU N; X total capacity; X already allocated; X current active;
+# X free; X reserved in total by PyTorch)
 TORCH_OOM_NEW = gated(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE
                       + r"\. GPU (\d+) has a total capac\w* of " + SIZE + r" of which " + SIZE + r" is free")
-TORCH_OOM_OLD = gated(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE + r" \(GPU (\d+); " + SIZE
-                      + r" total capacity; " + SIZE + r" already allocated; " + SIZE + r" free")
-TORCH_OOM_BARE = gated(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + SIZE
+TORCH_OOM_OLD = gated(r"(?:CUDA|HIP|NPU) out of memory\. Tried to allocate " + SIZE + r" \((?:GPU|NPU) (\d+); "
+                      + SIZE + r" total capacity; " + SIZE + r" already allocated; (?:[\d.]+\s*[KMGT]i?B current "
+                      r"active; )?" + SIZE + r" free")
+TORCH_OOM_BARE = gated(r"(?:CUDA|HIP|NPU) out of memory\. Tried to allocate " + SIZE
                        + r"|OutOfMemoryError: (?:CUDA|HIP) out of memory")
 SAMPLER_WARMUP_OOM = gated(r"CUDA out of memory occurred when warming up (sampler|pooler) with (\d+) "
                            r"dummy requests")
@@ -83,7 +87,7 @@ FRAME_STEPS: dict[str, tuple[str, str]] = {
 }
 # the lines of PyTorch OOMs and of the traceback frames that place them (LineKind lines of the vLLM and
 # TGI parsers, doctor/sources/logs/base.py)
-OOM_LINES: tuple[str, ...] = (r"(?:CUDA|HIP) out of memory", r"OutOfMemoryError")
+OOM_LINES: tuple[str, ...] = (r"(?:CUDA|HIP|NPU) out of memory", r"OutOfMemoryError")
 OOM_PATTERNS = (TORCH_OOM_NEW, TORCH_OOM_OLD, SAMPLER_WARMUP_OOM, TORCH_OOM_BARE)  # what torch_oom reads
 FRAME_LINES: tuple[str, ...] = (r"Traceback \(most recent call last\)",
                                 r", in (?:" + "|".join(sorted(FRAME_STEPS)) + r")\b")

@@ -1,6 +1,7 @@
 """How SGLang's launch commands read (doctor/sources/logs/launch.py): `python -m sglang.launch_server`, its image
 (lmsysorg/sglang, a CUDA build), and its flags from ServerArgs (--context-length, --tp-size / --tp,
---max-running-requests, --chunked-prefill-size, --kv-cache-dtype). Pure data.
+--max-running-requests, --chunked-prefill-size, --kv-cache-dtype, --mem-fraction-static,
+--model-path). Pure data.
 """
 
 from __future__ import annotations
@@ -19,5 +20,7 @@ LAUNCH = Launch(
         "--max-running-requests": Flag("config.max_num_seqs"),
         "--chunked-prefill-size": Flag("config.max_num_batched_tokens"),
         "--kv-cache-dtype": Flag("config.kv_cache_dtype", "str"),
+        "--mem-fraction-static": Flag("server.sglang.mem_fraction_static", "float"),
+        "--model-path": Flag("model.name", "str"),
     },
 )

@@ -20,6 +20,8 @@ Format strings from SGLang's source, read at 0.3.0 (2024-09), 0.4.3 (2025-02) an
   count exceeds the model's maximum context length of M tokens. You requested a total of T tokens: I
   tokens from the input messages and N tokens for the completion.` (managers/tokenizer_manager.py);
   with --allow-auto-truncate the same texts end in `Truncating the input.` / `Truncating max_new_tokens.`
+- `mem-fraction-static: 0.9`: the flag as a key of the YAML file `launch_server --config FILE` reads (the flags'
+  names as keys, as users' files write them) and of the recipes that wrap it (srtctl's sglang_config blocks).
 
 Pure.
 """
@@ -35,6 +37,8 @@ from doctor.sources.engines.sglang.patterns import (
     BATCH,
     BATCH_KIND,
     CAPTURE_BEGIN,
+    CONFIG_KIND,
+    CONFIG_SHARE,
     GIB,
     GRAPH_FAILED,
     INPUT_TOO_LONG,
@@ -99,6 +103,17 @@ class SglangParser(BatchFold):
                 self.set("config.kv_cache_dtype", value, line)
             elif key == "disable_cuda_graph":
                 self.set("server.sglang.disable_cuda_graph", value == "True", line)
+        return True
+
+    @reads(CONFIG_KIND)
+    def _config(self, line: LogLine) -> bool:
+        m = CONFIG_SHARE.search(line.text)
+        if not m:
+            return False
+        self._vote()
+        # the first one a recipe names (its prefill block before its decode block) unless the server said it
+        if not self.facts.has("server.sglang.mem_fraction_static"):
+            self.set("server.sglang.mem_fraction_static", float(m.group(1)), line)
         return True
 
     @reads(POOL_KIND)

@@ -39,6 +39,10 @@ READY = gated(r"The server is fired up and ready to roll")
 # "Load weight begin. avail mem=%.2f GB" and "Capture cuda graph begin. This can take up to several minutes."
 # (0.3.0 on; the catalogue's sglang.capture_cuda_graph_begin)
 LOAD_BEGIN = gated(r"Load weight begin\.")
+# the static share as a config file's key: `launch_server --config FILE.yaml` takes the flags' names as YAML keys,
+# and so do the recipes that wrap it (srtctl's sglang_config: prefill:/decode: blocks); a key of SGLang's alone
+CONFIG_SHARE = gated(r"^\s*(?:-\s+)?(?:[\w.-]+\.)?mem[-_]fraction[-_]static:\s*['\"]?([01](?:\.\d+)?)['\"]?"
+                     r"\s*(?:#.*)?$")
 CAPTURE_BEGIN = gated(r"Capture cuda graph begin\.")
 
 ARGS_KIND = LineKind("args", (ARGS,), (r"server_args=(?:ServerArgs\(|\{)",))
@@ -53,5 +57,6 @@ LENGTH_KIND = LineKind("length", (INPUT_TOO_LONG, TOTAL_TOO_LONG, TOTAL_TRUNCATE
                        (r"is longer than the model's context length", r"Requested token count"))
 READY_KIND = LineKind("ready", (READY,), (r"The server is fired up and ready to roll",))
 STEP_KIND = LineKind("step", (LOAD_BEGIN, CAPTURE_BEGIN), (r"Load weight begin\.", r"Capture cuda graph begin\."))
+CONFIG_KIND = LineKind("config", (CONFIG_SHARE,), (r"mem[-_]fraction[-_]static:",))
 
-KINDS = LineKinds(ARGS_KIND, POOL_KIND, BATCH_KIND, MEMORY_KIND, LENGTH_KIND, READY_KIND, STEP_KIND)
+KINDS = LineKinds(ARGS_KIND, POOL_KIND, BATCH_KIND, MEMORY_KIND, LENGTH_KIND, READY_KIND, STEP_KIND, CONFIG_KIND)

@@ -1,7 +1,7 @@
 """How vLLM's launch commands read (doctor/sources/logs/launch.py): `vllm serve`, the OpenAI server module, its
 image (vllm/vllm-openai, a CUDA build; rocm/vllm), and its flags from EngineArgs (vllm/engine/arg_utils.py:
 --max-model-len, --gpu-memory-utilization, --max-num-seqs, --max-num-batched-tokens, --tensor-parallel-size /
--tp, --kv-cache-dtype). Pure data.
+-tp, --kv-cache-dtype, --model). Pure data.
 """
 
 from __future__ import annotations
@@ -23,5 +23,6 @@ LAUNCH = Launch(
         "--max-num-batched-tokens": Flag("config.max_num_batched_tokens"),
         **same(Flag("config.tensor_parallel_size"), "--tensor-parallel-size", "-tp"),
         "--kv-cache-dtype": Flag("config.kv_cache_dtype", "str"),
+        "--model": Flag("model.name", "str"),
     },
 )
