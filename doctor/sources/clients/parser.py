@@ -19,6 +19,8 @@ casts no engine vote, and writes `client.*` facts the client-limit rules read (r
   (`modules/llamacpp_model.py`: llama-cpp-python inside; `modules/llama_cpp_server.py`: llama-server);
   since it runs llama-server (modules/llama_cpp_server.py, 2025-2026): `Using gpu_layers=G | ctx_size=C |
   cache_type=T` and `The request exceeds the available context size, try increasing it`.
+- LMDeploy's benchmarks (benchmark/profile_serving.py, profile_throughput.py, v0.1.0): `Error. session_id(N) request
+  M tokens, but generate K tokens.` - with K = 0 a request that got nothing back, as an empty reply.
 
 Pure.
 """
@@ -47,6 +49,7 @@ WEBUI_FRAME = gated(r"(?:text-generation-webui|textgen)?/?modules/(llamacpp_mode
                     r"|text_generation|exllamav2|models)\.py")
 WEBUI_SERVER = gated(r"Using gpu_layers=(\w+) \| ctx_size=(\w+) \| cache_type=(\w+)")
 WEBUI_EXCEEDS = gated(r"The request exceeds the available context size, try increasing it")
+BENCH_NOTHING = gated(r"session_id\(\d+\) request (\d+) tokens, but generate 0 tokens")
 PAIR_WINDOW = 40  # lines between a pretty-printed finish_reason and its usage block
 REPLIES_KEPT = 4096
 
@@ -62,7 +65,8 @@ WEBUI_KIND = LineKind(
     "webui", (WEBUI_OUTPUT, WEBUI_FRAME, WEBUI_SERVER, WEBUI_EXCEEDS),
     (r"Output generated in [\d.]+ seconds", r"modules/\w+\.py", r"Using gpu_layers=\w+ \| ctx_size=",
      r"The request exceeds the available context size"))
-KINDS = LineKinds(FINISH_KIND, USAGE_KIND, BUDGET_KIND, WEBUI_KIND)
+BENCH_KIND = LineKind("bench", (BENCH_NOTHING,), (r"tokens, but generate 0 tokens",))
+KINDS = LineKinds(FINISH_KIND, USAGE_KIND, BUDGET_KIND, WEBUI_KIND, BENCH_KIND)
 
 FRONTEND = "text-generation-webui"
 # the module a text-generation-webui traceback runs through -> the engine inside it
@@ -150,6 +154,15 @@ class ClientParser(LogParser):
             reply.prompt, found = int(m.group(2)), True
         return found
 
+    @reads(BENCH_KIND)
+    def _bench(self, line: LogLine) -> bool:
+        if not BENCH_NOTHING.search(line.text):
+            return False
+        reply = _Reply(finish="length", completion=0, line=line.number, source=self.src(line))
+        self.s.open = None
+        self._close(reply)
+        return True
+
     # -- settings ----------------------------------------------------------------------------------
     @reads(BUDGET_KIND)
     def _budget(self, line: LogLine) -> bool:
@@ -226,6 +239,8 @@ class ClientParser(LogParser):
         capped = [r for r in replies if r.finish in ("length", "max_tokens")]
         facts.set("client.replies", len(replies), first)
         facts.set("client.replies_capped", len(capped), first)
+        empty = [r for r in capped if r.completion == 0]
+        facts.set("client.replies_empty", len(empty), empty[0].source or first if empty else first)
         prompts = [r.prompt for r in replies if r.prompt is not None]
         if prompts:
             top = max(replies, key=lambda r: r.prompt or 0)
