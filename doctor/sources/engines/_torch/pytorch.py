@@ -84,13 +84,24 @@ FRAME_STEPS: dict[str, tuple[str, str]] = {
     "initialize_from_config": ("kv_cache", "kv_cache_alloc"),
     "_allocate_kv_cache_tensors": ("kv_cache", "kv_cache_alloc"), "init_kv_cache": ("kv_cache", "kv_cache_alloc"),
     "warmup": ("compute", "warmup"), "Warmup": ("compute", "warmup"),
+    # the KV pools of other PyTorch servers: LightLLM's MemoryManager._init_buffers (lightllm/common/mem_manager.py),
+    # LMDeploy's CacheEngine.allocate_gpu_cache (lmdeploy/pytorch/engine/cache_engine.py, v0.2.6 on), SGLang's
+    # MHATokenToKVPool._create_buffers (srt/mem_cache/memory_pool.py)
+    "_init_buffers": ("kv_cache", "kv_cache_alloc"), "allocate_gpu_cache": ("kv_cache", "kv_cache_alloc"),
+    "_create_buffers": ("kv_cache", "kv_cache_alloc"),
 }
+# a traceback's source line that allocates the KV buffers, when the paste kept it without its frame: LightLLM's
+# `self.key_buffer = [torch.empty(...)` / `self.value_buffer = [...]` (its first releases, as corpus/1255 shows),
+# `self.kv_buffer = torch.empty(...)` (lightllm/common/mem_manager.py later)
+KV_ALLOC_CODE = gated(r"\bself\.(?:key|value|kv|k|v)_buffers? = \[?\s*torch\.(?:empty|zeros)\(")
 # the lines of PyTorch OOMs and of the traceback frames that place them (LineKind lines of the vLLM and
 # TGI parsers, doctor/sources/logs/base.py)
 OOM_LINES: tuple[str, ...] = (r"(?:CUDA|HIP|NPU) out of memory", r"OutOfMemoryError")
 OOM_PATTERNS = (TORCH_OOM_NEW, TORCH_OOM_OLD, SAMPLER_WARMUP_OOM, TORCH_OOM_BARE)  # what torch_oom reads
 FRAME_LINES: tuple[str, ...] = (r"Traceback \(most recent call last\)",
-                                r", in (?:" + "|".join(sorted(FRAME_STEPS)) + r")\b")
+                                r", in (?:" + "|".join(sorted(FRAME_STEPS)) + r")\b",
+                                r"_buffers? = \[?\s*torch\.(?:empty|zeros)\(")
+FRAME_PATTERNS = (TRACEBACK, FRAME, KV_ALLOC_CODE)  # what Frames reads
 FRAME_WINDOW = 120  # lines: a frame further back than this belongs to another traceback
 DEDUPE_WINDOW = 400  # lines: the same OOM message repeated by a wrapper is one OOM
 
@@ -135,6 +146,9 @@ class Frames:
             step = FRAME_STEPS.get(m.group(1))
             if step is not None:
                 self.step, self.line = step, line.number  # the innermost step-specific frame wins
+            return True
+        if KV_ALLOC_CODE.search(t):
+            self.step, self.line = ("kv_cache", "kv_cache_alloc"), line.number
             return True
         return False
 
