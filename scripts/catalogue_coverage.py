@@ -39,6 +39,7 @@ CHECKED = {
     "koboldcpp": "v1.35, v1.50.1, v1.65, v1.76 (the mirror ends there)",
     "textgen_webui": "v1.5, snapshot-2024-04-28, v2.4, v3.12, v4.7.3",
     "llama_box": "v0.0.25, v0.0.70, v0.0.118, v0.0.171",
+    "lmdeploy": "InternLM/lmdeploy v0.0.2 .. v0.16.0 (every tag: the session-length sentences)",
     "lmstudio": "lms CLI commits e83b697, 90b739c, 8dbf8bf, 07b7252 (the app is closed source)",
 }
 HEAD = ("engine", "entries", "warning/error", "recognised", "with a test", "read by a parser too", "info")
