@@ -40,6 +40,8 @@ CHECKED = {
     "textgen_webui": "v1.5, snapshot-2024-04-28, v2.4, v3.12, v4.7.3",
     "llama_box": "v0.0.25, v0.0.70, v0.0.118, v0.0.171",
     "lmdeploy": "InternLM/lmdeploy v0.0.2 .. v0.16.0 (every tag: the session-length sentences)",
+    "transformers": "transformers generation/utils.py and accelerate big_modeling.py as the search index holds "
+                    "them (no mirror; several releases and vendored copies)",
     "lmstudio": "lms CLI commits e83b697, 90b739c, 8dbf8bf, 07b7252 (the app is closed source)",
 }
 HEAD = ("engine", "entries", "warning/error", "recognised", "with a test", "read by a parser too", "info")

@@ -224,6 +224,31 @@ def test_a_benchmark_request_that_generated_nothing() -> None:
         is None
 
 
+# -- transformers / accelerate (messages/transformers.yaml) -------------------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    # accelerate's dispatch_model as users pasted it: the early "meta device device" with both devices, the later text
+    "WARNING:root:Some parameters are on the meta device device because they were offloaded to the cpu and disk.",
+    "Some parameters are on the meta device because they were offloaded to the cpu.",
+])
+def test_device_map_auto_offload_is_a_partial_offload(line: str) -> None:
+    text = "Loading checkpoint shards: 100%|##########| 4/4 [00:18<00:00,  4.75s/it]\n" + line + "\n"
+    report = judge(text)
+    assert report.assessment is not None and (report.assessment.id, report.assessment.cls) == \
+        ("LD523", "offload.partial")
+    assert "load_in_4bit" in report.findings[0].fix.text
+
+
+def test_generate_max_length_under_the_prompt() -> None:
+    """transformers generation/utils.py: the ValueError of _validate_generated_length (format string, read through
+    the search index)."""
+    report = judge("ValueError: Input length of input_ids is 5120, but `max_length` is set to 4096. This can lead to "
+                   "unexpected behavior. You should consider increasing `max_length` or, better yet, setting "
+                   "`max_new_tokens`.\n")
+    assert leading(report) == "context.overflow"
+    assert "max_new_tokens" in " ".join([report.findings[0].message, report.findings[0].fix.text])
+
+
 def test_replies_that_stop_on_their_own_are_clean() -> None:
     text = "\n".join(f"{{'finish_reason': 'stop'}}], 'usage': {{'prompt_tokens': {p}, 'completion_tokens': {c}, "
                      f"'total_tokens': {p + c}}}}}" for p, c in ((300, 41), (1200, 230)))
