@@ -11,6 +11,8 @@ lines). The rooms:
 - run.py      run summaries, the decode floor, load, threads, offload, output loops
 - arch.py mmproj.py repack.py split.py vs_engine.py   hooks of the budget (see each docstring)
 - speed.py    the model's cost per token and each phase's speed against this machine's ceilings
+              (speed_cost.py: the weights by kernel and the probe's rates; speed_ceilings.py: the bounds)
+- capacity.py what holds a serving engine's throughput once its slots are busy
 - whatif.py   stated budgets for `scan --ram/--vram`
 - spec_lookup.py, specs/   the published spec of the device a log names (spec.*; the table is data)
 - speed_log.py  a pasted log's cost per token from its model lines (no tensor table), judged by speed.py
@@ -20,7 +22,7 @@ Pure: reads a Facts, sets derived.* facts; imports only doctor.core.
 from __future__ import annotations
 
 from doctor.core.facts import Facts
-from doctor.derive import context, plan, run, spec_lookup, speed, speed_log
+from doctor.derive import capacity, context, plan, run, spec_lookup, speed, speed_log
 
 
 def _derive_vs_engine(facts: Facts) -> None:
@@ -35,7 +37,7 @@ def _derive_vs_engine(facts: Facts) -> None:
 STEPS = (run.derive_run_summaries, plan.derive_kv, context.derive_context, spec_lookup.derive_spec,
          run.derive_threads, run.derive_load, run.derive_offload, plan.derive_mmproj, plan.derive_budget,
          context.derive_ctx_reduced, run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output,
-         _derive_vs_engine, speed.derive_speed, speed_log.derive_speed_log)
+         _derive_vs_engine, capacity.derive_capacity, speed.derive_speed, speed_log.derive_speed_log)
 
 
 def derive(facts: Facts) -> Facts:

@@ -26,7 +26,8 @@ DYNAMIC = {
     ("whatif.py", "f'host.gpu[{i}].vram_total'"): "a stated GPU budget, per GPU",
     ("whatif.py", "f'host.gpu[{i}].vram_free'"): "a stated GPU budget, per GPU",
     **{("speed.py", f"f'{{p}}.{key}'"): "speed.<phase>.*: the verdict of each phase (prefill, decode)"
-       for key in ("tok_s", "ceiling_source", "ceiling_tok_s", "fraction", "bound", "settle", "expected_tok_s")},
+       for key in ("tok_s", "ceiling_source", "ceiling_tok_s", "fraction", "bound", "settle", "expected_tok_s",
+                   "misfit_term", "threads_gain")},
 }
 
 
