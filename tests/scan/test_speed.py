@@ -342,3 +342,17 @@ def test_the_thread_sweep_shows_each_count_as_a_share_of_the_ceiling() -> None:
                                                          (4, None, "budget spent")], best=2, baseline=1, gain=0.45)
     cells = sweep.lines()[1]
     assert "1: 20.0 (41% of ceiling)" in cells and "2*: 11.0 (74% of ceiling)" in cells and "4: budget spent" in cells
+
+
+def test_the_read_bandwidth_sets_the_decode_floor_and_the_bench_line_shows_both(model_files) -> None:
+    """Issue 36: after `scan --bench` there was no RAM line and derived.decode_floor_ms stayed unknown."""
+    from doctor.core.report import Report
+    from doctor.views.render.text import bench_figures
+
+    facts = facts_for(model_files("llama-3-8b-instruct-q4_k_m"), **{
+        "host.ram.read_bw_gbs": 14.0, "host.ram.read_bw_all_gbs": 28.0})
+    floor = facts.value("derived.decode_floor_ms")
+    assert floor == pytest.approx(facts.value("derived.decode_bytes_per_token") / 28e9 * 1000, rel=1e-3)
+    line = ", ".join(bench_figures(Report(command="scan", engine=None, facts=facts)))
+    assert "RAM read 28 GB/s on all cores (14 GB/s at the engine's threads)" in line
+    assert f"decode floor {floor:.0f} ms a token" in line

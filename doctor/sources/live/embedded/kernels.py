@@ -52,7 +52,7 @@ FRESH_S = 30 * 86400  # a quiet measurement is kept a month
 BUSY_FRESH_S = 3600  # one taken while others used the cores, an hour
 BUSY_SHARE = 0.8  # the probe's threads got less than this share of their time: measured on busy cores
 KEEP_GGUF = 24
-TIMEOUT_S = 60.0
+TIMEOUT_S = 20.0  # a first scan waits this long at most (busy cores): what was measured by then is kept
 # the type probe: a llama-shaped model whose rows are as long as common models' (2048, 5632: K-quant
 # blocks fit), with enough layers to be ~64 MiB of weights - more than one Zen 4 CCD's 32 MiB L3, so
 # there decode streams from RAM as a model does (the 2-core Xeon's 300 MiB L3 holds it; there the
@@ -151,7 +151,8 @@ def request_from(facts: Facts, usable: int) -> Request | None:
                    min(n_expert, MOE_EXPERTS_MAX) if isinstance(n_expert, int) else 0,
                    used if isinstance(used, int) else 0, heads,
                    tuple(sorted({min(t, usable), usable})), tuple(sorted({min(tb, usable), usable})),
-                   extra, str(facts.value("config.flash_attn", "disabled")) == "enabled",
+                   # as scan's trace runs it: anything but "disabled" turns flash attention on
+                   extra, str(facts.value("config.flash_attn", "disabled")) != "disabled",
                    str(facts.value("config.type_k", "f16")), str(facts.value("config.type_v", "f16")))
 
 
@@ -323,7 +324,8 @@ def _jobs(req: Request, missing: set[str], folder: Path) -> list[_Job]:
 
 
 def _spec(job_id: str, path: Path, req: Request) -> dict[str, Any]:
-    return {"id": job_id, "path": str(path), "batch": PROMPT, "steps": STEPS,
+    # the steps start from the cache's first cells: no prompt before them to pay for (attention is its own job)
+    return {"id": job_id, "path": str(path), "batch": PROMPT, "steps": STEPS, "decode_after_prompt": False,
             "prefill_threads": list(req.prefill_threads), "decode_threads": list(req.decode_threads)}
 
 
@@ -336,30 +338,38 @@ def run_child(spec: dict[str, Any], timeout_s: float = TIMEOUT_S) -> tuple[list[
         proc = subprocess.run([sys.executable, "-m", "doctor.sources.live.embedded.kernel_child"],
                               input=json.dumps(spec), capture_output=True, text=True, timeout=timeout_s, env=env,
                               check=False)
-    except subprocess.TimeoutExpired:
-        return [], f"the kernel probe ran past {timeout_s:.0f} s"
+    except subprocess.TimeoutExpired as exc:  # the jobs finished by then were printed: they are kept
+        out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        return _json_lines(out), f"the kernel probe ran past {timeout_s:.0f} s (busy cores?)"
     except OSError as exc:
         return [], f"cannot start the kernel probe: {exc.strerror or exc}"
-    lines = []
-    for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                lines.append(json.loads(line))
-            except ValueError:
-                continue
+    lines = _json_lines(proc.stdout)
     if proc.returncode != 0:
         how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
         return lines, f"the kernel probe {how}"
     return lines, None
 
 
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                continue
+    return lines
+
+
 def _walls(runs: Any) -> tuple[list[float], float]:
-    """Wall times and the lowest share of the threads' time among them."""
+    """Each run's time on owned cores (its wall time x the share of its threads' time it got: what the
+    kernels take when the cores are theirs, as the bandwidth probe counts it; the run's own share scales
+    it back in the verdict), and the lowest share among them."""
     if not isinstance(runs, list):
         return [], 1.0
-    walls = [float(r[0]) for r in runs if isinstance(r, list) and len(r) == 2 and r[0] > 0]
-    shares = [float(r[1]) for r in runs if isinstance(r, list) and len(r) == 2]
-    return walls, min(shares, default=1.0)
+    good = [(float(r[0]), min(1.0, max(0.05, float(r[1])))) for r in runs
+            if isinstance(r, list) and len(r) == 2 and r[0] > 0 and isinstance(r[1], int | float)]
+    return [wall * share for wall, share in good], min((share for _, share in good), default=1.0)
 
 
 def _best_typ(walls: list[float], steady_from: int = 0) -> tuple[float, float] | None:
