@@ -95,6 +95,8 @@ def derive_speed_log(facts: Facts) -> None:
     device_question = spec.unknown if spec is not None and not spec.known else None
     cost, missing = log_cost(facts)
     ceil = with_host(facts, ceilings(facts))
+    if device_question and cost is not None and not cost.decode_gpu_bytes and ceil.source == "measured":
+        device_question = None  # a CPU run on this machine: its measured bandwidth holds it, not a spec row
     if cost is None or device_question:
         for phase in phases:
             unknown = Verdict(phase, float(facts.value(f"run.{phase}_tps")),

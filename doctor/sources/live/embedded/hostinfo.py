@@ -16,8 +16,9 @@ from typing import Any
 from doctor.core.facts import Facts, Source
 from doctor.sources.live.embedded.sampler import cgroup_quota
 
-# scan's passive probes that watch reuses when they are installed
-PROBE_NAMES = ("cpu", "memory", "storage", "gpu")
+# scan's passive probes that watch reuses when they are installed (gguf: the model's tensor table, which
+# the speed verdict costs the run from, as scan does)
+PROBE_NAMES = ("cpu", "memory", "storage", "gpu", "gguf")
 
 
 def _src(text: str) -> Source:
