@@ -46,7 +46,7 @@ from bench.speed_models import MODELS, SMOLLM2, mix  # noqa: E402
 from bench.speed_report import write, write_index  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-PROMPT, STEPS, REPS = 128, 32, 2
+PROMPT, STEPS, REPS = 128, 32, 2  # llama-bench's -p, -n, -r (options --prompt, --steps, --reps)
 BENCH_BUILD = ROOT / "scripts" / "build_llama_bench.sh"
 
 
@@ -152,7 +152,8 @@ def scan_facts(path: Path, kernel_cache: str, extra: bool, usable: int) -> Any:
     request = request_from(view, usable)
     if request is not None:
         facts.merge(kernel_facts(request, Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"),
-                                 folder=kernel_cache, progress=lambda text: print(text, file=sys.stderr)))
+                                 folder=kernel_cache, progress=lambda text: print(text, file=sys.stderr),
+                                 timeout_s=1800))
     return facts
 
 
@@ -184,19 +185,26 @@ def verdict(base: Any, bandwidth: dict[str, float], phase: str, threads: int, de
 
 
 def main() -> None:
+    global PROMPT, STEPS, REPS  # the run's sizes, read by the measuring functions
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--depth", type=int, default=2048)
+    parser.add_argument("--prompt", type=int, default=PROMPT)
+    parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument("--reps", type=int, default=REPS)
     parser.add_argument("--keep", help="folder to keep the GGUFs in (built once)")
     parser.add_argument("--llama-bench", help="the llama-bench binary (default: scripts/build_llama_bench.sh's)")
     parser.add_argument("--note", default="", help="a sentence on where and when the rows were measured")
     parser.add_argument("--rejudge", metavar="JSON", help="judge stored rows again (no engine run)")
     args = parser.parse_args()
     kind, cpu = cpu_kind()
+    PROMPT, STEPS, REPS = args.prompt, args.steps, args.reps
     if args.rejudge:
         from bench.speed_report import rejudge
 
+        meta = json.loads(Path(args.rejudge).read_text(encoding="utf-8"))["meta"]
+        PROMPT, STEPS, REPS = meta["prompt"], meta["steps"], meta["reps"]
         rejudge(Path(args.rejudge), Path(args.keep or "."), args.note, verdict, scan_facts)
         return
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="speed-table-"))

@@ -68,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
     if args.verify_budget is not None and args.verify_budget <= 0:
         raise UsageError(f"--verify-budget must be positive (got {args.verify_budget:g})")
     loaded = load_input(args.file)
+    if args.hardware:
+        from doctor.sources.hardware_text import apply as apply_hardware
+
+        apply_hardware(loaded.facts, args.hardware)
     # a saved scan is judged as the scan was (scan checks, no serving-log checks) and shown with its header
     mode: Mode = "scan" if loaded.saved_by == "scan" else "analyze"
     report = diagnose(loaded.facts, rulebase, command="analyze", mode=mode, engine=args.engine)

@@ -170,6 +170,10 @@ OPTIONS: tuple[Option, ...] = (
                             "file the log names is here (or --model); otherwise say which command checks it"}),
     _o("verify_budget", "--verify-budget", f"time for all of --verify's runs together (default {VERIFY_BUDGET_S:.0f})",
        ALL, "source", type=float, metavar="SECONDS"),
+    _o("hardware", "--hardware", "the machine that ran a pasted result, as you would write it ('RTX 3090', "
+       "'M1 Ultra 64-core GPU, 128 GB', 'Raspberry Pi 5', 'i5-4278U, DDR3', '2x 4090', 'RX 7900 XTX, Resizable "
+       "BAR off'): the speed verdict holds the result against its published figures; what the paste itself "
+       "names wins", "analyze", "source", metavar="TEXT"),
     _o("save", "--save", "write the facts so `llm-doctor analyze FILE` can re-judge them", "scan", "source",
        metavar="FILE"),
     _o("log", "--log", "follow a growing log (appends, truncation, rotation, like tail -F)", "watch", "source",

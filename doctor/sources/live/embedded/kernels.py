@@ -461,7 +461,8 @@ def _attention(job: _Job, result: dict[str, Any], dense: dict[str, dict[str, Any
     return out
 
 
-def measure(req: Request, missing: set[str], folder: Path, proc_root: str = "/proc") -> Figures:
+def measure(req: Request, missing: set[str], folder: Path, proc_root: str = "/proc",
+            timeout_s: float = TIMEOUT_S) -> Figures:
     """Run the probe for the missing figures; dense rates first (the others are told apart with them)."""
     from doctor.sources.probes.cpustat import CpuWindow
 
@@ -472,7 +473,7 @@ def measure(req: Request, missing: set[str], folder: Path, proc_root: str = "/pr
     spec = {"extra_bufts": req.extra_bufts, "flash_attn": req.flash_attn, "type_k": req.type_k,
             "type_v": req.type_v, "jobs": [j.spec for j in jobs]}
     window = CpuWindow(proc_root).start()
-    lines, error = run_child(spec)
+    lines, error = run_child(spec, timeout_s)
     busy = window.stop()
     when = time.time()
     other = busy.other_busy if busy else None
@@ -546,7 +547,8 @@ def describe(entries: dict[str, dict[str, Any]], req: Request, origin: str) -> s
 
 
 def kernel_facts(req: Request, cpuinfo: str, *, measure_missing: bool = True, folder: str | None = None,
-                 progress: Callable[[str], None] | None = None, proc_root: str = "/proc") -> Facts:
+                 progress: Callable[[str], None] | None = None, proc_root: str = "/proc",
+                 timeout_s: float = TIMEOUT_S) -> Facts:
     """The kept figures, measuring what is missing when `measure_missing` (scan), never otherwise (watch)."""
     folder = folder if folder is not None else cache_folder("kernels")
     key = machine_key(cpuinfo, req.extra_bufts)
@@ -562,7 +564,7 @@ def kernel_facts(req: Request, cpuinfo: str, *, measure_missing: bool = True, fo
             progress(f"timing the engine's kernels on this machine once ({what}; {counts} threads; kept for "
                      "later scans)")
         gguf_dir = Path(folder).parent / "kernel-gguf" if folder else Path(tempfile.mkdtemp(prefix="llm-doctor-"))
-        got = measure(req, missing, gguf_dir, proc_root)
+        got = measure(req, missing, gguf_dir, proc_root, timeout_s)
         errors = got.errors
         if folder and got.entries:
             store(folder, key, got.entries)
