@@ -280,7 +280,9 @@ def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, fl
     """Seconds per token each bound allows, the expected total (0: unknown), and what is missing (or None)."""
     terms: dict[str, float] = {}
     expected: float | None = 0.0
-    over = 0.0  # the CPU layers' measured per-layer cost (the GPU's launch costs are fits: expected only)
+    # the GPU layers' launches (fitted per backend on public rows: the one ceiling term that is a fit, not a
+    # bound - a run faster than it is a misfit, said so) and the CPU layers' measured per-layer cost
+    over = cost.gpu_layers * ceil.gpu_layer_ms / 1000
     if cost.decode_cpu_bytes:
         if ceil.cpu_bw_gbs is None:
             return {}, 0.0, "the machine's memory read bandwidth (run llm-doctor scan on it, or name its CPU)"
@@ -348,8 +350,11 @@ def prefill_terms(cost: Cost, ceil: Ceilings, share: Share, batch: int) -> tuple
         terms["pcie"] = t
         if expected is not None:
             expected += t / EFF_PCIE
-    if expected is not None:  # the GPU layers' launches, fitted on public rows: part of what is usual, not a bound
-        expected += cost.gpu_layers * ceil.gpu_layer_ms / 1000 / max(1, batch)
+    over = cost.gpu_layers * ceil.gpu_layer_ms / 1000 / max(1, batch)  # the launches, once per batch
+    if over > 0:
+        terms["per-token-overhead"] = over
+        if expected is not None:
+            expected += over
     return terms, expected or 0.0, None
 
 

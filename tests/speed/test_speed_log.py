@@ -93,18 +93,20 @@ def test_without_size_or_parameters_the_log_is_not_judged() -> None:
     assert str(facts.value("speed.decode.settle")).startswith("the model's size and parameter count")
 
 
-@pytest.mark.parametrize(("backend", "expected"), [("CUDA", 339.3), ("Metal", 134.6)])
-def test_a_small_model_on_a_fast_gpu_is_expected_below_its_bandwidth_by_kernel_launches(backend: str,
-                                                                                      expected: float) -> None:
+@pytest.mark.parametrize(("backend", "ceiling", "bound"), [("CUDA", 669.0, "per-token-overhead"),
+                                                           ("Metal", 167.0, "ceiling-misfit")])
+def test_a_small_model_on_a_fast_gpu_is_held_by_kernel_launches(backend: str, ceiling: float, bound: str) -> None:
     """Llama 3.2 3B (1.9 GB) on an RTX 5090 (1792 GB/s: 1.06 ms of reads) measured 271 tok/s
-    (geerlingguy/ai-benchmarks). The launches per layer are fitted per backend on the public rows: a
-    typical figure, so they set the expected speed, not the ceiling (a bound: the published bandwidth)."""
+    (geerlingguy/ai-benchmarks): launches per layer, fitted per backend on the public rows, bind. The
+    launch cost is the ceiling's one fitted term: a run faster than it (Metal's 0.26 ms a layer, on a
+    CUDA card) is a misfit of that term, not a verdict."""
     facts = _facts({"host.gpu.count": 1, "host.gpu[0].name": "NVIDIA GeForce RTX 5090", "config.n_gpu_layers": 999,
                     "engine.backends": ["CPU", backend], "model.weights_bytes": 1_900_000_000,
                     "model.n_params": 3_210_000_000, "run.decode_tps": 271.4})
-    assert facts.value("speed.decode.bound") == "memory-bandwidth:gpu"
-    assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(1792e9 / 1.9e9, rel=0.01)
-    assert facts.value("speed.decode.expected_tok_s") == pytest.approx(expected, rel=0.02)
+    assert facts.value("speed.decode.bound") == bound
+    assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(ceiling, rel=0.01)
+    if bound == "ceiling-misfit":
+        assert facts.value("speed.decode.misfit_term") == "per-token-overhead"
 
 
 @pytest.mark.parametrize(("threads", "bound"), [(1, "threads"), (2, "threads"), (8, "memory-bandwidth:cpu")])
