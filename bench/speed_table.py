@@ -197,6 +197,8 @@ def main() -> None:
     parser.add_argument("--llama-bench", help="the llama-bench binary (default: scripts/build_llama_bench.sh's)")
     parser.add_argument("--note", default="", help="a sentence on where and when the rows were measured")
     parser.add_argument("--rejudge", metavar="JSON", help="judge stored rows again (no engine run)")
+    parser.add_argument("--out", help="where the rows go (a stem: .md and .json; default "
+                        "bench/results/speed_table_<kind>)")
     args = parser.parse_args()
     kind, cpu = cpu_kind()
     PROMPT, STEPS, REPS = args.prompt, args.steps, args.reps
@@ -244,7 +246,7 @@ def main() -> None:
             "bandwidth_other_busy": bw.get("other_busy"), "seconds": round(time.perf_counter() - started),
             "date": time.strftime("%Y-%m-%d %H:%M"), "prompt": PROMPT, "steps": STEPS, "reps": REPS,
             "note": args.note, "llama_bench": binary}
-    write(rows, meta, RESULTS / f"speed_table_{kind}")
+    write(rows, meta, Path(args.out) if args.out else RESULTS / f"speed_table_{kind}")
     write_index(RESULTS)
 
 

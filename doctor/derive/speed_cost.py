@@ -98,30 +98,48 @@ def _pos(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and x > 0
 
 
+MINOR = 0.02  # a type with less than this share of the weights (a MoE's F32 router) is not probed on its own
+
+
+def _rate(table: dict[tuple[str, str, int], tuple[float, float]], key: tuple[str, str, int], share: float,
+          which: int) -> float | None:
+    """The rate for (type, op, threads); for a minor type without its own figure, the slowest measured at
+    those threads (its time stays a bound's worth); None where a type that matters was not measured."""
+    rate = table.get(key) or table.get((key[0], "mul_mat", key[2]))
+    if rate is not None:
+        return rate[which]
+    if share < MINOR:
+        return min((r[which] for (_, _, t), r in table.items() if t == key[2]), default=None)
+    return None
+
+
 def decode_seconds(mats: Mats, k: Kernels, threads: int, which: int) -> float | None:
     """The weights of one decode token through their kernels; None when a type was not measured."""
-    total = 0.0
+    total, weights = 0.0, sum(w for _, _, w in mats.decode) or 1.0
     for type_name, op, w in mats.decode:
-        rate = k.decode_rate(type_name, op, threads)
+        rate = _rate(k.decode, (type_name, op, threads), w / weights, which)
         if rate is None:
             return None
-        total += w / (rate[which] * 1e9)
+        total += w / (rate * 1e9)
     return total
 
 
 def prefill_seconds(mats: Mats, k: Kernels, threads: int, batch: int, which: int) -> float | None:
     """One prompt token: its products at the prompt rates, the head once per batch at its decode rate."""
-    total = 0.0
+    total, weights = 0.0, sum(w for _, _, w in mats.prefill) or 1.0
     for type_name, op, w in mats.prefill:
-        rate = k.prefill_rate(type_name, op, threads)
-        if rate is None:
+        rate = k.prefill.get((type_name, op, threads))
+        value = rate[which] if rate is not None else \
+            _rate({key: r for key, r in k.prefill.items() if key[1] == op}, (type_name, op, threads), w / weights,
+                  which)
+        if value is None:
             return None
-        total += 2 * w / (rate[which] * 1e9)
+        total += 2 * w / (value * 1e9)
     for type_name, w in mats.head:
-        rate = k.decode_rate(type_name, "mul_mat", threads)
-        if rate is None:
+        head = _rate(k.decode, (type_name, "mul_mat", threads), 0.0, which)
+        if head is None:
             return None
-        total += w / (rate[which] * 1e9) / max(1, batch)
+        total += w / (head * 1e9) / max(1, batch)
     return total
 
 

@@ -132,7 +132,7 @@ def test_a_scan_measures_only_what_is_missing_and_says_so(tmp_path: Path, monkey
     asked: list[set[str]] = []
 
     def fake(request: kernels.Request, missing: set[str], folder: Path, proc_root: str = "/proc",
-             timeout_s: float = 0.0) -> kernels.Figures:
+             timeout_s: float = 0.0, kept: Any = None) -> kernels.Figures:
         asked.append(set(missing))
         return kernels.Figures({k: {"best": 5e9, "typ": 4e9, "when": time.time(), "busy": False} for k in missing})
 

@@ -45,6 +45,7 @@ from typing import Any
 
 from doctor.core.facts import Facts, Source
 from doctor.core.json_cache import cache_folder, store_text
+from doctor.derive.speed_cost import MINOR
 from doctor.sources.live.embedded import kernel_gguf as kg
 
 CACHE_VERSION = 1
@@ -121,17 +122,20 @@ def request_from(facts: Facts, usable: int) -> Request | None:
     first_gpu = n_layer + 1  # the output layer is layer n_layer; llama.cpp offloads the last n_gpu_layers
     if isinstance(gpu_layers, int) and gpu_layers != 0 and facts.value("host.gpu.count") != 0:
         first_gpu = max(0, n_layer + 1 - (n_layer + 1 if gpu_layers < 0 else gpu_layers))
-    dense: list[str] = []
-    moe: list[str] = []
+    weights: dict[tuple[str, bool], float] = {}
     for row in rows:
-        if not (isinstance(row, list) and len(row) == 6 and isinstance(row[0], int)):
+        if not (isinstance(row, list) and len(row) == 6 and isinstance(row[0], int) and isinstance(row[3], list)):
             continue
         layer, op, type_name = row[0], str(row[1]), str(row[2]).upper()
         if layer >= first_gpu or type_name not in kg.BUILDABLE:
             continue
-        target = moe if op == "mul_mat_id" else dense
-        if type_name not in target:
-            target.append(type_name)
+        key = (type_name, op == "mul_mat_id")
+        weights[key] = weights.get(key, 0.0) + float(row[5] if isinstance(row[5], int) else 1) * math.prod(row[3])
+    total = sum(weights.values()) or 1.0
+    # a type with a sliver of the weights (a MoE's F32 router) is costed at the slowest rate measured
+    # (doctor/derive/speed_cost.py), not probed on its own
+    dense = [t for (t, experts), w in weights.items() if not experts and w / total >= MINOR]
+    moe = [t for (t, experts), w in weights.items() if experts and w / total >= MINOR]
     if not dense and not moe:
         return None
     n_head, n_kv, head_dim = (facts.value(k) for k in ("model.n_head", "model.n_head_kv", "model.head_dim_k"))
@@ -462,8 +466,9 @@ def _attention(job: _Job, result: dict[str, Any], dense: dict[str, dict[str, Any
 
 
 def measure(req: Request, missing: set[str], folder: Path, proc_root: str = "/proc",
-            timeout_s: float = TIMEOUT_S) -> Figures:
-    """Run the probe for the missing figures; dense rates first (the others are told apart with them)."""
+            timeout_s: float = TIMEOUT_S, kept: dict[str, dict[str, Any]] | None = None) -> Figures:
+    """Run the probe for the missing figures; dense rates first (the experts and attention are told apart
+    with them: the ones measured now, else those kept)."""
     from doctor.sources.probes.cpustat import CpuWindow
 
     figures = Figures()
@@ -481,7 +486,7 @@ def measure(req: Request, missing: set[str], folder: Path, proc_root: str = "/pr
     for line in lines:
         if "system_info" in line:
             figures.system_info = str(line["system_info"])
-    dense: dict[str, dict[str, Any]] = {}
+    dense: dict[str, dict[str, Any]] = {k: v for k, v in (kept or {}).items() if k.startswith("dense/")}
     for job in sorted(jobs, key=lambda j: j.kind != "dense"):
         result = by_id.get(job.spec["id"])
         if result is None or "error" in result:
@@ -564,7 +569,7 @@ def kernel_facts(req: Request, cpuinfo: str, *, measure_missing: bool = True, fo
             progress(f"timing the engine's kernels on this machine once ({what}; {counts} threads; kept for "
                      "later scans)")
         gguf_dir = Path(folder).parent / "kernel-gguf" if folder else Path(tempfile.mkdtemp(prefix="llm-doctor-"))
-        got = measure(req, missing, gguf_dir, proc_root, timeout_s)
+        got = measure(req, missing, gguf_dir, proc_root, timeout_s, kept)
         errors = got.errors
         if folder and got.entries:
             store(folder, key, got.entries)
