@@ -35,6 +35,7 @@ from doctor.derive.speed_cost import (
     TYPICAL,
     Mats,
     attention_seconds,
+    barrier_seconds,
     cpu_mats,
     decode_cells,
     decode_seconds,
@@ -46,10 +47,6 @@ from doctor.derive.speed_cost import (
 
 GB = 1e9
 BATCH_OFFLOAD_MIN = 32  # llama.cpp offloads CPU weights' products to the GPU for batches this large
-# a published CPU (no probe): a barrier after each graph node that every thread passes, one cache-line
-# hand-over (~0.1 us between cores) per thread per barrier, ~20 nodes a layer
-BARRIERS_PER_LAYER = 20
-BARRIER_MS_PER_THREAD = 0.0001
 # GPUs (no GPU here): bandwidth and matrix-unit shares llama.cpp reaches, from public rows (docs/speed.md)
 EFF_GPU_BW = 0.73
 EFF_GPU_COMPUTE = 0.35  # of the published peak of the unit the prompt runs on
@@ -229,14 +226,6 @@ def core_share(facts: Facts, phase: str = "decode") -> Share:
 
 # -- the terms ----------------------------------------------------------------------------------
 
-def overhead_s(cost: Cost, threads: int, gpu_ms: float) -> float:
-    """A published CPU's per-token cost beyond its weights (no probe): a barrier after each graph node
-    that every thread passes, a cache-line hand-over per thread; the GPU layers' launches."""
-    cpu_layers = cost.n_layer - cost.gpu_layers
-    barrier_ms = BARRIERS_PER_LAYER * BARRIER_MS_PER_THREAD * max(0, threads - 1)
-    return (cpu_layers * barrier_ms + cost.gpu_layers * gpu_ms) / 1000
-
-
 def _mats(cost: Cost) -> Mats:
     if cost.mats is not None:
         return cost.mats
@@ -296,7 +285,7 @@ def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, fl
         else:
             expected = None
             if ceil.kernels is None:  # a published CPU: thread barriers, each weight a multiply-add at its peak
-                over += overhead_s(cost, share.threads, 0.0) / s
+                over += barrier_seconds(cost.n_layer - cost.gpu_layers, share.threads) / s
                 if ceil.cpu_peak_gflops:
                     weights = sum(w for _, _, w in _mats(cost).decode)
                     terms["compute:cpu"] = weights / (ceil.cpu_peak_gflops * 1e9 / 2) / s
@@ -388,12 +377,14 @@ def _binding(verdict: Verdict, cost: Cost, ceil: Ceilings, share: Share, gain: t
         return "contention" if cpu_run and share.share < CONTENTION_SHARE else "unknown"
     worst = max(verdict.terms, key=lambda k: verdict.terms[k])
     ceiling = verdict.ceiling
+    cpu_side = worst.endswith(":cpu") or (worst == "per-token-overhead" and cpu_run)
     if verdict.tok_s and ceiling and verdict.tok_s > ceiling * CEILING_NOISE:
         verdict.misfit_term = worst
         verdict.notes.append(f"{verdict.tok_s:g} tok/s measured is {verdict.tok_s / ceiling:.0%} of the {ceiling:,.1f} "
                              f"the {worst} bound allows: that bound does not fit this machine")
-        return MISFIT
-    cpu_side = worst.endswith(":cpu") or (worst == "per-token-overhead" and cpu_run)
+        if not (cpu_side and share.share < CONTENTION_SHARE):
+            return MISFIT
+        # on shared cores a ceiling scaled to the engine's share is approximate: the shared cores are the finding
     if cpu_side and share.share < CONTENTION_SHARE:
         verdict.notes.append(f"the engine had {share.share * 100:.0f}% of the cores it asked for")
         return "contention"

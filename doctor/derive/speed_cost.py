@@ -178,6 +178,17 @@ def attention_seconds(k: Kernels, threads: int, layers: int, cells: float, phase
     return layers * cells * per_cell * 1e-9, layers * (per_layer or 0.0) * 1e-3
 
 
+# a published CPU (no probe): a barrier after each graph node that every thread passes, one cache-line
+# hand-over (~0.1 us between cores) per thread per barrier, ~20 nodes a layer
+BARRIERS_PER_LAYER = 20
+BARRIER_MS_PER_THREAD = 0.0001
+
+
+def barrier_seconds(cpu_layers: int, threads: int) -> float:
+    """A published CPU's per-token cost beyond its weights (no probe): the thread barriers of its layers."""
+    return cpu_layers * BARRIERS_PER_LAYER * BARRIER_MS_PER_THREAD * max(0, threads - 1) / 1000
+
+
 def cpu_mats(rows: object, n_layer: int, first_gpu_layer: int, head_on_gpu: bool, expert_share: float) -> Mats | None:
     """The CPU side's matrix weights from model.matmul_weights rows [layer, op, type, ne, bytes, count]
     (layer n_layer = the output); None when the table is missing."""
