@@ -14,7 +14,7 @@ import pytest
 
 from doctor.core.facts import Facts, Source
 from doctor.sources.live.embedded import kernel_gguf as kg
-from doctor.sources.live.embedded import kernels
+from doctor.sources.live.embedded import kernel_times, kernels
 from doctor.sources.probes.gguf_model import collect_model
 
 SRC = Source("config", "test")
@@ -35,7 +35,7 @@ def test_a_model_needs_its_cpu_weight_types_at_the_planned_threads(model_files) 
     req = kernels.request_from(model_facts(path), usable=2)
     assert req is not None
     assert req.types == ("Q4_K", "Q6_K") and req.moe_types == ()
-    assert req.heads == kernels.Heads(32, 8, 128)
+    assert req.heads == kernel_times.Heads(32, 8, 128)
     assert req.decode_threads == (1, 2) and req.prefill_threads == (2,)  # the engine's and all cores
     assert req.extra_bufts is True
     triaged = kernels.request_from(model_facts(path, **{"run.triage_change": "repack_off"}), usable=2)
@@ -67,14 +67,14 @@ def test_probe_files_hold_the_shapes_and_valid_blocks_of_the_type(tmp_path: Path
 
 
 def test_the_child_s_times_become_rates_and_attention_costs() -> None:
-    req = kernels.Request(("Q4_0",), heads=kernels.Heads(9, 3, 64), decode_threads=(1,), prefill_threads=(1,))
+    req = kernels.Request(("Q4_0",), heads=kernel_times.Heads(9, 3, 64), decode_threads=(1,), prefill_threads=(1,))
     shape = kernels.type_shape("Q4_0")
     table = kg.tensors(shape, kg.uniform("Q4_0"))
-    job = kernels._Job({"id": "dense/Q4_0"}, "dense", "Q4_0", table, shape)
+    job = kernel_times.Job({"id": "dense/Q4_0"}, "dense", "Q4_0", table, shape)
     w = float(sum(kg.weights(table).values()))
     steps = [[0.05, 1.0]] + [[w / 7e9, 1.0]] * 3 + [[w / 6e9, 1.0]] * 2  # the first step is warm-up
     result = {"decode": {"1": steps}, "prefill": {"1": [[0.2, 0.5], [0.25, 0.5]]}}
-    got = kernels.figures_from(job, result, {}, 1000.0, 0.0)
+    got = kernel_times.figures_from(job, result, {}, 1000.0, 0.0)
     decode = got["dense/Q4_0/decode/1"]
     assert decode["best"] == pytest.approx(7e9) and decode["typ"] == pytest.approx(7e9)  # median of 5 steady
     prefill = got["dense/Q4_0/prefill/1"]
@@ -86,10 +86,10 @@ def test_the_child_s_times_become_rates_and_attention_costs() -> None:
     layers = attn_shape.n_layer
     shallow = wa / 7e9 + layers * (20e-6 + 256 * 100e-9)  # 20 us a layer, 100 ns a cell
     deep = shallow + layers * 256 * 100e-9  # 256 more cells
-    attn = kernels._Job({"id": "attn"}, "attn", "Q4_0", attn_table, attn_shape, req.kv_label())
+    attn = kernel_times.Job({"id": "attn"}, "attn", "Q4_0", attn_table, attn_shape, req.kv_label())
     result = {"decode": {"1": [[shallow, 1.0]] * 4}, "decode_deep": {"1": [[deep, 1.0]] * 4},
               "prefill": {"1": [[0.01, 1.0]] * 2}, "prefill_deep": {"1": [[0.01 + 32 * layers * 256 * 25e-9, 1.0]] * 2}}
-    costs = kernels.figures_from(attn, result, got, 1000.0, 0.0)
+    costs = kernel_times.figures_from(attn, result, got, 1000.0, 0.0)
     entry = costs[f"attn/h9k3d64/{req.kv_label()}/Q4_0/decode/1"]
     assert entry["best"] == pytest.approx(100e-9) and entry["layer_best"] == pytest.approx(20e-6, rel=1e-3)
     assert costs[f"attn/h9k3d64/{req.kv_label()}/Q4_0/prefill/1"]["typ"] == pytest.approx(25e-9)
@@ -154,7 +154,7 @@ def test_the_engine_times_its_own_kernels_here(tmp_path: Path, monkeypatch: pyte
 
     monkeypatch.setattr(kernels, "PROBE_BYTES", 8 << 20)
     monkeypatch.setattr(kernels, "ATTN_DEPTH", 224)
-    req = kernels.Request(("Q4_0",), heads=kernels.Heads(4, 2, 64), decode_threads=(1,), prefill_threads=(1,),
+    req = kernels.Request(("Q4_0",), heads=kernel_times.Heads(4, 2, 64), decode_threads=(1,), prefill_threads=(1,),
                           extra_bufts=not repack_crashes_here())
     cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     facts = kernels.kernel_facts(req, cpuinfo, folder=str(tmp_path / "k"))

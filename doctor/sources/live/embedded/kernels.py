@@ -6,7 +6,8 @@ products (VNNI), its repacked weights and its AMX tiles run other instructions a
 (issue 36: 3.5x past such a "ceiling" on an AMD EPYC). So the engine times itself: small GGUFs of
 real shapes (kernel_gguf.py: random valid blocks of each weight type) run through llama-cpp-python in
 a child process (kernel_child.py), as scan's trace runs the model, with the setting the trace ran
-with (weight repacking off where crash triage turned it off: AMX here):
+with (weight repacking off where crash triage turned it off: AMX here); kernel_times.py turns the
+child's times into the kept figures:
 
 - per weight type: decode steps (every weight once through the type's dot-product kernel) at the
   decode thread counts, a 32-token prompt at the prefill thread counts: weights/s and FLOP/s;
@@ -33,7 +34,6 @@ import importlib.util
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,11 +47,11 @@ from doctor.core.facts import Facts, Source
 from doctor.core.json_cache import cache_folder, store_text
 from doctor.derive.speed_cost import MINOR
 from doctor.sources.live.embedded import kernel_gguf as kg
+from doctor.sources.live.embedded.kernel_times import PROMPT, STEPS, Heads, Job, figures_from
 
 CACHE_VERSION = 1
 FRESH_S = 30 * 86400  # a quiet measurement is kept a month
 BUSY_FRESH_S = 3600  # one taken while others used the cores, an hour
-BUSY_SHARE = 0.8  # the probe's threads got less than this share of their time: measured on busy cores
 KEEP_GGUF = 24
 TIMEOUT_S = 20.0  # a first scan waits this long at most (busy cores): what was measured by then is kept
 # the type probe: a llama-shaped model whose rows are as long as common models' (2048, 5632: K-quant
@@ -60,24 +60,11 @@ TIMEOUT_S = 20.0  # a first scan waits this long at most (busy cores): what was 
 # dot products, not the bus, bind at 1-2 threads: 3.9 of 16 GB/s, docs/speed.md)
 PROBE_EMBD, PROBE_FF, PROBE_HEADS, PROBE_KV_HEADS, PROBE_HEAD_DIM, PROBE_VOCAB = 2048, 5632, 16, 4, 128, 256
 PROBE_BYTES = 64 << 20
-PROMPT = 32  # tokens of the timed prompts
-STEPS = 6  # decode steps per thread count (the first is left out)
 # the attention probe: the model's heads on a narrow residual (few weights), 8 layers so the KV of all
 # layers does not sit in one core's L2 at the deep depth; two depths 256 KV cells apart
-ATTN_LAYERS, ATTN_EMBD, ATTN_FF, ATTN_DEPTH, CELLS = 8, 256, 256, 448, 256
+ATTN_LAYERS, ATTN_EMBD, ATTN_FF, ATTN_DEPTH = 8, 256, 256, 448
 MOE_FF, MOE_EXPERTS_MAX = 768, 64
 
-Rate = tuple[float, float]  # (best, typical)
-
-
-@dataclass(frozen=True, slots=True)
-class Heads:
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-
-    def label(self) -> str:
-        return f"h{self.n_head}k{self.n_head_kv}d{self.head_dim}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,39 +278,29 @@ def _prune_gguf(folder: Path) -> None:
 
 # -- measuring --------------------------------------------------------------------------------------
 
-@dataclass
-class _Job:
-    spec: dict[str, Any]
-    kind: str  # dense | moe | attn
-    type_name: str
-    table: list[kg.Tensor]
-    shape: kg.Shape
-    kv: str = ""  # attention: the KV types and flash-attention setting it ran with
-
-
-def _jobs(req: Request, missing: set[str], folder: Path) -> list[_Job]:
+def _jobs(req: Request, missing: set[str], folder: Path) -> list[Job]:
     jobs = []
     for ty in req.types:
         if any(k.startswith(f"dense/{ty}/") for k in missing) or (
                 req.heads is not None and ty == req.types[0] and any(k.startswith("attn/") for k in missing)):
             shape = type_shape(ty)
             path, table = _gguf(folder, shape, ty)
-            jobs.append(_Job(_spec(f"dense/{ty}", path, req), "dense", ty, table, shape))
+            jobs.append(Job(_spec(f"dense/{ty}", path, req), "dense", ty, table, shape))
     for ty in req.moe_types:
         if any(k.startswith(f"moe/{ty}/") for k in missing):
             shape = moe_shape(req)
             path, table = _gguf(folder, shape, ty)
-            jobs.append(_Job(_spec(f"moe/{ty}", path, req), "moe", ty, table, shape))
+            jobs.append(Job(_spec(f"moe/{ty}", path, req), "moe", ty, table, shape))
             if ty not in req.types:  # the experts' probe needs the type's dense rate for its attention
                 dense_shape = type_shape(ty)
                 dpath, dtable = _gguf(folder, dense_shape, ty)
-                jobs.append(_Job(_spec(f"dense/{ty}", dpath, req), "dense", ty, dtable, dense_shape))
+                jobs.append(Job(_spec(f"dense/{ty}", dpath, req), "dense", ty, dtable, dense_shape))
     if req.heads is not None and req.types and any(k.startswith("attn/") for k in missing):
         shape = attention_shape(req.heads)
         path, table = _gguf(folder, shape, req.types[0])
         spec = _spec("attn", path, req)
         spec["depth"] = ATTN_DEPTH
-        jobs.append(_Job(spec, "attn", req.types[0], table, shape, req.kv_label()))
+        jobs.append(Job(spec, "attn", req.types[0], table, shape, req.kv_label()))
     return jobs
 
 
@@ -363,106 +340,6 @@ def _json_lines(text: str) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return lines
-
-
-def _walls(runs: Any) -> tuple[list[float], float]:
-    """Each run's time on owned cores (its wall time x the share of its threads' time it got: what the
-    kernels take when the cores are theirs, as the bandwidth probe counts it; the run's own share scales
-    it back in the verdict), and the lowest share among them."""
-    if not isinstance(runs, list):
-        return [], 1.0
-    good = [(float(r[0]), min(1.0, max(0.05, float(r[1])))) for r in runs
-            if isinstance(r, list) and len(r) == 2 and r[0] > 0 and isinstance(r[1], int | float)]
-    return [wall * share for wall, share in good], min((share for _, share in good), default=1.0)
-
-
-def _best_typ(walls: list[float], steady_from: int = 0) -> tuple[float, float] | None:
-    steady = walls[steady_from:] if len(walls) > steady_from + 1 else walls
-    return (min(steady), statistics.median(steady)) if steady else None
-
-
-def figures_from(job: _Job, result: dict[str, Any], dense: dict[str, dict[str, Any]], when: float,
-                 other_busy: float | None) -> dict[str, dict[str, Any]]:
-    """The kept figures of one job's result (rates for dense and experts, costs for attention)."""
-    out: dict[str, dict[str, Any]] = {}
-    per = kg.weights(job.table)
-    w_all = float(sum(per.values()))
-    head = float(sum(math.prod(ne) for name, ne, _ in job.table if name == "output.weight"))
-    experts = float(sum(math.prod(ne) for name, ne, _ in job.table if "_exps" in name))
-    active = experts * (job.shape.n_expert_used / job.shape.n_expert) if job.shape.n_expert else 0.0
-    others_busy = isinstance(other_busy, int | float) and other_busy > 0.25
-
-    def entry(best: float, typ: float, share: float, **more: Any) -> dict[str, Any]:
-        return {"best": best, "typ": typ, "when": when, "busy": share < BUSY_SHARE or others_busy,
-                "share": round(share, 3), **more}
-
-    for t, runs in (result.get("decode") or {}).items():
-        walls, share = _walls(runs)
-        bt = _best_typ(walls, 1)
-        if bt is None:
-            continue
-        if job.kind == "dense":
-            out[f"dense/{job.type_name}/decode/{t}"] = entry(w_all / bt[0], w_all / bt[1], share)
-        elif job.kind == "moe":
-            rate = dense.get(f"dense/{job.type_name}/decode/{t}")
-            if rate:
-                rest = w_all - experts
-                out[f"{job.spec['id']}/e{job.shape.n_expert}u{job.shape.n_expert_used}/decode/{t}"] = entry(
-                    active / max(1e-9, bt[0] - rest / rate["best"]), active / max(1e-9, bt[1] - rest / rate["typ"]),
-                    share)
-    for t, runs in (result.get("prefill") or {}).items():
-        walls, share = _walls(runs)
-        bt = _best_typ(walls)
-        if bt is None:
-            continue
-        flops = 2.0 * (w_all - head) * PROMPT
-        if job.kind == "dense":
-            # the head runs for the prompt's last token only (a decode token's worth of it)
-            rate = dense.get(f"dense/{job.type_name}/decode/{t}") or {}
-            h = (head / rate["best"], head / rate["typ"]) if rate else (0.0, 0.0)
-            out[f"dense/{job.type_name}/prefill/{t}"] = entry(flops / max(1e-9, bt[0] - h[0]),
-                                                              flops / max(1e-9, bt[1] - h[1]), share)
-        elif job.kind == "moe":
-            rate = dense.get(f"dense/{job.type_name}/prefill/{t}")
-            if rate:
-                rest = 2.0 * (w_all - experts - head) * PROMPT
-                moe_flops = 2.0 * active * PROMPT
-                out[f"{job.spec['id']}/e{job.shape.n_expert}u{job.shape.n_expert_used}/prefill/{t}"] = entry(
-                    moe_flops / max(1e-9, bt[0] - rest / rate["best"]),
-                    moe_flops / max(1e-9, bt[1] - rest / rate["typ"]), share)
-    if job.kind == "attn":
-        out.update(_attention(job, result, dense, entry, w_all))
-    return out
-
-
-def _attention(job: _Job, result: dict[str, Any], dense: dict[str, dict[str, Any]], entry: Callable[..., Any],
-               w_all: float) -> dict[str, dict[str, Any]]:
-    """Per layer per KV cell (decode), per layer per cell per prompt token (prefill), and the per-layer
-    cost of a decode step that is neither the weights nor the cells (graph, barriers, norms, rope)."""
-    out = {}
-    layers = job.shape.n_layer
-    heads = Heads(job.shape.n_head, job.shape.n_head_kv, job.shape.head_dim)
-    base = f"attn/{heads.label()}/{job.kv}/{job.type_name}"
-    for t in result.get("decode") or {}:
-        shallow, s1 = _walls(result["decode"].get(t))
-        deep, s2 = _walls((result.get("decode_deep") or {}).get(t))
-        a, b = _best_typ(shallow, 1), _best_typ(deep, 1)
-        rate = dense.get(f"dense/{job.type_name}/decode/{t}")
-        if a is None or b is None or not rate:
-            continue
-        cell = tuple(max(0.0, (b[i] - a[i]) / (layers * CELLS)) for i in (0, 1))
-        layer = tuple(max(0.0, (a[i] - w_all / rate[("best", "typ")[i]] - layers * CELLS * cell[i]) / layers)
-                      for i in (0, 1))
-        out[f"{base}/decode/{t}"] = entry(cell[0], cell[1], min(s1, s2), layer_best=layer[0], layer_typ=layer[1])
-    for t in result.get("prefill") or {}:
-        shallow, s1 = _walls(result["prefill"].get(t))
-        deep, s2 = _walls((result.get("prefill_deep") or {}).get(t))
-        a, b = _best_typ(shallow), _best_typ(deep)
-        if a is None or b is None:
-            continue
-        cell = tuple(max(0.0, (b[i] - a[i]) / (layers * CELLS * PROMPT)) for i in (0, 1))
-        out[f"{base}/prefill/{t}"] = entry(cell[0], cell[1], min(s1, s2))
-    return out
 
 
 def measure(req: Request, missing: set[str], folder: Path, proc_root: str = "/proc",
