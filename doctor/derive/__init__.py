@@ -14,12 +14,14 @@ lines). The rooms:
               (speed_cost.py: the weights by kernel and the probe's rates; speed_ceilings.py: the bounds)
 - capacity.py what holds a serving engine's throughput once its slots are busy
 - whatif.py   stated budgets for `scan --ram/--vram`
+- change.py   a fix's settings applied to the plan in the engine's own terms (the fix check, issue 37)
 - spec_lookup.py, specs/   the published spec of the device a log names (spec.*; the table is data)
 - speed_log.py  a pasted log's cost per token from its model lines (no tensor table), judged by speed.py
 - speed_range.py  a pasted decode placed in the range its device class reaches in public runs (item 7)
 - speed_causes.py the slow causes a paste shows: threads, offload, a CPU-only build, KV on the CPU, PCIe, BAR
 - model_guess.py  a model's size from its Ollama name (`llama3.2:3b`) when a paste gives nothing else
 - spec_memory.py  the spec's bandwidth at the Apple GPU variant and the installed memory a paste or --hardware names
+- thin.py     how little a pasted input held (only a launch command, the system-info line, one line)
 Pure: reads a Facts, sets derived.* facts; imports only doctor.core.
 """
 
@@ -38,6 +40,7 @@ from doctor.derive import (
     speed_causes,
     speed_log,
     speed_range,
+    thin,
 )
 
 
@@ -51,11 +54,11 @@ def _derive_vs_engine(facts: Facts) -> None:
 # the spec lookup reads only what the input names (CPU, GPUs, backends): before derive_threads, which
 # takes a named CPU's published cores when nothing of the machine was read
 STEPS = (run.derive_run_summaries, model_guess.derive_model_guess, plan.derive_kv, context.derive_context,
-         spec_lookup.derive_spec, spec_memory.derive_spec_memory,
+         context.derive_pool_limits, spec_lookup.derive_spec, spec_memory.derive_spec_memory,
          run.derive_threads, run.derive_load, run.derive_offload, plan.derive_mmproj, plan.derive_budget,
          context.derive_ctx_reduced, run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output,
          _derive_vs_engine, capacity.derive_capacity, speed.derive_speed, speed_log.derive_speed_log,
-         speed_range.derive_speed_range, speed_causes.derive_speed_causes)
+         speed_range.derive_speed_range, speed_causes.derive_speed_causes, thin.derive_thin)
 
 
 def derive(facts: Facts) -> Facts:

@@ -30,6 +30,7 @@ from doctor.core.report import (
 from doctor.core.vocab import Confidence, Mode, RuleOutcome
 from doctor.derive import derive
 from doctor.judge.predicates import All, Any_, Events, Not, Outcome, Predicate
+from doctor.judge.recheck import recheck
 from doctor.judge.rulebase import Rule, RuleBase
 
 MAX_EVENT_EVIDENCE = 8
@@ -121,7 +122,8 @@ def diagnose(facts: Facts, rulebase: RuleBase, *, command: str, mode: Mode, engi
 
 
 def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: Mode, engine: str | None = None,
-                 errors: list[str] | None = None, memo: SessionMemo | None = None) -> Report:
+                 errors: list[str] | None = None, memo: SessionMemo | None = None,
+                 check_fixes: bool = True) -> Report:
     chosen_engine = resolve_engine(facts, engine)
     report = Report(command=command, engine=chosen_engine, facts=facts, errors=list(errors or []),
                     notes=list(rulebase.notes), mode=mode)
@@ -153,12 +155,42 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: Mode, 
             finding.severity = worst
             report.findings.append(finding)
 
+    _thin_input(report.findings, facts)
+    if check_fixes:  # every fix checked in the engine's own terms before it is shown (doctor/judge/recheck.py)
+        fired_rules = {rid: (results[rid][0].severity, results[rid][0].title, results[rid][0].cls) for rid in fired}
+
+        def judge(changed: Facts) -> dict[str, tuple[str, str, str]]:
+            return {r.id: (r.severity, r.title, r.cls) for r in rulebase.rules
+                    if (not r.engines or r.applies_to(chosen_engine) or r.id in fired_rules)
+                    and evaluate_rule(r, changed, mode).outcome == "fired"}
+
+        for finding in report.findings:
+            rule = results[finding.id][0]
+            recheck(finding, rule, facts, chosen_engine, judge, fired_rules, report.findings)
     report.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -CONFIDENCE_RANK[f.confidence],
                                         -len(f.inhibits), f.id))
     report.checks.sort(key=lambda c: (c.area, c.id))
     report.assessment = assess(report.findings)
     _judge_sessions(report, rulebase, facts, command=command, mode=mode, engine=engine, memo=memo)
     return report
+
+
+def _thin_input(findings: list[Finding], facts: Facts) -> None:
+    """A pasted input that held only a launch command or the system-info line (doctor/derive/thin.py): findings
+    from a command are inferences from settings (confidence at most low), from the system-info line from one
+    line of the run (at most medium), and each says what would confirm it. One line alone: the rules' own
+    confidence stands; below high, the finding says what is missing."""
+    thin, missing = facts.value("derived.input_thin"), facts.value("derived.input_missing")
+    if not isinstance(thin, str) or not isinstance(missing, str):
+        return
+    caps: dict[str, Confidence] = {"a launch command": "low", "llama.cpp's system-info line": "medium"}
+    cap = caps.get(thin)
+    for finding in findings:
+        if cap is None and finding.confidence == "high":
+            continue
+        if cap is not None and CONFIDENCE_RANK[finding.confidence] > CONFIDENCE_RANK[cap]:
+            finding.confidence = cap
+        finding.message = f"{finding.message.rstrip()} (Only {thin} was pasted; {missing}.)"
 
 
 def root_causes(fired: dict[str, Rule], rank: Callable[[str], tuple[int, ...]]) -> dict[str, str]:
@@ -222,7 +254,8 @@ def _rank(rule: Rule, result: RuleResult) -> tuple[int, int, int]:
 
 def _finding(rule: Rule, result: RuleResult, facts: Facts, engine: str | None, mode: Mode | None = None) -> Finding:
     first_event = min(result.events, key=lambda e: e.line or 0) if result.events else None
-    message = render(rule.message_for(mode), facts, first_event)
+    # every clause of the message may have gone with its unknown value (doctor/core/clauses.py): the title says it then
+    message = render(rule.message_for(mode), facts, first_event) or rule.title
     explain = render(rule.explain, facts, first_event) if rule.explain else ""
     # a command with an unknown number in it is left out (the fix text still says what to do)
     rendered = {name: render_complete(cmd, facts, first_event) for name, cmd in rule.fix_engines.items()}
@@ -246,6 +279,10 @@ def _evidence(result: RuleResult) -> list[Evidence]:
                 continue
             seen_lines.add(event.line)
         out.append(Evidence("log", event.text, event.line, source=event.source))
+        for number, text in event.placed_by:  # the lines that placed it in the run (its phase's evidence)
+            if number not in seen_lines:
+                seen_lines.add(number)
+                out.append(Evidence("log", text, number, source="timeline"))
     if len(events) > MAX_EVENT_EVIDENCE:
         out.append(Evidence("log", f"… and {len(events) - MAX_EVENT_EVIDENCE} more such lines"))
     seen_facts: set[str] = set()

@@ -50,6 +50,9 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.gpu_short_bytes", "int", "bytes", "how much more VRAM the plan needs than the budget (0 = fits)"),
     ("derived.host_short_bytes", "int", "bytes", "how much more RAM the plan needs than the budget (0 = fits)"),
     ("derived.oom_phase", "str", None, "where the plan runs out of memory first: weights, kv_cache, compute, none"),
+    ("derived.input_thin", "str", None, "how little a pasted input held: a launch command, llama.cpp's system-info "
+     "line, or one line (doctor/derive/thin.py); findings from it carry less confidence"),
+    ("derived.input_missing", "str", None, "what would confirm a finding read from such an input"),
     ("derived.oom_device", "str", None, "the device that runs out first: gpu, host, none"),
     ("derived.oom_need_bytes", "int", "bytes", "what the plan needs on the device that runs out"),
     ("derived.oom_budget_bytes", "int", "bytes", "what that device has for it (free minus the margin)"),
@@ -70,6 +73,11 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.ctx_recommended", "int", "tokens", "the need + 10%, rounded up to 256, capped at n_ctx_train"),
     ("derived.ctx_reduced", "int", "tokens",
      "a smaller context to try after a KV OOM: the largest that fits, else half"),
+    ("derived.max_input_fit", "int", "tokens",
+     "the longest prompt a request as long as the KV pool holds may have: one less (TGI: --max-input-tokens "
+     "below --max-total-tokens)"),
+    ("derived.ctx_reduced_seq", "int", "tokens",
+     "that smaller context's share per slot: what an engine whose context counts per request is asked for"),
     ("derived.ctx_slot_recommended", "int", "tokens", "context to ask for so each server slot holds the need"),
     ("derived.ctx_headroom", "float", None, "n_ctx / tokens needed"),
     ("derived.safe_max_new_tokens", "int", "tokens", "tokens that can be generated after the prompt"),
@@ -81,7 +89,10 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.offload_slowdown", "float", None, "decode floor of the plan / floor with every layer on the GPU"),
     ("derived.gpu_bandwidth_gbs", "float", "GB/s", "GPU memory bandwidth used for the floor (measured, else spec)"),
     ("derived.host_bandwidth_gbs", "float", "GB/s", "host RAM bandwidth used for the floor (measured)"),
-    ("derived.threads_recommended", "int", "threads", "threads to use: physical cores within quota"),
+    ("derived.threads_recommended", "int", "threads", "threads to use: physical cores within quota; a hybrid "
+     "CPU's performance cores where its P/E split is known"),
+    ("derived.threads_usable", "int", "cores", "physical cores within the CPU quota and affinity (more threads "
+     "than these oversubscribe the CPU)"),
     ("derived.threads_over", "float", None, "threads / usable cores"),
     ("derived.load_expected_ms", "float", "ms", "model bytes / storage read speed"),
     ("derived.n_ctx_seq", "int", "tokens", "context each sequence / slot gets"),

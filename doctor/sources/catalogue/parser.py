@@ -32,7 +32,7 @@ from collections import Counter
 from doctor.core.facts import Event, Facts
 from doctor.sources.catalogue import loader, store
 from doctor.sources.catalogue.matcher import MessageSet, message_set, read_numbers
-from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.base import AnalysisState, LogParser, lines_read
 from doctor.sources.logs.hot import HotRun
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.shapes import shape_finder
@@ -63,13 +63,67 @@ class _Fragments:
         return active_set().fragments
 
 
-class CatalogueParser(LogParser):
-    name = "catalogue"
-    triggers = _Fragments()
+class _AloneIndexes:
+    """The index patterns of every alone reader of one analysis, so that a folded run is searched once for all
+    of them: a run none of them is found in (nearly every run) costs one search, not one per reader."""
+
+    __slots__ = ("_last", "patterns")
+
+    def __init__(self) -> None:
+        self.patterns: tuple[str, ...] = ()
+        self._last: tuple[HotRun | None, bool] = (None, True)
+
+    def add(self, patterns: tuple[str, ...]) -> None:
+        self.patterns = tuple(dict.fromkeys((*self.patterns, *patterns)))
+
+    def may_hold(self, run: HotRun) -> bool:
+        """Whether one of the patterns may be in a line of `run` (searched once per run, whoever asks first)."""
+        last, found = self._last
+        if last is run:
+            return found
+        find = shape_finder(self.patterns, run.shape) if self.patterns else None
+        found = find is not None and find(run.region, run.start, run.end) is not None
+        self._last = (run, found)
+        return found
+
+
+class AloneReader(LogParser):
+    """A parser that reads its lines alone, its index's patterns being its triggers (the catalogue's messages,
+    the vocabulary's relation words: meaning_parser.py): it has no gate, so it reads the runs of hot lines the
+    analyzer folds too (`absorbs`), and reads one line by line only where its index finds something in it."""
+
     alone = True  # a line only its triggers select is its alone; it has no gate: its index says which are its own
     # the kinds of the hot-line runs the analyzer folds (doctor/sources/engines/llamacpp/fold.py HOT.kinds):
     # this parser reads those runs through `fold`; a kind missing here turns folding off (tests/logs/test_fold.py)
     absorbs = frozenset({"server_signature", "timings", "context", "gin_access", "sglang_batch"})
+
+    def bind(self, facts: Facts, state: AnalysisState | None = None) -> None:
+        super().bind(facts, state)
+        if self.literal_index is not None:
+            self.state.part(_AloneIndexes).add(tuple(self.literal_index.patterns))
+
+    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
+        return True  # nothing waits for a next line: any run may be read at once
+
+    def fold(self, run: HotRun) -> None:
+        """A run of hot lines as feeding its lines one by one would read it: a line the index finds nothing in
+        records nothing, and the index's patterns are a line's only way in (the router's hits, or the index's
+        own set on a line it does not route), so a run none of them is found in records nothing; otherwise
+        its lines are fed one by one (a line that would not reach this parser has no hit). The run is searched
+        once for every alone reader's patterns together, then for this one's only where that found something."""
+        index = self.literal_index
+        if index is None or not self.state.part(_AloneIndexes).may_hold(run):
+            return
+        find = shape_finder(tuple(index.patterns), run.shape)
+        if find is None or find(run.region, run.start, run.end) is None:
+            return
+        for line in run.each_line():
+            self.feed(line)
+
+
+class CatalogueParser(AloneReader):
+    name = "catalogue"
+    triggers = _Fragments()
 
     def __init__(self) -> None:
         self.messages = active_set()
@@ -101,20 +155,6 @@ class CatalogueParser(LogParser):
             if keep:
                 self._pending.append((entry, numbers, line))
 
-    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
-        return True  # nothing waits for a next line: any run may be read at once
-
-    def fold(self, run: HotRun) -> None:
-        """A run of hot lines as feeding its lines one by one would read it: a line the catalogue's index finds
-        nothing in records nothing, and the index's patterns are a line's only way in (the router's hits, or
-        the index's own set on a line it does not route), so a run none of them is found in records nothing;
-        otherwise its lines are fed one by one (a line that would not reach this parser has no hit)."""
-        find = shape_finder(tuple(self.messages.index.patterns), run.shape)
-        if find is None or find(run.region, run.start, run.end) is None:
-            return
-        for line in run.each_line():
-            self.feed(line)
-
     def summarize(self, facts: Facts) -> None:
         if not self._pending:
             return
@@ -134,7 +174,4 @@ _DATA_KEYS = frozenset({"id", "class", "level", "engine", "fix", "known"})
 
 def _lines_read(facts: Facts) -> set[int]:
     """The log lines some parser made an event or a fact from (the catalogue's own events aside)."""
-    read = {e.line for e in facts.events() if e.kind != "message" and e.line is not None}
-    read.update(f.source.line for f in facts if f.source.kind == "log" and f.source.line is not None
-                and f.source.name != CatalogueParser.name)
-    return read
+    return lines_read(facts, ("message",), (CatalogueParser.name,))

@@ -24,14 +24,15 @@ Pure: text in, facts out.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from doctor.core.facts import Event, Facts, Source, Value
 from doctor.sources.logs.hot import HotLines, HotRun
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import LiteralIndex, text_filter
+from doctor.sources.logs.matcher import FragmentIndex, LiteralIndex, text_filter
+from doctor.sources.logs.timeline import Placement, Timeline
 
 
 @dataclass(slots=True)
@@ -263,6 +264,12 @@ class LogParser:
     # a parser that reads its lines alone (no gate; its literal index's patterns are its triggers and say which
     # lines are its own): a line only its triggers select goes to it and to no other parser (logs/router.py)
     alone: ClassVar[bool] = False
+    # False for a parser that only says what no other parser read (doctor/sources/logs/unexplained.py): its facts
+    # do not make an input an engine's, and it summarises after every other parser
+    recognises: ClassVar[bool] = True
+    # the engine's own start-up order where it differs from the timeline's (doctor/sources/logs/timeline.py
+    # PLACED): step reached -> (out-of-memory phase, step) of what runs next
+    startup_next: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -270,17 +277,24 @@ class LogParser:
         if kinds is not None:
             kinds.bind_class(cls)
             cls.triggers, cls.gate, cls.literal_index = kinds.triggers, kinds.gate, kinds.index
+            if cls.__dict__.get("alone"):  # no gate: an index of its triggers says which lines are its own
+                cls.gate, cls.literal_index = None, FragmentIndex(kinds.triggers)
 
     def __init__(self) -> None:
         self.votes: Counter[str] = Counter()
         self.facts = Facts()  # replaced by the analyzer with the shared snapshot
         self.state = AnalysisState()  # replaced by the analyzer with the one of its analysis
         self._gate_test = _gate_test(self.gate) if self.gate else None
+        index = self.literal_index
+        self._alone_index = index if self.alone and isinstance(index, FragmentIndex) else None
         self._last_src: tuple[LogLine | None, Source | None] = (None, None)
 
     def passes_gate(self, text: str) -> bool:
         """Whether `text` is one of this parser's lines (always, for a parser without a gate). Cheap
-        when the analyzer's grouped scan has already said so (doctor/sources/logs/matcher.py, Verdict)."""
+        when the analyzer's grouped scan has already said so (doctor/sources/logs/matcher.py, Verdict). An alone
+        parser made from its line kinds has no gate: its lines are those its triggers' index finds something in."""
+        if self._alone_index is not None:
+            return bool(self._alone_index.bits(text))
         return self._gate_test is None or bool(self._gate_test(text))
 
     def bind(self, facts: Facts, state: AnalysisState | None = None) -> None:
@@ -310,7 +324,11 @@ class LogParser:
 
     # -- called by the analyzer ------------------------------------------------------------
     def feed(self, line: LogLine) -> None:
-        raise NotImplementedError
+        """Read a candidate line: by default, a line that passes the gate goes to the kinds it can be."""
+        if self.kinds is None:
+            raise NotImplementedError
+        if self.passes_gate(line.text):  # an alone parser: its triggers are in the line (the router's answer)
+            self.dispatch(line)
 
     def feed_gap(self, number: int, text: str) -> None:
         """Text between candidate lines, delivered only while `wants_capture()` is true."""
@@ -349,3 +367,36 @@ class LogParser:
                       data={k: v for k, v in data.items() if isinstance(v, int | float | str | bool)})
         self.facts.add_event(event)
         return event
+
+    def placed_event(self, kind: str, line: LogLine, placed: Placement, *, in_phase: bool = True,
+                     **data: object) -> Event:
+        """An event where the run's timeline placed it, citing the line that placed it: in that phase (an
+        out-of-memory event), or (`in_phase=False`: a crash) with only what the run had done before it."""
+        event = self.event(kind, line, placed.phase if in_phase else None, **{**data, **placed.data()})
+        event.placed_by = placed.lines()
+        return event
+
+    # -- the run's timeline (doctor/sources/logs/timeline.py) -------------------------------------
+    @property
+    def timeline(self) -> Timeline:
+        """The timeline this parser's analysis shares (one per session)."""
+        return self.state.part(Timeline)
+
+    def mark(self, step: str, line: LogLine, what: str | None = None) -> bool:
+        """`line` shows the run reached `step` (True when that moved the run on)."""
+        return self.timeline.reach(step, line.number, line.raw, self.name, what, self.startup_next)
+
+    def placed(self, line: LogLine | int) -> Placement | None:
+        """Where a failure on `line` fell in the run (None: no step marked before it)."""
+        return self.timeline.place(line if isinstance(line, int) else line.number)
+
+
+
+def lines_read(facts: Facts, skip_kinds: tuple[str, ...] = (), skip_sources: tuple[str, ...] = ()) -> set[int]:
+    """The log lines some parser made an event or a fact from, less the events of `skip_kinds` and the events
+    and facts of the parsers named in `skip_sources` (a parser asking about the others leaves out its own)."""
+    read = {e.line for e in facts.events()
+            if e.kind not in skip_kinds and e.source not in skip_sources and e.line is not None}
+    read.update(f.source.line for f in facts if f.source.kind == "log" and f.source.line is not None
+                and f.source.name not in skip_sources)
+    return read

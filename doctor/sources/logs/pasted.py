@@ -29,6 +29,9 @@ PENALTY = gated(r"""\b(?:repeat_penalty|repetition_penalty)['"]?\s*[=:]\s*(\d+(?
 # a container's CPU limit in the command or compose file pasted with the log
 CPUS = gated(r"""--cpus[= ]['"]?(\d+(?:\.\d+)?)|^\s*cpus:\s*['"]?(\d+(?:\.\d+)?)""")
 CPUSET = gated(r"""--cpuset-cpus[= ]['"]?([\d,\-]+)""")
+# a Slurm job's CPUs (sbatch / srun --cpus-per-task, #SBATCH -c, the SLURM_CPUS_PER_TASK the job sees): the
+# task is bound to that many CPUs (Slurm's sbatch(1) / srun(1) and its output environment variables)
+SLURM_CPUS = gated(r"""--cpus-per-task[= ](\d+)|\bSLURM_CPUS_PER_TASK=['"]?(\d+)|#SBATCH\s+-c\s*(\d+)""")
 # a physical line that is a log record rather than prose a model wrote
 LOG_RECORD = re.compile(r"^\s*(?:\S+\s+\|\s|\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"
                         r"time=|level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\b|\w+(?:\.\w+)*: |"
@@ -45,6 +48,7 @@ GREEDY_KIND = LineKind("greedy", (GREEDY_FLAG,), (r"do_sample['\"]?\s*[=:]|\bgre
 PENALTY_KIND = LineKind("penalty", (PENALTY,), (r"repeat_penalty|repetition_penalty|--repeat-penalty",))
 CPUS_KIND = LineKind("cpus", (CPUS,), (r"--cpus|cpus: ",))
 CPUSET_KIND = LineKind("cpuset", (CPUSET,), (r"--cpuset-cpus",))
+SLURM_KIND = LineKind("slurm", (SLURM_CPUS,), (r"--cpus-per-task|SLURM_CPUS_PER_TASK=|#SBATCH +-c",))
 
 KINDS = LineKinds(
     TEMPERATURE_KIND,
@@ -53,6 +57,7 @@ KINDS = LineKinds(
     PENALTY_KIND,
     CPUS_KIND,
     CPUSET_KIND,
+    SLURM_KIND,
 )
 TRIGGERS = KINDS.triggers
 
@@ -130,6 +135,15 @@ class PastedParser(LogParser):
                 self.cpuset = (count, line)
         return False
 
+    @reads(SLURM_KIND)
+    def _slurm(self, line: LogLine) -> bool:
+        m = SLURM_CPUS.search(line.text)
+        if m:
+            count = int(m.group(1) or m.group(2) or m.group(3))
+            if 0 < count < 1 << 20 and self.cpuset is None:
+                self.cpuset = (count, line)  # bound to that many CPUs, as a cpuset is
+        return False
+
     def wants_capture(self) -> bool:
         return self.greedy_line is not None and self.size < MAX_OUTPUT and self.scanned < MAX_SCANNED
 
@@ -157,7 +171,8 @@ class PastedParser(LogParser):
                       Source("log", self.name, self.output_line, "pasted output"))
 
     def _summarize_cpus(self, facts: Facts) -> None:
-        """docker --cpus / compose cpus: (a CFS quota) and --cpuset-cpus: the cores the engine may use."""
+        """docker --cpus / compose cpus: (a CFS quota), --cpuset-cpus and a Slurm job's --cpus-per-task: the cores
+        the engine may use."""
         limits: list[tuple[float, LogLine]] = []
         if self.cpus is not None and self.cpus[0] > 0:
             limits.append(self.cpus)

@@ -25,6 +25,9 @@ from doctor.sources.engines.llamacpp.patterns import (
     COMMAND,
     COMMAND_KIND,
     COMMAND_NGL,
+    FIT_DEVICE,
+    FIT_DEVICE_KIND,
+    FIT_PASS,
     FIT_PROJECTED,
     FIT_PROJECTED_KIND,
     GIB,
@@ -141,6 +144,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if not m:
             return False
         self._stage("load")
+        self.mark("load", line)
         self.s.model_buffers.clear()
         self.set("model.path", m.group(2).strip(), line)
         self.votes["llama.cpp-library"] += 1
@@ -152,6 +156,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if not m:
             return False
         self._stage("load")
+        self.mark("load", line)
         self.set("model.path", m.group(1).strip("'\""), line)
         self.votes["llama.cpp-library"] += 1
         return True
@@ -163,6 +168,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
             return False
         binary = m.group(1)
         self.set("engine.binary", binary, line)
+        self.mark("load", line)  # the run was launched with a model: loading it comes first
         self.s.command = (binary, bool(COMMAND_NGL.search(line.text[m.end():])), line)
         return False  # the same line sets -ngl, -c, -t ...
 
@@ -180,6 +186,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if not m:
             return False
         self._stage("load")
+        self.mark("load", line)
         self.s.model_buffers.clear()
         if m.group(1):
             self.set("config.use_mmap", m.group(1) == "true", line)
@@ -219,6 +226,20 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         self.set("run.fit_free_bytes", int(m.group(2)) * MIB, line)
         return True
 
+    @reads(FIT_DEVICE_KIND)
+    def _step_fit_device(self, line: LogLine) -> bool:
+        """--fit's layers per device, once it had to move layers (the last pass is the placement it chose)."""
+        t = line.text
+        if FIT_PASS.search(t):
+            self.s.fit_devices.clear()
+            return True
+        m = FIT_DEVICE.search(t)
+        if not m or len(self.s.fit_devices) >= 64:
+            return False
+        self.s.fit_devices[m.group(1)] = (int(m.group(2)), int(m.group(3) or 0), line)
+        self.votes["llama.cpp-library"] += 1
+        return True
+
     @reads(OLD_BUFFERS_KIND)
     def _old_buffers(self, line: LogLine) -> bool:
         """2023 builds: "VRAM used: N MB", "mem required = N MB" (MB meant MiB then)."""
@@ -226,11 +247,13 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if m:
             self.s.model_buffers["CUDA0"] = float(m.group(1))
             self.s.buffer_line = line
+            self.mark("weights", line)
             return True
         m = MEM_REQUIRED_2023.search(line.text)
         if m:
             self.s.model_buffers["CPU"] = float(m.group(1))
             self.s.buffer_line = line
+            self.mark("weights", line)
             return True
         return False
 
@@ -239,6 +262,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if not m:
             return
         self._stage("load")
+        self.mark("load", line)
         self.votes["llama.cpp-library"] += 1
         key, value = m.group(1).strip(), m.group(2).strip()
         ints = {"n_ctx_train": "model.n_ctx_train", "n_embd": "model.n_embd", "n_layer": "model.n_layer",
@@ -286,12 +310,18 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
             return
         if kind == "KV" and s.kv_size_lines and s.stage in ("ready", "run"):
             s.kv_buffers.clear()
+        if kind == "KV" and s.stage in ("ready", "run"):
+            self.timeline.restart("kv", line.number, line.raw, self.name)  # a new context after serving
         table[buf] = mib
         s.buffer_line = line
         if kind == "KV":
             self._stage("context")
+            self.mark("kv", line)
         elif kind == "compute":
             self._stage("ready")
+            self.mark("compute", line)
+        elif kind == "model":
+            self.mark("weights", line)
         if is_gpu_buffer(buf):
             s.backends.add(backend_of(buf))
             s.backends_line = s.backends_line or line
@@ -305,7 +335,9 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
             cells, streams = int(m.group(2)), int(m.group(5) or m.group(4))
             if s.stage in ("ready", "run"):
                 s.kv_size_lines.clear()
+                self.timeline.restart("kv", line.number, line.raw, self.name)
             self._stage("context")
+            self.mark("kv", line)
             s.kv_size_lines.append((float(m.group(1)), cells, streams))
             s.kv_line = line
             self.set("config.type_k", m.group(6).lower(), line)
@@ -316,7 +348,9 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if m:
             if s.stage in ("ready", "run"):
                 s.kv_size_lines.clear()
+                self.timeline.restart("kv", line.number, line.raw, self.name)
             self._stage("context")
+            self.mark("kv", line)
             s.kv_size_lines.append((float(m.group(1)), 0, 1))
             s.kv_line = line
             self.set("config.type_k", m.group(2).lower(), line)
@@ -341,6 +375,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if m:
             s.decode_rates.add(float(m.group(2)), self.src(line))
             self._stage("run")
+            self.mark("decode", line)
             return True
         if " time" not in t:
             return False
@@ -351,6 +386,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if what in ("sample", "sampling", "samplers"):
             return True
         self._stage("run")
+        self.mark("decode", line)  # a request's timings: it was served
         s.capture = False
         cur = s.current
         busy = cur is not None and (cur.prompt_ms is not None or cur.eval_ms is not None)

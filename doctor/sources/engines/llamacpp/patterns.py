@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from doctor.sources.engines._ggml.crash_patterns import CUDA_WHERE
 from doctor.sources.engines._ggml.oom import BACKEND_OOM
 from doctor.sources.engines.llama_cpp_python.patterns import OUTPUT_KIND as LCP_OUTPUT
 from doctor.sources.engines.llama_cpp_python.patterns import SIGNATURE_KIND as LCP_SIGNATURE
@@ -108,12 +109,19 @@ DECODE_FAILED = gated(r"failed to decode(?:, ret = (-?\d+)| the batch)|llama_dec
 NEW_PROMPT = gated(r"new prompt, n_ctx_slot = (\d+), n_keep = (\d+), (?:n_prompt_tokens|task\.n_tokens) = (\d+)")
 SLOT_INIT = gated(r"initializing(?: slots)?(?:,| \|)\s*n_slots\s*=\s*(\d+)(?:, n_ctx_slot = (\d+))?")
 SLOT_TASK = re.compile(r"\bid +(\d+) \| task (-?\d+) \|")
+TASK_ID = re.compile(r"\btask id = (\d+), error: ")  # llama-server send_error: SRV_ERR("task id = %d, error: %s")
 NEW_SLOT = gated(r"new slot,?(?: \|.*?)? n_ctx(?:_slot)?\s*=\s*(\d+)")
 # memory
 CUDA_MALLOC = gated(r"allocating ([\d.]+) MiB on device (\d+): cudaMalloc failed: (.+)$")
 CUDA_MALLOC_BARE = gated(r"cudaMalloc failed: out of memory|hipMalloc failed")
 # llama.cpp --fit (llama_params_fit, Oct 2025 on): its plan before loading (issue 16, item 5)
 FIT_PROJECTED = gated(r"projected to use (\d+) MiB of device memory vs\. (\d+) MiB of free device memory")
+# --fit's placement, one line per device once it had to move layers (src/llama.cpp llama_params_fit_impl b7416..,
+# common/fit.cpp b9917..: "%s:   - %s: %2u layers, %6ld MiB used, %6ld MiB free", with " (%2u overflowing)" for
+# layers whose experts overflow to the next device or system memory); the header of each pass resets the table
+FIT_DEVICE = gated(r"(?:llama|common)_params_fit\w*: +- (\S+): +(\d+) layers(?: \( *(\d+) overflowing\))?, +"
+                   r"-?\d+ MiB used, +-?\d+ MiB free")
+FIT_PASS = gated(r"filling (?:dense|dense-only) layers back-to-front|converting dense-only layers to full layers")
 ALLOC_RANGE = gated(r"alloc_tensor_range: failed to allocate (\S+) buffer of size (\d+)")
 GALLOCR = gated(r"(?:ggml_gallocr_reserve_n\w*|gallocr\w*): failed to allocate (\S+) buffer of size (\d+)")
 CPU_ALLOC = gated(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size (\d+)")
@@ -152,7 +160,9 @@ SERVER_SIGNATURE = gated(r"\bslot\s+\w+\s*: id\s+\d+ \| task|\bsrv\s+\w+: |serve
                          r"INFO \[\s+\w+\] |all slots are idle|update_slots")
 CLI_SIGNATURE = gated(r"\bmain: |system_info: n_threads|generate: n_ctx|sampler params|"
                       r"common_init_from_params|build: \d+ \(")
-BUILD = gated(r"build(?::| =)\s*(\d+) \(([0-9a-f]+)\)")
+# the build a log or a pasted `--version` names (common/common.cpp: "build: %d (%s) with %s for %s",
+# "version: %d (%s)" then "built with %s for %s")
+BUILD = gated(r"(?:build(?::| =)|^\s*version:)\s*(\d+) \(([0-9a-f]+)\)")
 OUTPUT_END = gated(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\[end of text\]|"
                    r"interrupted by user")
 
@@ -220,6 +230,8 @@ LOAD_MODE_KIND = LineKind("load_mode", (LOAD_MODE,), (r"loading model tensors",)
 OFFLOADED_KIND = LineKind("offloaded", (OFFLOADED,), (r"offloaded \d+/",))
 BUFFER_KIND = LineKind("buffer", (BUFFER,), (r"buffer size +=",))
 FIT_PROJECTED_KIND = LineKind("fit_projected", (FIT_PROJECTED,), (r"projected to use",))
+FIT_DEVICE_KIND = LineKind("fit_device", (FIT_DEVICE, FIT_PASS),
+                           (r"_params_fit\w*: +- \S+: +\d+ layers", r"layers back-to-front|dense-only layers to full"))
 KV_SIZE_KIND = LineKind(
     "kv_size", (KV_SIZE, KV_SELF, KV_SELF_2023, KV_TYPES_OLD),
     (r"cells,", r"KV self size", r"kv self size", r"type_k = '"))
@@ -237,11 +249,18 @@ HARDWARE_KIND = LineKind(
     (r"n_threads +=", r"(?:AVX2|NEON|SSE3) = ", r"found \d+ \w+ devices", r"Device \d+: ", r"using device",
      r"backend from", r"ggml_metal\w*: (?:found device|GPU name|error)",
      r"ggml_vulkan: (?:Found|Device memory|\d+ = )", r"no usable GPU|GPU offload support|without GPU support",
-     r"build(?::| =) \d+ \("))
+     r"build(?::| =) \d+ \(|version: \d+ \([0-9a-f]+\)"))
 SAMPLING_KIND = LineKind(
     "sampling", (*SAMPLER_KEYS, SEED),
     (r"repeat_penalty|top_k = |mirostat = |sampler seed|seed +=",))
 OLD_BUFFERS_KIND = LineKind("old_buffers", (VRAM_USED_2023, MEM_REQUIRED_2023), (r"VRAM used", r"mem required"))
+
+# the function a CUDA error names (ggml-cuda.cu ggml_cuda_error: "  current device: %d, in function %s at %s:%d"):
+# the memory pool a graph's temporaries come from (ggml_cuda_pool_leg / _vmm::alloc, ggml_cuda_pool_malloc*
+# before 2024) and the ops that run a graph are used only when a graph is computed, never to place weights
+COMPUTE_FUNCTION = re.compile(r"^(?:alloc|ggml_cuda_pool_\w+|ggml_cuda_op_\w+|ggml_cuda_mul_mat\w*|"
+                              r"ggml_cuda_compute_forward|\w*graph_compute\w*|ggml_cuda_flash_attn\w*)$")
+CUDA_WHERE_KIND = LineKind("cuda_where", (CUDA_WHERE,), (r"current device: -?\d+, in function ",))
 
 KINDS = LineKinds(
     LCP_SIGNATURE,
@@ -261,11 +280,13 @@ KINDS = LineKinds(
     OFFLOADED_KIND,
     BUFFER_KIND,
     FIT_PROJECTED_KIND,
+    FIT_DEVICE_KIND,
     KV_SIZE_KIND,
     CONTEXT_PARAMS_KIND,
     HARDWARE_KIND,
     SAMPLING_KIND,
     OLD_BUFFERS_KIND,
+    CUDA_WHERE_KIND,
     LCP_OUTPUT,
     phases=("vote", "end", "read", "rest"), gated=False,
 )

@@ -11,8 +11,9 @@ Pure.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from doctor.core.facts import Facts, Source
 from doctor.sources.engines._torch import pytorch
@@ -60,10 +61,10 @@ from doctor.sources.engines.vllm.patterns import (
     STAGE_KIND,
     STAGE_MARKS,
     STAGE_ORDER,
-    STAGE_PHASE,
     STATS,
     STATS_KIND,
     STATS_NUMBER,
+    TIMELINE_STEPS,
     TO_SERVE,
     USER_MAX_LEN,
     VERSION,
@@ -78,7 +79,6 @@ from doctor.sources.logs.line import LogLine
 @dataclass(slots=True)
 class _State:
     stage: str = "start"
-    furthest: str = "start"  # the furthest start-up step any line shows, wherever it stands in the input
     block_size: int = 16
     blocks_gpu: int | None = None
     blocks_line: LogLine | None = None
@@ -107,6 +107,9 @@ class _State:
 
 class VllmParser(LogParser):
     name = "vllm"
+    # vLLM profiles the activation peak before it sizes the KV cache, then captures CUDA graphs
+    startup_next: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "weights": ("compute", "profile_run"), "kv": ("compute", "cuda_graphs")}
     kinds = KINDS
 
     def __init__(self) -> None:
@@ -147,13 +150,14 @@ class VllmParser(LogParser):
         t = line.text
         for pattern, stage in STAGE_MARKS:
             if pattern.search(t):
+                step, what = TIMELINE_STEPS[stage]
                 if stage == "load" and self.s.stage in ("ready", "run"):
                     self.s.stage = "load"  # the engine was started again in the same log
                     self.s.capacity_seen.clear()
+                    self.timeline.restart("load", line.number, line.raw, self.name)
                 elif STAGE_ORDER.index(stage) > STAGE_ORDER.index(self.s.stage):
                     self.s.stage = stage
-                if STAGE_ORDER.index(stage) > STAGE_ORDER.index(self.s.furthest):
-                    self.s.furthest = stage
+                self.mark(step, line, what)
                 return False
         return False
 
@@ -167,11 +171,10 @@ class VllmParser(LogParser):
         data = pytorch.torch_oom(line.text)
         if data is None:
             return False
-        guess = STAGE_PHASE[self.s.stage]
         step = data.get("step")
         frame = ("compute", str(step)) if step else self.frames.current(line.number)
         owner = "vllm" if self._framed else None
-        self.state.part(pytorch.TorchOomBoard).record("vllm", line, data, guess, frame, owner)
+        self.state.part(pytorch.TorchOomBoard).record("vllm", line, data, self.placed(line), frame, owner)
         return True
 
     # -- configuration -----------------------------------------------------------------------
@@ -476,13 +479,15 @@ class VllmParser(LogParser):
     def summarize(self, facts: Facts) -> None:
         s = self.s
         board = self.state.part(pytorch.TorchOomBoard)
-        if s.furthest != "start":
+        latest = self.timeline.latest()
+        if latest is not None:
             # an OOM read before any start-up step: the error pasted above its log, or a log viewer that
             # lists the newest line first (RunPod, some dashboards). It happened at the furthest step the
             # log reached
             for oom in board.ooms.values():
                 if oom.guesses.get("vllm") == (None, None) and oom.frame is None:
-                    oom.guesses["vllm"] = STAGE_PHASE[s.furthest]
+                    oom.guesses["vllm"] = (latest.phase, latest.step)
+                    oom.placed["vllm"] = latest
         board.summarize("vllm", self.votes, facts)
         if s.preempt_total or s.preempt_sum:
             src = self._src(s.preempt_line)
