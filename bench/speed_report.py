@@ -14,10 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from doctor.derive.speed import CEILING_NOISE as NOISE  # no measured speed above its ceiling by more than this
+
 ROOT = Path(__file__).resolve().parent.parent
 AMD_RECORD = ROOT / "bench" / "data" / "speed_amd_issue36.json"
 WITHIN = 0.2  # expected within ±20% of llama-bench
-NOISE = 1.05  # no measured speed above its ceiling by more than this
 
 
 def _f(value: Any, fmt: str = "{:.1f}") -> str:

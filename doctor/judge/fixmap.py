@@ -22,6 +22,7 @@ from doctor.core import engines
 from doctor.core.facts import Facts
 from doctor.core.report import Finding, Report
 from doctor.core.vocab import VerifyOutcome
+from doctor.derive.speed import CEILING_NOISE  # a fraction above it: a ceiling that does not fit, not a share
 from doctor.judge.changes import NEEDED, Recipe
 from doctor.judge.recheck import already_so
 from doctor.judge.rulebase import RuleBase
@@ -140,7 +141,6 @@ AFFECTS: dict[str, tuple[str, ...]] = {
 SPEED_AREAS = ("cpu", "decode", "speed")  # fixes for speed: slower after is worse, whatever the rules say
 SLOWER = 1.2  # decode ms/token this much higher counts as slower
 FASTER = 1.10  # a speed fix resolves only what it makes at least this much faster (decode or prompt)
-CEILING_NOISE = 1.05  # a fraction above this is a ceiling that does not fit (doctor/derive/speed.py), not a share
 
 
 def speed_gain(before: dict[str, Any], after: dict[str, Any]) -> float | None:

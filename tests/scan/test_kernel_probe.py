@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from doctor.core import json_cache
 from doctor.core.facts import Facts, Source
 from doctor.sources.live.embedded import kernel_gguf as kg
 from doctor.sources.live.embedded import kernel_times, kernels
@@ -110,7 +111,7 @@ def test_figures_are_kept_per_machine_engine_build_and_repacking(tmp_path: Path)
     kernels.store(folder, key, {"dense/Q4_0/decode/1": quiet, "dense/Q4_0/decode/2": busy})
     kept = kernels.load(folder, key, now)
     assert set(kept) == {"dense/Q4_0/decode/1"}  # a measurement on busy cores is kept an hour only
-    assert kernels.load(folder, key, now + kernels.FRESH_S) == {}
+    assert kernels.load(folder, key, now + json_cache.FRESH_S) == {}
     assert json.loads(next(tmp_path.glob("*.json")).read_text())["key"] == key
 
 

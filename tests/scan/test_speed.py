@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from doctor.core import catalog
+from doctor.core import catalog, json_cache
 from doctor.core.facts import Facts, Source
 from doctor.derive import derive
 from doctor.sources.probes import ceilings, cpustat
@@ -274,11 +274,11 @@ def test_ceilings_are_kept_per_machine_and_thread_count_and_replayed_from_a_reco
     assert kept.value("host.ram.read_bw_gbs") == 12.5 and "earlier scan" in kept.get("host.ram.read_bw_gbs").source.text
     assert ceilings.kept_facts(2, two).value("host.ram.read_bw_gbs") == 24.0  # any count kept serves
     assert ceilings.load_cached(folder, key, 1e12 + 3600)["1"]["bw"] == 12.5
-    assert ceilings.load_cached(folder, key, 1e12 + ceilings.FRESH_S + 1) == {}  # a month on: measured again
+    assert ceilings.load_cached(folder, key, 1e12 + json_cache.FRESH_S + 1) == {}  # a month on: measured again
     entries = ceilings.per_count(answer)
     busy = ceilings.per_count({**answer, "other_busy": 0.8})
-    assert not ceilings._fresh(busy["1"], 1e12 + ceilings.BUSY_FRESH_S + 1)  # busy cores: an hour
-    assert ceilings._fresh(entries["1"], 1e12 + ceilings.BUSY_FRESH_S + 1)
+    ceilings.store_cached(folder, key, {"1": busy["1"], "2": entries["2"]})
+    assert set(ceilings.load_cached(folder, key, 1e12 + json_cache.BUSY_FRESH_S + 1)) == {"2"}  # busy cores: an hour
     rep = Reporter("ceilings")
     ceilings.ceiling_facts(entries, 1, 2, rep)
     assert rep.facts.value("host.ram.read_bw_gbs") == 12.5 and rep.facts.value("host.ram.read_bw_all_gbs") == 24.0

@@ -25,7 +25,6 @@ counts missing); replayed machines use their recorded figures (`bench.ceilings`)
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -34,15 +33,13 @@ import sys
 import time
 from typing import Any
 
+from doctor.core import json_cache
 from doctor.core.facts import Facts
-from doctor.core.json_cache import store_text
 from doctor.sources.probes.base import Probe, ProbeContext, Reporter, try_text
 from doctor.sources.probes.cpustat import CpuWindow
 
 CACHE_VERSION = 4
 CACHE_KEEP = 8
-FRESH_S = 30 * 86400  # a quiet measurement is kept a month
-BUSY_FRESH_S = 3600  # one taken while others used the cores, an hour
 BUSY = 0.25  # others' share of the cores above which a measurement counts as busy
 BUFFER_MIB = 128
 
@@ -139,14 +136,7 @@ def machine_key(ctx: ProbeContext, kernel: str = "numpy") -> dict[str, Any]:
 
 
 def cache_folder() -> str | None:
-    if os.environ.get("LLM_DOCTOR_NO_CACHE", "").strip() not in ("", "0"):
-        return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "llm-doctor", "ceilings")
-
-
-def _entry(folder: str, key: dict[str, Any]) -> str:
-    return os.path.join(folder, hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32] + ".json")
+    return json_cache.cache_folder("ceilings")
 
 
 def per_count(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -159,32 +149,18 @@ def per_count(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _fresh(entry: Any, now: float) -> bool:
-    if not isinstance(entry, dict) or not isinstance(entry.get("when"), int | float):
-        return False
+def _busy(entry: dict[str, Any]) -> bool:
     busy = entry.get("other_busy")
-    return now - float(entry["when"]) <= (BUSY_FRESH_S if isinstance(busy, int | float) and busy > BUSY else FRESH_S)
+    return isinstance(busy, int | float) and busy > BUSY
 
 
 def load_cached(folder: str, key: dict[str, Any], now: float) -> dict[str, dict[str, Any]]:
     """The fresh figures kept for this machine and kernel, by thread count ({} when none)."""
-    try:
-        with open(_entry(folder, key), encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("counts"), dict):
-        return {}
-    return {count: entry for count, entry in data["counts"].items() if _fresh(entry, now)}
+    return json_cache.load_fresh(folder, key, "counts", now, _busy)
 
 
 def store_cached(folder: str, key: dict[str, Any], entries: dict[str, dict[str, Any]]) -> None:
-    kept = load_cached(folder, key, time.time())
-    kept.update(entries)
-    try:
-        store_text(folder, _entry(folder, key), json.dumps({"key": key, "counts": kept}, sort_keys=True), CACHE_KEEP)
-    except (OSError, TypeError, ValueError):
-        return
+    json_cache.store_fresh(folder, key, "counts", entries, CACHE_KEEP, _busy)
 
 
 def ceiling_facts(entries: dict[str, dict[str, Any]], engine_threads: int, all_cores: int, rep: Reporter,

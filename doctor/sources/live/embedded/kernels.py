@@ -44,14 +44,12 @@ from pathlib import Path
 from typing import Any
 
 from doctor.core.facts import Facts, Source
-from doctor.core.json_cache import cache_folder, store_text
+from doctor.core.json_cache import cache_folder, load_fresh, store_fresh
 from doctor.derive.speed_cost import MINOR
 from doctor.sources.live.embedded import kernel_gguf as kg
 from doctor.sources.live.embedded.kernel_times import PROMPT, STEPS, Heads, Job, figures_from
 
 CACHE_VERSION = 1
-FRESH_S = 30 * 86400  # a quiet measurement is kept a month
-BUSY_FRESH_S = 3600  # one taken while others used the cores, an hour
 KEEP_GGUF = 24
 TIMEOUT_S = 20.0  # a first scan waits this long at most (busy cores): what was measured by then is kept
 # the type probe: a llama-shaped model whose rows are as long as common models' (2048, 5632: K-quant
@@ -196,36 +194,17 @@ def machine_key(cpuinfo: str, extra_bufts: bool, build: str | None = None) -> di
             "repack": extra_bufts}
 
 
-def _entry_path(folder: str, key: dict[str, Any]) -> str:
-    return os.path.join(folder, hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32] + ".json")
+def _busy(entry: dict[str, Any]) -> bool:
+    return bool(entry.get("busy"))
 
 
 def load(folder: str, key: dict[str, Any], now: float) -> dict[str, dict[str, Any]]:
     """The fresh figures kept under `key` ({} when none)."""
-    try:
-        with open(_entry_path(folder, key), encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("entries"), dict):
-        return {}
-    out = {}
-    for name, entry in data["entries"].items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("when"), int | float):
-            continue
-        fresh = BUSY_FRESH_S if entry.get("busy") else FRESH_S
-        if now - float(entry["when"]) <= fresh:
-            out[name] = entry
-    return out
+    return load_fresh(folder, key, "entries", now, _busy)
 
 
 def store(folder: str, key: dict[str, Any], entries: dict[str, dict[str, Any]]) -> None:
-    kept = load(folder, key, time.time())
-    kept.update(entries)
-    try:
-        store_text(folder, _entry_path(folder, key), json.dumps({"key": key, "entries": kept}, sort_keys=True), 16)
-    except (OSError, TypeError, ValueError):
-        return
+    store_fresh(folder, key, "entries", entries, 16, _busy)
 
 
 # -- the probe GGUFs --------------------------------------------------------------------------------
