@@ -217,3 +217,24 @@ def test_every_produced_fact_is_catalogued(analyze) -> None:
     for path in sorted(VLLM.glob("*.log")):
         for fact in analyze(path).facts:
             assert catalog.is_known(fact.name), (path.name, fact.name)
+
+
+@pytest.mark.parametrize(("text", "share", "max_len"), [
+    # the offline API's call as corpus/1277 posted it (vllm-project/vllm#10440)
+    ("llm = LLM(model=args.model_path, seed=args.seed, trust_remote_code=True, gpu_memory_utilization=0.95, "
+     "max_model_len=1000, tensor_parallel_size=args.n_gpus, prompt_limit=50000)\n", 0.95, 1000),
+    # the same settings one keyword a line, and as keys of `vllm serve --config FILE` (the flags' names)
+    ('llm = LLM(\n    model="Qwen/Qwen2.5-7B-Instruct",\n    gpu_memory_utilization=0.9,\n    max_model_len=32768,\n)\n',
+     0.9, 32768),
+    ("model: Qwen/Qwen2.5-7B-Instruct\ngpu-memory-utilization: 0.85\nmax-model-len: 8192\n", 0.85, 8192),
+], ids=["llm-call", "llm-call-multiline", "config-yaml"])
+def test_settings_outside_a_command_line(text: str, share: float, max_len: int) -> None:
+    facts = analyze_bytes(text.encode())
+    assert facts.value("config.gpu_memory_utilization") == share
+    assert facts.value("config.max_model_len") == max_len
+    assert facts.value("engine.name") == "vllm"
+
+
+def test_a_launch_flag_is_not_read_as_an_api_keyword() -> None:
+    facts = analyze_bytes(b"some-tool --max-model-len=4096 --gpu-memory-utilization=0.5\n")
+    assert facts.value("config.max_model_len") is None and facts.value("config.gpu_memory_utilization") is None

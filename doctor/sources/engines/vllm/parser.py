@@ -18,6 +18,9 @@ from typing import Any, ClassVar
 from doctor.core.facts import Facts, Source
 from doctor.sources.engines._torch import pytorch
 from doctor.sources.engines.vllm.patterns import (
+    API_ARG,
+    API_KIND,
+    API_MODEL,
     BATCHED_BELOW,
     BLOCKS,
     CAPACITY_KIND,
@@ -178,6 +181,26 @@ class VllmParser(LogParser):
         return True
 
     # -- configuration -----------------------------------------------------------------------
+    @reads(API_KIND)
+    def _api_args(self, line: LogLine) -> bool:
+        found = False
+        for key, value in API_ARG.findall(line.text):
+            name = key.replace("-", "_")
+            if name == "gpu_memory_utilization":
+                share = float(value)
+                if 0 < share <= 1:
+                    self.set("config.gpu_memory_utilization", share, line)
+                    found = True
+            elif value.isdigit() and int(value) > 0:
+                self.set(f"config.{name}", int(value), line)
+                found = True
+        if found:
+            self._vote()  # vLLM's own setting names
+            m = API_MODEL.search(line.text)  # LLM(model="...", ...) on the same line
+            if m and not self.facts.has("model.name"):
+                self.set("model.name", clean(m.group(1)), line)
+        return found
+
     @reads(CONFIG_KIND)
     def _config(self, line: LogLine) -> bool:
         t = line.text

@@ -56,6 +56,14 @@ CONFIG_KV = gated(r"""(?:^|[\s,({])['"]?(max_model_len|max_seq_len|gpu_memory_ut
                   r"""|max_num_batched_tokens|tensor_parallel_size|pipeline_parallel_size|kv_cache_dtype"""
                   r"""|cache_dtype|block_size|enable_chunked_prefill|chunked_prefill_enabled|quantization"""
                   r"""|enforce_eager|model)['"]?\s*[=:]\s*('[^']*'|"[^"]*"|[\w.\-/]+)""")
+# the settings as a user passes them outside a command line: the offline API's keywords (`LLM(model=...,
+# gpu_memory_utilization=0.95, max_model_len=32768)`, EngineArgs, lm-eval's `--model_args ...,max_model_len=4096`)
+# and the flags' names as keys of the YAML file `vllm serve --config FILE` reads (`gpu-memory-utilization: 0.95`);
+# the keys are vLLM's own (engine/arg_utils.py EngineArgs fields and their flags)
+API_KEYS = r"max_model_len|gpu_memory_utilization|max_num_seqs|max_num_batched_tokens" \
+           r"|max-model-len|gpu-memory-utilization|max-num-seqs|max-num-batched-tokens"
+API_MODEL = re.compile(r"""(?:^|[\s,(])model\s*=\s*['"]([^'"]{1,200})['"]""")
+API_ARG = gated(r"""(?:^|[\s,(])(""" + API_KEYS + r""")\s*[=:]\s*['"]?(\d+(?:\.\d+)?)(?![\w.])""")
 MAX_LEN_USED = gated(r"Using max model len (\d+)")
 CHUNKED = gated(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
 BATCHED_BELOW = gated(r"max_num_batched_tokens \((\d+)\) is smaller than max_model_len \((\d+)\)")
@@ -163,6 +171,7 @@ CAPACITY_KIND = LineKind(
 CONTEXT_KIND = LineKind("context", (), (r"maximum context length is", r"maximum model length of"))
 PREEMPTION_KIND = LineKind("preemption", (PREEMPTED,), (r"is preempted by",))
 STATS_KIND = LineKind("stats", (STATS,), (r"Avg prompt throughput", r"(?:Running|Waiting|Pending): \d+ reqs"))
+API_KIND = LineKind("api", (API_ARG,), (r"(?:" + API_KEYS + r")\s*[=:]",))
 # a failed start is reported by the error that caused it: those lines are read for the vote
 FAILURE_KIND = LineKind(
     "failure", (ENGINE_FAILED,),
@@ -180,6 +189,7 @@ KINDS = LineKinds(
     PREEMPTION_KIND,
     STATS_KIND,
     FAILURE_KIND,
+    API_KIND,
     phases=("stage", "frame", "oom", "read"),
 )
 TRIGGERS = KINDS.triggers
