@@ -224,8 +224,8 @@ def test_every_produced_fact_is_catalogued(analyze) -> None:
     ("llm = LLM(model=args.model_path, seed=args.seed, trust_remote_code=True, gpu_memory_utilization=0.95, "
      "max_model_len=1000, tensor_parallel_size=args.n_gpus, prompt_limit=50000)\n", 0.95, 1000),
     # the same settings one keyword a line, and as keys of `vllm serve --config FILE` (the flags' names)
-    ('llm = LLM(\n    model="Qwen/Qwen2.5-7B-Instruct",\n    gpu_memory_utilization=0.9,\n    max_model_len=32768,\n)\n',
-     0.9, 32768),
+    ('llm = LLM(\n    model="Qwen/Qwen2.5-7B-Instruct",\n    gpu_memory_utilization=0.9,\n'
+     "    max_model_len=32768,\n)\n", 0.9, 32768),
     ("model: Qwen/Qwen2.5-7B-Instruct\ngpu-memory-utilization: 0.85\nmax-model-len: 8192\n", 0.85, 8192),
 ], ids=["llm-call", "llm-call-multiline", "config-yaml"])
 def test_settings_outside_a_command_line(text: str, share: float, max_len: int) -> None:
@@ -238,3 +238,19 @@ def test_settings_outside_a_command_line(text: str, share: float, max_len: int) 
 def test_a_launch_flag_is_not_read_as_an_api_keyword() -> None:
     facts = analyze_bytes(b"some-tool --max-model-len=4096 --gpu-memory-utilization=0.5\n")
     assert facts.value("config.max_model_len") is None and facts.value("config.gpu_memory_utilization") is None
+
+
+@pytest.mark.parametrize(("bar", "phase"), [
+    # transformers' checkpoint bar (modeling_utils: desc="Loading checkpoint shards"), as tqdm draws it: short
+    # of its total, the OOM came while the weights were loading; at its total, it says nothing of what came next
+    ("Loading checkpoint shards:  40%|####      | 2/5 [00:10<00:15,  5.1s/it]", "weights"),
+    ("Loading checkpoint shards: 100%|##########| 5/5 [00:25<00:00,  5.0s/it]", "unknown"),
+], ids=["under-way", "finished"])
+def test_a_checkpoint_bar_places_an_oom(bar: str, phase: str) -> None:
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a total capacity of "
+           "23.64 GiB of which 402.00 MiB is free. Including non-PyTorch memory, this process has 23.23 GiB memory in "
+           "use.")
+    [event] = analyze_bytes(f"{bar}\n{oom}\n".encode()).events("oom")
+    assert event.phase == phase
+    if phase == "weights":
+        assert [n for n, _ in event.placed_by] == [1]

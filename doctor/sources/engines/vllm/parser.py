@@ -60,6 +60,9 @@ from doctor.sources.engines.vllm.patterns import (
     PROFILE_V1,
     PROMPT_LONGER,
     READ,
+    SHARDS,
+    SHARDS_COUNT,
+    SHARDS_KIND,
     STAGE,
     STAGE_KIND,
     STAGE_MARKS,
@@ -162,6 +165,16 @@ class VllmParser(LogParser):
                     self.s.stage = stage
                 self.mark(step, line, what)
                 return False
+        return False
+
+    @reads(SHARDS_KIND)
+    def _shards(self, line: LogLine) -> bool:
+        """transformers' checkpoint bar: short of its total, the weights were being loaded."""
+        counts = SHARDS_COUNT.findall(line.text)
+        if counts and SHARDS.search(line.text):
+            done, total = (int(n) for n in counts[-1])
+            if done < total:
+                self.mark("load", line)
         return False
 
     @reads(FRAME_KIND)

@@ -120,6 +120,11 @@ STAGE_MARKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (gated(r"Starting vLLM API server|Available routes are|Application startup complete|Uvicorn running"
            r"|Avg prompt throughput"), "run"),
 )
+# transformers' own bar (modeling_utils: logging.tqdm(..., desc="Loading checkpoint shards")), which the PyTorch
+# servers built on it print too (TGI's and FastChat's model loads, scripts): a bar short of its total is a load
+# under way (a finished one says nothing of what came next); tqdm redraws it on one line, the last count counts
+SHARDS = gated(r"Loading checkpoint shards:.*?(\d+)/(\d+) \[")
+SHARDS_COUNT = re.compile(r"(\d+)/(\d+) \[")
 STAGE_ORDER = ("start", "load", "profile", "kv", "warmup", "ready", "run")
 # each start-up step as a step of the run's timeline (doctor/sources/logs/timeline.py, which places an OOM
 # by the last one reached: after the weights a vLLM run profiles, after the profile it allocates the KV cache)
@@ -172,6 +177,7 @@ CONTEXT_KIND = LineKind("context", (), (r"maximum context length is", r"maximum 
 PREEMPTION_KIND = LineKind("preemption", (PREEMPTED,), (r"is preempted by",))
 STATS_KIND = LineKind("stats", (STATS,), (r"Avg prompt throughput", r"(?:Running|Waiting|Pending): \d+ reqs"))
 API_KIND = LineKind("api", (API_ARG,), (r"(?:" + API_KEYS + r")\s*[=:]",))
+SHARDS_KIND = LineKind("shards", (SHARDS,), (r"Loading checkpoint shards:",))
 # a failed start is reported by the error that caused it: those lines are read for the vote
 FAILURE_KIND = LineKind(
     "failure", (ENGINE_FAILED,),
@@ -190,6 +196,7 @@ KINDS = LineKinds(
     STATS_KIND,
     FAILURE_KIND,
     API_KIND,
+    SHARDS_KIND,
     phases=("stage", "frame", "oom", "read"),
 )
 TRIGGERS = KINDS.triggers
