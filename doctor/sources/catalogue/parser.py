@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from typing import Any
 
 from doctor.core.facts import Event, Facts
 from doctor.sources.catalogue import loader, store
@@ -78,6 +79,16 @@ class CatalogueParser(LogParser):
         self._counts = [0] * len(self.messages.entries)  # lines matched, by entry position
         self._pending: list[tuple[loader.Entry, dict[str, float | str], LogLine]] = []
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        del state["messages"], state["literal_index"]  # this process's compiled set, made again where it goes
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self.messages = active_set()
+        self.literal_index = self.messages.index
+
     @property
     def seen(self) -> Counter[str]:
         """Entry id -> the lines it matched (entries that matched none left out)."""
@@ -104,16 +115,19 @@ class CatalogueParser(LogParser):
     def fold_ready(self, kinds: tuple[str, ...]) -> bool:
         return True  # nothing waits for a next line: any run may be read at once
 
-    def fold(self, run: HotRun) -> None:
-        """A run of hot lines as feeding its lines one by one would read it: a line the catalogue's index finds
+    def read_run(self, run: HotRun) -> bool:
+        """Whether a line of a run of hot lines may be one of the catalogue's: a line the catalogue's index finds
         nothing in records nothing, and the index's patterns are a line's only way in (the router's hits, or
-        the index's own set on a line it does not route), so a run none of them is found in records nothing;
-        otherwise its lines are fed one by one (a line that would not reach this parser has no hit)."""
+        the index's own set on a line it does not route), so a run none of them is found in records nothing."""
         find = shape_finder(tuple(self.messages.index.patterns), run.shape)
-        if find is None or find(run.region, run.start, run.end) is None:
-            return
-        for line in run.each_line():
-            self.feed(line)
+        return find is not None and find(run.region, run.start, run.end) is not None
+
+    def take_run(self, read: bool, run: HotRun) -> None:
+        """Where something was found, the run's lines fed one by one (a line that would not reach this parser
+        has no hit)."""
+        if read:
+            for line in run.each_line():
+                self.feed(line)
 
     def summarize(self, facts: Facts) -> None:
         if not self._pending:

@@ -19,7 +19,11 @@ Pure apart from reading the given stream.
 
 from __future__ import annotations
 
+import io
+import os
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
@@ -31,7 +35,7 @@ from doctor.sources.logs.matcher import BytesPattern, compile_triggers
 from doctor.sources.logs.registry import parser_classes
 from doctor.sources.logs.router import Router
 from doctor.sources.logs.sessions import OpenSession, StartLines, StartMarker, start_lines
-from doctor.sources.logs.stream import CHUNK, LineScanner, open_input, rewindable
+from doctor.sources.logs.stream import CHUNK, LineScanner, RawLine, open_input, rewindable
 
 
 def _trigger_pattern(parsers: list[LogParser], starts: StartLines) -> BytesPattern:
@@ -47,6 +51,21 @@ def _trigger_pattern(parsers: list[LogParser], starts: StartLines) -> BytesPatte
                 seen.add(frag)
                 fragments.append(frag)
     return compile_triggers(fragments)
+
+
+@dataclass(slots=True)
+class Live:
+    """An analysis's state within its latest session, and the sessions it closed (LogAnalyzer.live, adopt)."""
+
+    parsers: list[LogParser]
+    facts: Facts
+    state: AnalysisState
+    open: OpenSession
+    skipped: int
+    summarised: int
+    sessions: list[Session]
+    closed: int
+    capture: bool
 
 
 STARTUP_EVENTS = frozenset({"no_gpu", "gpu_init_failed", "warning", "ctx_over_train"})
@@ -135,11 +154,58 @@ class LogAnalyzer:
     def feed(self, data: bytes) -> None:
         self._consume(self.scanner.feed(data))
 
+    def replay(self, items: Iterable[RawLine], started: int = 0) -> None:
+        """Candidate lines as the scanner hands them, from a region read ahead (doctor/sources/logs/parallel.py);
+        `started`: the number of a start line whose session is already begun (`begin_at`)."""
+        self._consume(items, started)
+
+    # -- a session begun elsewhere (doctor/sources/logs/ahead.py, parallel.py) -----------------
+    def begin_at(self, number: int, text: str, marker: StartMarker, lines: int) -> None:
+        """Be what the serial analysis is right after an engine start line began a new session there (line
+        `number`, its text as read, `lines` the scanner's count then), but for the sessions before it: fresh
+        parsers, no session closed yet. The start line itself is then fed with `started=number`."""
+        self._bind_fresh([type(p)() for p in self.parsers], self.router)
+        self.sessions = []
+        self.sessions_closed = 0
+        self.open = OpenSession(first_line=number, started_by="engine start", text=text[:300])
+        self.open.note(marker)
+        self.scanner.lines = lines
+        self.scanner.capture = False
+
+    def live(self) -> Live:
+        """What a session begun by `begin_at` left, and the sessions after it: the state `adopt` takes."""
+        return Live(self.parsers, self.facts, self.state, self.open, self.skipped_lines, self._summarised,
+                    self.sessions, self.sessions_closed, self.scanner.capture)
+
+    def adopt(self, live: Live, since: int = 1) -> None:
+        """Go on from another analysis's `live` state: that analysis read on from a line where this one's last
+        session began, and began its session number `since` there too (`begin_at`, or a start line of its
+        own): from there on both read the same. Its parsers, and the sessions it closed from that one on."""
+        self.parsers = live.parsers
+        self.facts = live.facts
+        self.state = live.state
+        if self.router is not None:
+            self.router = self.router.rebind(self.parsers)
+        if self.folders is not None:
+            self.folders.bind(self.parsers, self.router)
+        self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
+        self.skipped_lines = live.skipped
+        self._summarised = live.summarised
+        before = since - 1  # its sessions before that one: this analysis read them itself
+        for session in live.sessions:
+            if session.number > before:
+                session.number += self.sessions_closed - before
+                self.sessions.append(session)
+        del self.sessions[:-MAX_SESSIONS]
+        self.sessions_closed += live.closed - before
+        self.open = live.open
+        self.scanner.capture = live.capture
+
     def finish(self) -> Facts:
         self._consume(self.scanner.finish())
         return self.snapshot()
 
-    def _consume(self, items: object) -> None:
+    def _consume(self, items: object, started: int = 0) -> None:
         parsers = self.parsers
         router = self.router
         capturing = self._capturing
@@ -160,7 +226,7 @@ class LogAnalyzer:
                     self._feed_alone([p for p in parsers if p.alone], line, text, capture_any)
                     continue
                 marker = starts.marker(text) if found is None or found.start else None
-                if marker is not None and self._start_line(marker, raw.number, line.raw):
+                if marker is not None and raw.number != started and self._start_line(marker, raw.number, line.raw):
                     parsers = self.parsers  # a new session: fresh parsers
                     capturing = self._capturing
                     wants = capturing[0].wants_capture if len(capturing) == 1 else None
@@ -259,10 +325,27 @@ class LogAnalyzer:
                f"{sum(self.facts.event_counts.values())} event(s) read from {lines} line(s)"
 
 
-def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) -> Facts:
+PARALLEL_MIN = 16 << 20  # a regular file this big is read with worker processes (doctor/sources/logs/parallel.py)
+
+
+def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = None) -> Facts:
+    """The facts of a whole input, read in reads of `chunk` bytes (CHUNK); a big regular file with workers
+    (doctor/sources/logs/parallel.py: the same facts)."""
+    chunk = chunk or CHUNK
     stream = open_input(rewindable(stream))
+    if _big_file(stream):
+        from doctor.sources.logs import parallel
+
+        facts = parallel.analyze_file(stream, name, chunk)
+        if facts is not None:
+            return facts
     analyzer = LogAnalyzer(name)
     analyzer.scanner.hold_last = True  # the whole input is read: a wrapped last line is joined to the one before
+    return read_to_end(analyzer, stream, chunk)
+
+
+def read_to_end(analyzer: LogAnalyzer, stream: BinaryIO, chunk: int) -> Facts:
+    """Feed the rest of `stream` in reads of `chunk` bytes, then finish: the facts of the whole input."""
     while True:
         data = stream.read(chunk)
         if not data:
@@ -272,6 +355,13 @@ def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) ->
 
 
 def analyze_bytes(data: bytes, name: str = "input") -> Facts:
-    import io
-
     return analyze_stream(io.BytesIO(data), name)
+
+
+def _big_file(stream: BinaryIO) -> bool:
+    """Whether `stream` reads a regular file of PARALLEL_MIN bytes or more (the workers' module is imported
+    only then)."""
+    try:
+        return os.fstat(stream.fileno()).st_size >= PARALLEL_MIN
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False

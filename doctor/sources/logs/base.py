@@ -278,6 +278,17 @@ class LogParser:
         self._gate_test = _gate_test(self.gate) if self.gate else None
         self._last_src: tuple[LogLine | None, Source | None] = (None, None)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A parser's state moves between processes (doctor/sources/logs/parallel.py): its compiled gate does not
+        (it is made again from the class's `gate`)."""
+        state = self.__dict__.copy()
+        state.pop("_gate_test", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._gate_test = _gate_test(self.gate) if self.gate else None
+
     def passes_gate(self, text: str) -> bool:
         """Whether `text` is one of this parser's lines (always, for a parser without a gate). Cheap
         when the analyzer's grouped scan has already said so (doctor/sources/logs/matcher.py, Verdict)."""
@@ -327,7 +338,19 @@ class LogParser:
         return False
 
     def fold(self, run: HotRun) -> None:
-        """Read a run of hot lines at once, as `feed` would read them one by one."""
+        """Read a run of hot lines at once, as `feed` would read them one by one: `read_run`, then `take_run`."""
+        self.take_run(self.read_run(run), run)
+
+    def read_run(self, run: HotRun) -> Any:
+        """What a run of hot lines holds for this parser, read from the run's bytes alone: never from the parser's
+        state nor the run's line numbers (a worker process reads runs ahead of the analysis, with lines counted
+        from its own start: doctor/sources/logs/parallel.py), so where the run holds a line, its place in the run
+        (HotRun.at). Pickled between processes."""
+        raise NotImplementedError
+
+    def take_run(self, read: Any, run: HotRun) -> None:
+        """Fold what `read_run` read from `run` into the state, as feeding the run's lines one by one would; `run`
+        is numbered, and its bytes are fetched on first use (HotRun.region) where the fold needs to look again."""
         raise NotImplementedError
 
     # -- helpers for subclasses ------------------------------------------------------------

@@ -124,29 +124,41 @@ class Folder:
         kinds = self.spec.kinds
         if not all(p.fold_ready(kinds) for p in self.parsers):
             return NOTHING
+        run = self.match(region, start, end, number)
+        if run is None:
+            return NOTHING
+        for parser in self.parsers:
+            parser.fold(run)
+        self.runs += 1
+        return run.end, run.lines
+
+    def ready(self) -> bool:
+        """Whether every parser that folds this folder's runs is ready for one now."""
+        kinds = self.spec.kinds
+        return all(p.fold_ready(kinds) for p in self.parsers)
+
+    def match(self, region: bytes, start: int, end: int, number: int) -> HotRun | None:
+        """The run of hot lines at region[start:...] that `try_fold` folds, whatever the parsers' state (None:
+        none there). Its last line is left out: it stays for the per-line path."""
         matched, matched_end = self._matched
         if matched is region and start < matched_end:  # further on in a run a guarded line cut (its lines are units)
             stop = matched_end
         else:
             stop = self.run_end(region, start, end)
             if stop <= start:
-                return NOTHING
+                return None
             self._matched = (region, stop)
         if self.guard is not None:
             hit = self.guard(region, start, stop)
             if hit is not None:  # that line and the run after it go line by line (the scanner comes back after it)
                 cut = region.rfind(b"\n", start, hit[0])
                 if cut < 0:  # the first line itself
-                    return NOTHING
+                    return None
                 stop = cut + 1
         stop = region.rfind(b"\n", start, stop - 1) + 1  # the last line goes line by line
         if stop <= start:
-            return NOTHING
-        run = HotRun(region, start, stop, number, self.spec.kinds, self.spec.line)
-        for parser in self.parsers:
-            parser.fold(run)
-        self.runs += 1
-        return stop, run.lines
+            return None
+        return HotRun(region, start, stop, number, self.spec.kinds, self.spec.line)
 
 
 class Folders:
@@ -169,6 +181,9 @@ class Folders:
         every = all(s.probes for s in self.specs)
         self.probe = re.compile(b"|".join(map(re.escape, dict.fromkeys(probes)))).search if every else None
         self.probe_within = max(s.probe_within for s in self.specs)
+        # reading ahead (doctor/sources/logs/parallel.py): each run a folder would fold, whatever the parsers' state,
+        # handed with what its parsers read in it (`read_run`), instead of folded: recorder(owner, run, reads)
+        self.recorder: Callable[[int, HotRun, tuple[object, ...]], None] | None = None
 
     @classmethod
     def build(cls, parsers: list[LogParser], router: Router | None, scanner: LineScanner,
@@ -215,11 +230,18 @@ class Folders:
 
     def try_fold(self, region: bytes, start: int, end: int, number: int) -> tuple[int, int]:
         """The first folder whose probe the line passes and that folds a run there (Folder.try_fold)."""
+        recorder = self.recorder
         for owner, spec, probe in zip(self.owners, self.specs, self._probes, strict=True):
             if probe is not None and not probe(region, start, start + spec.probe_within):
                 continue
             folder = self._folder(owner)
             if folder is None:
+                continue
+            if recorder is not None:
+                run = folder.match(region, start, end, number)
+                if run is not None:
+                    recorder(owner, run, tuple(p.read_run(run) for p in folder.parsers))
+                    return run.end, run.lines
                 continue
             taken = folder.try_fold(region, start, end, number)
             if taken[1]:

@@ -31,21 +31,45 @@ class HotLines:
     probe_within: int = 0
 
 
+RunLine = tuple[int, bytes]  # a line of a run: its index in the run (0: the first line), its bytes (no CR, no LF)
+
+
+def run_line(number: int, item: RunLine) -> LogLine:
+    """A line of a run (`item`, HotRun.at), decoded as the per-line path decodes it, the run's first line being
+    numbered `number`."""
+    return make_line(number + item[0], item[1])
+
+
 class HotRun:
     """A run of hot lines: region[start:end], complete lines (each ending in a newline), the first
-    numbered `number`; every parser that reads some of its lines gets it (`LogParser.fold`)."""
+    numbered `number`; every parser that reads some of its lines gets it (`LogParser.fold`).
 
-    __slots__ = ("_lines", "end", "kinds", "number", "region", "shape", "start")
+    A parser folds a run in two steps (`LogParser.read_run`, then `take_run`): what the run holds, read from its
+    bytes alone (a worker process may read it: doctor/sources/logs/parallel.py), then that folded into the
+    parser's state. In the second step the run's bytes may come from a loader (`load`), called on first use:
+    the rare lookups there (the line of a new extreme) fetch them only when they happen."""
 
-    def __init__(self, region: bytes, start: int, end: int, number: int, kinds: tuple[str, ...] = (),
-                 shape: str = "") -> None:
-        self.region = region
+    __slots__ = ("_lines", "_load", "_region", "end", "kinds", "number", "shape", "start")
+
+    def __init__(self, region: bytes | None, start: int, end: int, number: int, kinds: tuple[str, ...] = (),
+                 shape: str = "", lines: int = -1, load: Callable[[], bytes] | None = None) -> None:
+        self._region = region
+        self._load = load
         self.start = start
         self.end = end
         self.number = number
         self.kinds = kinds  # the line kinds of the spec that matched it (HotLines.kinds)
         self.shape = shape  # the spec's unit (HotLines.line): every line of the run is part of one ("": unknown)
-        self._lines = -1
+        self._lines = lines
+
+    @property
+    def region(self) -> bytes:
+        """The bytes the run lies in (fetched by the loader on first use, where the run has one)."""
+        region = self._region
+        if region is None:
+            assert self._load is not None, "a run without bytes nor a loader"
+            region = self._region = self._load()
+        return region
 
     @property
     def lines(self) -> int:
@@ -64,22 +88,33 @@ class HotRun:
             yield make_line(number, raw[:-1] if raw.endswith(b"\r") else raw)
             pos, number = stop + 1, number + 1
 
-    def number_at(self, pos: int) -> int:
-        """The line number of the line that holds position `pos` of the region (counted from the nearer
-        end of the run: the evidence lines are mostly its last ones)."""
+    def index_at(self, pos: int) -> int:
+        """The index in the run (0: its first line) of the line that holds position `pos` of the region (counted
+        from the nearer end of the run: the evidence lines are mostly its last ones)."""
         if pos - self.start > (self.end - self.start) // 2:
-            return self.number + self.lines - self.region.count(b"\n", pos, self.end)
-        return self.number + self.region.count(b"\n", self.start, pos)
+            return self.lines - self.region.count(b"\n", pos, self.end)
+        return self.region.count(b"\n", self.start, pos)
 
-    def line_at(self, pos: int, number: int | None = None) -> LogLine:
-        """The line holding `pos`, decoded as the per-line path decodes it (for evidence); `number`: its line
-        number, when the caller knows it (lines_at)."""
+    def number_at(self, pos: int) -> int:
+        """The line number of the line that holds position `pos` of the region."""
+        return self.number + self.index_at(pos)
+
+    def _raw_at(self, pos: int) -> bytes:
         region = self.region
         begin = region.rfind(b"\n", self.start, pos) + 1 or self.start
         stop = region.find(b"\n", pos, self.end)
         raw = region[begin: stop if stop >= 0 else self.end]
-        return make_line(self.number_at(begin) if number is None else number,
-                         raw[:-1] if raw.endswith(b"\r") else raw)
+        return raw[:-1] if raw.endswith(b"\r") else raw
+
+    def at(self, pos: int) -> RunLine:
+        """The line holding `pos`: its index in the run and its bytes (what `run_line` decodes), for a fold's
+        first step, which reads no line numbers (`read_run`)."""
+        return self.index_at(pos), self._raw_at(pos)
+
+    def line_at(self, pos: int, number: int | None = None) -> LogLine:
+        """The line holding `pos`, decoded as the per-line path decodes it (for evidence); `number`: its line
+        number, when the caller knows it (lines_at)."""
+        return make_line(self.number_at(pos) if number is None else number, self._raw_at(pos))
 
     def first(self, pattern: re.Pattern[bytes], want: float, read: Callable[[bytes], float] = float) -> int:
         """Where the first match of `pattern` in the run whose number (the group that took part, `read`) is

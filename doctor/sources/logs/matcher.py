@@ -20,6 +20,7 @@ where it allows; a `Verdict` lets whoever already matched a gate on a line say s
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -36,6 +37,13 @@ class BytesPattern(Protocol):
 
 
 def compile_triggers(fragments: list[str]) -> BytesPattern:
+    """One pattern for any of `fragments` (RE2 where it takes it), compiled once per process for the same list:
+    every analysis of a process (a session's, a worker's: doctor/sources/logs/parallel.py) scans with the same."""
+    return _compile_triggers(tuple(fragments))
+
+
+@functools.lru_cache(maxsize=16)
+def _compile_triggers(fragments: tuple[str, ...]) -> BytesPattern:
     source = "|".join(f"(?:{f})" for f in fragments).encode()
     try:
         import re2
@@ -298,7 +306,12 @@ def re2_options(re2: Any) -> Any:
 def set_matcher(patterns: list[str]) -> Callable[[bytes], list[int]] | None:
     """`match(data)`: the indices of every pattern found in `data`, from one RE2 set (all at once,
     one pass); None without RE2 or when it refuses a pattern. Calls the compiled set directly where
-    the binding allows, as `span_finder` does."""
+    the binding allows, as `span_finder` does. Compiled once per process for the same list."""
+    return _set_matcher(tuple(patterns))
+
+
+@functools.lru_cache(maxsize=16)
+def _set_matcher(patterns: tuple[str, ...]) -> Callable[[bytes], list[int]] | None:
     try:
         import re2
 

@@ -35,6 +35,8 @@ class RawLine:
     text: bytes | None = None
     gap: bytes | None = None
     next: bytes | None = None  # the following physical line, for lines wrapped by a terminal
+    stop: int = 0  # where in its region the scan goes on after it (doctor/sources/logs/parallel.py)
+    start: int = 0  # where in its region it begins
 
 
 class LineScanner:
@@ -111,13 +113,15 @@ class LineScanner:
                 yield RawLine(self.lines + 1, text=head)
             self._skipping = True
 
-    def _scan(self, region: bytes, begin: int, end_region: int) -> Iterator[RawLine]:
-        """Candidates in region[begin:end_region], which holds complete lines only."""
+    def _scan(self, region: bytes, begin: int, end_region: int, line_base: int | None = None) -> Iterator[RawLine]:
+        """Candidates in region[begin:end_region], which holds complete lines only; `line_base`: the lines before
+        `begin` (`lines`, the lines before the region, when not given: they stay so until its end)."""
         find = self._find
         rfind, nfind, count = region.rfind, region.find, region.count
         max_line = self.max_line
         pos = begin
-        line_base = self.lines  # lines before `begin`
+        if line_base is None:
+            line_base = self.lines  # lines before `begin`
         counted_to = begin
         counted = 0
         gap_start = begin
@@ -153,7 +157,7 @@ class LineScanner:
             if pos < len(region):  # the next line may lie past the region: a held-back or partial last line
                 nxt_end = nfind(b"\n", pos, pos + max_line)
                 nxt = region[pos: nxt_end if nxt_end >= 0 else pos + max_line].rstrip(b"\r")
-            yield RawLine(number, line, None, nxt)
+            yield RawLine(number, line, None, nxt, pos, start)
             gap_start = pos
         if self.capture and gap_start < end_region:
             counted += region.count(b"\n", counted_to, gap_start)

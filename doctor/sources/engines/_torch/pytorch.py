@@ -159,6 +159,11 @@ class TorchOomBoard:
         self.votes: Counter[str] = Counter()
         self._emitted: weakref.ref[Facts] | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The board moves between processes (doctor/sources/logs/parallel.py) with no snapshot emitted into: the
+        one it points to stays behind."""
+        return {**self.__dict__, "_emitted": None}
+
     def record(self, engine: str, line: LogLine, data: dict[str, Any], guess: tuple[str | None, str | None],
                frame: tuple[str, str] | None, owner: str | None, handled: bool = False) -> None:
         oom = self.ooms.get(line.number)
