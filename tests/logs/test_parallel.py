@@ -41,14 +41,14 @@ class _InProcess:
         self.read = pread(fd)
         self.size = workers
         self.broken = False
-        self.out: list[tuple[int, object]] = []
+        self.out: list[tuple[int, object, float]] = []
 
     def give(self, region: Region, lines_before: int | None) -> None:
         ahead = self.reader.read(self.read(region.start, region.buf_end - region.start), region.end - region.start,
                                  lines_before)
-        self.out.append((region.index, pickle.loads(pickle.dumps(ahead))))
+        self.out.append((region.index, pickle.loads(pickle.dumps(ahead)), 0.0))
 
-    def take(self) -> tuple[int, object]:
+    def take(self) -> tuple[int, object, float]:
         return self.out.pop(0)
 
     def close(self) -> None:
@@ -211,7 +211,7 @@ def test_a_state_that_cannot_move_turns_speculation_off(mixed: Path, monkeypatch
 
     def unpicklable(self: LogAnalyzer) -> object:
         live = original(self)
-        live.parsers[0].__dict__["_lock"] = lambda: None  # type: ignore[attr-defined]
+        live.parsers[0].__dict__["_lock"] = lambda: None
         return live
 
     monkeypatch.setattr(LogAnalyzer, "live", unpicklable)
@@ -264,7 +264,7 @@ def test_a_cr_only_log_is_left_to_the_serial_path(tmp_path: Path) -> None:
 
 
 def test_pipes_and_small_files_are_the_serial_path_s(tmp_path: Path) -> None:
-    assert parallel.analyze_file(io.BytesIO(b"x\n" * 1000), "x", workers=1, min_bytes=0) is None  # type: ignore[arg-type]
+    assert parallel.analyze_file(io.BytesIO(b"x\n" * 1000), "x", workers=1, min_bytes=0) is None
     path = tmp_path / "small.log"
     path.write_bytes(b"x\n" * 1000)
     with path.open("rb") as f:

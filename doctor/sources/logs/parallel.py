@@ -28,6 +28,7 @@ import os
 import pickle
 import queue
 import stat
+import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, BinaryIO
@@ -126,10 +127,12 @@ def _serve(name: str, fold: bool, fd: int, tasks: Any, results: Any) -> None:
         if task is None:
             return
         index, start, end, buf_end, lines_before = task
+        began = time.process_time()
         try:
-            results.put((index, reader.read(read(start, buf_end - start), end - start, lines_before), None))
-        except Exception as exc:  # the region is left to the analysis, which reads it itself
-            results.put((index, None, f"{type(exc).__name__}: {exc}"))
+            ahead = reader.read(read(start, buf_end - start), end - start, lines_before)
+        except Exception:  # the region is left to the analysis, which reads it itself
+            ahead = None
+        results.put((index, ahead, time.process_time() - began))
 
 
 class _Pool:
@@ -154,13 +157,13 @@ class _Pool:
     def give(self, region: Region, lines_before: int | None) -> None:
         self.tasks.put((region.index, region.start, region.end, region.buf_end, lines_before))
 
-    def take(self) -> tuple[int, Ahead | None] | None:
-        """The next result in (index, records or None where the worker failed), or None once a worker died (the
-        regions given out are then this process's to read)."""
+    def take(self) -> tuple[int, Ahead | None, float] | None:
+        """The next result in (index, records or None where the worker failed, the worker's CPU seconds on it), or
+        None once a worker died (the regions given out are then this process's to read)."""
         while True:
             try:
-                index, ahead, _error = self.results.get(timeout=WAIT_S)
-                return index, ahead
+                index, ahead, cpu = self.results.get(timeout=WAIT_S)
+                return index, ahead, cpu
             except queue.Empty:
                 if not all(proc.is_alive() for proc in self.procs):
                     self.broken = True
@@ -202,6 +205,8 @@ class _Replay:
         self.regions: dict[int, Region] = {}  # pulled from the grid, not yet replayed
         self.counts: dict[int, int] = {}  # their line counts, where known
         self.speculate = False
+        self.busy = 0.0  # CPU seconds this process spent reading ahead and replaying
+        self.worker_busy = 0.0  # and the workers, on the regions they read
         self.adopted = 0  # regions whose speculation was taken
         self.stats = {"local": 0, "worker": 0, "scanned": 0}  # regions read here, by a worker; parts scanned here
 
@@ -249,7 +254,9 @@ class _Replay:
                 self._replay(last, self._ahead(last, self._lines_before(last, turn)))
                 continue
             if turn in given:
-                if waiting:  # while the workers read it, read the next one here
+                # while the workers read it, read the next one here, as long as this process has done no more
+                # than its share (its replays count: where they are long, the workers read more)
+                if waiting and self.busy <= self.worker_busy / self.pool.size:
                     region = waiting.popleft()
                     given.add(region.index)
                     done[region.index] = self._ahead(region, self._lines_before(region, turn))
@@ -259,7 +266,8 @@ class _Replay:
                     for index in given:
                         done.setdefault(index, None)
                     continue
-                index, ahead = got
+                index, ahead, cpu = got
+                self.worker_busy += cpu
                 if index in given and index not in done:
                     done[index] = ahead
                     self.stats["worker"] += ahead is not None
@@ -284,9 +292,11 @@ class _Replay:
 
     def _ahead(self, region: Region, lines_before: int | None) -> Ahead:
         self.stats["local"] += 1
+        began = time.process_time()
         ahead = self.local.read(self.read(region.start, region.buf_end - region.start), region.end - region.start,
                                 lines_before)
         self.counts[region.index] = ahead.lines
+        self.busy += time.process_time() - began
         return ahead
 
     def _replay(self, region: Region, ahead: Ahead | None) -> None:
@@ -305,7 +315,9 @@ class _Replay:
                 buf.append(self.read(region.start, region.buf_end - region.start))
             return buf[0]
 
+        began = time.process_time()
         analyzer.replay(self._items(ahead, load, base, region.end - region.start))
+        self.busy += time.process_time() - began
         scanner.lines = base + ahead.lines
         scanner.bytes = region.buf_end
         if analyzer.sessions_closed:
