@@ -11,9 +11,10 @@ a speed finding that the phase is below the range this engine usually reaches),
 and what the source says: normal rows should not be flagged, slow ones should be, with the source's
 cause. Unknown rows (the source's own numbers contradict it) are shown, not scored.
 
-Writes bench/results/speed_public.md; prints the same table.
+Then the whole posts of bench/data/public_posts, each through `llm-doctor analyze` as a user pastes it
+(bench/speed_posts.py). Writes bench/results/speed_public.md (both tables); prints the same.
 
-    python -m bench.speed_public [--data FILE] [--out FILE]
+    python -m bench.speed_public [--data FILE] [--out FILE] [--no-posts]
 """
 
 from __future__ import annotations
@@ -179,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--no-posts", action="store_true", help="only the table rows")
     args = parser.parse_args(argv)
     import yaml
 
@@ -188,9 +190,18 @@ def main(argv: list[str] | None = None) -> int:
     rulebase = load_rulebase()
     outcomes = [judge(row, rulebase) for row in rows if (row.get("device") or {}).get("kind") != "cluster"]
     text = ["# The speed verdict on published figures", "",
-            f"Rows: {args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT) else args.data} "
-            "(sources: bench/data/README.md). Produced by `python -m bench.speed_public`.", "",
-            *summary(outcomes), "", *table(outcomes), ""]
+            "Produced by `python -m bench.speed_public` (sources: bench/data/README.md).", ""]
+    if not args.no_posts:
+        from bench import speed_posts
+
+        posts = speed_posts.run_all()
+        text += ["## Whole posts, through `llm-doctor analyze` as pasted", "",
+                 "bench/data/public_posts: the text each user pasted, with the thread's verdict "
+                 "(bench/speed_posts.py says how each figure is counted).", "",
+                 *speed_posts.summary(posts), "", *speed_posts.table(posts), ""]
+    text += ["## Table rows", "",
+             f"Rows: {args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT) else args.data}.", "",
+             *summary(outcomes), "", *table(outcomes), ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(text), encoding="utf-8")
     print("\n".join(text))

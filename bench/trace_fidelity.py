@@ -54,7 +54,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     from bench.watch_overhead import traced_run
-    from doctor.sources.models.default import resolve_model
+    from doctor.sources.models.resolve import resolve_model
 
     model = str(resolve_model(None))
     runs = []

@@ -121,7 +121,7 @@ def measure(tokens: int = 256, rounds: int = 6, threads: int | None = None,
             model_arg: str | None = None) -> tuple[list[Row], list[dict[str, float]]]:
     """Rows for the overhead (traced / bare decode tokens/s) and the traced runs' numbers, which
     bench/trace_fidelity.py turns into the fidelity rows (same runs, no second set of runs)."""
-    from doctor.sources.models.default import resolve_model
+    from doctor.sources.models.resolve import resolve_model
 
     model = str(resolve_model(model_arg))
     n_ctx = max(512, tokens + 64)

@@ -8,6 +8,7 @@ parts (textual, torch, llama_cpp) are imported only by the commands that need th
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from typing import Any, NoReturn, TextIO
@@ -43,8 +44,6 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"llm-doctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{analyze,scan,watch,models,fleet,rules,explain,facts}",
                                 parser_class=_Parser)
-    import importlib
-
     command = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
     for name in (MODULE_OF[command],) if command in MODULE_OF else COMMAND_MODULES:
         try:
@@ -72,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "run", None):
             parser.print_help(sys.stderr)
             return 2
-        code = int(args.run(args))
+        run = args.run
+        if isinstance(run, str):  # "module:function": a front door above other commands (commands/pick.py)
+            module, _, name = run.partition(":")
+            run = getattr(importlib.import_module(module), name)
+        code = int(run(args))
         sys.stdout.flush()  # here, not at exit: a full disk or a closed pipe is seen while it can be said
         return code
     except DoctorError as exc:

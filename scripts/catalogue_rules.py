@@ -66,7 +66,7 @@ RULE = """
     class each one is evidence for. No other rule read this line, so it is reported as the engine
     said it, with the fix the catalogue gives for it (entry {{event.id}}).
   fix:
-    text: "{{event.fix}}"
+    text: "The fix the message catalogue gives for this line[[: {{event.fix}}]]."
     llama.cpp: "{{event.fix}}"
     llama-cpp-python: "{{event.fix}}"
     ollama: "{{event.fix}}"

@@ -25,14 +25,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def paste_diagnosis(rulebase: RuleBase, engine: str | None = None) -> Callable[[bytes], Report]:
-    """What the paste screen runs on ctrl+r: the pasted bytes judged as `analyze FILE` judges a log."""
+def paste_diagnosis(rulebase: RuleBase, engine: str | None = None,
+                    redact: Callable[[Report], Report] | None = None) -> Callable[[bytes], Report]:
+    """What the paste screen runs on ctrl+r: the pasted bytes judged as `analyze FILE` judges a log
+    (and redacted, with --redact)."""
     from doctor.judge.evaluate import diagnose
     from doctor.sources.logs.analyze import analyze_bytes
 
     def make_report(data: bytes) -> Report:
         facts = analyze_bytes(data, "pasted log")
-        return diagnose(facts, rulebase, command="analyze", mode="analyze", engine=engine)
+        report = diagnose(facts, rulebase, command="analyze", mode="analyze", engine=engine)
+        return report if redact is None else redact(report)
 
     return make_report
 
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     # the judge, the derivations and the log readers are imported here, not with the parser: `--help`
     # and the other commands' runs do not pay for them
     from doctor.commands.flag_check import ENGINES, check_report_flags
-    from doctor.commands.output import exit_code, show_report
+    from doctor.commands.output import after_tui, exit_code, redactor, show_report
     from doctor.commands.selection import select_rules
     from doctor.judge.evaluate import diagnose
     from doctor.judge.rulebase import load_rulebase
@@ -59,8 +62,13 @@ def run(args: argparse.Namespace) -> int:
                 except ImportError:
                     pass
                 else:
-                    pasted = run_paste_app(paste_diagnosis(rulebase, args.engine))
-                    return 0 if pasted is None else exit_code(pasted, args.fail_on)
+                    r = redactor(args)
+                    pasted = run_paste_app(paste_diagnosis(rulebase, args.engine, None if r is None else r.report),
+                                           None if r is None else r.text)
+                    if pasted is None:
+                        return 0
+                    after_tui(pasted, args)
+                    return exit_code(pasted, args.fail_on)
             raise UsageError("give a log file, or - and paste the log (end with Ctrl-D)")
         args.file = "-"
     if (args.model or args.verify_budget is not None) and not args.verify:
@@ -68,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
     if args.verify_budget is not None and args.verify_budget <= 0:
         raise UsageError(f"--verify-budget must be positive (got {args.verify_budget:g})")
     loaded = load_input(args.file)
+    if args.hardware:
+        from doctor.sources.hardware_text import apply as apply_hardware
+
+        apply_hardware(loaded.facts, args.hardware)
     # a saved scan is judged as the scan was (scan checks, no serving-log checks) and shown with its header
     mode: Mode = "scan" if loaded.saved_by == "scan" else "analyze"
     report = diagnose(loaded.facts, rulebase, command="analyze", mode=mode, engine=args.engine)

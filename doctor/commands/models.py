@@ -22,6 +22,8 @@ MACHINE_PROBES = {"cpu", "memory", "gpu"}  # the hardware: not the embedded engi
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help=HELP, description=HELP + ". The verdict is for the plan `scan -m NAME` "
                        "makes; Enter in the list (on a terminal) scans the model.")
+    p.add_argument("folders", nargs="*", metavar="DIR",
+                   help="list the GGUF files in these folders (and 4 folders down) instead of the model stores")
     p.add_argument("--format", choices=("text", "json"), default=None,
                    help="output format (default: the TUI list on a terminal when installed, else text)")
     p.add_argument("-v", "--verbose", action="store_true", help="each model's file, projector and why its verdict")
@@ -29,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--vram", metavar="SIZE[,SIZE]", help="what-if: plan for GPUs with this much free VRAM each")
     p.add_argument("--tui", action="store_true", default=None, help="force the interactive list")
     p.add_argument("--no-tui", dest="tui", action="store_false", help="never open the interactive list")
-    p.set_defaults(run=run)
+    p.set_defaults(run="doctor.commands.pick:run_models")  # the list, the scans it opens (pick.py)
 
 
 def machine_facts(args: argparse.Namespace) -> Facts:
@@ -135,15 +137,25 @@ def _verdict(first: Facts, gpu: bool, budget: Any) -> tuple[str, Facts, str]:
 
 def build_view(args: argparse.Namespace) -> Any:
     import os
+    from pathlib import Path
 
+    from doctor.core.errors import UsageError
+    from doctor.sources.models.folder import STORE, models_in
     from doctor.sources.models.resolve import find_all, searched
     from doctor.views.render.models import ModelsView
 
-    found = find_all()
+    folders = list(getattr(args, "folders", None) or [])
+    for folder in folders:
+        if not Path(folder).expanduser().is_dir():
+            raise UsageError(f"{folder}: no such folder" if not Path(folder).expanduser().exists()
+                             else f"{folder}: not a folder (give folders of GGUF files; scan -m takes one file)")
+    found = [m for folder in folders for m in models_in(Path(folder))] if folders else find_all()
+    where = [(STORE, f, True) for f in folders] if folders else [(s.store, s.folder, s.exists)
+                                                                 for s in searched(os.environ)]
     machine = machine_facts(args)
     base = plan_args()
     rows = [judge_model(f, machine, base) for f in found]
-    return ModelsView(machine_line(machine), rows, [(s.store, s.folder, s.exists) for s in searched(os.environ)])
+    return ModelsView(machine_line(machine), rows, where)
 
 
 def scan_target(row: Any) -> str:
@@ -156,30 +168,3 @@ def scan_target(row: Any) -> str:
         return str(row.name) if resolve(row.name).path == row.path else str(row.path)
     except UsageError:
         return str(row.path)
-
-
-def run(args: argparse.Namespace) -> int:
-    from doctor.commands.output import wants_tui, write_stdout
-
-    view = build_view(args)
-    if wants_tui(args) and view.rows:
-        try:
-            from doctor.views.tui.models_screen import run_models_app
-        except ImportError:
-            pass
-        else:
-            chosen = run_models_app(view)
-            if chosen is None:
-                return 0
-            from doctor.cli import main
-
-            return main(["scan", "-m", scan_target(chosen)])
-    if args.format == "json":
-        from doctor.views.render.models import render_models_json
-
-        write_stdout(render_models_json(view))
-    else:
-        from doctor.views.render.models import render_models_text
-
-        write_stdout(render_models_text(view, verbose=args.verbose))
-    return 0

@@ -19,6 +19,12 @@ from doctor.core.vocab import KV_TYPES
 from doctor.sources.live.embedded import TRIAGE_BUDGET_S
 
 COMMANDS = ("scan", "watch", "analyze")
+# The defaults scan plans with and watch runs with (the embedded engine), in one place: the context is
+# the model's training context, at most DEFAULT_CTX_CAP (llama.cpp's own default n_ctx) and that when
+# the model does not say; the reply is DEFAULT_MAX_TOKENS; scan plans a prompt of DEFAULT_PROMPT_TOKENS.
+DEFAULT_CTX_CAP = 4096
+DEFAULT_MAX_TOKENS = 512
+DEFAULT_PROMPT_TOKENS = 512
 VERIFY_BUDGET_S = 120.0  # --verify: every re-run and sweep together (here, so --help does not import verify)
 OUTPUT_FORMATS = ("text", "json", "markdown")
 WATCH_FORMATS = ("text", "json", "ndjson", "markdown")
@@ -96,9 +102,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("mmproj", "-mm --mmproj --clip-model-path", "vision projector GGUF (an mmproj file): its weights and image "
        "compute buffer are charged beside the model's (llama-cpp-python: clip_model_path; Ollama: the "
        "model's projector layer)", "scan", "settings", metavar="FILE"),
-    _o("ctx_size", "-c --ctx-size", "context size in tokens", SW, "settings", type=int, metavar="N",
-       help_for={"scan": "planned context (default: the training context, at most 4096)",
-                 "watch": "context size (default 2048)"}),
+    _o("ctx_size", "-c --ctx-size", f"context size in tokens (default: the model's training context, at most "
+       f"{DEFAULT_CTX_CAP})", SW, "settings", type=int, metavar="N",
+       help_for={"scan": f"planned context (default: the model's training context, at most {DEFAULT_CTX_CAP})"}),
     _o("n_gpu_layers", "-ngl --n-gpu-layers --gpu-layers", "layers on the GPU, -1 = all", SW, "settings",
        type=int, metavar="N",
        help_for={"scan": "layers on the GPU, -1 = all (default: all when there is a GPU)",
@@ -125,12 +131,13 @@ OPTIONS: tuple[Option, ...] = (
        mutex="prompt"),
     _o("prompt_file", "-f --file --prompt-file", "read the prompt from FILE", "watch", "settings",
        metavar="FILE", mutex="prompt"),
-    _o("prompt_tokens", "--prompt-tokens", "planned prompt length in tokens (default 512)", "scan", "settings",
+    _o("prompt_tokens", "--prompt-tokens", f"planned prompt length in tokens (default {DEFAULT_PROMPT_TOKENS}; the "
+       "short trace runs a prompt of its own, at most 256 words, and the plan says its size)", "scan", "settings",
        type=int, metavar="N"),
     _o("max_tokens", "-n --n-predict --max-tokens --max-new-tokens", "tokens to generate", SW, "settings",
        type=int, metavar="N",
-       help_for={"scan": "planned reply length in tokens (default 512)",
-                 "watch": "tokens to generate (default 128; 0 = until the context is full)"}),
+       help_for={"scan": f"planned reply length in tokens (default {DEFAULT_MAX_TOKENS})",
+                 "watch": f"tokens to generate (default {DEFAULT_MAX_TOKENS}; 0 = until the context is full)"}),
     _o("chat", "--chat", "wrap the prompt in the model's chat template", "watch", "settings",
        action="store_true", default=None),
     _o("context_full", "--context-full", "when prompt + max tokens exceed the context: cut max tokens as "
@@ -170,6 +177,10 @@ OPTIONS: tuple[Option, ...] = (
                             "file the log names is here (or --model); otherwise say which command checks it"}),
     _o("verify_budget", "--verify-budget", f"time for all of --verify's runs together (default {VERIFY_BUDGET_S:.0f})",
        ALL, "source", type=float, metavar="SECONDS"),
+    _o("hardware", "--hardware", "the machine that ran a pasted result, as you would write it ('RTX 3090', "
+       "'M1 Ultra 64-core GPU, 128 GB', 'Raspberry Pi 5', 'i5-4278U, DDR3', '2x 4090', 'RX 7900 XTX, Resizable "
+       "BAR off'): the speed verdict holds the result against its published figures; what the paste itself "
+       "names wins", "analyze", "source", metavar="TEXT"),
     _o("save", "--save", "write the facts so `llm-doctor analyze FILE` can re-judge them", "scan", "source",
        metavar="FILE"),
     _o("log", "--log", "follow a growing log (appends, truncation, rotation, like tail -F)", "watch", "source",
@@ -209,14 +220,23 @@ OPTIONS: tuple[Option, ...] = (
        action="store_true"),
     _o("color", "--color", "colour in text output (NO_COLOR is honoured)", ALL, "output",
        choices=("auto", "always", "never"), default="auto"),
-    _o("redact", "--redact", "remove home paths, user and host names, IP/MAC/e-mail addresses, UUIDs and the "
-       "prompt/output text, so the report can be pasted into a public issue", ALL, "output",
+    _o("redact", "--redact", "remove home paths, user and host names (this machine's and those the log's prefixes "
+       "and URLs show), IP/MAC/e-mail addresses, UUIDs, API keys and the prompt/output text from every view, so "
+       "the report can be pasted into a public issue", ALL, "output",
        action="store_true"),
     _o("tui", "--tui", "force the interactive view", ALL, "output", action="store_true", default=None,
        mutex="tui"),
     _o("no_tui", "--no-tui", "never open the interactive view", ALL, "output", action="store_false",
        dest_override="tui", mutex="tui"),
 )
+
+
+def default_ctx(n_ctx_train: object) -> tuple[int, str]:
+    """The context scan plans and watch runs with when -c is not given, and why."""
+    if isinstance(n_ctx_train, int) and not isinstance(n_ctx_train, bool) and n_ctx_train > 0:
+        capped = f" capped at {DEFAULT_CTX_CAP}" if n_ctx_train > DEFAULT_CTX_CAP else ""
+        return min(n_ctx_train, DEFAULT_CTX_CAP), f"default: the training context {n_ctx_train}{capped}"
+    return DEFAULT_CTX_CAP, f"default: {DEFAULT_CTX_CAP} (training context unknown)"
 
 
 def by_dest(dest: str) -> Option:

@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pt.add_argument("--rules", action="append", metavar="DIR", default=[], help=RULES_HELP)
     pt.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     pt.set_defaults(run=run_test)
-    p.set_defaults(run=lambda args: (p.print_help(), 2)[1])
+    p.set_defaults(run=_which_one)
 
     pe = sub.add_parser("explain", help="what a rule checks, why, and how to fix it",
                         description="Explain a rule, or every rule of a diagnosis class.")
@@ -44,6 +44,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pf = sub.add_parser("facts", help="the fact catalogue: every fact name rules can use")
     pf.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     pf.set_defaults(run=run_facts)
+
+
+def _which_one(args: argparse.Namespace) -> int:
+    raise UsageError("rules: say which: `llm-doctor rules list` or `llm-doctor rules test [DIR]`")
 
 
 def run_list(args: argparse.Namespace) -> int:

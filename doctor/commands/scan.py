@@ -21,8 +21,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.commands.options import VERIFY_BUDGET_S, add_options
-from doctor.commands.output import show_report
+from doctor.commands.options import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    VERIFY_BUDGET_S,
+    add_options,
+    default_ctx,
+)
+from doctor.commands.output import check_writable, show_report
 from doctor.commands.selection import filter_rules, flatten, split
 from doctor.core import engines
 from doctor.core.errors import EngineError, UsageError
@@ -30,7 +36,6 @@ from doctor.core.facts import Facts, Source
 from doctor.sources.live.embedded import TRIAGE_BUDGET_S
 
 HELP = "check this machine, a model and planned settings before deployment"
-DEFAULT_CTX_CAP = 4096
 TRACE_MAX_TOKENS = 32
 TRACE_PROMPT_CAP = 256
 TRACE_TIMEOUT_S = 120.0
@@ -51,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "llama.cpp (-m, -c, -ngl, -t, -np, -b, -ub, -ctk, -ctv, -fa, -n).")
     add_options(p, "scan")
     p.add_argument("--replay-machine", metavar="DIR", help=argparse.SUPPRESS)  # a recorded machine (tests, reports)
-    p.set_defaults(run=run)
+    p.set_defaults(run="doctor.commands.pick:run_scan")  # -m DIR on a terminal: a list first (pick.py)
 
 
 # -- the plan -------------------------------------------------------------------------------
@@ -113,23 +118,33 @@ def make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pro
     return plan
 
 
+POSITIVE = (("ctx_size", "--ctx-size"), ("threads", "--threads"), ("parallel", "--parallel"),
+            ("batch_size", "--batch-size"), ("ubatch_size", "--ubatch-size"))
+NOT_NEGATIVE = (("prompt_tokens", "--prompt-tokens"), ("max_tokens", "-n/--n-predict"))
+
+
+def check_settings(args: argparse.Namespace) -> None:
+    """The settings given, refused before anything is probed: counts that must be positive (or 0 or more)."""
+    for dest, flag in POSITIVE:
+        value = getattr(args, dest, None)
+        if value is not None and value <= 0:
+            raise UsageError(f"{flag} must be positive (got {value})")
+    for dest, flag in NOT_NEGATIVE:
+        value = getattr(args, dest, None)
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} must be 0 or more (got {value})")
+
+
 def _make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], probes: Facts) -> Plan:
     from doctor.derive.memory import context_params  # the memory model: imported by a scan, not with the parser
 
     plan = Plan()
     defaults = engines.defaults(engine)  # what the engine starts with (the engine table)
     plan.put("config.engine", engine, "--engine" if args.engine else "the embedded engine (default)")
-    train = header.get("n_ctx_train")
     if args.ctx_size is not None:
-        if args.ctx_size <= 0:
-            raise UsageError(f"--ctx-size must be positive (got {args.ctx_size})")
         n_ctx, why = args.ctx_size, "-c/--ctx-size"
-    elif isinstance(train, int) and train > 0:
-        n_ctx = min(train, DEFAULT_CTX_CAP)
-        capped = f" capped at {DEFAULT_CTX_CAP}" if train > DEFAULT_CTX_CAP else ""
-        why = f"default: the training context {train}{capped}"
     else:
-        n_ctx, why = DEFAULT_CTX_CAP, f"default: {DEFAULT_CTX_CAP} (training context unknown)"
+        n_ctx, why = default_ctx(header.get("n_ctx_train"))
     plan.put("config.n_ctx_requested", n_ctx, why)
     ctx_why = why
     gpus = probes.value("host.gpu.count")
@@ -141,8 +156,6 @@ def _make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pr
         found = "no GPU found" if isinstance(gpus, int) else "GPUs not probed"
         plan.put("config.n_gpu_layers", 0, f"default: {found}, all layers on the CPU")
     if args.threads is not None:
-        if args.threads <= 0:
-            raise UsageError(f"--threads must be positive (got {args.threads})")
         plan.put("config.n_threads", args.threads, "-t/--threads")
     else:
         threads, why = engine_default_threads(engine, probes.value("host.cpu.logical_cores"),
@@ -150,8 +163,6 @@ def _make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pr
         if threads:
             plan.put("config.n_threads", threads, why)
     parallel = args.parallel if args.parallel is not None else 1
-    if parallel <= 0:
-        raise UsageError(f"--parallel must be positive (got {parallel})")
     plan.put("config.n_parallel", parallel, "-np/--parallel" if args.parallel is not None else "default: 1 sequence")
     cells = context_params(n_ctx, parallel).n_ctx
     plan.put("config.n_ctx", cells, ctx_why + (", padded to 256 as llama.cpp does" if parallel == 1 else
@@ -169,10 +180,9 @@ def _make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pr
     else:
         fa = defaults.flash_attn
         plan.put("config.flash_attn", fa, f"default: {engine}'s ({fa})")
-    batch = args.batch_size or defaults.n_batch
-    ubatch = min(args.ubatch_size or defaults.n_ubatch, batch)
-    if batch <= 0 or ubatch <= 0:
-        raise UsageError("--batch-size and --ubatch-size must be positive")
+    check_settings(args)
+    batch = args.batch_size if args.batch_size is not None else defaults.n_batch
+    ubatch = min(args.ubatch_size if args.ubatch_size is not None else defaults.n_ubatch, batch)
     plan.put("config.n_batch", batch, "-b/--batch-size" if args.batch_size else f"default: {defaults.n_batch}")
     plan.put("config.n_ubatch", ubatch, "-ub/--ubatch-size" if args.ubatch_size else f"default: {defaults.n_ubatch}")
     plan.put("config.use_mmap", not args.no_mmap, "--no-mmap" if args.no_mmap else "default: mmap on")
@@ -181,12 +191,12 @@ def _make_plan(args: argparse.Namespace, engine: str, header: dict[str, Any], pr
                  f"default: llama-server's --cache-ram {defaults.prompt_cache_mib} MiB")
     if args.no_repack:
         plan.put("config.use_extra_bufts", False, "--no-repack")
-    prompt = args.prompt_tokens if args.prompt_tokens is not None else 512
-    new = args.max_tokens if args.max_tokens is not None else 512
-    if prompt < 0 or new < 0:
-        raise UsageError("--prompt-tokens and -n/--n-predict must be 0 or more")
-    plan.put("config.prompt_tokens", prompt, "--prompt-tokens" if args.prompt_tokens is not None else "default: 512")
-    plan.put("config.max_new_tokens", new, "-n/--n-predict" if args.max_tokens is not None else "default: 512")
+    prompt = args.prompt_tokens if args.prompt_tokens is not None else DEFAULT_PROMPT_TOKENS
+    new = args.max_tokens if args.max_tokens is not None else DEFAULT_MAX_TOKENS
+    plan.put("config.prompt_tokens", prompt, "--prompt-tokens" if args.prompt_tokens is not None
+             else f"default: {DEFAULT_PROMPT_TOKENS}")
+    plan.put("config.max_new_tokens", new, "-n/--n-predict" if args.max_tokens is not None
+             else f"default: {DEFAULT_MAX_TOKENS}")
     return plan
 
 
@@ -388,6 +398,9 @@ def run(args: argparse.Namespace) -> int:
         args.verify_budget = VERIFY_BUDGET_S
     if args.verify_budget <= 0:
         raise UsageError(f"--verify-budget must be positive (got {args.verify_budget:g})")
+    check_settings(args)
+    if args.save:
+        check_writable(args.save, "--save")
     if "bench" in only_probes:
         only_probes |= {"readbench", "gpubench"}
     if "bench" in skip_probes:

@@ -86,9 +86,10 @@ def verify_log(report: Report, rulebase: Any, model: str | None, budget_s: float
         shown = named if isinstance(named, str) and named else "MODEL.gguf"
         where = f"the model the log names ({named}) is not on this machine" if isinstance(named, str) and named \
             else "the log names no model file"
-        hint = (f"nothing was re-run: {where}. To check the fixes where the model is, run: "
-                f"{watch_command(shown, settings)}   (or here: llm-doctor analyze FILE --verify --model PATH)")
-        report.verification = Verification(0.0, budget_s or VERIFY_BUDGET_S, 0, notes=[hint])
+        hint = (f"nothing was re-run: {where}. To check the fixes where the model is, run this there (or here: "
+                "llm-doctor analyze FILE --verify --model PATH):")
+        report.verification = Verification(0.0, budget_s or VERIFY_BUDGET_S, 0,
+                                           notes=[hint, watch_command(shown, settings)])
         return
     if model is not None and not os.path.isfile(path):  # a name the user knows (Ollama, the Hub cache, ...)
         from doctor.sources.models.resolve import resolve

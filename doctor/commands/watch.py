@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doctor.commands.options import VERIFY_BUDGET_S, add_options, by_dest
-from doctor.commands.output import emit, exit_code, wants_tui, write_stdout
+from doctor.commands.options import DEFAULT_MAX_TOKENS, VERIFY_BUDGET_S, add_options, by_dest, default_ctx
+from doctor.commands.output import after_tui, check_writable, emit, exit_code, redacted, wants_tui, write_stdout
 from doctor.commands.selection import select_rules
 from doctor.core.errors import EngineError, InputError, UsageError
 
@@ -90,12 +90,28 @@ def _engine_options_given(args: argparse.Namespace) -> list[str]:
     return given
 
 
+def _training_context(path: str) -> int | None:
+    """The context the model was trained for, from its GGUF header (None when the header cannot say:
+    the engine then reports the file itself)."""
+    from doctor.sources.probes.gguf_header import GgufCorrupt
+    from doctor.sources.probes.gguf_model import read_model
+
+    try:
+        metadata = read_model(path).metadata
+    except (GgufCorrupt, OSError):
+        return None
+    value = metadata.get(f"{metadata.get('general.architecture')}.context_length")
+    return value if isinstance(value, int) else None
+
+
 def _settings(args: argparse.Namespace) -> Any:
     from doctor.sources.live.embedded.runner import RunSettings
-    from doctor.sources.models.default import resolve_model
+    from doctor.sources.models.resolve import resolve_model
 
     model = resolve_model(args.model)
-    settings = RunSettings(model_path=str(model))
+    # scan's defaults (doctor/commands/options.py): the training context up to 4096, the same reply length
+    settings = RunSettings(model_path=str(model), n_ctx=default_ctx(_training_context(str(model)))[0],
+                           max_tokens=DEFAULT_MAX_TOKENS)
     if args.prompt_file:
         try:
             with open(args.prompt_file, "rb") as handle:
@@ -151,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     if cmd and shutil.which(cmd[0]) is None:
         raise EngineError(f"{cmd[0]}: command not found")
     if args.record:
-        _check_writable(args.record)
+        check_writable(args.record, "--record")
 
     from doctor.judge.live_judge import LiveJudge
 
@@ -192,14 +208,6 @@ def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _check_writable(path: str) -> None:
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"--record {path}: is a directory")
-    if not p.parent.exists():
-        raise UsageError(f"--record {path}: folder {p.parent} does not exist")
 
 
 def _run_embedded(settings: Any, args: argparse.Namespace, judge: Any, on_event: Callable[[LiveEvent], None],
@@ -328,7 +336,7 @@ def _with_stream(produce: Callable[..., Outcome], args: argparse.Namespace) -> i
     fmt = args.format or "text"
     args.line_events = "all" if fmt == "ndjson" else "none"  # the ticker and the final report show no log lines
     style = choose_style(sys.stderr.isatty(), sys.stderr.encoding, args.color)
-    ticker = Ticker(style)
+    ticker = Ticker(style, show_output=not args.redact)
     if fmt == "ndjson":
         redactor = getattr(args, "redactor", None)
 
@@ -392,7 +400,9 @@ def _with_tui(tui: Any, produce: Callable[..., Outcome], stop: threading.Event, 
         else:
             pause.clear()
 
-    outcome_tui = tui.run_watch_app(feed, on_stop=stop.set, on_pause=on_pause, title="watch")
+    r = getattr(args, "redactor", None)
+    outcome_tui = tui.run_watch_app(feed, on_stop=stop.set, on_pause=on_pause, title="watch",
+                                    redact=None if r is None else r.report)
     stop.set()
     thread.join(30)
     if "error" in result:
@@ -402,4 +412,6 @@ def _with_tui(tui: Any, produce: Callable[..., Outcome], stop: threading.Event, 
         outcome.report = getattr(outcome_tui, "report", None)
     for note in notes[-3:]:
         print(f"llm-doctor: {note}", file=sys.stderr)
+    if outcome.report is not None:
+        after_tui(redacted(outcome.report, args), args)
     return _final_code(outcome, args)

@@ -7,10 +7,10 @@ that engine's lines too: doctor/sources/logs/detect.py gives the wrapper those l
 with when not told otherwise (scan's plan, the memory estimate), the log parser that reads it (a lazy
 "module:Class" string, resolved only when the analyzer asks), the lines that show it starting (where
 one run ends and the next begins in a log), how it spells a change of settings (the fixes `--verify`
-tried, the crash fixes), a folder of rules that ships with it, and where its pieces outside the log
-are: the model store it keeps models in and the reader of its running server's plan (lazy
-"module:attribute" strings, imported through `pieces` by doctor/sources/models/resolve.py and
-doctor/sources/live/metrics/server_plan.py).
+tried, the crash fixes) and what such a change means for its plan (`Semantics`), a folder of rules
+that ships with it, and where its pieces outside the log are: the model store it keeps models in and
+the reader of its running server's plan (lazy "module:attribute" strings, imported through `pieces`
+by doctor/sources/models/resolve.py and doctor/sources/live/metrics/server_plan.py).
 
 The rows are not written here: each engine is a folder, doctor/sources/engines/<engine>/, whose
 engine.py holds its row, and every row is found through the entry-point group `llm_doctor.engine`
@@ -83,6 +83,27 @@ class Spelling:
         return "; ".join(spelled) if spelled else None
 
 
+@dataclass(frozen=True, slots=True)
+class Semantics:
+    """What an engine does with its own settings, so that a fix is applied to the run's plan in its
+    terms before it is shown (doctor/derive/change.py applies it, doctor/judge/recheck.py judges it).
+
+    `context` says what the number of its context setting counts:
+    - "total": the KV cells every sequence shares (llama.cpp --ctx-size, Llama(n_ctx=)), split over
+      the parallel slots unless one KV buffer is unified (--kv-unified);
+    - "per_sequence": one request's context, and the runner gets it times the parallel slots (Ollama:
+      num_ctx x OLLAMA_NUM_PARALLEL is the runner's --ctx-size);
+    - "per_request": the longest request, served from a KV pool sized apart (vLLM --max-model-len,
+      SGLang --context-length, TGI --max-total-tokens): the pool does not grow with it, and a request
+      longer than the pool cannot run.
+    `facts`: setting -> the fact its value is read into, where that is not `config.<setting>` (Ollama's
+    n_ctx is config.num_ctx, vLLM's config.max_model_len)."""
+
+    context: str = "total"
+    facts: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+
 def _fields(value: object) -> dict[str, object]:
     """What a Spelling form may use besides "{v}"."""
     return {"v": value, "V": str(value).upper(), "onoff": "on" if value else "off", "bit": int(bool(value)),
@@ -148,6 +169,7 @@ class Engine:
     metrics: Metrics | None = None  # what it publishes to Prometheus (None: nothing llm-doctor reads)
     store: str | None = None  # "module:attribute" of the model store it keeps models in (a ModelStore)
     server: str | None = None  # "module:attribute" of the reader of its running server's plan (a ServerReader)
+    semantics: Semantics = field(default_factory=Semantics)  # what its settings mean for the plan (fix checks)
 
     @property
     def key(self) -> str:

@@ -2,9 +2,11 @@
 
 This is not str.format: a placeholder can only name a fact (or a field of the first matching
 event, `{event.n_ctx}`), and the only operations are the fixed filters below. Nothing in a
-template can reach attributes, call code or read files. No raw placeholder reaches the user: a
-placeholder whose fact is unknown reads "(unknown)" in a message, and `render_complete` gives None for
-a template with such a hole (a fix command is then left out rather than shown with it).
+template can reach attributes, call code or read files. No raw placeholder reaches the user, and no
+hole either: a placeholder whose fact is unknown takes its clause with it (doctor/core/clauses.py:
+"Lower the context (it was {config.n_ctx})" reads "Lower the context"), and `render_complete` gives
+None for a template with such a hole (a fix command is then left out rather than shown without its
+number).
 
 Pure.
 """
@@ -15,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.core import clauses
 from doctor.core.facts import Event, Facts
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.\[\]]*)(?:\|([a-z0-9_]+))?\}")
@@ -41,7 +44,17 @@ def render(template: str, facts: Facts, event: Event | None = None) -> str:
     """Fill placeholders. `[[ ... ]]` is an optional part: dropped unless every placeholder in it is known."""
     if "[[" in template:
         template = OPTIONAL.sub(lambda m: m.group(1) if _all_known(m.group(1), facts, event) else "", template)
+    template = template.replace(clauses.MARK, "")
+    marked = PLACEHOLDER.sub(lambda m: m.group(0) if _all_known(m.group(0), facts, event) else clauses.MARK, template)
+    if clauses.MARK in marked:
+        template = clauses.drop(marked)
     return _fill(template, facts, event)
+
+
+def holes(template: str, facts: Facts, event: Event | None = None) -> list[str]:
+    """The placeholders outside an optional part whose value is unknown: the clauses `render` drops."""
+    required = OPTIONAL.sub("", template) if "[[" in template else template
+    return [m.group(1) for m in PLACEHOLDER.finditer(required) if not _all_known(m.group(0), facts, event)]
 
 
 def describe(template: str) -> str:

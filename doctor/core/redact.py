@@ -1,9 +1,12 @@
 """Redaction: take personal details out of a report or recording so it can go into a public issue.
 
 What goes: home directories (/home/NAME, /Users/NAME, C:\\Users\\NAME → ~), the user and host names
-the caller passes in (the CLI passes this machine's), IPv4 / IPv6 addresses and MAC addresses,
-e-mail addresses, GPU and machine UUIDs, and the prompt and generated text (replaced by a note
-saying how long they were; text a finding quotes from them, such as a loop's span, goes too). In a
+the caller passes in (the CLI passes this machine's) and those the input shows (journald / syslog,
+docker compose and kubectl prefixes, shell prompts, URLs, home folders: doctor/core/redact_patterns.py),
+removed wherever else they appear too, IPv4 / IPv6 addresses and MAC addresses, e-mail addresses,
+API keys and tokens, GPU and machine UUIDs, and the prompt and generated text (replaced by a note
+saying how long they were; text a finding quotes from them, such as a loop's span, and a request
+log's quoted prompt or reply go too). In a
 watch recording each generated token becomes a stable pseudonym instead (`event`): the same token
 always gets the same one, so a replay still finds a loop, but they cannot be turned back into text.
 What stays: everything needed for the diagnosis — numbers, settings, model names, the engine's own
@@ -23,6 +26,7 @@ import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
+from doctor.core import redact_patterns as patterns
 from doctor.core.catalog import is_label
 from doctor.core.facts import Event, Fact, Facts, Session, Value
 from doctor.core.format import format_value
@@ -44,6 +48,7 @@ TEXT_FACTS = ("run.output_text", "run.repeat_span", "config.prompt_text")
 GENERATED_KEYS = ("prompt", "token", "output_text", "text_generated")
 TOKEN_KEY = "token"  # a generated token in a watch event: pseudonymised by `event`
 MIN_QUOTED = 3  # prompt / output text shorter than this is not looked for inside other text
+MIN_LINE = 12  # a line of the output this long is looked for on its own too
 
 
 def _ipv6(m: re.Match[str]) -> str:
@@ -64,9 +69,11 @@ class Redactor:
     homes: list[str] = field(default_factory=list)  # this user's home folders ($HOME), wherever they are
 
     def __post_init__(self) -> None:
-        names = [re.escape(n) for n in {*self.users, *self.hosts} if n and len(n) >= 2 and n not in ("root",)]
-        self._names = re.compile(r"(?<![\w-])(?:" + "|".join(sorted(names, key=len, reverse=True)) + r")(?![\w-])") \
-            if names else None
+        self._given = {n for n in {*self.users, *self.hosts} if n and len(n) >= 2 and n not in ("root",)}
+        self._learned: set[str] = set()  # host and user names the input showed (see `learn_text`)
+        self._containers: set[str] = set()  # docker compose services the input's prefixes named
+        self._names_re: re.Pattern[str] | None = None
+        self._names_dirty = True
         homes = [h.rstrip("/\\") for h in self.homes if h and len(h.rstrip("/\\")) > 1]
         self._homes = re.compile(_PATH_START + "(?:" + "|".join(
             re.escape(h) for h in sorted(homes, key=len, reverse=True)) + r")(?=[/\\]|$|[\s'\"),;:])") \
@@ -75,14 +82,53 @@ class Redactor:
         self._quoted_re: re.Pattern[str] | None = None
         self._key = os.urandom(16)  # pseudonym key: random, never written anywhere
 
+    @property
+    def _names(self) -> re.Pattern[str] | None:
+        if self._names_dirty:
+            names = [re.escape(n) for n in self._given | self._learned]
+            self._names_re = re.compile(r"(?<![\w-])(?:" + "|".join(sorted(names, key=len, reverse=True))
+                                        + r")(?![\w-])") if names else None
+            self._names_dirty = False
+        return self._names_re
+
+    def _learn_name(self, kind: str, name: str) -> None:
+        if kind == "container":
+            self._containers.add(name)
+            return
+        if name not in self._learned and name not in self._given:
+            self._learned.add(name)
+            self._names_dirty = True
+
+    def learn_text(self, value: str) -> None:
+        """Remember the host and user names this text shows (a journald prefix, a URL, a home folder),
+        so that they go wherever else they appear, before any text is redacted."""
+        if not value:
+            return
+        patterns.sub_prefixes(value, self._learn_name)
+        patterns.sub_hosts(value, self._learn_name)
+        for m in _HOME.finditer(value):
+            if patterns.is_personal(m.group("name")):
+                self._learn_name("user", m.group("name"))
+
     def learn(self, facts: Facts) -> None:
         """Remember the prompt and generated text these facts hold, so that any other text quoting
         them (a loop's span in a finding's message or evidence) is redacted as well."""
         for name in TEXT_FACTS:
             value = facts.value(name)
-            if isinstance(value, str) and len(value.strip()) >= MIN_QUOTED and value not in self._quoted:
-                self._quoted.add(value)
-                self._quoted_re = None
+            if isinstance(value, str) and len(value.strip()) >= MIN_QUOTED:
+                # the whole text, and each of its longer lines (a log quotes the output line by line)
+                for part in {value, *(line.strip() for line in value.splitlines() if len(line.strip()) >= MIN_LINE)}:
+                    if part not in self._quoted:
+                        self._quoted.add(part)
+                        self._quoted_re = None
+        for fact in facts:
+            self.learn_text(fact.source.text or "")
+            if isinstance(fact.value, str) and fact.name not in TEXT_FACTS and not is_label(fact.name):
+                self.learn_text(fact.value)
+        for event in facts.events():
+            self.learn_text(event.text)
+        for text in facts.inputs:
+            self.learn_text(text)
         for session in facts.sessions:  # earlier engine sessions quote their own prompts and output
             if session.facts is not None:
                 self.learn(session.facts)
@@ -102,6 +148,12 @@ class Redactor:
             return value
         if self._quoted and self.prompts:
             value = self._unquote(value)
+        if self.prompts:
+            value = patterns.sub_quoted_text(value, self.generated)
+        value = patterns.sub_prefixes(value, self._learn_name)
+        value = patterns.sub_containers(value, self._containers)
+        value = patterns.sub_hosts(value, self._learn_name)
+        value = patterns.sub_secrets(value)
         out = self._homes.sub("~", value) if self._homes is not None else value
         out = _HOME.sub(lambda m: "~" if "\\" not in m.group("pre") else "%USERPROFILE%", out)
         out = _HOME_INSIDE.sub(lambda m: m.group("pre") + "<user>", out)
@@ -110,8 +162,9 @@ class Redactor:
         out = _MAC.sub("<mac>", out)
         out = _IPV4.sub("<ip>", out)
         out = _IPV6_CANDIDATE.sub(_ipv6, out)
-        if self._names is not None:
-            out = self._names.sub("<redacted>", out)
+        names = self._names
+        if names is not None:
+            out = names.sub("<redacted>", out)
         return out
 
     def generated(self, value: str) -> str:
@@ -160,6 +213,9 @@ class Redactor:
 
     def report(self, report: Report) -> Report:
         self.learn(report.facts)
+        for finding in report.all_findings():
+            for ev in finding.evidence:
+                self.learn_text(ev.text)
         redacted = copy.copy(report)
         redacted.facts = self.facts(report.facts)
         redacted.findings = [self._walk(copy.deepcopy(f)) for f in report.findings]
@@ -170,6 +226,7 @@ class Redactor:
             for i, s in enumerate(report.sessions)]
         redacted.errors = [self.text(e) for e in report.errors]
         redacted.notes = [self.text(n) for n in report.notes]
+        redacted.verification = self._walk(copy.deepcopy(report.verification)) if report.verification else None
         return redacted
 
     def json(self, doc: Any) -> Any:

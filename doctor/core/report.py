@@ -111,10 +111,21 @@ class Fix:
     command: str | None  # the command / setting for that engine
     by_engine: dict[str, str] = field(default_factory=dict)
     verified: Verified | None = None  # set by --verify
+    # the fix check (doctor/judge/recheck.py): changes set aside for the engine and why, the settings the
+    # run already has (setting -> its value), and what is said when no setting change passed
+    checks: list[str] = field(default_factory=list)
+    already: dict[str, str] = field(default_factory=dict)
+    note: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"text": self.text, "engine": self.engine, "command": self.command,
                                "by_engine": self.by_engine}
+        if self.checks:
+            out["checks"] = list(self.checks)
+        if self.already:
+            out["already"] = dict(self.already)
+        if self.note:
+            out["note"] = self.note
         if self.verified is not None:
             out["verified"] = self.verified.to_json()
         return out
@@ -124,9 +135,12 @@ class Fix:
         if not isinstance(data, dict):
             return cls(text="", engine=None, command=None)
         by_engine = data.get("by_engine")
+        already = data.get("already")
         return cls(text=_s(data, "text"), engine=_opt_s(data, "engine"), command=_opt_s(data, "command"),
                    by_engine={str(k): str(v) for k, v in by_engine.items()} if isinstance(by_engine, dict) else {},
-                   verified=Verified.from_json(data.get("verified")))
+                   verified=Verified.from_json(data.get("verified")), checks=_str_list(data.get("checks")),
+                   already={str(k): str(v) for k, v in already.items()} if isinstance(already, dict) else {},
+                   note=_s(data, "note"))
 
 
 @dataclass(slots=True)
@@ -402,15 +416,27 @@ class Report:
         verdict = self.verdict()
         if verdict == "nothing_recognised":
             return f"Nothing to judge: {self._seen()}. No check could use it, so this is not a clean bill of health."
+        cut = self.cut_short()
         if verdict == "no_problems":
+            if cut:
+                return f"No problems found in the part recorded. {cut}"
             return "No problems found in the latest session." if len(self.sessions) > 1 else "No problems found."
         head = f"Likely root cause: {self.assessment.title}." if self.assessment else "Problems found."
-        note = self.unrecognised_note()
+        note = self.input_note()
         return f"{head} {note}" if note else head
 
-    def unrecognised_note(self) -> str | None:
-        """Beside findings (a command's exit status): what in the input was not recognised."""
-        return None if self.recognised() else f"Nothing else recognised: {self._seen()}."
+    def input_note(self) -> str | None:
+        """Beside findings (a command's exit status): what in the input was not recognised, and whether
+        a recording was cut short."""
+        notes = [None if self.recognised() else f"Nothing else recognised: {self._seen()}.", self.cut_short()]
+        return " ".join(n for n in notes if n) or None
+
+    def cut_short(self) -> str | None:
+        """A watch recording with no end, in words (None when it ended, or the input is no recording)."""
+        if self.facts.value("run.recording_complete") is not False:
+            return None
+        return ("The recording was cut short (it has no end: the run, or watch, stopped before the run ended), "
+                "so the rest of the run was not seen.")
 
     def _seen(self) -> str:
         fact = self.facts.get("run.recognised")
@@ -437,7 +463,8 @@ class Report:
             "mode": self.mode,
             "engine": self.engine,
             "inputs": list(self.facts.inputs),
-            "verdict": {"kind": self.verdict(), "text": self.verdict_text()},
+            # complete: false for a recording cut short (the verdict covers only the part recorded)
+            "verdict": {"kind": self.verdict(), "text": self.verdict_text(), "complete": self.cut_short() is None},
             "assessment": self.assessment.to_json() if self.assessment else None,
             "summary": self.counts(),
             "findings": [f.to_json() for f in self.findings],

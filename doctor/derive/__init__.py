@@ -12,15 +12,31 @@ lines). The rooms:
 - arch.py mmproj.py repack.py split.py vs_engine.py   hooks of the budget (see each docstring)
 - speed.py    the model's cost per token and each phase's speed against this machine's ceilings
 - whatif.py   stated budgets for `scan --ram/--vram`
+- change.py   a fix's settings applied to the plan in the engine's own terms (the fix check, issue 37)
 - spec_lookup.py, specs/   the published spec of the device a log names (spec.*; the table is data)
 - speed_log.py  a pasted log's cost per token from its model lines (no tensor table), judged by speed.py
+- speed_range.py  a pasted decode placed in the range its device class reaches in public runs (item 7)
+- speed_causes.py the slow causes a paste shows: threads, offload, a CPU-only build, KV on the CPU, PCIe, BAR
+- model_guess.py  a model's size from its Ollama name (`llama3.2:3b`) when a paste gives nothing else
+- spec_memory.py  the spec's bandwidth at the Apple GPU variant and the installed memory a paste or --hardware names
 Pure: reads a Facts, sets derived.* facts; imports only doctor.core.
 """
 
 from __future__ import annotations
 
 from doctor.core.facts import Facts
-from doctor.derive import context, plan, run, spec_lookup, speed, speed_log
+from doctor.derive import (
+    context,
+    model_guess,
+    plan,
+    run,
+    spec_lookup,
+    spec_memory,
+    speed,
+    speed_causes,
+    speed_log,
+    speed_range,
+)
 
 
 def _derive_vs_engine(facts: Facts) -> None:
@@ -32,10 +48,12 @@ def _derive_vs_engine(facts: Facts) -> None:
 
 # the spec lookup reads only what the input names (CPU, GPUs, backends): before derive_threads, which
 # takes a named CPU's published cores when nothing of the machine was read
-STEPS = (run.derive_run_summaries, plan.derive_kv, context.derive_context, spec_lookup.derive_spec,
+STEPS = (run.derive_run_summaries, model_guess.derive_model_guess, plan.derive_kv, context.derive_context,
+         context.derive_pool_limits, spec_lookup.derive_spec, spec_memory.derive_spec_memory,
          run.derive_threads, run.derive_load, run.derive_offload, plan.derive_mmproj, plan.derive_budget,
          context.derive_ctx_reduced, run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output,
-         _derive_vs_engine, speed.derive_speed, speed_log.derive_speed_log)
+         _derive_vs_engine, speed.derive_speed, speed_log.derive_speed_log, speed_range.derive_speed_range,
+         speed_causes.derive_speed_causes)
 
 
 def derive(facts: Facts) -> Facts:

@@ -110,6 +110,15 @@ def derive_context(facts: Facts) -> None:
                   step_src("context", f"{n_seq_ctx} per sequence - {prompt} prompt tokens"))
 
 
+def derive_pool_limits(facts: Facts) -> None:
+    """A server whose KV pool is sized apart (TGI): the longest prompt a request of the pool's length may
+    have, for a fix that shortens the longest request (the launcher refuses --max-input-tokens at or above
+    --max-total-tokens)."""
+    fit = facts.value("server.max_len_fit")
+    if isinstance(fit, int) and not isinstance(fit, bool) and fit > 1:
+        facts.set("derived.max_input_fit", fit - 1, step_src("context", f"{fit} tokens the pool holds - 1"))
+
+
 def derive_ctx_reduced(facts: Facts) -> None:
     """A smaller context to try after a KV-cache OOM: the largest that fits when memory is known,
     otherwise half of what failed."""
@@ -118,7 +127,14 @@ def derive_ctx_reduced(facts: Facts) -> None:
         return
     fit = facts.value("derived.max_ctx_fit")
     if isinstance(fit, int) and 0 < fit < n_ctx:
+        reduced = fit
         facts.set("derived.ctx_reduced", fit, step_src("context", "the largest context that fits in free memory"))
     else:
-        facts.set("derived.ctx_reduced", pad(n_ctx // 2),
+        reduced = pad(n_ctx // 2)
+        facts.set("derived.ctx_reduced", reduced,
                   step_src("context", f"half of n_ctx {n_ctx} (free memory unknown: try, then adjust)"))
+    n_par = facts.value("config.n_parallel", 1)
+    n_par = n_par if isinstance(n_par, int) and n_par > 0 else 1
+    # an engine whose context setting counts per request (Ollama's num_ctx: the runner holds it x the slots)
+    facts.set("derived.ctx_reduced_seq", max(256, reduced // n_par // 256 * 256),
+              step_src("context", f"{reduced} / {n_par} slot(s), rounded down to 256"))

@@ -48,6 +48,9 @@ def gpu_share(facts: Facts, n_layer: int) -> float:
     if facts.value("spec.kind") == "cpu":
         return 0.0
     placed, total = _int(facts, "run.offloaded_layers"), _int(facts, "run.total_layers")
+    shown = facts.value("run.gpu_share")  # `ollama ps`: the share of the loaded model in VRAM
+    if placed is None and isinstance(shown, int | float) and 0.0 <= shown <= 1.0:
+        return float(shown)
     if placed is not None:
         return min(1.0, placed / (total or n_layer + 1))
     asked = facts.value("config.n_gpu_layers")

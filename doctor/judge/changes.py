@@ -2,7 +2,9 @@
 engine spells a change, and a fix's `verify:` recipe (what `--verify` tries, or why it tries nothing).
 
 A change maps RunSettings field names to values: a number, a word, true/false, or "{fact.name}" (a
-fact of the run, read in when the fix is shown or tried); a verify candidate may also use "@needed"
+fact of the run, read in when the fix is shown or tried), or a floor or a ceiling ({at_least: V},
+{at_most: V}: a run already past it needs nothing); a rule's `fix.change` may list several changes in
+the order to offer them (`Candidate`); a verify candidate may also use "@needed"
 (the prompt plus the reply, rounded up to 256). The names and their spelling per engine are the
 engine table's (doctor/core/engines.py, `Spelling`): an engine without a spelling gets no command
 from a change, only from its own `fix:` key.
@@ -13,7 +15,7 @@ Judge floor; pure. The error texts are this module's; the values come from the r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.core import catalog, engines
@@ -21,8 +23,19 @@ from doctor.judge.ruleyaml import Ctx
 
 NEEDED = "@needed"  # a verify value: the prompt plus the reply, rounded up to 256
 VERIFY_KEYS = ("try", "not_tried", "needs_gpu")
+BOUNDS = ("at_least", "at_most")  # a fix value that is a floor or a ceiling: what is past it is already so
 
 Change = tuple[tuple[str, Any], ...]  # (setting, value) pairs, in the order written
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One settings change a rule's fix offers (`fix.change`, or one of its list, in the order to offer
+    them): the values, and for each setting written `{at_least: V}` / `{at_most: V}` that bound (a run at
+    temperature 0.8 already samples at least as hot as 0.7: nothing to ask for)."""
+
+    change: dict[str, Any] = field(default_factory=dict, hash=False)
+    bounds: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,17 +88,36 @@ def embedded_settings() -> tuple[str, ...]:
     return tuple(engine.spelling.forms) if engine is not None and engine.spelling is not None else ()
 
 
-def parse_change(ctx: Ctx, node: Any, field_name: str, *, verify: bool = False) -> dict[str, Any]:
+def parse_candidates(ctx: Ctx, node: Any, field_name: str) -> tuple[Candidate, ...]:
+    """`fix.change`: one settings change, or a list of them in the order to offer them (the first that
+    survives the fix check of doctor/judge/recheck.py is shown)."""
+    items = node if isinstance(node, list) else [node]
+    if not items:
+        raise ctx.fail(field_name, "a list of settings changes needs at least one", node)
+    out = []
+    for i, item in enumerate(items):
+        where = f"{field_name}[{i}]" if isinstance(node, list) else field_name
+        bounds: dict[str, str] = {}
+        out.append(Candidate(parse_change(ctx, item, where, bounds=bounds), bounds))
+    return tuple(out)
+
+
+def parse_change(ctx: Ctx, node: Any, field_name: str, *, verify: bool = False,
+                 bounds: dict[str, str] | None = None) -> dict[str, Any]:
     """A mapping of setting -> value, checked: known settings (a verify candidate's: the embedded
-    engine's), single values, known facts."""
+    engine's), single values, known facts; where `bounds` is given, a value may be a floor or a ceiling
+    ({at_least: V}), recorded there by setting."""
     if not isinstance(node, dict) or not node:
-        raise ctx.fail(field_name, "a settings change maps settings to values ({n_ctx: 4096})", node)
+        raise ctx.fail(field_name, "a settings change maps settings to values ({n_ctx: 4096}; a floor or a "
+                                   "ceiling as {temperature: {at_least: 0.7}})", node)
     known = embedded_settings() if verify else setting_names()
     out: dict[str, Any] = {}
     for name, value in node.items():
         if name not in known:
             whose = "the embedded engine has" if verify else "the engine table spells"
             raise ctx.fail(field_name, f"unknown setting '{name}' ({whose}: {', '.join(known)})", node)
+        if bounds is not None and isinstance(value, dict) and len(value) == 1 and next(iter(value)) in BOUNDS:
+            bounds[str(name)], value = next(iter(value.items()))
         if value is None or isinstance(value, dict | list):
             raise ctx.fail(f"{field_name}.{name}", "a setting takes one value (a number, a word, true/false "
                                                    "or \"{fact.name}\")", node)

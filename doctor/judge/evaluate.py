@@ -30,6 +30,7 @@ from doctor.core.report import (
 from doctor.core.vocab import Confidence, Mode, RuleOutcome
 from doctor.derive import derive
 from doctor.judge.predicates import All, Any_, Events, Not, Outcome, Predicate
+from doctor.judge.recheck import recheck
 from doctor.judge.rulebase import Rule, RuleBase
 
 MAX_EVENT_EVIDENCE = 8
@@ -121,7 +122,8 @@ def diagnose(facts: Facts, rulebase: RuleBase, *, command: str, mode: Mode, engi
 
 
 def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: Mode, engine: str | None = None,
-                 errors: list[str] | None = None, memo: SessionMemo | None = None) -> Report:
+                 errors: list[str] | None = None, memo: SessionMemo | None = None,
+                 check_fixes: bool = True) -> Report:
     chosen_engine = resolve_engine(facts, engine)
     report = Report(command=command, engine=chosen_engine, facts=facts, errors=list(errors or []),
                     notes=list(rulebase.notes), mode=mode)
@@ -153,6 +155,17 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: Mode, 
             finding.severity = worst
             report.findings.append(finding)
 
+    if check_fixes:  # every fix checked in the engine's own terms before it is shown (doctor/judge/recheck.py)
+        fired_rules = {rid: (results[rid][0].severity, results[rid][0].title, results[rid][0].cls) for rid in fired}
+
+        def judge(changed: Facts) -> dict[str, tuple[str, str, str]]:
+            return {r.id: (r.severity, r.title, r.cls) for r in rulebase.rules
+                    if (not r.engines or r.applies_to(chosen_engine) or r.id in fired_rules)
+                    and evaluate_rule(r, changed, mode).outcome == "fired"}
+
+        for finding in report.findings:
+            rule = results[finding.id][0]
+            recheck(finding, rule, facts, chosen_engine, judge, fired_rules, report.findings)
     report.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -CONFIDENCE_RANK[f.confidence],
                                         -len(f.inhibits), f.id))
     report.checks.sort(key=lambda c: (c.area, c.id))
@@ -222,7 +235,8 @@ def _rank(rule: Rule, result: RuleResult) -> tuple[int, int, int]:
 
 def _finding(rule: Rule, result: RuleResult, facts: Facts, engine: str | None, mode: Mode | None = None) -> Finding:
     first_event = min(result.events, key=lambda e: e.line or 0) if result.events else None
-    message = render(rule.message_for(mode), facts, first_event)
+    # every clause of the message may have gone with its unknown value (doctor/core/clauses.py): the title says it then
+    message = render(rule.message_for(mode), facts, first_event) or rule.title
     explain = render(rule.explain, facts, first_event) if rule.explain else ""
     # a command with an unknown number in it is left out (the fix text still says what to do)
     rendered = {name: render_complete(cmd, facts, first_event) for name, cmd in rule.fix_engines.items()}

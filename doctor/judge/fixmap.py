@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor.core import engines
 from doctor.core.facts import Facts
 from doctor.core.report import Finding, Report
 from doctor.core.vocab import VerifyOutcome
 from doctor.judge.changes import NEEDED, Recipe
+from doctor.judge.recheck import already_so
 from doctor.judge.rulebase import RuleBase
 
 NO_GPU = "the fix puts layers on a GPU, and this machine's engine has none to try it on"
@@ -52,13 +54,16 @@ def _resolve(value: Any, facts: Facts, settings: dict[str, Any]) -> Any:
 
 def candidates(recipe: Recipe, facts: Facts, settings: dict[str, Any]) -> list[dict[str, Any]]:
     """The recipe's candidates with facts read in, keeping those that change something (in order,
-    without repeats)."""
+    without repeats): a setting the first run already had - given, or the engine's own default that it
+    reported (`--threads-batch 2` where 2 was the default) - is not re-run (doctor/judge/recheck.py)."""
     out: list[dict[str, Any]] = []
+    engine = engines.embedded()
     for cand in recipe.candidates:
         changes = {name: _resolve(value, facts, settings) for name, value in cand}
         if any(v is None for v in changes.values()):
             continue
-        changes = {k: v for k, v in changes.items() if settings.get(k) != v}
+        changes = {k: v for k, v in changes.items()
+                   if settings.get(k) != v and not already_so(k, v, None, facts, engine)[0]}
         if changes and changes not in out:
             out.append(changes)
     return out
@@ -67,6 +72,10 @@ def candidates(recipe: Recipe, facts: Facts, settings: dict[str, Any]) -> list[d
 # -- figures and outcomes ---------------------------------------------------------------------
 
 TRUNCATION_EVENTS = ("prompt_too_long", "truncation", "ctx_full", "context_shift")
+# what a run did at the end of its context, first match wins: refused the prompt, cut it, or ran out while generating
+CONTEXT_END = (("rejected", ("prompt_too_long",)), ("truncated", ("truncation",)),
+               ("ran out", ("ctx_full", "context_shift")))
+END_WORDS = {"rejected": "rejected by", "truncated": "truncated to", "ran out": "ran out of", "fit": "fit in"}
 
 
 def figures(facts: Facts) -> dict[str, Any]:
@@ -87,6 +96,8 @@ def figures(facts: Facts) -> dict[str, Any]:
         out["peak_rss_mib"] = round(rss / (1 << 20), 1)
     out["crashed"] = facts.value("run.crashed") is True
     out["truncated"] = any(facts.event_count(kind) for kind in TRUNCATION_EVENTS)
+    if out["truncated"]:  # what the engine did at the end of the context: the words differ (issue 37, item 3)
+        out["context_end"] = next(how for how, kinds in CONTEXT_END if any(facts.event_count(k) for k in kinds))
     if out.get("finish_reason") == "error" and not out["truncated"]:
         out["failed"] = True
     return out
@@ -95,7 +106,7 @@ def figures(facts: Facts) -> dict[str, Any]:
 _SPEED = ("decode_tok_s", "decode_fraction", "prefill_tok_s", "prefill_fraction")
 # the figures that matter, by class (the rest stay in the JSON only when asked for)
 FIGURES_BY_CLASS: dict[str, tuple[str, ...]] = {
-    "context": ("prompt_tokens", "n_ctx", "generated_tokens", "truncated", "peak_rss_mib", "crashed"),
+    "context": ("prompt_tokens", "n_ctx", "generated_tokens", "truncated", "context_end", "peak_rss_mib", "crashed"),
     "sampling": ("generated_tokens", "finish_reason", "loop_count", "output_repetition", "loop_span", "crashed"),
     "cpu": ("decode_ms_per_token", "prefill_ms", *_SPEED, "failed", "crashed"),
     "decode": ("decode_ms_per_token", *_SPEED, "failed", "crashed"),
@@ -182,7 +193,8 @@ def line(cls: str, applied: str, before: dict[str, Any], after: dict[str, Any], 
         prompt, n_ctx = after.get("prompt_tokens"), after.get("n_ctx")
         b_prompt, b_ctx = before.get("prompt_tokens"), before.get("n_ctx")
         fits = not after.get("truncated")
-        was = f" (before: {'truncated' if before.get('truncated') else 'fit'} in {b_ctx})" if b_ctx else ""
+        end = str(before.get("context_end", "truncated")) if before.get("truncated") else "fit"
+        was = f" (before: {END_WORDS.get(end, end)} a context of {b_ctx})" if b_ctx else ""
         text = f"prompt of {prompt or b_prompt} tokens {'fits' if fits else 'still does not fit'}" \
                f"{f' in {n_ctx}' if n_ctx else ''}{was}"
         gen = after.get("generated_tokens")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.core.vocab import Confidence, Mode, RuleOutcome, RuleStatus, Severity
-from doctor.judge.changes import Recipe
+from doctor.judge.changes import Candidate, Recipe
 from doctor.judge.families import canon
 from doctor.judge.predicates import Predicate
 
@@ -53,7 +53,8 @@ class Rule:
     message_by_mode: dict[str, str] = field(default_factory=dict)  # wording for one mode (scan: nothing ran)
     engines: tuple[str, ...] = ()  # whose logs it reads; () = any engine's
     area: str = ""  # the heading its class shows under (families.yaml)
-    fix_change: dict[str, Any] = field(default_factory=dict)  # `fix.change`: the settings change, written once
+    fix_change: dict[str, Any] = field(default_factory=dict)  # `fix.change`: the (first) settings change, written once
+    fix_candidates: tuple[Candidate, ...] = ()  # every change `fix.change` offers, in order (doctor/judge/recheck.py)
     verify: Recipe | None = None  # its own `verify:`, else its class's default (families.yaml)
 
     def message_for(self, mode: Mode | None) -> str:

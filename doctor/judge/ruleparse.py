@@ -89,7 +89,7 @@ def _parse_rule(node: dict[str, Any], where: str, families: Families, builtin: b
     levels, default = parse_confidence(ctx, node.get("confidence", "medium"))
     message, message_by_mode = _parse_message(ctx, node.get("message"), title)
     explain = _opt_str(ctx, node, "explain") or ""
-    fix_text, fix_engines, fix_change, spelled = _parse_fix(ctx, node.get("fix"))
+    fix_text, fix_engines, fix_candidates, spelled = _parse_fix(ctx, node.get("fix"))
     verify = changes.parse_verify(ctx, node["verify"]) if "verify" in node else families.classes[cls].verify
     inhibits = _str_list(ctx, node, "inhibits")
     for target in inhibits:
@@ -120,7 +120,7 @@ def _parse_rule(node: dict[str, Any], where: str, families: Families, builtin: b
         fix_text=fix_text, fix_engines=fix_engines, inhibits=inhibits, references=references,
         tests=tests, modes=tuple(modes), status=status, path=where, line=line_of(node), builtin=builtin,
         message_by_mode=message_by_mode, engines=engine_names, area=families.area(cls),
-        fix_change=fix_change, verify=verify,
+        fix_change=fix_candidates[0].change if fix_candidates else {}, fix_candidates=fix_candidates, verify=verify,
     )
 
 
@@ -174,12 +174,13 @@ def _str_list(ctx: Ctx, node: dict[str, Any], key: str) -> list[str]:
     return [v.strip() for v in value]
 
 
-def _parse_fix(ctx: Ctx, node: Any) -> tuple[str, dict[str, str], dict[str, Any], set[str]]:
-    """(text, engine -> command template, the change, the engines whose command is the change spelled)."""
+def _parse_fix(ctx: Ctx, node: Any) -> tuple[str, dict[str, str], tuple[changes.Candidate, ...], set[str]]:
+    """(text, engine -> command template, the changes in the order to offer them, the engines whose
+    command is the first change spelled)."""
     if node is None:
         raise ctx.fail("fix", "missing 'fix' (every finding says what to do)")
     if isinstance(node, str):
-        return " ".join(node.split()), {}, {}, set()
+        return " ".join(node.split()), {}, (), set()
     known = engines.names()
     if not isinstance(node, dict):
         raise ctx.fail("fix", f"'fix' is a mapping {{text: ..., change: {{...}}, {known[0]}: ..., ...}}")
@@ -189,7 +190,8 @@ def _parse_fix(ctx: Ctx, node: Any) -> tuple[str, dict[str, str], dict[str, Any]
     text = node.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ctx.fail("fix.text", "'fix.text' must say what to do", node)
-    change = changes.parse_change(ctx, node["change"], "fix.change") if "change" in node else {}
+    candidates = changes.parse_candidates(ctx, node["change"], "fix.change") if "change" in node else ()
+    change = candidates[0].change if candidates else {}
     spelled = changes.flags(change)
     by_engine: dict[str, str] = {}
     for engine in known:
@@ -204,7 +206,7 @@ def _parse_fix(ctx: Ctx, node: Any) -> tuple[str, dict[str, str], dict[str, Any]
             raise ctx.fail(f"fix.{engine}", f"fix for {engine} must be a non-empty string"
                                             + (" (or null: no command for it)" if change else ""), node)
         by_engine[engine] = value.strip()
-    return " ".join(text.split()), by_engine, change, {e for e in by_engine if e not in node}
+    return " ".join(text.split()), by_engine, candidates, {e for e in by_engine if e not in node}
 
 
 def _check_template(ctx: Ctx, field_name: str, template: str) -> None:

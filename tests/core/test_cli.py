@@ -100,6 +100,13 @@ def test_rules_commands() -> None:
     assert explained.returncode == 0 and b"context.overflow" in explained.stdout and b"--ctx-size" in explained.stdout
 
 
+def test_rules_without_a_subcommand_is_one_line_and_exit_2() -> None:
+    proc = cli("rules")
+    err = proc.stderr.decode().strip().splitlines()
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert err == ["llm-doctor: error: rules: say which: `llm-doctor rules list` or `llm-doctor rules test [DIR]`"]
+
+
 def test_rules_test_shows_expected_vs_actual(tmp_path: Path) -> None:
     (tmp_path / "wrong.yaml").write_text(
         "- id: LD990\n  slug: wrong-case\n  class: kv.dtype\n  severity: info\n  title: t\n"

@@ -22,11 +22,18 @@ WRITES = ("set", "set_default", "unknown")
 # First arguments built at run time, by (module, expression): none of them is a derived.* fact.
 DYNAMIC = {
     ("run.py", "out"): "host.gpu[i] bandwidth and PCIe ratios (measured / spec), indexed per GPU",
+    ("change.py", "name"): "a fix's settings applied to the run's plan: config.*, sampling.* and an engine's own "
+                           "setting facts (doctor/core/engines.py Semantics), never derived.*",
     ("whatif.py", "f'host.gpu[{i}].name'"): "a stated GPU budget, per GPU",
     ("whatif.py", "f'host.gpu[{i}].vram_total'"): "a stated GPU budget, per GPU",
     ("whatif.py", "f'host.gpu[{i}].vram_free'"): "a stated GPU budget, per GPU",
     **{("speed.py", f"f'{{p}}.{key}'"): "speed.<phase>.*: the verdict of each phase (prefill, decode)"
        for key in ("tok_s", "ceiling_source", "ceiling_tok_s", "fraction", "bound", "settle", "expected_tok_s")},
+    **{("speed_range.py", f"f'{{p}}.{key}'"): "speed.<phase>.*: where the phase falls in its device class's range"
+       for key in ("efficiency", "usual_class", "usual_low", "usual_high", "usual_tok_s", "placement")},
+    ("speed_causes.py", "f'speed.cause.{name}'"): "speed.cause.<cause>: one fact per slow cause a paste shows",
+    ("spec_memory.py", "fact"): "the spec device's memory bandwidth as stated by the user: spec.mem_bw_gbs (CPU) "
+                                "or the GPU's, whichever kind the device is",
 }
 
 

@@ -25,6 +25,22 @@ def test_root_cause_hides_its_symptom_and_is_the_assessment(rulebase) -> None:
     assert next(f for f in report.findings if f.id == "LD203").inhibits == ["LD201"]
 
 
+def test_the_two_context_failures_are_ranked_by_their_numbers(rulebase) -> None:
+    """Issue 37, item 2: the same refusal event, told apart by the numbers. A prompt of 3500 in a 4096
+    slot that then filled it is generation running into the end (LD202 leads, LD201 does not fire); a
+    prompt of 5000 in the same slot is the prompt (LD201 leads and explains LD202)."""
+    refused = [{"kind": "prompt_too_long", "line": 54, "text": "srv    send_error: task id = 0, error: ..."},
+               {"kind": "ctx_full", "line": 53}]
+    fitted = run(rulebase, {"config.n_ctx": 4096, "run.prompt_tokens_max": 3500, "run.tokens_used_max": 4095},
+                 refused)
+    assert fitted.assessment is not None and fitted.assessment.id == "LD202"
+    assert next(c for c in fitted.checks if c.id == "LD201").outcome == "ok"
+    too_long = run(rulebase, {"config.n_ctx": 4096, "run.prompt_tokens_max": 5000, "run.tokens_used_max": 4095},
+                   refused)
+    assert too_long.assessment is not None and too_long.assessment.id == "LD201"
+    assert "LD202" in next(f for f in too_long.findings if f.id == "LD201").inhibits
+
+
 def test_unknown_checks_list_what_is_missing(rulebase) -> None:
     report = run(rulebase, {})
     threads = next(c for c in report.checks if c.id == "LD512")
@@ -49,7 +65,7 @@ def test_evidence_points_at_log_lines(rulebase) -> None:
                    "data": {"n_tokens": 401, "n_ctx": 256}}])
     finding = next(f for f in report.findings if f.id == "LD201")
     assert 2132 in finding.lines
-    assert finding.message.startswith("The prompt needed 401 tokens but the context holds 256 per sequence")
+    assert finding.message.startswith("The prompt of 401 tokens did not fit in the context of 256 tokens per sequence")
 
 
 def test_fail_on_thresholds(rulebase) -> None:

@@ -100,8 +100,15 @@ def test_before_after_line_for_a_context_fix(rules: RuleBase) -> None:
     a = fixmap.pick("context.overflow", fixmap.figures(after.facts))
     assert b["truncated"] is True and a["truncated"] is False
     text = fixmap.line("context.overflow", "--ctx-size 512", b, a, "resolved", "")
-    assert text == ("--ctx-size 512: prompt of 400 tokens fits in 512 (before: truncated in 256); "
+    # the run before was rejected (prompt_too_long), not truncated: the line says so (issue 37, item 3)
+    assert text == ("--ctx-size 512: prompt of 400 tokens fits in 512 (before: rejected by a context of 256); "
                     "32 tokens generated, no truncation")
+    cut = judged(rules, OVERFLOW, [{"kind": "truncation", "line": 9, "data": {"n_tokens": 400}}])
+    b_cut = fixmap.pick("context.overflow", fixmap.figures(cut.facts))
+    assert "(before: truncated to a context of 256)" in fixmap.line("context.overflow", "x", b_cut, a, "resolved", "")
+    full = judged(rules, OVERFLOW, [{"kind": "ctx_full", "line": 9}])
+    b_full = fixmap.pick("context.overflow", fixmap.figures(full.facts))
+    assert "(before: ran out of a context of 256)" in fixmap.line("context.overflow", "x", b_full, a, "resolved", "")
 
 
 def test_a_loop_fix_is_resolved_when_the_loop_is_gone(rules: RuleBase) -> None:

@@ -134,9 +134,9 @@ def test_a_command_with_an_unknown_fact_is_left_out_not_shown_with_a_hole() -> N
     assert not HOLE.search(finding.message + finding.fix.text)
 
 
-def test_unknown_facts_in_a_message_read_as_words() -> None:
+def test_unknown_facts_in_a_message_take_their_clause() -> None:
     facts = Facts()
     facts.set("model.ssm_d_conv", 3, Source("test", "t"))
     from doctor.core.format import render
 
-    assert render("{model.ssm_d_conv} of {c.d} tokens", facts) == "3 of (unknown) tokens"
+    assert render("{model.ssm_d_conv} kept; {c.d} tokens", facts) == "3 kept"

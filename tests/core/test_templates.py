@@ -27,8 +27,9 @@ def test_units() -> None:
     assert render("{derived.kv_bytes|raw}", facts()) == "47185920"
 
 
-def test_unknown_placeholder_is_visible_not_silent() -> None:
-    assert render("--ctx-size {derived.ctx_recommended}", facts()) == "--ctx-size (unknown)"
+def test_unknown_placeholder_takes_its_clause_never_a_stand_in() -> None:
+    assert render("Use a context of {derived.ctx_recommended}, or fewer slots.", facts()) == "Fewer slots."
+    assert render("--ctx-size {derived.ctx_recommended}", facts()) == ""
     assert render_complete("--ctx-size {derived.ctx_recommended}", facts()) is None  # a fix command is left out
 
 
@@ -40,7 +41,7 @@ def test_optional_parts_drop_when_a_fact_is_unknown() -> None:
 def test_event_fields() -> None:
     ev = Event("prompt_too_long", 7, "Requested tokens (401) exceed", "llama.cpp", data={"n_tokens": 401})
     assert render("{event.n_tokens} at line {event.line}", facts(), ev) == "401 at line 7"
-    assert render("{event.n_ctx}", facts(), ev) == "(unknown)"
+    assert render("{event.n_tokens} asked; {event.n_ctx} held", facts(), ev) == "401 asked"
 
 
 def test_format_string_attacks_reach_nothing() -> None:

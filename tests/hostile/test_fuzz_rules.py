@@ -211,7 +211,7 @@ def test_loading_and_judging_touch_no_file_process_or_network(monkeypatch: pytes
     texts = [p.read_text(encoding="utf-8") for p in rule_files(ROOT / "rules")]
     families.builtin()  # the classes rules are checked against: read once, before the patches
     hostile = yaml.safe_load(GOOD_RULE)
-    hostile[0]["message"] = "{config.n_ctx} {event.__class__} {event.__init__} $HOME $(id) `id` {{config.n_ctx}} %s"
+    hostile[0]["message"] = "{config.n_ctx} $HOME $(id) `id` {{config.n_ctx}} %s; {event.__class__} {event.__init__}"
     hostile[0]["when"] = {"all": [{"fact": "config.n_ctx", "exists": True},
                                   {"fact": "model.path", "matches": "^/etc/passwd$|(a+)+$"}]}
     texts.append(yaml.safe_dump(hostile))
@@ -242,8 +242,8 @@ def test_loading_and_judging_touch_no_file_process_or_network(monkeypatch: pytes
     assert calls == []
     finding = next(f for f in report.findings if f.id == "LD999")
     assert "/etc/passwd" not in finding.message and "root:" not in finding.message
-    # an attribute is no fact: it reads "(unknown)", never a Python object
-    assert "(unknown)" in finding.message and "<class" not in finding.message and "<slot" not in finding.message
+    # an attribute is no fact: its clause goes (doctor/core/clauses.py), never a Python object in its place
+    assert "__class__" not in finding.message and "<class" not in finding.message and "<slot" not in finding.message
     assert "$(id)" in finding.message  # shown as text, never run
 
 

@@ -193,8 +193,10 @@ def test_the_analyzer_runs_the_table_parsers_and_only_engine_less_parsers_beside
         assert engine.parser is not None and engines.load(engine.parser) in run, engine.name
     others = [cls for cls in run if cls not in table_parsers]
     # llama-bench: a llama.cpp tool's results (votes llama.cpp); devices: hardware pasted beside a speed;
-    # client: request budgets and reply bodies
-    assert {cls.name for cls in others} == {"crashes", "pasted", "devices", "llama-bench", "client", "catalogue"}
+    # client: request budgets and reply bodies; hostinfo: the machine's own tools pasted beside a result
+    # (nvidia-smi, lscpu, system_profiler, fastfetch)
+    assert {cls.name for cls in others} == {"crashes", "pasted", "devices", "llama-bench", "client", "catalogue",
+                                            "hostinfo"}
 
 
 def test_every_engine_the_parsers_vote_for_on_the_fixture_logs_is_in_the_table(

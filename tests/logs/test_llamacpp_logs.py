@@ -34,6 +34,7 @@ CASES = [
     (LC / "partial-offload-slow.log", "LD504", "offload.partial", [28], "-ngl all"),
     (LC / "server-slots-truncated.log", "LD203", "context.overflow", [62], "--parallel 4"),
     (LC / "server-context-exceeded.log", "LD202", "context.overflow", [44, 47], "--ctx-size"),
+    (LC / "server-generation-end-no-shift.log", "LD202", "context.overflow", [54], "--ctx-size"),
     (LC / "cpu-only-build-ngl.log", "LD501", "offload.none", [1, 2], "-DGGML_CUDA"),
     (LC / "pasted-issue-crlf.log", "LD302", "oom.kv_cache", [17], "--ctx-size"),
     (LC / "slow-load-threads.log", "LD512", "cpu.threads", [23], "-t "),
@@ -57,6 +58,24 @@ def test_diagnosis(analyze, path: Path, rule: str, cls: str, lines: list[int], f
 def test_healthy_logs_have_no_warning_or_error(analyze, path: Path) -> None:
     report = analyze(path)
     assert not report.fails("warning"), [(f.id, f.message) for f in report.findings]
+
+
+def test_the_two_context_failures_are_told_apart_by_their_numbers(analyze, tmp_path: Path) -> None:
+    """Issue 37, item 2: a prompt of 3500 tokens in a 4096 slot, then llama-server's "context shift is
+    disabled" (sent for a slot that is generating when the next token has no cell): generation ran into
+    the end of the context (LD202) leads; "the prompt does not fit" is not said. The same lines with a
+    prompt that fills the slot are the prompt's fault (LD201)."""
+    report = analyze(LC / "server-generation-end-no-shift.log")
+    assert report.assessment is not None and report.assessment.id == "LD202"
+    assert "LD201" not in {f.id for f in report.findings}
+    assert "ctx_full" in [e.kind for e in report.facts.events() if e.line == 54]
+    assert report.facts.events("ctx_full")[0].data == {"n_tokens": 3500, "n_ctx": 4096}
+    text = (LC / "server-generation-end-no-shift.log").read_text(encoding="utf-8")
+    whole = tmp_path / "prompt-fills-slot.log"
+    whole.write_text(text.replace("n_prompt_tokens = 3500", "n_prompt_tokens = 4096"), encoding="utf-8")
+    report = analyze(whole)
+    assert report.assessment is not None and report.assessment.id == "LD201", [f.id for f in report.findings]
+    assert "prompt_too_long" in [e.kind for e in report.facts.events() if e.line == 54]
 
 
 def test_slow_load_is_found_beside_the_threads(analyze) -> None:

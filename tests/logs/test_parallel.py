@@ -15,15 +15,16 @@ import json
 import os
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from doctor.sources.logs import ahead as ahead_module
 from doctor.sources.logs import analyze as analyze_module
 from doctor.sources.logs import parallel
-from doctor.sources.logs.analyze import LogAnalyzer
+from doctor.sources.logs.analyze import LogAnalyzer, analyze_stream
 from doctor.sources.logs.regions import Region, file_regions, pread
-from doctor.sources.logs.stream import LineScanner, open_input, rewindable
+from doctor.sources.logs.stream import LineScanner
 from tests.logs.test_fold import server_log, server_log_2025
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,8 +37,8 @@ class _InProcess:
     """The workers' part read in this process (each record pickled and read back, as between processes): the same
     records and replay for hundreds of small logs without starting processes for each."""
 
-    def __init__(self, workers: int, name: str, fold: bool, fd: int) -> None:
-        self.reader = ahead_module.Reader(name, fold)
+    def __init__(self, workers: int, name: str, fold: bool, escaped: bool, fd: int) -> None:
+        self.reader = ahead_module.Reader(name, fold, escaped)
         self.read = pread(fd)
         self.size = workers
         self.broken = False
@@ -56,30 +57,36 @@ class _InProcess:
 
 
 def _serial(path: Path, chunk: int) -> str:
-    with path.open("rb", buffering=1 << 20) as f:
-        stream = open_input(rewindable(f))
-        analyzer = LogAnalyzer(path.name)
-        analyzer.scanner.hold_last = True
-        while True:
-            data = stream.read(chunk)
-            if not data:
-                break
-            analyzer.feed(data)
-        return json.dumps(analyzer.finish().to_json(), sort_keys=True)
+    """`analyze_stream`'s facts with no worker (LLM_DOCTOR_WORKERS=0): the reference."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(parallel.ENV, "0")
+        with path.open("rb", buffering=1 << 20) as f:
+            return json.dumps(analyze_stream(f, path.name, chunk).to_json(), sort_keys=True)
 
 
 def _parallel(path: Path, chunk: int, workers: int = 1) -> tuple[str, dict[str, int]]:
+    """`analyze_stream`'s facts with `workers`, whatever the file's size; `seen`: how its regions were read
+    (empty where the parallel path did not take the file: a paste, a head without a line end)."""
     seen: dict[str, int] = {}
-    with path.open("rb", buffering=1 << 20) as f:
-        facts = parallel.analyze_file(open_input(rewindable(f)), path.name, chunk=chunk, workers=workers,
-                                      min_bytes=0, seen=seen)
-    assert facts is not None, "the parallel path did not take the file"
+    original = parallel.analyze_file
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **kwargs, seen=seen)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(analyze_module, "PARALLEL_MIN", 0)
+        patch.setattr(parallel, "MIN_BYTES", 0)
+        patch.setenv(parallel.ENV, str(workers))
+        patch.setattr(parallel, "analyze_file", spy)
+        with path.open("rb", buffering=1 << 20) as f:
+            facts = analyze_stream(f, path.name, chunk)
     return json.dumps(facts.to_json(), sort_keys=True), seen
 
 
-def _same(path: Path, chunk: int, workers: int = 1) -> dict[str, int]:
+def _same(path: Path, chunk: int, workers: int = 1, taken: bool = True) -> dict[str, int]:
     facts, seen = _parallel(path, chunk, workers)
     assert facts == _serial(path, chunk), f"{path.name}, reads of {chunk} bytes: the reports differ"
+    assert seen or not taken, f"{path.name}: the parallel path did not take it"
     return seen
 
 
@@ -101,15 +108,19 @@ def test_every_fixture_and_corpus_log_reads_the_same(monkeypatch: pytest.MonkeyP
     for log in LOGS:
         data = log.read_bytes()
         head = data.find(b"\n") + 1 or len(data)  # the first read must hold a line end (else: the serial path)
-        seen = _same(log, max(256, len(data) // 5, head))
+        seen = _same(log, max(256, len(data) // 5, head), taken=False)
         given += seen.get("worker", 0)
     assert len(LOGS) > 500 and given > 500
 
 
 def test_fixture_logs_read_the_same_with_a_worker_process() -> None:
     """The same with a real worker process, on the fixture logs of some size."""
-    taken = [log for log in LOGS if log.stat().st_size > 50_000 and "corpus" not in log.parts][:12]
-    assert len(taken) == 12
+    from doctor.core.paste import looks_pasted
+
+    # a head that looks pasted is read as one piece (a paste, or the largest paste read at once)
+    taken = [log for log in LOGS if log.stat().st_size > 50_000 and "corpus" not in log.parts
+             and not looks_pasted(log.read_bytes()[: 64 << 10])][:10]
+    assert len(taken) == 10
     for log in taken:
         seen = _same(log, log.stat().st_size // 5)
         assert seen["worker"] > 0
@@ -124,6 +135,22 @@ def test_the_mixed_log_reads_the_same(mixed: Path) -> None:
         for key, value in seen.items():
             total[key] = total.get(key, 0) + value
     assert total["scanned"] > 0  # and some records could not be used as they were (a run not ready, say)
+
+
+def test_a_big_log_whose_head_looks_pasted_reads_the_same(mixed: Path, tmp_path: Path) -> None:
+    """A head quoted as in a mail and holding escaped quotes: analyze_stream reads it in one read of a paste's
+    largest size (too big to be one), then reads on in reads of `chunk`, its triggers tolerant of escaped
+    quotes; the regions follow."""
+    from doctor.core.paste import PASTE_MAX, looks_pasted
+
+    data = mixed.read_bytes()
+    head = b'app: engine said {\\"error\\": \\"CUDA out of memory\\"}\n' + b"".join(
+        b"> " + line for line in data[:20_000].splitlines(keepends=True))
+    path = tmp_path / "quoted.log"
+    path.write_bytes(head + data)
+    assert looks_pasted(head) and len(head + data) > PASTE_MAX + (1 << 20)
+    seen = _same(path, 1 << 20)
+    assert seen["worker"] > 0
 
 
 def test_two_workers_read_the_same(mixed: Path) -> None:
@@ -158,10 +185,14 @@ def test_every_engine_s_request_lines_read_the_same(tmp_path: Path, name: str) -
 
 def test_region_ends_at_every_start_line(tmp_path: Path) -> None:
     """Reads whose regions end just before, at and just after engine start lines."""
+    from bench.analyze_real import queue_parts
+    from doctor.core.paste import looks_pasted
     from doctor.sources.logs.sessions import start_lines
 
     logs = [p for p in LOGS if "vllm" in p.parts or "ollama" in p.parts][:6] + LOGS[:6]
-    data = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in logs)
+    head, block, _ = queue_parts()  # a head that does not look pasted (else the input is read as a paste)
+    data = head + block * (70_000 // len(block) + 1) + b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in logs)
+    assert not looks_pasted(data[: 64 << 10])
     path = tmp_path / "starts.log"
     path.write_bytes(data)
     starts = start_lines()

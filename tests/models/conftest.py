@@ -142,4 +142,7 @@ def stores(tmp_path: Path, smollm2: Path, model_sha: str, projector_file: Path,
     from doctor.sources.engines.ollama import store as ollama
 
     monkeypatch.setattr(ollama, "SERVICE_MODELS", str(tmp_path / "no-service"))
+    from doctor.sources.models import default
+
+    monkeypatch.setattr(default, "installed_model", lambda: None)  # the default model: only HOME's cache
     return Home(home, {"HOME": str(home)}, smollm2, model_sha, projector_file)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,88 @@ def test_the_tui_list_scans_the_model_chosen_with_enter(stores: Home) -> None:
 
     run_async(body())
     assert scan_target(view.rows[0]) == "smollm2:135m"
+
+
+# -- issue 37, item 6: the default model, folders, clean messages -----------------------------------
+
+def test_the_default_model_llm_doctor_fetched_is_listed_and_named(stores: Home,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.models.conftest import place
+
+    cached = stores.home / ".cache" / "llm-doctor" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    place(stores.model, cached)
+    rows = _models(capsys, "--ram", "8G")["models"]
+    assert [(r["name"], r["store"], r["path"]) for r in rows] == [("SmolLM2-135M-Instruct", "llm-doctor", str(cached))]
+    assert rows[0]["verdict"] == "CPU only"
+    assert main(["scan", "-m", "default", "--no-trace", "--format", "json", "--ram", "8G"]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["facts"]["facts"]["model.path"]["value"] == str(cached)
+
+
+def _folder(stores: Home) -> Path:
+    """~/models as people keep it: a model at the top, one in org/repo folders with its projector, a
+    split model's two shards, and files that are not models."""
+    from tests.models.conftest import place
+
+    folder = stores.home / "models"
+    place(stores.model, folder / "smollm2-Q4_1.gguf")
+    place(stores.model, folder / "org" / "repo" / "vision-Q4_1.gguf")
+    place(stores.projector, folder / "org" / "repo" / "mmproj-vision-f16.gguf")
+    place(stores.model, folder / "split" / "big-Q8_0-00001-of-00002.gguf")
+    place(stores.model, folder / "split" / "big-Q8_0-00002-of-00002.gguf")
+    (folder / "notes.txt").write_text("not a model\n")
+    return folder
+
+
+def test_models_takes_folders(stores: Home, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = _folder(stores)
+    rows = {r["name"]: r for r in _models(capsys, str(folder), "--ram", "8G")["models"]}
+    assert set(rows) == {"smollm2-Q4_1.gguf", "org/repo/vision-Q4_1.gguf", "split/big-Q8_0-00001-of-00002.gguf"}
+    assert rows["org/repo/vision-Q4_1.gguf"]["mmproj"] == str(folder / "org" / "repo" / "mmproj-vision-f16.gguf")
+    assert rows["split/big-Q8_0-00001-of-00002.gguf"]["size"] == 2 * stores.model.stat().st_size
+    assert all(r["store"] == "folder" and r["verdict"] == "CPU only" for r in rows.values())
+    # a folder that is not there: one line, exit 2
+    assert main(["models", str(folder / "nope")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such folder" in err[0]
+
+
+def test_scan_takes_a_folder(stores: Home, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.models.conftest import place
+
+    one = stores.home / "one"
+    place(stores.model, one / "only-Q4_1.gguf")
+    assert main(["scan", "-m", str(one), "--no-trace", "--format", "json", "--ram", "8G"]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["facts"]["facts"]["model.path"]["value"] == str(one / "only-Q4_1.gguf")
+    # several: one line naming them and the command that compares them
+    folder = _folder(stores)
+    assert main(["scan", "-m", str(folder), "--no-trace", "--format", "json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "3 GGUF models" in err[0] and "smollm2-Q4_1.gguf" in err[0]
+    assert f"llm-doctor models {folder}" in err[0]
+
+
+def test_scan_of_a_folder_on_a_terminal_lets_the_user_pick(stores: Home, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from doctor.views.tui import models_screen
+
+    folder = _folder(stores)
+    shown: list[list[str]] = []
+
+    def pick_second(view, highlight=0):  # type: ignore[no-untyped-def]
+        shown.append([r.name for r in view.rows])
+        return view.rows[1]
+
+    monkeypatch.setattr(models_screen, "run_models_app", pick_second)
+    assert main(["scan", "-m", str(folder), "--tui", "--no-trace", "--format", "json", "--ram", "8G"]) in (0, 1)
+    assert shown == [["org/repo/vision-Q4_1.gguf", "smollm2-Q4_1.gguf", "split/big-Q8_0-00001-of-00002.gguf"]]
+    facts = json.loads(capsys.readouterr().out)["facts"]["facts"]
+    assert facts["model.path"]["value"] == str(folder / "smollm2-Q4_1.gguf")
+
+
+def test_no_model_and_no_store_reads_cleanly(stores: Home, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scan", "-m", "mistral", "--no-trace"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "((" not in err and "))" not in err and "no model store here" not in err
+    assert err == ("llm-doctor: error: model 'mistral': no such file or folder, and no model of that name; no model "
+                   "folder of huggingface, llama.cpp, lmstudio or ollama here to look in; give a GGUF file, or a "
+                   "folder of them")

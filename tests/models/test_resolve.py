@@ -120,7 +120,7 @@ def test_nothing_found_names_where_it_looked_and_the_close_names(stores: Home) -
     assert "did you mean smollm2:135m" in message and "\n" not in message
     with pytest.raises(UsageError, match="no such model file"):
         resolve(str(stores.home / "missing.gguf"), stores.env)
-    with pytest.raises(UsageError, match="is a directory"):
+    with pytest.raises(UsageError, match="no GGUF file in this folder"):
         resolve(str(stores.home), stores.env)
 
 

@@ -85,6 +85,9 @@ def test_only_and_skip(capsys: pytest.CaptureFixture[str]) -> None:
     (["--model", "/nonexistent/model.gguf"], "no such model file"),
     (["--ctx-size", "0"], "--ctx-size must be positive"),
     (["--threads", "-2"], "--threads must be positive"),
+    (["-b", "0"], "--batch-size must be positive (got 0)"),
+    (["-ub", "0"], "--ubatch-size must be positive (got 0)"),
+    (["-np", "0"], "--parallel must be positive (got 0)"),
     (["--only", "nothing-like-this"], "--only nothing-like-this: no such check or probe"),
     (["--replay-machine", "/nonexistent/machine"], "--replay-machine"),
 ])
@@ -94,6 +97,27 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, capsys:
     assert code == 2
     assert err[-1].startswith("llm-doctor: error:") and message in err[-1]
     assert not any("Traceback" in line for line in err)
+
+
+def test_settings_and_the_save_path_are_refused_before_the_machine_is_probed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = str(tmp_path / "no" / "such" / "folder" / "x.json")
+    for args in (["-b", "0"], ["--save", missing], ["--save", str(tmp_path)]):
+        assert main(["scan", "--no-trace", "--format", "json", *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("llm-doctor: error:"), err  # no "probing this machine" first
+    assert "--save" in err[0] and "is a directory" in err[0]
+
+
+def test_a_text_file_given_as_the_model_is_not_a_gguf_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("llama_model_load: error loading model\n")
+    assert main(["scan", "-m", str(log), "--no-trace", "--format", "json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{log}: not a GGUF file" in err[0] and "pip install" not in err[0]
+    # a GGUF cut short is still the scan's corrupt-model finding, not a usage error
+    (tmp_path / "cut.gguf").write_bytes(b"GGU")
+    assert main(["scan", "-m", str(tmp_path / "cut.gguf"), "--no-trace", "--format", "json"]) == 1
 
 
 def test_a_corrupt_model_is_reported_not_crashed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -114,11 +114,56 @@ def test_the_text_view_says_the_verdict_and_the_room(capsys: pytest.CaptureFixtu
     assert "RAM fits:" in memory and "left" in memory and "largest context" in memory
 
 
-def test_the_markdown_view_says_it_too(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
-    main(["scan", "--no-trace", "--format", "markdown", "--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32",
-          "--ram", "640M"])
+MACHINES = Path(__file__).resolve().parents[2] / "fixtures" / "machines"
+# the two CPU kinds the suite runs on, recorded live (issue 37): an AMD EPYC (AVX-512, no AMX: llama.cpp
+# makes no copy of Q4_1 weights) and an Intel Xeon with AMX (the AMX buffer holds a repacked copy)
+CPU_KINDS = {"amd-epyc": MACHINES / "vm-virtio", "xeon-amx": MACHINES / "xeon-amx-vm"}
+F32_8K = ("--ctx-size", "8192", "--type-k", "f32", "--type-v", "f32")
+
+
+def on(kind: str | None, smollm2: Path) -> list[str]:
+    """Scan options that pin the machine: a recorded CPU kind, or (None) this machine."""
+    return ["--replay-machine", str(CPU_KINDS[kind]), "--model", str(smollm2)] if kind else []
+
+
+@pytest.mark.parametrize("kind", [None, *CPU_KINDS])
+def test_the_markdown_view_says_it_too(capsys: pytest.CaptureFixture[str], smollm2: Path, kind: str | None) -> None:
+    """512 MiB: the KV cache and compute buffer alone do not fit, with or without a repacked copy of the
+    weights, so the verdict is the same on every CPU (at 640 MiB it is not: see below)."""
+    main(["scan", "--no-trace", "--format", "markdown", *F32_8K, "--ram", "512M", *on(kind, smollm2)])
     out = capsys.readouterr().out
     assert "**Memory:** RAM does not fit: needs " in out and "short by" in out
+
+
+def test_the_what_if_under_both_cpu_kinds(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:
+    """640 MiB on the two recorded CPUs: on the AMX Xeon llama.cpp keeps an AMX copy of the Q4_1 matrix
+    weights (the engine's system line says AMX_INT8 = 1 and the host has the tiles), which is the
+    process's own memory: it does not fit. On the AMD EPYC nothing is copied (CPU_REPACK has no Q4_1
+    kernel): it runs, paging the mapped weights. The sums differ by exactly the copy."""
+    _, amx = scan(capsys, "--no-trace", *F32_8K, "--ram", "640M", *on("xeon-amx", smollm2))
+    _, amd = scan(capsys, "--no-trace", *F32_8K, "--ram", "640M", *on("amd-epyc", smollm2))
+    assert amx["host.cpu.flags"] != amd["host.cpu.flags"] and "amx_int8" in amx["host.cpu.flags"]
+    assert amx["derived.weights_repack_buffers"] == "AMX" and amx["derived.weights_repack_extra_bytes"] > 0
+    assert amd.get("derived.weights_repack_extra_bytes", 0) == 0
+    assert amx["derived.host_need_bytes"] - amd["derived.host_need_bytes"] == amx["derived.weights_repack_extra_bytes"]
+    assert amx["derived.ram_runs"] is False and "LD317" not in amx["#findings"]
+    assert amd["derived.ram_runs"] is True and amd["derived.fits_ram"] is False and "LD317" in amd["#findings"]
+
+
+@pytest.mark.parametrize("kind", list(CPU_KINDS))
+@pytest.mark.parametrize("ram", ["140M", "100M"])
+def test_a_budget_the_weights_barely_fit_says_nothing_usable_fits(
+        capsys: pytest.CaptureFixture[str], smollm2: Path, kind: str, ram: str) -> None:
+    """Issue 37: `scan --ram 100M --no-trace` (94 MiB of weights, 13.6 MiB left) said "The largest context
+    that fits is 0 tokens ... Ask for the context you need (it fits)". Where no context fits beside the
+    weights the report says so, and asks for a context nowhere."""
+    code, f = scan(capsys, "--no-trace", "--ram", ram, *on(kind, smollm2))
+    assert code == 1 and f["derived.max_ctx_fit"] == 0 and "derived.ctx_fit_recommended" not in f
+    assert "LD312" not in f["#findings"] and {"LD319", "LD314"} & set(f["#findings"])
+    main(["scan", "--no-trace", "--format", "text", "--color", "never", "--ram", ram, *on(kind, smollm2)])
+    out = capsys.readouterr().out
+    assert "no context fits beside the weights" in out
+    assert "0 tokens" not in out and "(it fits)" not in out and "n_ctx=0" not in out and "--ctx-size 0" not in out
 
 
 def test_a_llama_server_plan_counts_its_prompt_cache(capsys: pytest.CaptureFixture[str], smollm2: Path) -> None:

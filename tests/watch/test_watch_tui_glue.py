@@ -29,7 +29,7 @@ class RecordingTui:
         self.events: list[LiveEvent] = []
         self.stop_after = stop_after
 
-    def run_watch_app(self, events: Iterable[LiveEvent], *, on_stop=None, on_pause=None, title="watch"):
+    def run_watch_app(self, events: Iterable[LiveEvent], *, on_stop=None, on_pause=None, title="watch", redact=None):
         for event in events:
             self.events.append(event)
             if self.stop_after is not None and len(self.events) == self.stop_after and on_stop is not None:

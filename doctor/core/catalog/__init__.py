@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from doctor.core.catalog import arch, client, config, derived, host, model, run, server, speed
+from doctor.core.catalog import arch, client, config, derived, host, model, run, server, speed, usual
 from doctor.core.catalog import spec as spec_facts
 
 
@@ -68,12 +68,12 @@ LABELS = frozenset({
     "model.storage.kind", "model.storage.fs_type", "model.storage.transport", "run.finish_reason",
     "server.limit_name", "server.vllm.quantization", "server.tgi.quantize", "server.ollama.kv_cache_type_env",
     "derived.weights_repack_buffers", "client.max_tokens_name", "client.frontend", "client.frontend_engine",
-}) | speed.LABELS | spec_facts.LABELS
+}) | speed.LABELS | spec_facts.LABELS | usual.LABELS
 
 
 def _build() -> dict[str, FactSpec]:
     specs: dict[str, FactSpec] = {}
-    for module in (host, model, config, run, derived, server, arch, client, speed, spec_facts):
+    for module in (host, model, config, run, derived, server, arch, client, speed, spec_facts, usual):
         for name, type_, unit, doc in module.FACTS:
             if name in specs:
                 raise RuntimeError(f"fact {name} documented twice")

@@ -70,6 +70,11 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.ctx_recommended", "int", "tokens", "the need + 10%, rounded up to 256, capped at n_ctx_train"),
     ("derived.ctx_reduced", "int", "tokens",
      "a smaller context to try after a KV OOM: the largest that fits, else half"),
+    ("derived.max_input_fit", "int", "tokens",
+     "the longest prompt a request as long as the KV pool holds may have: one less (TGI: --max-input-tokens "
+     "below --max-total-tokens)"),
+    ("derived.ctx_reduced_seq", "int", "tokens",
+     "that smaller context's share per slot: what an engine whose context counts per request is asked for"),
     ("derived.ctx_slot_recommended", "int", "tokens", "context to ask for so each server slot holds the need"),
     ("derived.ctx_headroom", "float", None, "n_ctx / tokens needed"),
     ("derived.safe_max_new_tokens", "int", "tokens", "tokens that can be generated after the prompt"),

@@ -7,6 +7,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("host.container", "bool", None, "this process runs in a container (overlay root, container cgroup)"),
     ("host.cpu.model", "str", None, "CPU model name"),
     ("host.cpu.physical_cores", "int", "cores", "physical cores on the machine"),
+    ("host.cpu.perf_cores", "int", "cores", "performance cores of a hybrid CPU (Intel P-cores, Apple performance "
+     "cores) or big cores of a big.LITTLE SoC, as a pasted system_profiler / lscpu / fastfetch shows them"),
     ("host.cpu.logical_cores", "int", "cores", "logical CPUs (hardware threads) on the machine"),
     ("host.cpu.affinity_cores", "int", "cores", "CPUs this process may run on (sched_getaffinity)"),
     ("host.cpu.quota_cores", "float", "cores", "container CPU quota (cgroup cpu.max / cfs_quota)"),
@@ -19,6 +21,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("host.cpu.governor", "str", None, "cpufreq scaling governor"),
     ("host.ram.total", "int", "bytes", "installed RAM (or the cgroup memory limit, if lower)"),
     ("host.ram.available", "int", "bytes", "RAM available without swapping"),
+    ("host.ram.type", "str", None, "memory generation the user named (DDR3, DDR5, LPDDR5X; analyze --hardware)"),
+    ("host.ram.mts", "int", "MT/s", "memory speed the user named (DDR5-6000: 6000; analyze --hardware)"),
     ("host.ram.cgroup_limit", "int", "bytes", "cgroup memory limit, when one is set"),
     ("host.ram.swap_total", "int", "bytes", "swap configured"),
     ("host.ram.swap_used", "int", "bytes", "swap in use"),
@@ -30,6 +34,11 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("host.gpu[].uuid", "str", None, "GPU UUID"),
     ("host.gpu[].pci_bus_id", "str", None, "PCI bus id (domain:bus:device.function)"),
     ("host.gpu[].vram_total", "int", "bytes", "GPU memory, total"),
+    ("host.gpu[].cores", "int", "cores", "GPU cores of an Apple chip (system_profiler's Total Number of Cores, "
+     "or the user's '38-core GPU'): picks the chip variant's memory bandwidth"),
+    ("host.gpu[].working_set", "int", "bytes", "Metal's recommendedMaxWorkingSetSize: what macOS lets the GPU "
+     "keep resident"),
+    ("host.gpu[].rebar", "bool", None, "Resizable BAR is on (the CPU sees all of VRAM) or off (a 256 MB window)"),
     ("host.gpu[].vram_free", "int", "bytes", "GPU memory, free"),
     ("host.gpu[].vram_used", "int", "bytes", "GPU memory, used"),
     ("host.gpu[].util_gpu", "float", "%", "GPU utilisation (time a kernel ran)"),

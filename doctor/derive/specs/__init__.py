@@ -46,6 +46,13 @@ class SpecRow:
     cores: int | None = None
     vram_gib: float | None = None
     notes: str | None = None
+    # the memory behind a CPU row's figure (a user's "DDR5-6000" recomputes it: doctor/derive/spec_lookup.py)
+    mem_channels: int | None = None
+    mem_bus_bits: int | None = None
+    mem_mts: float | None = None
+    mem_type: str | None = None
+    perf_cores: int | None = None  # P-cores / big cores of a hybrid or big.LITTLE CPU (threads past them wait)
+    gpu_core_variants: tuple[tuple[int, float], ...] = ()  # (GPU cores, GB/s) of an Apple chip's variants
 
     def score(self, lowered: str) -> int:
         """The length of the longest match string found in `lowered` (0: the row does not match)."""
@@ -81,6 +88,10 @@ def _positive(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if value > 0 else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -120,6 +131,8 @@ def _row(entry: Any, kind: str, lane_gbs: dict[int, float]) -> SpecRow | str:
     gen, width, pcie_gbs = _pcie(entry, lane_gbs)
     cores = entry.get("cores")
     notes = entry.get("notes")
+    by_cores = tuple(sorted((v["gpu_cores"], float(v["mem_bw_gbs"])) for v in entry.get("mem_bw_variants") or []
+                            if isinstance(v, dict) and _count(v.get("gpu_cores")) and _positive(v.get("mem_bw_gbs"))))
     confidence = entry.get("confidence")
     vendor = entry.get("vendor")
     return SpecRow(
@@ -127,9 +140,13 @@ def _row(entry: Any, kind: str, lane_gbs: dict[int, float]) -> SpecRow | str:
         source=source.strip(), confidence=confidence if confidence in ("high", "medium") else "medium",
         vendor=vendor if isinstance(vendor, str) else None, mem_bw_gbs=bw, mem_bw_low_gbs=low,
         fp16_tflops=_positive(entry.get("fp16_tflops")), pcie_gen=gen, pcie_width=width, pcie_gbs=pcie_gbs,
-        cores=cores if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else None,
+        cores=_count(cores),
         vram_gib=_positive(entry.get("vram_gib")),
-        notes=notes if isinstance(notes, str) else None)
+        notes=notes if isinstance(notes, str) else None,
+        mem_channels=_count(entry.get("mem_channels")), mem_bus_bits=_count(entry.get("mem_bus_bits")),
+        mem_mts=_positive(entry.get("mem_mts")),
+        mem_type=mem_type if isinstance((mem_type := entry.get("mem_type")), str) else None,
+        perf_cores=_count(entry.get("perf_cores")), gpu_core_variants=by_cores)
 
 
 def parse(data: Any) -> SpecTable:

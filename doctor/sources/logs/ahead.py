@@ -59,8 +59,8 @@ class Reader:
     told how many lines come before a region, it also reads the region on from its first engine start line with
     a second analyzer, as if a session began there (`Speculation`)."""
 
-    def __init__(self, name: str, fold: bool) -> None:
-        self.analyzer = LogAnalyzer(name, fold=fold)
+    def __init__(self, name: str, fold: bool, escaped: bool = False) -> None:
+        self.analyzer = LogAnalyzer(name, fold=fold, escaped=escaped)
         self._items: list[Item] = []
         if self.analyzer.folders is not None:
             self.analyzer.folders.recorder = self._record
@@ -98,7 +98,7 @@ class Reader:
         _, stop, number, text, nxt, start = item
         spec = self._spec
         if spec is None:
-            spec = self._spec = LogAnalyzer(self.analyzer.name, fold=self._fold)
+            spec = self._spec = LogAnalyzer(self.analyzer.name, fold=self._fold, escaped=self.analyzer.escaped)
         first = lines_before + number
         spec.begin_at(first, make_line(first, text, nxt).raw, found, lines_before)
         rest = spec.scanner._scan(buf, stop, end, line_base=first)

@@ -21,24 +21,33 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
+from doctor.core.paste import PASTE_MAX, Pasted, looks_pasted, normalise_paste
 from doctor.sources.logs.base import AnalysisState, LogParser
 from doctor.sources.logs.detect import detect
 from doctor.sources.logs.fold import Folders, fold_enabled
-from doctor.sources.logs.line import LogLine, decode, make_line
+from doctor.sources.logs.line import LogLine, decode, make_line, unescape
 from doctor.sources.logs.matcher import BytesPattern, compile_triggers
 from doctor.sources.logs.registry import parser_classes
 from doctor.sources.logs.router import Router
 from doctor.sources.logs.sessions import OpenSession, StartLines, StartMarker, start_lines
-from doctor.sources.logs.stream import CHUNK, LineScanner, RawLine, open_input, rewindable
+from doctor.sources.logs.stream import CHUNK, LineScanner, RawLine, open_input, peek_head, read_upto, rewindable
+
+_QUOTE_IN_FRAGMENT = re.compile(r"""\\?(['"])""")
 
 
-def _trigger_pattern(parsers: list[LogParser], starts: StartLines) -> BytesPattern:
+def quote_tolerant(fragment: str) -> str:
+    """A trigger fragment that also matches its quotes escaped (`model\\'s`, `msg=\\"...`)."""
+    return _QUOTE_IN_FRAGMENT.sub(r"\\\\?\1", fragment)
+
+
+def _trigger_pattern(parsers: list[LogParser], starts: StartLines, escaped: bool = False) -> BytesPattern:
     fragments: list[str] = []
     seen: set[str] = set()
     for frag in starts.fragments:  # engine start lines begin sessions: every one must be a candidate
@@ -50,7 +59,7 @@ def _trigger_pattern(parsers: list[LogParser], starts: StartLines) -> BytesPatte
             if frag not in seen:
                 seen.add(frag)
                 fragments.append(frag)
-    return compile_triggers(fragments)
+    return compile_triggers([quote_tolerant(f) for f in fragments] if escaped else fragments)
 
 
 @dataclass(slots=True)
@@ -72,21 +81,27 @@ STARTUP_EVENTS = frozenset({"no_gpu", "gpu_init_failed", "warning", "ctx_over_tr
 
 
 class LogAnalyzer:
-    def __init__(self, name: str = "input", parsers: list[LogParser] | None = None, fold: bool | None = None) -> None:
+    def __init__(self, name: str = "input", parsers: list[LogParser] | None = None, fold: bool | None = None,
+                 escaped: bool = False) -> None:
         """`fold`: read runs of hot lines block by block (doctor/sources/logs/fold.py); None: unless
-        LLM_DOCTOR_FOLD=0. False is the per-line reference path."""
+        LLM_DOCTOR_FOLD=0. False is the per-line reference path. `escaped`: the input holds escaped
+        quotes (a JSON log whose messages quote): its triggers match them escaped too."""
         self.name = name
         self.parsers = parsers if parsers is not None else [cls() for cls in parser_classes()]
         self.starts = start_lines()  # the engine table's start lines (doctor/sources/logs/sessions.py)
         self.folders: Folders | None = None  # the folds of runs of hot lines (doctor/sources/logs/fold.py)
         self._bind_fresh(self.parsers)
-        self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts))
+        self.escaped = escaped
+        self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts, escaped))
         self._others: BytesPattern | None = None  # see _alone_only
         if fold if fold is not None else fold_enabled():
             self.folders = Folders.build(self.parsers, self.router, self.scanner, self.starts)
             if self.folders is not None:
                 self.folders.attach(self.scanner)
         self.skipped_lines = 0
+        # a normalised paste (doctor/core/paste.py): the scanner reads its logical lines, the facts cite
+        # the physical line each begins on; runs are not folded then (a paste is small)
+        self.pasted: Pasted | None = None
         self.sessions: list[Session] = []  # the closed ones, oldest first (at most MAX_SESSIONS kept)
         self.sessions_closed = 0
         self.open = OpenSession()
@@ -212,18 +227,28 @@ class LogAnalyzer:
         wants = capturing[0].wants_capture if len(capturing) == 1 else None
         capture_any = self.scanner.capture  # a gap may come in a later feed() than its trigger line
         starts = self.starts
+        pasted = self.pasted
+        escaped = self.escaped
         for raw in items:  # type: ignore[attr-defined]
+            if pasted is not None:
+                raw.number = pasted.line_of(raw.number)
             text = raw.text
             if text is not None:
                 line = make_line(raw.number, text, raw.next)
+                if escaped and not line.fields and b"\\" in text:
+                    unescape(line)
                 # a plain line: one RE2 set match says which parsers it concerns and whether it holds
                 # a start fragment; any other line goes to every parser and to the start-line pattern
                 found = router.route(text, router.plain(line, text)) if router is not None else None
                 if found is not None and not found.others and router is not None:  # only the catalogue's triggers
                     self._feed_alone(router.targets(found, line.text), line, text, capture_any)
+                    if line.more is not None:
+                        self._feed_more(line.more)
                     continue
                 if router is None and self._alone_only(text):
                     self._feed_alone([p for p in parsers if p.alone], line, text, capture_any)
+                    if line.more is not None:
+                        self._feed_more(line.more)
                     continue
                 marker = starts.marker(text) if found is None or found.start else None
                 if marker is not None and raw.number != started and self._start_line(marker, raw.number, line.raw):
@@ -238,6 +263,8 @@ class LogAnalyzer:
                         # a line shaped like a known one but with numbers no engine prints
                         # (30 000 digits, ...): it is not that line; go on with the next
                         self.skipped_lines += 1
+                if line.more is not None:  # a JSON message of several lines: the others to every parser
+                    self._feed_more(line.more)
                 if capturing:
                     capture_any = wants() if wants is not None else any(p.wants_capture() for p in capturing)
                     self.scanner.capture = capture_any
@@ -247,12 +274,21 @@ class LogAnalyzer:
                     if parser.wants_capture():
                         parser.feed_gap(raw.number, gap)
 
+    def _feed_more(self, lines: list[LogLine]) -> None:
+        """The further lines of a JSON message (doctor/sources/logs/line.py), after its first line."""
+        for sub in lines:
+            for parser in self.parsers:
+                try:
+                    parser.feed(sub)
+                except (ValueError, OverflowError, ArithmeticError):
+                    self.skipped_lines += 1
+
     def _alone_only(self, raw: bytes) -> bool:
         """Without a router (no RE2): whether only an alone parser's triggers selected `raw` (router.py)."""
         if not any(p.alone for p in self.parsers):
             return False
         if self._others is None:
-            self._others = _trigger_pattern([p for p in self.parsers if not p.alone], self.starts)
+            self._others = _trigger_pattern([p for p in self.parsers if not p.alone], self.starts, self.escaped)
         return not self._others.search(raw)
 
     def _feed_alone(self, targets: list[LogParser], line: LogLine, raw: bytes, capture: bool) -> None:
@@ -293,7 +329,7 @@ class LogAnalyzer:
             facts.unknown("engine.name", "no engine's signature lines were recognised", src)
         facts.set("engine.detect_confidence", found.confidence, src)
         facts.set("engine.detected", found.seen, src)
-        facts.set("run.log_lines", self.scanner.lines, Source("log", "scanner"))
+        facts.set("run.log_lines", self._lines_read(), Source("log", "scanner"))
         recognised = self.recognised(votes)
         facts.set("run.recognised", recognised, Source("log", "scanner", text=self._recognised_text(votes)))
         # events are judged only where engine lines were read: "no OOM line" in a file of other text
@@ -302,7 +338,7 @@ class LogAnalyzer:
         if self.sessions:
             facts.sessions = [*self.sessions, Session(
                 number=self.sessions_closed + 1, input=self.name, first_line=self.open.first_line,
-                last_line=max(self.scanner.lines, self.open.first_line), started_by=self.open.started_by,
+                last_line=max(self._lines_read(), self.open.first_line), started_by=self.open.started_by,
                 text=self.open.text, engine=facts.value("engine.name"))]
         return facts
 
@@ -314,8 +350,15 @@ class LogAnalyzer:
                 votes.update(parser.votes)
         return bool(+votes) or len(self.facts) > 0 or self._summarised > 0 or bool(self.facts.event_counts)
 
-    def _recognised_text(self, votes: Counter[str]) -> str:
+    def _lines_read(self) -> int:
+        """The lines read so far, as the user's input numbers them (a paste's physical lines)."""
         lines = self.scanner.lines
+        if self.pasted is None:
+            return lines
+        return self.pasted.lines if lines >= len(self.pasted.physical) else self.pasted.line_of(lines)
+
+    def _recognised_text(self, votes: Counter[str]) -> str:
+        lines = self._lines_read()
         if not lines:
             return f"{self.name} is empty: no line to read"
         if not self.recognised(votes):
@@ -333,14 +376,29 @@ def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = No
     (doctor/sources/logs/parallel.py: the same facts)."""
     chunk = chunk or CHUNK
     stream = open_input(rewindable(stream))
+    first = b""
+    head = peek_head(stream)
+    if looks_pasted(head):  # framing, escapes or a wrap in its head: maybe a paste
+        first = read_upto(stream, PASTE_MAX + 1)
+        pasted = normalise_paste(first) if len(first) <= PASTE_MAX else None
+        if pasted is not None:
+            analyzer = LogAnalyzer(name, fold=False)
+            analyzer.pasted = pasted
+            analyzer.scanner.hold_last = True
+            analyzer.feed(pasted.data)
+            return analyzer.finish()
+    # a log too large to be a paste, whose head shows escaped quotes (a JSON log quoting messages)
+    escaped = b'\\"' in head or b"\\'" in head
     if _big_file(stream):
         from doctor.sources.logs import parallel
 
-        facts = parallel.analyze_file(stream, name, chunk)
+        facts = parallel.analyze_file(stream, name, chunk, first=len(first), escaped=escaped)
         if facts is not None:
             return facts
-    analyzer = LogAnalyzer(name)
+    analyzer = LogAnalyzer(name, escaped=escaped)
     analyzer.scanner.hold_last = True  # the whole input is read: a wrapped last line is joined to the one before
+    if first:
+        analyzer.feed(first)
     return read_to_end(analyzer, stream, chunk)
 
 

@@ -65,16 +65,16 @@ def workers_wanted(size: int, min_bytes: int | None = None) -> int:
     return max(0, min(cores - 1, MAX_WORKERS))
 
 
-def regular_file(stream: BinaryIO) -> tuple[int, int] | None:
-    """(descriptor, size) of a stream that reads a regular file from its start, as it stands (not a pipe, not
-    gunzipped: open_input wraps those in another reader); None otherwise."""
+def regular_file(stream: BinaryIO, at: int = 0) -> tuple[int, int] | None:
+    """(descriptor, size) of a stream that reads a regular file as it stands (not a pipe, not gunzipped:
+    open_input wraps those in another reader), now at `at`; None otherwise."""
     raw = getattr(stream, "raw", None)
     if not isinstance(stream, io.BufferedReader) or not isinstance(raw, io.FileIO):
         return None
     try:
         fd = stream.fileno()
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or stream.tell() != 0:
+        if not stat.S_ISREG(info.st_mode) or stream.tell() != at:
             return None
     except (OSError, ValueError):
         return None
@@ -82,11 +82,13 @@ def regular_file(stream: BinaryIO) -> tuple[int, int] | None:
 
 
 def analyze_file(stream: BinaryIO, name: str, chunk: int = CHUNK, workers: int | None = None,
-                 min_bytes: int | None = None, seen: dict[str, int] | None = None) -> Facts | None:
-    """The facts of a whole regular file read with workers, as `analyze_stream` reads it; None where this path
-    does not take it (not a regular file, too small, no worker wanted, a head the serial path must read).
-    `seen` (tests, the bench): filled with how the regions were read."""
-    found = regular_file(stream)
+                 min_bytes: int | None = None, seen: dict[str, int] | None = None, first: int = 0,
+                 escaped: bool = False) -> Facts | None:
+    """The facts of a whole regular file read with workers, as `analyze_stream` reads it (`first`: the bytes it
+    read first, as one read, where it read a head that might have been a paste; `escaped`: the analysis's);
+    None where this path does not take it (not a regular file, too small, no worker wanted, a head the serial
+    path must read). `seen` (tests, the bench): filled with how the regions were read."""
+    found = regular_file(stream, first)
     if found is None:
         return None
     fd, size = found
@@ -94,12 +96,12 @@ def analyze_file(stream: BinaryIO, name: str, chunk: int = CHUNK, workers: int |
     if wanted <= 0:
         return None
     read = pread(fd)
-    regions = file_regions(read, size, chunk)
+    regions = file_regions(read, size, chunk, first=first)
     if regions is None:
         return None
-    analyzer = LogAnalyzer(name)
+    analyzer = LogAnalyzer(name, escaped=escaped)
     analyzer.scanner.hold_last = True
-    pool = POOL(wanted, name, analyzer.folders is not None, fd)
+    pool = POOL(wanted, name, analyzer.folders is not None, escaped, fd)
     replay = _Replay(analyzer, read, pool)
     try:
         last = replay.run(regions)
@@ -117,10 +119,10 @@ def analyze_file(stream: BinaryIO, name: str, chunk: int = CHUNK, workers: int |
     return read_to_end(analyzer, stream, chunk)
 
 
-def _serve(name: str, fold: bool, fd: int, tasks: Any, results: Any) -> None:
+def _serve(name: str, fold: bool, escaped: bool, fd: int, tasks: Any, results: Any) -> None:
     """A worker: regions in (index, start, end, buf_end, lines before it or None), their read ahead out
     (index, Ahead or None, error)."""
-    reader = Reader(name, fold)
+    reader = Reader(name, fold, escaped)
     read = pread(fd)
     while True:
         task = tasks.get()
@@ -138,13 +140,13 @@ def _serve(name: str, fold: bool, fd: int, tasks: Any, results: Any) -> None:
 class _Pool:
     """The worker processes (forked from this one) and their two queues."""
 
-    def __init__(self, workers: int, name: str, fold: bool, fd: int) -> None:
+    def __init__(self, workers: int, name: str, fold: bool, escaped: bool, fd: int) -> None:
         import multiprocessing
 
         ctx = multiprocessing.get_context("fork")
         self.tasks = ctx.Queue()
         self.results = ctx.Queue()
-        self.procs = [ctx.Process(target=_serve, args=(name, fold, fd, self.tasks, self.results), daemon=True)
+        self.procs = [ctx.Process(target=_serve, args=(name, fold, escaped, fd, self.tasks, self.results), daemon=True)
                       for _ in range(workers)]
         for proc in self.procs:
             proc.start()
@@ -199,7 +201,7 @@ class _Replay:
         self.analyzer = analyzer
         self.read = read
         self.pool = pool
-        self.local = Reader(analyzer.name, analyzer.folders is not None)
+        self.local = Reader(analyzer.name, analyzer.folders is not None, analyzer.escaped)
         self.depth = 2 * pool.size  # regions given out and not yet back
         self.ahead_max = self.depth + 2  # regions read ahead of the one replayed, at most
         self.regions: dict[int, Region] = {}  # pulled from the grid, not yet replayed

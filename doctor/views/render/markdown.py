@@ -16,7 +16,7 @@ EARLIER_SHOWN = 5  # as in the text view: the most recent earlier sessions in fu
 
 
 def _code(text: str) -> str:
-    text = inert(text, 300).replace("`", "ˋ")
+    text = inert(text).replace("`", "ˋ")  # a command: never cut
     return f"`{text}`"
 
 
@@ -39,7 +39,7 @@ def verification_markdown(report: Report) -> list[str]:
                 out.append(f"| {value}{mark} | {shown} |")
             out.append("")
     for note in v.notes:
-        out.append(f"- {inert(note, 300)}")
+        out.append(f"- {_code(note) if note.startswith('llm-doctor ') else inert(note)}")  # a command to copy
     if v.notes:
         out.append("")
     return out
@@ -53,7 +53,7 @@ def render_markdown(report: Report) -> str:
     if report.engine:
         meta.append(f"engine: {inert(report.engine, 40)}")
     if report.facts.inputs:
-        meta.append("input: " + ", ".join(inert(i, 80) for i in report.facts.inputs))
+        meta.append("input: " + ", ".join(inert(i) for i in report.facts.inputs))
     out.append(" · ".join(meta))
     out.append("")
     if report.mode == "scan":
@@ -86,7 +86,7 @@ def render_markdown(report: Report) -> str:
     else:
         out.append(f"**{inert(report.verdict_text())}**")
         out.append("")
-    note = report.unrecognised_note() if report.assessment else None
+    note = report.input_note() if report.assessment else None
     if note:
         out.append(f"_{inert(note)}_")
         out.append("")
@@ -119,6 +119,13 @@ def render_markdown(report: Report) -> str:
                 out.append("")
             out.append(f"**Fix:** {inert(f.fix.text)}")
             out.append("")
+            if f.fix.note:  # the fix check found no safe setting change for this engine
+                out.append(f"**Checked:** {inert(f.fix.note, 600)}")
+                out.append("")
+            elif f.fix.already:
+                have = ", ".join(f"{k} {v}" for k, v in f.fix.already.items())
+                out.append(f"**Already so in this run:** {inert(have)}")
+                out.append("")
             if f.fix.by_engine:
                 out.append("| engine | what to change |")
                 out.append("|---|---|")
@@ -127,7 +134,7 @@ def render_markdown(report: Report) -> str:
                     out.append(f"| {engine}{star} | {_code(command)} |")
                 out.append("")
             if f.fix.verified is not None:
-                out.append(f"**Verified:** {f.fix.verified.outcome} — {inert(f.fix.verified.line, 300)}")
+                out.append(f"**Verified:** {f.fix.verified.outcome} — {inert(f.fix.verified.line)}")
                 out.append("")
             if f.references:
                 out.append("References: " + ", ".join(inert(r, 200) for r in f.references))

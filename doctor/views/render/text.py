@@ -39,7 +39,9 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         if top is not None:
             command = top.fix.command or top.fix.text
             out.append(f"  {style.mark('arrow')} {inert(command)}")
-        note = report.unrecognised_note()
+            if not top.fix.command and top.fix.note:  # the fix check found no safe setting change
+                out.append(style.paint("warning", f"    {inert(top.fix.note, 600)}"))
+        note = report.input_note()
         if note:
             out.append(style.paint("dim", f"  {inert(note)}"))
         out.append("")
@@ -47,7 +49,8 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         out.append(style.paint("warning", inert(report.verdict_text())))
         out.append("")
     elif report.verdict() == "no_problems":
-        out.append(style.paint("ok", report.verdict_text()) + ("" if report.checks else " (no rules ran)"))
+        out.append(style.paint("warning" if report.cut_short() else "ok", report.verdict_text())
+                   + ("" if report.checks else " (no rules ran)"))
         out.append("")
 
     by_area: dict[str, list[Check]] = defaultdict(list)
@@ -134,8 +137,8 @@ def _header(report: Report, style: Style) -> str:
         parts.append(inert(report.engine, 40))
     name = report.facts.value("model.name") or report.facts.value("model.path")
     if name:
-        parts.append(inert(str(name), 60))
-    inputs = [inert(i, 60) for i in report.facts.inputs]
+        parts.append(inert(str(name)))  # a path: never cut (the user may copy it)
+    inputs = [inert(i) for i in report.facts.inputs]
     lines = report.facts.value("run.log_lines")
     if inputs:
         parts.append(", ".join(inputs) + (f" ({lines} lines)" if isinstance(lines, int) else ""))
@@ -189,7 +192,12 @@ def _scan_summary(report: Report, verbose: bool) -> list[str]:
     if known("config.flash_attn"):
         plan.append(f"flash attention {v('config.flash_attn')}")
     if known("config.prompt_tokens") and known("config.max_new_tokens"):
-        plan.append(f"prompt {v('config.prompt_tokens')} + {v('config.max_new_tokens')} new tokens")
+        planned = f"prompt {v('config.prompt_tokens')} + {v('config.max_new_tokens')} new tokens"
+        if known("run.prompt_tokens"):  # the short trace runs a prompt of its own: say its real size
+            ran = f"a {v('run.prompt_tokens')}-token prompt" + (
+                f" + {v('run.generated_tokens')} new" if known("run.generated_tokens") else "")
+            planned += f" planned (the trace ran {ran})"
+        plan.append(planned)
     lines = [inert(f"  machine: {', '.join(machine) or 'not probed'}"),
              inert(f"  model:   {', '.join(model) or 'not read'}"),
              inert(f"  plan:    {', '.join(plan)}" + ("" if verbose else "  (-v: why each)"))]
@@ -275,8 +283,9 @@ def memory_line(report: Report) -> str:
     if not parts:
         return ""
     extra = []
-    if isinstance(v("derived.max_ctx_fit"), int):
-        extra.append(f"largest context {v('derived.max_ctx_fit')}")
+    if isinstance(v("derived.max_ctx_fit"), int):  # 0: not even 256 tokens beside the weights (LD319)
+        fit = v("derived.max_ctx_fit")
+        extra.append(f"largest context {fit}" if fit > 0 else "no context fits beside the weights")
     if isinstance(v("derived.max_gpu_layers"), int) and v("derived.total_layers"):
         extra.append(f"{v('derived.max_gpu_layers')} of {v('derived.total_layers')} layers fit on the GPU")
     return "; ".join(parts) + (f" ({', '.join(extra)})" if extra else "")
@@ -329,14 +338,24 @@ def _finding_lines(f: Finding, report: Report, style: Style, verbose: bool) -> l
     lines.append(f"      {style.paint('ok', arrow)} {inert(f.fix.text)}")
     if f.fix.command:
         lines.append(f"        {f.fix.engine}: {style.paint('bold', inert(f.fix.command))}")
-    if verbose or not f.fix.command:
+    # the fix check (doctor/judge/recheck.py): no safe setting change for this engine, what the run already
+    # has, and (-v) the changes set aside and why
+    if f.fix.note:
+        lines.append(style.paint("warning", f"        {inert(f.fix.note, 600)}"))
+    elif f.fix.already:
+        have = ", ".join(f"{k} {v}" for k, v in f.fix.already.items())
+        lines.append(style.paint("dim", f"        (already so in this run: {inert(have)})"))
+    if verbose and f.fix.command:
+        for check in f.fix.checks:
+            lines.append(style.paint("dim", f"        checked, {inert(check, 300)}"))
+    if verbose or (not f.fix.command and not f.fix.note):
         for engine, command in f.fix.by_engine.items():
             if engine != f.fix.engine:
                 lines.append(style.paint("dim", f"        {engine}: {inert(command)}"))
     verified = f.fix.verified
     if verified is not None:
         kind = {"resolved": "ok", "made worse": "error", "not resolved": "warning"}.get(verified.outcome, "dim")
-        lines.append(f"      {style.paint(kind, 'verified: ' + verified.outcome)} · {inert(verified.line, 300)}")
+        lines.append(f"      {style.paint(kind, 'verified: ' + verified.outcome)} · {inert(verified.line)}")
     if f.inhibits:
         lines.append(style.paint("dim", f"      (explains {', '.join(f.inhibits)})"))
     return lines
@@ -348,9 +367,10 @@ def verification_lines(report: Report) -> list[str]:
     if v is None:
         return []
     out = [f"Verified fixes (--verify): {v.runs} re-runs in {v.seconds:.1f} s (budget {v.budget_s:.0f} s)"]
+    # never cut: a note may hold the command to run (the user copies it)
     for sweep in v.sweeps:
-        out.extend("  " + inert(line, 300) for line in sweep.lines())
-    out.extend("  " + inert(note, 300) for note in v.notes)
+        out.extend("  " + inert(line) for line in sweep.lines())
+    out.extend("  " + inert(note) for note in v.notes)
     return out
 
 

@@ -29,11 +29,15 @@ from doctor.views.render.style import Style
 STATUS_EVERY_STEPS = 32
 STATUS_EVERY_MS = 2000.0
 WINDOW = 64
+OUTPUT_SHOWN = 2000  # characters of the generated text the end of a run shows
 
 
 class Ticker:
-    def __init__(self, style: Style, out: TextIO | None = None) -> None:
+    def __init__(self, style: Style, out: TextIO | None = None, show_output: bool = True) -> None:
         self.style = style
+        self.show_output = show_output  # the generated text at the end (not with --redact)
+        self.output: list[str] = []  # the generated tokens, in order
+        self.passed_through = False  # a wrapped command's output already went to the terminal
         self.out = out if out is not None else sys.stderr
         self.steps = 0
         self.window: list[float] = []
@@ -90,12 +94,15 @@ class Ticker:
             if "log" in s:
                 self._write(self.style.paint("bold", f"watch · following {inert(str(s['log']), 200)}"))
             elif "command" in s:
+                self.passed_through = True
                 cmd = " ".join(str(a) for a in s.get("command", []))
                 self._write(self.style.paint("bold", f"watch · {inert(cmd, 200)} (pid {s.get('pid')})"))
 
     def _phase(self, event: PhaseEvent) -> None:
         label = {"load": "load", "warmup": "warm-up", "prefill": "prefill"}.get(event.phase, event.phase)
         extra = ""
+        if event.phase == "prefill" and event.token:
+            self.output.append(event.token)  # the first generated token comes with the prefill
         if event.phase == "prefill" and event.tokens:
             rate = event.tokens / (event.ms / 1000) if event.ms > 0 else 0
             extra = f" · {event.tokens} tokens ({rate:.0f} tokens/s, first token included)"
@@ -108,6 +115,8 @@ class Ticker:
 
     def _step(self, event: StepEvent) -> None:
         self.steps += 1
+        if event.token:
+            self.output.append(event.token)
         self.decode_ms_total += event.ms
         self.window.append(event.ms)
         if len(self.window) > WINDOW:
@@ -161,6 +170,22 @@ class Ticker:
             part = self.prefill_ms / (self.prefill_ms + self.decode_ms_total)
             share = f" · prefill {part:.0%} / decode {1 - part:.0%} of the generation time"
         self._write(f"  end       {how}{status} after {human_ms(event.t_ms)}{share}")
-        if event.reason in ("crashed", "exited", "error") and event.error_lines:
+        if event.reason in ("crashed", "exited", "error") and event.error_lines and not self.passed_through:
             for line in event.error_lines[-6:]:
                 self._write(self.style.paint("error", f"    {inert(line, 300)}"))
+        self._output()
+
+    def _output(self) -> None:
+        """The text the model generated (the embedded engine), its end when it is long."""
+        if not self.output:
+            return
+        text = "".join(self.output)
+        if not self.show_output:
+            self._write(f"  output    {len(self.output)} tokens, {len(text)} characters (not shown: --redact)")
+            return
+        shown = text if len(text) <= OUTPUT_SHOWN else "…" + text[-OUTPUT_SHOWN:]
+        more = "" if shown is text else f"; the last {OUTPUT_SHOWN} shown"
+        self._write(f"  output    {len(self.output)} tokens, {len(text)} characters{more} (every token: "
+                    "watch --record FILE)")
+        for line in shown.strip("\n").splitlines() or [""]:
+            self._write(self.style.paint("dim", "    │ ") + inert(line))

@@ -97,48 +97,57 @@ def help_rows(app: App[None], screen: Screen[None]) -> list[tuple[str, str]]:
     return [*own, ("tab", "next pane"), *pane, ("ctrl+q", "quit from anywhere")]
 
 
-def run_report_app(report: Report, log_path: str | None = None) -> None:
-    """The report screen for analyze and scan (blocks until the user quits)."""
-    from doctor.views.tui.report_screen import ReportScreen
+def run_report_app(report: Report, log_path: str | None = None,
+                   redact_line: Callable[[str], str] | None = None, back: bool = False) -> bool:
+    """The report screen for analyze and scan (blocks until the user quits). `redact_line` (--redact: the
+    redactor that redacted `report`) is applied to every line the log pane shows. With `back` (a report
+    opened from a list), Esc leaves too; returns True when it did (the caller shows the list again)."""
+    from doctor.views.tui.report_screen import BACK, ReportScreen
 
     source = None
     if log_path is not None and is_plain_log(log_path):
         lines = report.facts.value("run.log_lines")
         known = lines if isinstance(lines, int) and not isinstance(lines, bool) else None
-        source = LogSource.from_path(log_path, known)
-    app = DoctorApp(lambda: ReportScreen(report, source))
+        source = LogSource.from_path(log_path, known, redact_line)
+    app = DoctorApp(lambda: ReportScreen(report, source, back=back))
     try:
         app.run()
     finally:
         if source is not None:
             source.close()
+    return bool(back and app.return_value == BACK)
 
 
-def make_paste_app(make_report: Callable[[bytes], Report]) -> DoctorApp:
+def make_paste_app(make_report: Callable[[bytes], Report],
+                   redact_line: Callable[[str], str] | None = None) -> DoctorApp:
     from doctor.views.tui.paste_screen import PasteScreen
 
-    return DoctorApp(lambda: PasteScreen(make_report))
+    return DoctorApp(lambda: PasteScreen(make_report, redact_line))
 
 
-def run_paste_app(make_report: Callable[[bytes], Report]) -> Report | None:
+def run_paste_app(make_report: Callable[[bytes], Report],
+                  redact_line: Callable[[str], str] | None = None) -> Report | None:
     """The paste screen; returns the last report diagnosed (None if none was made)."""
     from doctor.views.tui.paste_screen import PasteScreen
 
-    app = make_paste_app(make_report)
+    app = make_paste_app(make_report, redact_line)
     app.run()
     screen = app.main_screen
     return screen.report if isinstance(screen, PasteScreen) else None
 
 
 def make_watch_app(events: Iterable[LiveEvent], *, on_stop: Callable[[], None] | None = None,
-                   on_pause: Callable[[bool], None] | None = None, title: str = "watch") -> DoctorApp:
-    return DoctorApp(lambda: WatchScreen(events, on_stop=on_stop, on_pause=on_pause, title=title))
+                   on_pause: Callable[[bool], None] | None = None, title: str = "watch",
+                   redact: Callable[[Report], Report] | None = None) -> DoctorApp:
+    return DoctorApp(lambda: WatchScreen(events, on_stop=on_stop, on_pause=on_pause, title=title, redact=redact))
 
 
 def run_watch_app(events: Iterable[LiveEvent], *, on_stop: Callable[[], None] | None = None,
-                  on_pause: Callable[[bool], None] | None = None, title: str = "watch") -> WatchOutcome:
-    """The live watch screen; returns the final report and how the run ended."""
-    app = make_watch_app(events, on_stop=on_stop, on_pause=on_pause, title=title)
+                  on_pause: Callable[[bool], None] | None = None, title: str = "watch",
+                  redact: Callable[[Report], Report] | None = None) -> WatchOutcome:
+    """The live watch screen; returns the final report and how the run ended. `redact` (--redact) is
+    applied to the report the screen opens, and so to its exports."""
+    app = make_watch_app(events, on_stop=on_stop, on_pause=on_pause, title=title, redact=redact)
     app.run()
     return watch_outcome(app)
 

@@ -4,8 +4,10 @@ Logs can be gigabytes, so nothing here loads a whole file: `read(first, count)` 
 nearest checkpoint (a line number and the byte offset where it starts, one remembered per chunk
 read) and walks forward in fixed-size chunks, keeping only the lines asked for. Lines are cut and
 numbered by the line policy the analyzer uses (doctor/core/lines.py: LF, CRLF as one end, CR-only
-files told by their head, long lines cut), so a finding's line N is the line shown as N. Gzip
-logs are read through `gzip` (seeking there re-reads, but memory stays flat). Every line is made
+files told by their head, long lines cut), so a finding's line N is the line shown as N (a pasted
+log the analyzer normalised, doctor/core/paste.py, cites its physical lines, the ones shown here).
+Gzip logs are read through `gzip` (seeking there re-reads, but memory stays flat); a UTF-16/32 log
+(doctor/core/encoding.py) is shown from its UTF-8 text in memory (its first `MAX_TRANSCODED` bytes). Every line is made
 inert before it is returned, so a log cannot reach the terminal.
 
 Only I/O of the given file or bytes; no Textual.
@@ -22,10 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from doctor.core.encoding import SAMPLE, sniff_encoding, to_utf8
 from doctor.core.lines import MAX_LINE, SNIFF, Ends, clean, decode, sniff, to_lf
 from doctor.core.sanitize import inert
 
 CHUNK = 1 << 20
+MAX_TRANSCODED = 256 << 20  # a UTF-16 log is shown from memory, this much of it
 KEEP = MAX_LINE + 1  # the head of a line kept while reading (lines.clean: the CR of a CRLF at the cut)
 MAX_COLUMNS = 2000
 TAB = 4
@@ -41,8 +45,10 @@ class SourceLine:
 class LogSource:
     """Lines of one log, read on demand. Safe to call from worker threads."""
 
-    def __init__(self, opener: Callable[[], BinaryIO], name: str, total_lines: int | None = None) -> None:
+    def __init__(self, opener: Callable[[], BinaryIO], name: str, total_lines: int | None = None,
+                 redact: Callable[[str], str] | None = None) -> None:
         self.name = name
+        self._redact = redact  # `--redact`: each line shown as the report's evidence is (Redactor.text)
         self._opener = opener
         self._handle: BinaryIO | None = None
         self._lock = threading.Lock()
@@ -53,13 +59,15 @@ class LogSource:
         self._end_seen = False
 
     @classmethod
-    def from_path(cls, path: str | Path, total_lines: int | None = None) -> LogSource:
+    def from_path(cls, path: str | Path, total_lines: int | None = None,
+                  redact: Callable[[str], str] | None = None) -> LogSource:
         p = Path(path)
-        return cls(lambda: _open_file(p), p.name, total_lines)
+        return cls(lambda: _open_file(p), p.name if redact is None else redact(p.name), total_lines, redact)
 
     @classmethod
-    def from_bytes(cls, data: bytes, name: str = "pasted log", total_lines: int | None = None) -> LogSource:
-        return cls(lambda: io.BytesIO(data), name, total_lines)
+    def from_bytes(cls, data: bytes, name: str = "pasted log", total_lines: int | None = None,
+                   redact: Callable[[str], str] | None = None) -> LogSource:
+        return cls(lambda: io.BytesIO(data), name, total_lines, redact)
 
     def close(self) -> None:
         with self._lock:
@@ -75,7 +83,10 @@ class LogSource:
         with self._lock:
             handle = self._open()
             ends = self._line_ends(handle)
-            return self._read_locked(handle, ends, first, count)
+            lines = self._read_locked(handle, ends, first, count)
+        if self._redact is not None:
+            lines = [SourceLine(x.number, *shown(self._redact(x.text), x.cut)) for x in lines]
+        return lines
 
     def read_around(self, line: int, count: int) -> list[SourceLine]:
         """About `count` lines with `line` in the middle (shifted at the start of the log)."""
@@ -204,10 +215,13 @@ def shown(text: str, cut: bool = False) -> tuple[str, bool]:
 
 def _open_file(path: Path) -> BinaryIO:
     handle = path.open("rb")
-    head = handle.read(2)
+    head = handle.read(SAMPLE)
     handle.seek(0)
-    if head == b"\x1f\x8b":
+    if head[:2] == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=handle)
+    if sniff_encoding(head) is not None:  # UTF-16/32 (PowerShell's `>`): shown as the analyzer read it
+        with handle:
+            return io.BytesIO(to_utf8(handle.read(MAX_TRANSCODED)))
     return handle
 
 

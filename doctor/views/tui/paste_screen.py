@@ -52,9 +52,10 @@ class PasteScreen(Screen[None]):
         Binding("ctrl+q", "app.quit", "Quit"),
     ]
 
-    def __init__(self, make_report: Callable[[bytes], Report]) -> None:
+    def __init__(self, make_report: Callable[[bytes], Report], redact_line: Callable[[str], str] | None = None) -> None:
         super().__init__()
         self.make_report = make_report
+        self.redact_line = redact_line  # --redact: the log pane's lines as the report's evidence
         self.report: Report | None = None
 
     def compose(self) -> ComposeResult:
@@ -95,4 +96,5 @@ class PasteScreen(Screen[None]):
         self.report = report
         lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
         self.post_message(PasteDiagnosed(lines, len(report.findings)))
-        self.app.push_screen(ReportScreen(report, LogSource.from_bytes(data, "pasted log", lines), back=True))
+        self.app.push_screen(ReportScreen(report, LogSource.from_bytes(data, "pasted log", lines, self.redact_line),
+                                           back=True))

@@ -85,6 +85,9 @@ def speed_content(bars: list[SpeedBar]) -> Content:
     return Content.assemble(*parts)
 
 
+BACK = "back"  # what the app returns when Esc leaves its first report screen (run_report_app)
+
+
 class ChecksList(OptionList):
     """Every check with its mark, grouped by area, worst first."""
 
@@ -254,7 +257,10 @@ class ReportScreen(Screen[None]):
             self.maximize(self.focused)
 
     def action_back(self) -> None:
-        self.app.pop_screen()
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
+        else:  # the app's first screen, opened from a list (`models`): the command shows the list again
+            self.app.exit(BACK)
 
 
 def _evidence_marks(report: Report) -> dict[int, str]:

@@ -323,7 +323,7 @@ def _banner_info(report: Report) -> BannerInfo:
     a = report.assessment
     if a is not None:
         kind = a.severity if a.severity in ("error", "warning") else "warning"
-        note = report.unrecognised_note()
+        note = report.input_note()
         return BannerInfo(kind, f"Likely root cause: {inert(a.title)}",
                           f"{a.id} · {a.cls} · confidence {a.confidence} — {inert(a.message)}"
                           + (f" {inert(note)}" if note else ""))
@@ -340,6 +340,9 @@ def _banner_info(report: Report) -> BannerInfo:
     detail = f"{counts['ok']} checks ok, {counts['unknown']} unknown"
     if notes:
         detail = f"{notes} note{'s' if notes != 1 else ''} · " + detail
+    cut = report.cut_short()
+    if cut:
+        return BannerInfo("warning", "No problems found in the part recorded", f"{cut} {detail}")
     return BannerInfo("ok", "No problems found", detail)
 
 
@@ -405,7 +408,13 @@ def fix_view(finding: Finding) -> FixView:
     command = inert(fix.command) if fix.command else None
     others = tuple((engine, inert(cmd)) for engine, cmd in _ordered(fix.by_engine) if engine != fix.engine)
     verified = (fix.verified.outcome, inert(fix.verified.line, 300)) if fix.verified is not None else None
-    return FixView(inert(fix.text), fix.engine, command, command or inert(fix.text), others, verified)
+    # the fix check's word (doctor/judge/recheck.py): no safe setting change, or what the run already has
+    text = " ".join(t for t in (fix.text, fix.note or _already(fix.already) if command else fix.note) if t)
+    return FixView(inert(text), fix.engine, command, command or inert(text), others, verified)
+
+
+def _already(already: dict[str, str]) -> str:
+    return f"(already so in this run: {', '.join(f'{k} {v}' for k, v in already.items())})" if already else ""
 
 
 def _ordered(by_engine: dict[str, str]) -> list[tuple[str, str]]:

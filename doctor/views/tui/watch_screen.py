@@ -240,9 +240,11 @@ class WatchScreen(Screen[None]):
     ]
 
     def __init__(self, events: Iterable[LiveEvent], *, on_stop: Callable[[], None] | None = None,
-                 on_pause: Callable[[bool], None] | None = None, title: str = "watch") -> None:
+                 on_pause: Callable[[bool], None] | None = None, title: str = "watch",
+                 redact: Callable[[Report], Report] | None = None) -> None:
         super().__init__()
         self.events = events
+        self.redact = redact  # --redact: the report `r` opens (and exports) is redacted
         self.on_stop = on_stop
         self.on_pause = on_pause
         self.title_text = title
@@ -436,7 +438,7 @@ class WatchScreen(Screen[None]):
             return
         from doctor.views.tui.report_screen import ReportScreen
 
-        self.app.push_screen(ReportScreen(report, back=True))
+        self.app.push_screen(ReportScreen(report if self.redact is None else self.redact(report), back=True))
 
     def action_focus_findings(self) -> None:
         self.query_one(FindingsFeed).focus()

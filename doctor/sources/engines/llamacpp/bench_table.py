@@ -134,6 +134,19 @@ def parse_row(text: str, columns: list[str], number: int = 0) -> BenchRow | None
                     backend=values.get("backend") or None, settings=settings)
 
 
+def default_columns(text: str) -> list[str] | None:
+    """The columns llama-bench prints by default, for a row pasted without its header (a forum's copy, a
+    snapshot that dropped the header): model, size, params, backend, then `ngl` for a GPU backend or
+    `threads` for the CPU (llama-bench's default field list), test, t/s; other settings stay unnamed."""
+    cells = [cell.strip() for cell in text.strip().strip("|").split("|")]
+    if len(cells) < 6 or _size(cells[1]) is None or _params(cells[2]) is None:
+        return None
+    middle = len(cells) - 6
+    gpu = any(b in cells[3].lower() for b in ("cuda", "rocm", "hip", "vulkan", "metal", "sycl", "musa", "cann"))
+    named = (["ngl"] if gpu else ["threads"]) if middle == 1 else [f"_{i}" for i in range(middle)]
+    return ["model", "size", "params", "backend", *named, "test", "t/s"]
+
+
 def _as_int(value: Any) -> int:
     try:
         return int(value)
@@ -227,9 +240,12 @@ class LlamaBenchParser(LogParser):
 
     @reads(ROW_KIND)
     def _row(self, line: LogLine) -> bool:
-        if self.columns is None or not ROW.search(line.text):
+        if not ROW.search(line.text):
             return False
-        row = parse_row(line.text, self.columns, line.number)
+        row = parse_row(line.text, self.columns, line.number) if self.columns is not None else None
+        if row is None:  # a row without its header (or under another table's): the default columns
+            columns = default_columns(line.text)
+            row = parse_row(line.text, columns, line.number) if columns is not None else None
         if row is None:
             return False
         self._add(row)
@@ -302,6 +318,9 @@ class LlamaBenchParser(LogParser):
         for key, name in _STR_FACTS.items():
             if row.settings.get(key):
                 facts.set(name, row.settings[key], src)
+        kqv = row.settings.get("no_kv_offload")
+        if kqv in ("0", "1", "true", "false"):  # -nkvo 1: the KV cache (and attention) stay in host RAM
+            facts.set("config.offload_kqv", kqv in ("0", "false"), src)
         flash = row.settings.get("flash_attn")
         if flash in ("0", "1", "true", "false"):
             facts.set("config.flash_attn", "enabled" if flash in ("1", "true") else "disabled", src)

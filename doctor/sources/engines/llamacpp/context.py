@@ -35,7 +35,9 @@ from doctor.sources.engines.llamacpp.patterns import (
     REQUEST_EXCEEDS,
     REQUESTED_TOKENS,
     SLOT_INIT,
+    SLOT_TASK,
     STOP_TRUNCATED,
+    TASK_ID,
     TOO_BIG_MSGS,
     TRUNCATED,
     remember_task,
@@ -121,7 +123,13 @@ class ContextLines(LlamaCppBase, LlamaCppPythonLines):
             self.event("ctx_full", line)
             return True
         if CTX_SHIFT_DISABLED.search(t):
-            self.event("prompt_too_long", line)
+            # llama-server sends it for a slot that is generating when the next token has no cell left
+            # (tools/server: `slot.n_past + 1 >= slot.n_ctx` with context shift off): generation ran into
+            # the end of the slot, unless the task's own prompt already filled it (issue 37, item 2)
+            asked = TASK_ID.search(t)
+            prompt, slot_ctx = s.task_prompts.get(asked.group(1), (0, 0)) if asked else (0, 0)
+            data = {"n_tokens": prompt, "n_ctx": slot_ctx} if prompt and slot_ctx else {}
+            self.event("prompt_too_long" if data and prompt >= slot_ctx else "ctx_full", line, **data)
             return True
         m = DECODE_FAILED.search(t)
         if m:
@@ -181,6 +189,9 @@ class ContextLines(LlamaCppBase, LlamaCppPythonLines):
             self.set("config.n_ctx_seq", int(m.group(1)), line)
             n_prompt = int(m.group(3))
             self.set("run.prompt_tokens", n_prompt, line)
+            task = SLOT_TASK.search(t)
+            if task and len(s.task_prompts) < 10000:
+                s.task_prompts[task.group(2)] = (n_prompt, int(m.group(1)))
             if n_prompt > s.prompt_tokens_max:
                 s.prompt_tokens_max, s.prompt_line = n_prompt, line
             return True

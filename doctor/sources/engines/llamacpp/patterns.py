@@ -108,6 +108,7 @@ DECODE_FAILED = gated(r"failed to decode(?:, ret = (-?\d+)| the batch)|llama_dec
 NEW_PROMPT = gated(r"new prompt, n_ctx_slot = (\d+), n_keep = (\d+), (?:n_prompt_tokens|task\.n_tokens) = (\d+)")
 SLOT_INIT = gated(r"initializing(?: slots)?(?:,| \|)\s*n_slots\s*=\s*(\d+)(?:, n_ctx_slot = (\d+))?")
 SLOT_TASK = re.compile(r"\bid +(\d+) \| task (-?\d+) \|")
+TASK_ID = re.compile(r"\btask id = (\d+), error: ")  # llama-server send_error: SRV_ERR("task id = %d, error: %s")
 NEW_SLOT = gated(r"new slot,?(?: \|.*?)? n_ctx(?:_slot)?\s*=\s*(\d+)")
 # memory
 CUDA_MALLOC = gated(r"allocating ([\d.]+) MiB on device (\d+): cudaMalloc failed: (.+)$")

@@ -102,6 +102,9 @@ class State:
     # generation stopped at the end of the slot (context shift off, llama-server since late 2025)
     cut_tasks: set[str] = field(default_factory=set)
     shifted_tasks: set[str] = field(default_factory=set)
+    # server task id -> (its prompt's tokens, its slot's context), from its `new prompt` line: whether a
+    # later "context shift is disabled" for it is a prompt too long or generation into the end of the slot
+    task_prompts: dict[str, tuple[int, int]] = field(default_factory=dict)
     gpu_names: dict[int, str] = field(default_factory=dict)
     gpu_vram: dict[int, int] = field(default_factory=dict)
     gpu_free: dict[str, int] = field(default_factory=dict)

@@ -8,7 +8,7 @@ request, which is not a restart.
 
 from __future__ import annotations
 
-from doctor.core.engines import Defaults, Engine, Spelling, Starts
+from doctor.core.engines import Defaults, Engine, Semantics, Spelling, Starts
 from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
 from doctor.sources.engines.ollama.crash_fixes import FIXES
 
@@ -27,6 +27,6 @@ ENGINE = Engine(
     "ollama", "Ollama", "doctor.sources.engines.ollama.parser:OllamaParser", wraps=LLAMACPP.name,
     defaults=Defaults(threads="physical", swa_full=False), spelling=Spelling(PARAMS, join=" / "),
     starts=Starts((r"msg=\"?Listening on ",), wrapped_per_request=True),
-    fixes=FIXES,
+    fixes=FIXES, semantics=Semantics("per_sequence", {"n_ctx": "config.num_ctx"}),
     store="doctor.sources.engines.ollama.store:STORE", server="doctor.sources.engines.ollama.server:READER",
 )

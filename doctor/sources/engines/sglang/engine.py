@@ -10,7 +10,7 @@ to 0.4, `server_args={...}` in 0.5). Metrics: metrics.py.
 
 from __future__ import annotations
 
-from doctor.core.engines import Defaults, Engine, Metrics, Spelling, Starts
+from doctor.core.engines import Defaults, Engine, Metrics, Semantics, Spelling, Starts
 from doctor.sources.engines.sglang.metrics import QUERIES
 
 # setting -> launch_server flag; "{v}" the value (doctor/judge/changes.py)
@@ -21,8 +21,14 @@ FLAGS = {
     "tensor_parallel_size": "--tp {v}",
 }
 
+# what its settings count (doctor/core/engines.py Semantics): --context-length is one request's, against
+# the KV pool (max_total_num_tokens); --max-running-requests and --mem-fraction-static are read into its own facts
+SEMANTICS = Semantics("per_request", {"n_ctx": "config.max_model_len",
+                                      "max_num_seqs": "server.sglang.max_running_requests",
+                                      "mem_fraction_static": "server.sglang.mem_fraction_static"})
+
 ENGINE = Engine(
     "sglang", "SGLang", "doctor.sources.engines.sglang.parser:SglangParser", defaults=Defaults(threads=None),
-    spelling=Spelling(FLAGS), starts=Starts((r"server_args=(?:ServerArgs\(|\{)",)),
+    spelling=Spelling(FLAGS), semantics=SEMANTICS, starts=Starts((r"server_args=(?:ServerArgs\(|\{)",)),
     metrics=Metrics("sglang:.+", "sglang:num_running_reqs", QUERIES, prefix="sglang:"),
 )

@@ -10,7 +10,7 @@ spelled, since the launcher of the usual CUDA backend refuses them. Start line: 
 
 from __future__ import annotations
 
-from doctor.core.engines import Defaults, Engine, Metrics, Spelling, Starts
+from doctor.core.engines import Defaults, Engine, Metrics, Semantics, Spelling, Starts
 from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
 from doctor.sources.engines.tgi.crash_fixes import FIXES
 from doctor.sources.engines.tgi.metrics import QUERIES
@@ -27,6 +27,7 @@ FLAGS = {
 ENGINE = Engine(
     "tgi", "TGI", "doctor.sources.engines.tgi.parser:TgiParser", wraps=LLAMACPP.name,
     defaults=Defaults(threads="logical", flash_attn="enabled"), spelling=Spelling(FLAGS),
+    semantics=Semantics("per_request", {"n_ctx": "config.max_total_tokens"}),
     starts=Starts((r"text_generation_launcher: Args \{",)),
     fixes=FIXES,
     metrics=Metrics("tgi_.+", "tgi_queue_size", QUERIES),

@@ -10,7 +10,7 @@ one start, two lines.
 
 from __future__ import annotations
 
-from doctor.core.engines import Defaults, Engine, Metrics, Spelling, Starts
+from doctor.core.engines import Defaults, Engine, Metrics, Semantics, Spelling, Starts
 from doctor.sources.engines.vllm.crash_fixes import FIXES
 from doctor.sources.engines.vllm.metrics import QUERIES
 
@@ -24,7 +24,7 @@ FLAGS = {
 
 ENGINE = Engine(
     "vllm", "vLLM", "doctor.sources.engines.vllm.parser:VllmParser", defaults=Defaults(threads=None),
-    spelling=Spelling(FLAGS),
+    spelling=Spelling(FLAGS), semantics=Semantics("per_request", {"n_ctx": "config.max_model_len"}),
     starts=Starts((r"vLLM API server version \d", r"Initializing an? (?:V1 )?LLM engine \(v\d")),
     fixes=FIXES,
     metrics=Metrics("vllm:.+", "vllm:num_requests_running", QUERIES, prefix="vllm:"),

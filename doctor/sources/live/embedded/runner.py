@@ -349,6 +349,10 @@ class _Parent:
             self._signal(proc, signal.SIGKILL)
 
     def _sample(self, sampler: ResourceSampler) -> None:
+        if self.ended:
+            # the job is done and the engine is tearing down: its shrinking memory is not the run's (the
+            # watch screen and the ticker would show it as the run's RSS beside the report's peak)
+            return
         event = sampler.sample(self.session.now_ms())
         self.last_rss = event.rss_bytes if event.rss_bytes is not None else self.last_rss
         self.last_vram = event.vram_bytes if event.vram_bytes is not None else self.last_vram
