@@ -34,7 +34,7 @@ from doctor.core.facts import Event, Facts
 from doctor.sources.catalogue import loader, store
 from doctor.sources.catalogue.matcher import MessageSet, message_set, read_numbers
 from doctor.sources.logs.base import LogParser
-from doctor.sources.logs.hot import HotRun
+from doctor.sources.logs.hot import FedLine, HotRun
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.shapes import shape_finder
 
@@ -70,7 +70,7 @@ class CatalogueParser(LogParser):
     alone = True  # a line only its triggers select is its alone; it has no gate: its index says which are its own
     # the kinds of the hot-line runs the analyzer folds (doctor/sources/engines/llamacpp/fold.py HOT.kinds):
     # this parser reads those runs through `fold`; a kind missing here turns folding off (tests/logs/test_fold.py)
-    absorbs = frozenset({"server_signature", "timings", "context", "gin_access", "sglang_batch"})
+    absorbs = frozenset({"server_signature", "timings", "context", "gin_access", "sglang_batch", "vllm_request"})
 
     def __init__(self) -> None:
         self.messages = active_set()
@@ -115,17 +115,25 @@ class CatalogueParser(LogParser):
     def fold_ready(self, kinds: tuple[str, ...]) -> bool:
         return True  # nothing waits for a next line: any run may be read at once
 
-    def read_run(self, run: HotRun) -> bool:
+    def read_run(self, run: HotRun) -> bool | list[FedLine]:
         """Whether a line of a run of hot lines may be one of the catalogue's: a line the catalogue's index finds
         nothing in records nothing, and the index's patterns are a line's only way in (the router's hits, or
-        the index's own set on a line it does not route), so a run none of them is found in records nothing."""
+        the index's own set on a line it does not route), so a run none of them is found in records nothing. In a
+        run of free text of any length (a server's logged prompts: HotLines.unbounded), those lines."""
+        if "vllm_request" in run.kinds:
+            return run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))
         find = shape_finder(tuple(self.messages.index.patterns), run.shape)
         return find is not None and find(run.region, run.start, run.end) is not None
 
-    def take_run(self, read: bool, run: HotRun) -> None:
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(self.messages.index.patterns) if "vllm_request" in kinds else ()
+
+    def take_run(self, read: bool | list[FedLine], run: HotRun) -> None:
         """Where something was found, the run's lines fed one by one (a line that would not reach this parser
-        has no hit)."""
-        if read:
+        has no hit), or the lines found."""
+        if isinstance(read, list):
+            run.feed(self, read, run.kinds)
+        elif read:
             for line in run.each_line():
                 self.feed(line)
 

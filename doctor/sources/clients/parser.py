@@ -25,14 +25,17 @@ Pure.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from doctor.core.facts import Facts, Source
 from doctor.sources.engines.llama_cpp_python.engine import ENGINE as LCP
 from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
 from doctor.sources.logs.base import LineKind, LineKinds, LogParser, reads
+from doctor.sources.logs.hot import FedLine, HotRun
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import gated
+from doctor.sources.logs.matcher import GatedPattern, gated, rough
+from doctor.sources.logs.shapes import shape_finder
 
 _Q = r"""['"]?"""  # a key in JSON ("key"), a Python dict ('key') or bare (key: / key=)
 FINISH = gated(rf"""{_Q}(finish_reason|done_reason){_Q}\s*[:=]\s*"""
@@ -63,6 +66,21 @@ WEBUI_KIND = LineKind(
     (r"Output generated in [\d.]+ seconds", r"modules/\w+\.py", r"Using gpu_layers=\w+ \| ctx_size=",
      r"The request exceeds the available context size"))
 KINDS = LineKinds(FINISH_KIND, USAGE_KIND, BUDGET_KIND, WEBUI_KIND)
+
+
+
+@functools.lru_cache(maxsize=1)
+def _last_sources() -> tuple[str, ...]:
+    """The reply budget's and the truncation length's patterns (RE2): each kept from the last line that has it."""
+    return tuple(rough(p.pattern, p._flags, p.literals) for p in (BUDGET, TRUNCATION))
+
+
+@functools.lru_cache(maxsize=1)
+def _reply_sources() -> tuple[str, ...]:
+    """The patterns of the kinds whose every line counts (not only the last): replies, the web UI's lines (RE2)."""
+    return tuple(rough(p.pattern, p._flags, p.literals) for kind in (FINISH_KIND, USAGE_KIND, WEBUI_KIND)
+                 for p in kind.patterns if isinstance(p, GatedPattern))
+
 
 FRONTEND = "text-generation-webui"
 # the module a text-generation-webui traceback runs through -> the engine inside it
@@ -103,6 +121,31 @@ class ClientParser(LogParser):
         if self.passes_gate(line.text):
             self.dispatch(line)
 
+    # -- a server's folded request lines (doctor/sources/engines/vllm/fold.py) -------------------------
+    absorbs = frozenset({"vllm_request"})
+
+    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
+        return True  # its lines are read alone
+
+    def read_run(self, run: HotRun) -> list[FedLine]:
+        """The lines of the run it may read something from: a reply's finish reason or usage numbers, a
+        text-generation-webui line (each read: a reply pairs lines), and the last line with a reply budget and
+        the last with a truncation length (each kept from the last line that has one: every request line of a
+        server names its `max_tokens`)."""
+        found = run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))
+        for source in _last_sources():
+            find = shape_finder((source,), run.shape)
+            last = run.last_hit(find) if find is not None else None
+            if last is not None:
+                found.append(last)
+        return sorted(dict((item[0], item) for item in found).values())
+
+    def take_run(self, read: list[FedLine], run: HotRun) -> None:
+        run.feed(self, read, run.kinds)
+
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        return _reply_sources() if "vllm_request" in kinds else ()
+
     # -- replies -----------------------------------------------------------------------------------
     def _reply(self, line: LogLine) -> _Reply:
         s = self.s
@@ -134,6 +177,8 @@ class ClientParser(LogParser):
     def _usage(self, line: LogLine) -> bool:
         if FINISH.search(line.text):
             return False  # read with its finish reason
+        if not (COMPLETION.search(line.text) or PROMPT.search(line.text)):
+            return False  # no usage numbers (a request line's `prompt_token_ids`): no reply opened
         reply = self._reply(line)
         if self._usage_of(line, reply):
             self._close(reply)

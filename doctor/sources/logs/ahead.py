@@ -27,7 +27,8 @@ from doctor.sources.logs.sessions import StartMarker
 from doctor.sources.logs.stream import RawLine
 
 LINE = 0  # (LINE, stop, number, text, next, start): a candidate line in [start, stop)
-RUN = 1  # (RUN, end, number, lines, owner, reads, start): a run of hot lines in [start, end), folded by `owner`
+RUN = 1  # (RUN, end, number, lines, owner, reads, start, ends): a run of hot lines in [start, end), folded by
+# `owner`; `ends`: it holds a line some state of its parsers would end a run before (LogParser.fold_guard)
 Item = tuple[Any, ...]
 
 
@@ -68,8 +69,8 @@ class Reader:
         self._spec: LogAnalyzer | None = None
         self.speculating = True  # off once a state could not be pickled: its parsers' state is not ours to move
 
-    def _record(self, owner: int, run: HotRun, reads: tuple[object, ...]) -> None:
-        self._items.append((RUN, run.end, run.number, run.lines, owner, reads, run.start))
+    def _record(self, owner: int, run: HotRun, reads: tuple[object, ...], ends: bool) -> None:
+        self._items.append((RUN, run.end, run.number, run.lines, owner, reads, run.start, ends))
 
     def read(self, buf: bytes, end: int, lines_before: int | None = None) -> Ahead:
         """The items of the region buf[:end] (complete lines; the buffer may run on past it: the next lines);

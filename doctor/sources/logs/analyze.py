@@ -95,7 +95,7 @@ class LogAnalyzer:
         self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts, escaped))
         self._others: BytesPattern | None = None  # see _alone_only
         if fold if fold is not None else fold_enabled():
-            self.folders = Folders.build(self.parsers, self.router, self.scanner, self.starts)
+            self.folders = Folders.build(self.parsers, self.router, self.scanner, self.starts, escaped)
             if self.folders is not None:
                 self.folders.attach(self.scanner)
         self.skipped_lines = 0

@@ -23,6 +23,8 @@ Pure: text in, facts out.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +33,7 @@ from typing import Any, ClassVar, TypeVar
 from doctor.core.facts import Event, Facts, Source, Value
 from doctor.sources.logs.hot import HotLines, HotRun
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import LiteralIndex, text_filter
+from doctor.sources.logs.matcher import LiteralIndex, rough, text_filter
 
 
 @dataclass(slots=True)
@@ -179,6 +181,24 @@ class LineKinds:
         self._masks = [tuple(index.mask(*need) for need in kind_needs) if index else () for kind_needs in needs]
         self._handlers: tuple[Callable[..., Any] | None, ...] = ()
         self._plans: dict[int, tuple[tuple[Callable[..., Any], ...], ...]] = {}
+
+    @functools.cached_property
+    def sources(self) -> tuple[str, ...]:
+        """Every kind's patterns as RE2 sources, for a search of a block for lines a handler may take (a run of
+        hot lines another parser folds: doctor/sources/logs/hot.py HotRun.hits): a plain substring escaped, a
+        regex as it is where RE2 takes it, else any of its literals (or anything, without one). A line none of
+        them is found in is one no handler of this parser changes anything on (LineKind's contract)."""
+        out: list[str] = []
+        for kind in self.kinds:
+            for item in kind.patterns:
+                if isinstance(item, str):
+                    out.append(re.escape(item))
+                    continue
+                source = getattr(item, "pattern", None)
+                flags = getattr(item, "_flags", getattr(item, "flags", 0))
+                out.append(rough(source, flags, getattr(item, "literals", None)) if isinstance(source, str)
+                           else "(?s:.)")
+        return tuple(dict.fromkeys(out))
 
     def phase(self, name: str) -> int:
         """The position of a phase in a plan."""
@@ -336,6 +356,17 @@ class LogParser:
         """Whether a run of hot lines of `kinds` (its own `hot`'s, or another's it `absorbs`: HotLines.kinds)
         may be folded now: its state is one where `fold` leaves what feeding the lines one by one would."""
         return False
+
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        """Patterns (RE2 sources) of the lines of a run of `kinds` this parser reads one by one (its `read_run` asks
+        HotRun.wanted_lines for them): the run is searched once for every parser's, HotRun.wanted."""
+        return ()
+
+    def fold_guard(self, kinds: tuple[str, ...], known: bool = True) -> tuple[str, ...]:
+        """Patterns (RE2 sources) of lines a run of `kinds` must end before, this parser being as it is (a line
+        that would make it read the lines after it otherwise: ask for the text between candidates, say);
+        `known=False`: whatever its state (a run read ahead, doctor/sources/logs/ahead.py)."""
+        return ()
 
     def fold(self, run: HotRun) -> None:
         """Read a run of hot lines at once, as `feed` would read them one by one: `read_run`, then `take_run`."""

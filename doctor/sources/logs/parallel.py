@@ -36,7 +36,6 @@ from typing import Any, BinaryIO
 from doctor.core.facts import Facts
 from doctor.sources.logs.ahead import LINE, Ahead, Reader, Speculation
 from doctor.sources.logs.analyze import LogAnalyzer, read_to_end
-from doctor.sources.logs.hot import HotRun
 from doctor.sources.logs.matcher import compile_triggers, span_finder
 from doctor.sources.logs.regions import Read, Region, file_regions, pread
 from doctor.sources.logs.stream import CHUNK, MAX_GAP, RawLine
@@ -101,6 +100,8 @@ def analyze_file(stream: BinaryIO, name: str, chunk: int = CHUNK, workers: int |
         return None
     analyzer = LogAnalyzer(name, escaped=escaped)
     analyzer.scanner.hold_last = True
+    if analyzer.folders is not None:
+        analyzer.folders.prepare()  # once, here: the workers are forked with it
     pool = POOL(wanted, name, analyzer.folders is not None, escaped, fd)
     replay = _Replay(analyzer, read, pool)
     try:
@@ -355,11 +356,10 @@ class _Replay:
                 if base + number in starts and self._took(spec, base + number, closed):
                     return
                 continue
-            _, run_end, number, lines, owner, reads, start = item
+            _, run_end, number, lines, owner, reads, start, ends = item
             folder = folders._folder(owner) if folders is not None and not scanner.capture else None
-            if folder is not None and folder.ready():
-                spec_ = folder.spec
-                run = HotRun(None, start, run_end, base + number, spec_.kinds, spec_.line, lines, load)
+            if folder is not None and folder.ready() and not (ends and folder.ends_now()):
+                run = folder.run(None, start, run_end, base + number, lines, load)
                 for parser, read in zip(folder.parsers, reads, strict=True):
                     parser.take_run(read, run)
                 folder.runs += 1
@@ -368,7 +368,7 @@ class _Replay:
                 continue
             if at is None:
                 at = {it[5]: k for k, it in enumerate(items) if it[0] == LINE}
-            back = yield from self._scan(load, start, end, base + number - 1, spec, at, i)
+            back = yield from self._scan(load, pos, end, base + counted, spec, at, i)  # from the previous item on
             if back is None:
                 return
             i = back + 1

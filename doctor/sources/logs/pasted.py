@@ -17,8 +17,10 @@ import re
 
 from doctor.core.facts import Facts, Source
 from doctor.sources.logs.base import LineKind, LineKinds, LogParser, reads
+from doctor.sources.logs.hot import FedLine, HotRun
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.matcher import gated
+from doctor.sources.logs.shapes import shape_finder
 
 TEMPERATURE = gated(r"""(?:\btemperature['"]?\s*[=:]\s*|--temp(?:erature)?[ =]|PARAMETER temperature |"""
                     r"""parameter temperature )(-?\d+(?:\.\d+)?)""")
@@ -29,6 +31,18 @@ PENALTY = gated(r"""\b(?:repeat_penalty|repetition_penalty)['"]?\s*[=:]\s*(\d+(?
 # a container's CPU limit in the command or compose file pasted with the log
 CPUS = gated(r"""--cpus[= ]['"]?(\d+(?:\.\d+)?)|^\s*cpus:\s*['"]?(\d+(?:\.\d+)?)""")
 CPUSET = gated(r"""--cpuset-cpus[= ]['"]?([\d,\-]+)""")
+# where a line may set greedy sampling (a temperature of 0.1 or less: one written from 0 or negative; a top_k of 1;
+# the flag), as RE2 sources: until one has, a folded run of a server's request lines ends before such a line
+# (doctor/sources/engines/vllm/fold.py): this parser then keeps the text between candidates, and nothing is folded
+# a number TEMPERATURE reads as <= 0.1 (searched in blocks of lines: a number ends before a character, a line end)
+_AT_MOST_TENTH = r"(?:-|0+[^.0-9]|0+\.0|0+\.10*[^0-9])"
+GREEDY_CANDIDATES = (
+    r"""(?:\btemperature['"]?\s*[=:]\s*|--temp(?:erature)?[ =]|PARAMETER temperature |parameter temperature )"""
+    + _AT_MOST_TENTH,
+    r"""(?:\btop_k['"]?\s*[=:]\s*|--top-k[ =])0*1[^0-9]""",
+    GREEDY_FLAG.pattern,
+)
+SETTINGS = ("temperature", "top_k", "repeat_penalty")  # kept from their first line (setdefault)
 # a physical line that is a log record rather than prose a model wrote
 LOG_RECORD = re.compile(r"^\s*(?:\S+\s+\|\s|\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"
                         r"time=|level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\b|\w+(?:\.\w+)*: |"
@@ -75,6 +89,37 @@ class PastedParser(LogParser):
     def feed(self, line: LogLine) -> None:
         if self.passes_gate(line.text):
             self.dispatch(line)
+
+    # -- a server's folded request lines (doctor/sources/engines/vllm/fold.py) -------------------------
+    absorbs = frozenset({"vllm_request"})
+
+    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
+        return True  # its lines are read alone; until one sets greedy sampling, such a line ends a run
+
+    def fold_guard(self, kinds: tuple[str, ...], known: bool = True) -> tuple[str, ...]:
+        return GREEDY_CANDIDATES if not known or self.greedy_line is None else ()
+
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        return (CPUS.pattern, CPUSET.pattern) if "vllm_request" in kinds else ()
+
+    def read_run(self, run: HotRun) -> list[FedLine]:
+        """The last line of the run that sets the CPU limit and the last that sets the cores (they are kept from
+        the last line that has them)."""
+        found = [run.wanted_lines(shape_finder((p.pattern,), run.shape)) for p in (CPUS, CPUSET)]
+        return sorted({lines[-1] for lines in found if lines})
+
+    def take_run(self, read: list[FedLine], run: HotRun) -> None:
+        """Every line it reads, in order, while a sampling setting is still to be kept (its first line keeps it:
+        the first lines of a log); then the last lines read_run found."""
+        after = -1
+        if not all(key in self.settings for key in SETTINGS):
+            find = shape_finder(tuple(self.gate or ()), run.shape)
+            for item in run.hits(find) if find is not None else []:
+                run.feed(self, [item], run.kinds)
+                after = item[0]
+                if all(key in self.settings for key in SETTINGS):
+                    break
+        run.feed(self, [item for item in read if item[0] > after], run.kinds)
 
     @reads(TEMPERATURE_KIND)
     def _temperature(self, line: LogLine) -> bool:

@@ -25,6 +25,8 @@ import string
 from collections.abc import Callable
 from typing import Any
 
+from doctor.sources.logs.matcher import class_end
+
 try:  # the parser `re` itself uses; any surprise means "cannot tell", never a wrong answer
     from re import _constants as _K  # type: ignore[attr-defined]
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
@@ -202,12 +204,9 @@ def block_pattern(pattern: str) -> str:
             i += 2
             continue
         if c == "[":  # a class: copied whole (a ^ or $ in it is no anchor)
-            end = i + 1 + (pattern.startswith("^", i + 1))
-            end += pattern.startswith("]", end)
-            while end < n and pattern[end] != "]":
-                end += 2 if pattern[end] == "\\" else 1
-            out.append(pattern[i:end + 1])
-            i = end + 1
+            end = class_end(pattern, i)
+            out.append(pattern[i:end])
+            i = end
             continue
         if c not in "^$":
             out.append(c)

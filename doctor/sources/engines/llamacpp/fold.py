@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from doctor.sources.engines.llamacpp.patterns import INDEX, TIMING
 from doctor.sources.engines.llamacpp.state import LlamaCppBase, Timing, keep_timings, num
-from doctor.sources.logs.hot import HotLines, HotRun, RunLine, run_line
+from doctor.sources.logs.hot import FedLine, HotLines, HotRun, RunLine, run_line
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.shapes import shape_finder
 
@@ -133,9 +133,17 @@ class _Read:
 
 @dataclass(frozen=True, slots=True)
 class _Foreign:
-    """Another engine's run: whether a line of it may be this parser's (then its lines are fed one by one)."""
+    """Another engine's run: whether a line of it may be this parser's (then its lines are fed one by one), or,
+    for a run of free text of any length (HotLines.unbounded), the lines that may be (fed one by one)."""
 
     found: bool
+    lines: tuple[FedLine, ...] = ()
+
+
+# another engine's runs read by the lines a handler may take, not all lines where one may (HotLines.unbounded)
+_BY_HITS = frozenset({"vllm_request"})
+# a line whose text ends as a terminal cuts one (patterns.py looks_cut): this parser may read it with its next
+_CUT_END = r"[A-Za-z0-9(,=/:-][ \t]*\r?\n"
 
 
 class FoldLines(LlamaCppBase):
@@ -144,7 +152,13 @@ class FoldLines(LlamaCppBase):
     hot = HOT
     # this parser has no gate: every routed line reaches it, the other engines' folded lines too (their kinds,
     # HotLines.kinds: doctor/sources/engines/<engine>/fold.py); it reads those runs as `_fold_foreign` says
-    absorbs = frozenset({"gin_access", "sglang_batch"})
+    absorbs = frozenset({"gin_access", "sglang_batch", *_BY_HITS})
+
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        """In another engine's run of free text: its handlers' own patterns, and a line that ends as a cut one."""
+        if not set(kinds) <= _BY_HITS:
+            return ()
+        return (*type(self).kinds.sources, _CUT_END)  # type: ignore[union-attr]
 
     def fold_ready(self, kinds: tuple[str, ...]) -> bool:
         s = self.s
@@ -153,6 +167,8 @@ class FoldLines(LlamaCppBase):
         return s.current is None and not s.pending and not s.capture and s.stage == "run"
 
     def read_run(self, run: HotRun) -> _Read | _Foreign:
+        if set(run.kinds) <= _BY_HITS:
+            return _Foreign(False, tuple(run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))))
         if run.kinds != HOT.kinds:
             return _Foreign(self._foreign_found(run))
         region, start, end = run.region, run.start, run.end
@@ -187,6 +203,8 @@ class FoldLines(LlamaCppBase):
             if read.found:
                 for line in run.each_line():
                     self.feed(line)
+            elif read.lines:
+                run.feed(self, read.lines, run.kinds)
             return
         s = self.s
         top = read.prompt_top
