@@ -26,7 +26,7 @@ from doctor.sources.logs.line import make_line
 from doctor.sources.logs.sessions import StartMarker
 from doctor.sources.logs.stream import RawLine
 
-LINE = 0  # (LINE, stop, number, text, next, start): a candidate line in [start, stop)
+LINE = 0  # (LINE, stop, number, start): a candidate line in [start, stop) (its bytes are the region's: cut_line)
 RUN = 1  # (RUN, end, number, lines, owner, reads, start, ends): a run of hot lines in [start, end), folded by
 # `owner`; `ends`: it holds a line some state of its parsers would end a run before (LogParser.fold_guard)
 Item = tuple[Any, ...]
@@ -81,22 +81,23 @@ class Reader:
         self._items = items
         append = items.append
         marker = self.analyzer.starts.marker if lines_before is not None and self.speculating else None
-        first: tuple[Item, StartMarker] | None = None
+        first: tuple[Item, bytes, bytes | None, StartMarker] | None = None
         for raw in scanner._scan(buf, 0, end, line_base=0):
-            item = (LINE, raw.stop, raw.number, raw.text, raw.next, raw.start)
+            item = (LINE, raw.stop, raw.number, raw.start)
             append(item)
             if marker is not None and raw.text is not None and (raw.number > 1 or lines_before):
                 found = marker(raw.text)
                 if found is not None:
-                    first = item, found
+                    first = item, raw.text, raw.next, found
                     marker = None
         ahead = Ahead(scanner.lines, items)
         if first is not None and lines_before is not None:
             ahead.spec = self._speculate(buf, end, lines_before, *first)
         return ahead
 
-    def _speculate(self, buf: bytes, end: int, lines_before: int, item: Item, found: StartMarker) -> Speculation | None:
-        _, stop, number, text, nxt, start = item
+    def _speculate(self, buf: bytes, end: int, lines_before: int, item: Item, text: bytes, nxt: bytes | None,
+                   found: StartMarker) -> Speculation | None:
+        _, stop, number, start = item
         spec = self._spec
         if spec is None:
             spec = self._spec = LogAnalyzer(self.analyzer.name, fold=self._fold, escaped=self.analyzer.escaped)
@@ -113,4 +114,6 @@ class Reader:
             return None
         starts = {session.first_line: session.number for session in spec.sessions}
         starts[spec.open.first_line] = spec.sessions_closed + 1
+        spec.sessions = []  # moved: not kept here until the next region
+        spec.begin_at(first, "", found, lines_before)  # nor its parsers' state
         return Speculation(item, state, spec.scanner.folded - folded, starts)

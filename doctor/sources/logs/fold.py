@@ -29,6 +29,7 @@ Pure.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable
@@ -52,8 +53,10 @@ def fold_enabled() -> bool:
     return os.environ.get(ENV, "1") != "0"
 
 
+@functools.lru_cache(maxsize=16)
 def _compile_run(line: str) -> Callable[[bytes, int, int], int] | None:
-    """`run_end(region, start, end)`: where the run of hot lines at `start` ends (start when none)."""
+    """`run_end(region, start, end)`: where the run of hot lines at `start` ends (start when none); one per shape
+    and process (every analysis of a process, a worker's too, matches runs with it: its DFA's memory is shared)."""
     try:
         import re2
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from doctor.core.lines import MAX_LINE
 from doctor.sources.logs.line import LogLine, make_line
+from doctor.sources.logs.stream import cut_line
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +173,7 @@ class HotRun:
             if trigger is None or trigger(region, first, last) is not None:
                 index += region.count(b"\n", at, first)
                 at = first
-                out.append((index, *_cut(region, first, last, max_line)))
+                out.append((index, *cut_line(region, first, last, max_line)))
             pos = last + 1
         return out
 
@@ -230,18 +231,3 @@ class HotRun:
                 if parser.fold_ready(kinds):
                     break
         return after
-
-
-def _cut(region: bytes, begin: int, stop: int, max_line: int) -> tuple[bytes, bytes | None]:
-    """A line and its next as the scanner hands them (stream.py `_scan`): cut to max_line, a CR dropped."""
-    if stop - begin <= max_line:
-        line = region[begin:stop]
-        if line.endswith(b"\r"):
-            line = line[:-1]
-    else:
-        line = region[begin:begin + max_line]
-    pos = stop + 1
-    if pos >= len(region):
-        return line, None
-    nxt_end = region.find(b"\n", pos, pos + max_line)
-    return line, region[pos: nxt_end if nxt_end >= 0 else pos + max_line].rstrip(b"\r")

@@ -38,7 +38,7 @@ from doctor.sources.logs.ahead import LINE, Ahead, Reader, Speculation
 from doctor.sources.logs.analyze import LogAnalyzer, read_to_end
 from doctor.sources.logs.matcher import compile_triggers, span_finder
 from doctor.sources.logs.regions import Read, Region, file_regions, pread
-from doctor.sources.logs.stream import CHUNK, MAX_GAP, RawLine
+from doctor.sources.logs.stream import CHUNK, MAX_GAP, RawLine, cut_line
 
 ENV = "LLM_DOCTOR_WORKERS"
 MIN_BYTES = 16 << 20  # smaller inputs are read by the serial path: four reads or fewer
@@ -204,7 +204,7 @@ class _Replay:
         self.pool = pool
         self.local = Reader(analyzer.name, analyzer.folders is not None, analyzer.escaped)
         self.depth = 2 * pool.size  # regions given out and not yet back
-        self.ahead_max = self.depth + 2  # regions read ahead of the one replayed, at most
+        self.ahead_max = self.depth + 1  # regions read ahead of the one replayed, at most
         self.regions: dict[int, Region] = {}  # pulled from the grid, not yet replayed
         self.counts: dict[int, int] = {}  # their line counts, where known
         self.speculate = False
@@ -347,9 +347,11 @@ class _Replay:
             item = items[i]
             i += 1
             if item[0] == LINE:
-                _, stop, number, text, nxt, start = item
+                _, stop, number, start = item
+                region = load()
                 if scanner.capture and start > pos:
-                    yield RawLine(base + number, None, load()[max(pos, start - MAX_GAP):start])
+                    yield RawLine(base + number, None, region[max(pos, start - MAX_GAP):start])
+                text, nxt = cut_line(region, start, stop - 1)
                 closed = analyzer.sessions_closed
                 yield RawLine(base + number, text, None, nxt, stop, start)
                 pos, counted = stop, number
@@ -367,7 +369,7 @@ class _Replay:
                 pos, counted = run_end, number - 1 + lines
                 continue
             if at is None:
-                at = {it[5]: k for k, it in enumerate(items) if it[0] == LINE}
+                at = {it[3]: k for k, it in enumerate(items) if it[0] == LINE}
             back = yield from self._scan(load, pos, end, base + counted, spec, at, i)  # from the previous item on
             if back is None:
                 return

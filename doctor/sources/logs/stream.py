@@ -167,6 +167,22 @@ class LineScanner:
         self.lines = line_base + counted + region.count(b"\n", counted_to, end_region)
 
 
+def cut_line(region: bytes, begin: int, stop: int, max_line: int = MAX_LINE) -> tuple[bytes, bytes | None]:
+    """The line region[begin:stop] (`stop`: its line end) and its next line as `_scan` hands them: cut to
+    max_line, a CR dropped (where the scan was not made: doctor/sources/logs/hot.py, parallel.py)."""
+    if stop - begin <= max_line:
+        line = region[begin:stop]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+    else:
+        line = region[begin:begin + max_line]
+    pos = stop + 1
+    if pos >= len(region):
+        return line, None
+    nxt_end = region.find(b"\n", pos, pos + max_line)
+    return line, region[pos: nxt_end if nxt_end >= 0 else pos + max_line].rstrip(b"\r")
+
+
 def looks_binary(head: bytes) -> str | None:
     """Say why `head` is not a text log, or None when it looks like text."""
     if head.startswith(b"GGUF"):
