@@ -153,6 +153,31 @@ def test_a_big_log_whose_head_looks_pasted_reads_the_same(mixed: Path, tmp_path:
     assert seen["worker"] > 0
 
 
+@pytest.mark.parametrize("chunk", [65_536, 1 << 20])
+def test_a_stream_that_is_no_file_reads_the_same(mixed: Path, tmp_path: Path, chunk: int) -> None:
+    """A gunzipped file (as standard input, read by this process, each region's bytes handed to the worker)."""
+    import gzip
+
+    path = tmp_path / "mixed.log.gz"
+    path.write_bytes(gzip.compress(mixed.read_bytes(), compresslevel=1))
+    seen: dict[str, int] = {}
+    original = parallel.analyze_pipe
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **kwargs, seen=seen)
+
+    reports = []
+    for workers in ("1", "0"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(parallel.ENV, workers)
+            patch.setattr(parallel, "analyze_pipe", spy)
+            with path.open("rb") as f:
+                reports.append(json.dumps(analyze_stream(f, "mixed.log", chunk).to_json(), sort_keys=True))
+        if workers == "1":
+            assert seen["worker"] > 0  # the worker read regions handed to it as bytes
+    assert reports[0] == reports[1]
+
+
 def test_two_workers_read_the_same(mixed: Path) -> None:
     seen = _same(mixed, 250_000, workers=2)
     assert seen["workers"] == 2 and seen["worker"] > 0

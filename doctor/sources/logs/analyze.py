@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -369,6 +370,7 @@ class LogAnalyzer:
 
 
 PARALLEL_MIN = 16 << 20  # a regular file this big is read with worker processes (doctor/sources/logs/parallel.py)
+PIPE_READS = 3  # a stream that is not a file (standard input) with more than this many reads: with workers too
 
 
 def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = None) -> Facts:
@@ -389,16 +391,30 @@ def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = No
             return analyzer.finish()
     # a log too large to be a paste, whose head shows escaped quotes (a JSON log quoting messages)
     escaped = b'\\"' in head or b"\\'" in head
-    if _big_file(stream):
-        from doctor.sources.logs import parallel
+    reads = [first] if first else []  # what was read so far, in the reads it was read in
+    if _file(stream):
+        if _big_file(stream):
+            from doctor.sources.logs import parallel
 
-        facts = parallel.analyze_file(stream, name, chunk, first=len(first), escaped=escaped)
-        if facts is not None:
-            return facts
+            facts = parallel.analyze_file(stream, name, chunk, first=len(first), escaped=escaped)
+            if facts is not None:
+                return facts
+    elif _workers_possible():  # standard input, a gunzipped file: read with workers where it is big
+        while len(reads) < PIPE_READS:
+            data = stream.read(chunk)
+            if not data:
+                break
+            reads.append(data)
+        if len(reads) >= PIPE_READS:
+            from doctor.sources.logs import parallel
+
+            facts = parallel.analyze_pipe(stream, name, chunk, reads, len(first), escaped)
+            if facts is not None:
+                return facts
     analyzer = LogAnalyzer(name, escaped=escaped)
     analyzer.scanner.hold_last = True  # the whole input is read: a wrapped last line is joined to the one before
-    if first:
-        analyzer.feed(first)
+    for data in reads:
+        analyzer.feed(data)
     return read_to_end(analyzer, stream, chunk)
 
 
@@ -416,10 +432,24 @@ def analyze_bytes(data: bytes, name: str = "input") -> Facts:
     return analyze_stream(io.BytesIO(data), name)
 
 
-def _big_file(stream: BinaryIO) -> bool:
+def _workers_possible() -> bool:
+    """Whether a big input would be read with workers here (cores to spare, LLM_DOCTOR_WORKERS not 0)."""
+    from doctor.sources.logs.parallel import workers_wanted
+
+    return workers_wanted(PARALLEL_MIN) > 0
+
+
+def _file(stream: BinaryIO) -> bool:
+    """Whether `stream` reads a regular file as it is (not a pipe, not gunzipped, not bytes in memory)."""
+    raw = getattr(stream, "raw", None)
+    return isinstance(raw, io.FileIO) and _big_file(stream, 0)
+
+
+def _big_file(stream: BinaryIO, size: int | None = None) -> bool:
     """Whether `stream` reads a regular file of PARALLEL_MIN bytes or more (the workers' module is imported
     only then)."""
     try:
-        return os.fstat(stream.fileno()).st_size >= PARALLEL_MIN
+        info = os.fstat(stream.fileno())
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
         return False
+    return stat.S_ISREG(info.st_mode) and info.st_size >= (PARALLEL_MIN if size is None else size)

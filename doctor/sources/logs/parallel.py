@@ -34,10 +34,11 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any, BinaryIO
 
 from doctor.core.facts import Facts
+from doctor.core.lines import SNIFF
 from doctor.sources.logs.ahead import LINE, Ahead, Reader, Speculation
 from doctor.sources.logs.analyze import LogAnalyzer, read_to_end
 from doctor.sources.logs.matcher import compile_triggers, span_finder
-from doctor.sources.logs.regions import Read, Region, file_regions, pread
+from doctor.sources.logs.regions import Read, Region, cut, file_regions, pread
 from doctor.sources.logs.stream import CHUNK, MAX_GAP, RawLine, cut_line
 
 ENV = "LLM_DOCTOR_WORKERS"
@@ -120,9 +121,94 @@ def analyze_file(stream: BinaryIO, name: str, chunk: int = CHUNK, workers: int |
     return read_to_end(analyzer, stream, chunk)
 
 
+def analyze_pipe(stream: BinaryIO, name: str, chunk: int, head: list[bytes], first: int = 0, escaped: bool = False,
+                 workers: int | None = None, seen: dict[str, int] | None = None) -> Facts | None:
+    """The facts of a stream that is not a regular file (standard input, a gunzipped file), read with workers as
+    `analyze_stream` reads it: `head`, its reads so far (the first of `first` bytes where it read a head that
+    might have been a paste), then reads of `chunk`; this process reads it and hands each region's bytes to a
+    worker. None where this path does not take it (no worker wanted, a head the serial path must read): the
+    stream is then as it was after `head`."""
+    wanted = workers_wanted(1 << 62, 0) if workers is None else workers
+    data = b"".join(head)
+    if wanted <= 0 or not data or b"\n" not in data[: min(first or chunk, SNIFF)]:
+        return None
+    held = _Held(head, stream, chunk)
+    analyzer = LogAnalyzer(name, escaped=escaped)
+    analyzer.scanner.hold_last = True
+    if analyzer.folders is not None:
+        analyzer.folders.prepare()
+    pool = POOL(wanted, name, analyzer.folders is not None, escaped, -1)
+    pool.payload = held.read
+    replay = _Replay(analyzer, held.read, pool, held.drop)
+    replay.depth = pool.size  # this process holds each region's bytes until it is replayed: fewer ahead
+    replay.ahead_max = replay.depth + 1
+    try:
+        replay.run(held.regions(first))
+    finally:
+        pool.close()
+    if seen is not None:
+        seen.update(replay.stats, adopted=replay.adopted, workers=pool.size)
+    scanner = analyzer.scanner
+    scanner._ends.ends = "lf"
+    scanner._tail, scanner.bytes, pending = held.rest()
+    if pending:
+        analyzer.feed(pending)
+    return read_to_end(analyzer, stream, chunk)
+
+
+class _Held:
+    """A stream's bytes kept for its regions until they are replayed: `regions` reads on as the serial path reads
+    (the same cuts: regions.cut), `read` gives a region's bytes (or their beginning), `drop` lets them go."""
+
+    def __init__(self, head: list[bytes], stream: BinaryIO, chunk: int) -> None:
+        self.head = head
+        self.stream = stream
+        self.chunk = chunk
+        self.kept: dict[int, bytes] = {}  # a region's start -> its buffer
+        self.tail = b""
+        self.offset = 0  # where `tail` begins in the stream
+        self.read_end = 0
+
+    def regions(self, first: int) -> Iterator[Region]:
+        """The regions as the serial path cuts its reads (`first`: unused, the head's reads are as they were)."""
+        index = 0
+        head = self.head
+        head.reverse()
+        while True:
+            data = head.pop() if head else self.stream.read(self.chunk)  # (the head let go as it is read)
+            if not data:
+                return
+            buf = self.tail + data if self.tail else data
+            self.read_end += len(data)
+            found = cut(buf)
+            if found is None:  # the serial path's other ways from here: the scanner is fed this read (`rest`)
+                self.pending = data
+                self.read_end -= len(data)
+                return
+            start = self.offset
+            self.kept[start] = buf
+            self.tail, self.offset = buf[found:], start + found
+            yield Region(index, start, start + found, self.read_end)
+            index += 1
+
+    pending = b""  # a read the parallel path stopped at
+
+    def read(self, offset: int, size: int) -> bytes:
+        buf = self.kept[offset]
+        return buf if size >= len(buf) else buf[:size]
+
+    def drop(self, region: Region) -> None:
+        self.kept.pop(region.start, None)
+
+    def rest(self) -> tuple[bytes, int, bytes]:
+        """What the scanner holds after the last region (its `_tail`), the bytes read before, and a read still to
+        feed it (where the parallel path stopped)."""
+        return self.tail, self.read_end, self.pending
+
+
 def _serve(name: str, fold: bool, escaped: bool, fd: int, tasks: Any, results: Any) -> None:
-    """A worker: regions in (index, start, end, buf_end, lines before it or None), their read ahead out
-    (index, Ahead or None, error)."""
+    """A worker: regions in (index, start, end, buf_end or the region's bytes, lines before it or None), their
+    read ahead out (index, Ahead or None, the worker's CPU seconds)."""
     reader = Reader(name, fold, escaped)
     read = pread(fd)
     while True:
@@ -132,7 +218,8 @@ def _serve(name: str, fold: bool, escaped: bool, fd: int, tasks: Any, results: A
         index, start, end, buf_end, lines_before = task
         began = time.process_time()
         try:
-            ahead = reader.read(read(start, buf_end - start), end - start, lines_before)
+            buf = buf_end if isinstance(buf_end, bytes) else read(start, buf_end - start)
+            ahead = reader.read(buf, end - start, lines_before)
         except Exception:  # the region is left to the analysis, which reads it itself
             ahead = None
         results.put((index, ahead, time.process_time() - began))
@@ -157,8 +244,12 @@ class _Pool:
     def size(self) -> int:
         return 0 if self.broken else len(self.procs)
 
+    payload: Read | None = None  # where set, a region's bytes go with it (a stream: the workers cannot read it)
+
     def give(self, region: Region, lines_before: int | None) -> None:
-        self.tasks.put((region.index, region.start, region.end, region.buf_end, lines_before))
+        payload = self.payload
+        buf_end = payload(region.start, region.buf_end - region.start) if payload is not None else region.buf_end
+        self.tasks.put((region.index, region.start, region.end, buf_end, lines_before))
 
     def take(self) -> tuple[int, Ahead | None, float] | None:
         """The next result in (index, records or None where the worker failed, the worker's CPU seconds on it), or
@@ -198,10 +289,12 @@ class _Replay:
     the rest of the region itself. The lines before a region not yet replayed are counted here (a count of
     line ends: cheap next to reading a log of many sessions)."""
 
-    def __init__(self, analyzer: LogAnalyzer, read: Read, pool: Any) -> None:
+    def __init__(self, analyzer: LogAnalyzer, read: Read, pool: Any,
+                 replayed: Callable[[Region], None] | None = None) -> None:
         self.analyzer = analyzer
         self.read = read
         self.pool = pool
+        self.replayed = replayed  # told of each region replayed (a stream's bytes are let go)
         self.local = Reader(analyzer.name, analyzer.folders is not None, analyzer.escaped)
         self.depth = 2 * pool.size  # regions given out and not yet back
         self.ahead_max = self.depth + 1  # regions read ahead of the one replayed, at most
@@ -323,6 +416,8 @@ class _Replay:
         self.busy += time.process_time() - began
         scanner.lines = base + ahead.lines
         scanner.bytes = region.buf_end
+        if self.replayed is not None:
+            self.replayed(region)
         if analyzer.sessions_closed:
             self.speculate = True
 
