@@ -14,6 +14,9 @@ rotation of a followed file (`new_session`), closes the session so far with its 
 starts the parsers afresh; the snapshot's facts are the latest session's, and `Facts.sessions` lists
 every session (earlier ones with their facts). After a truncation or rotation, lines count from 1.
 
+A big input is read with worker processes where cores are free (doctor/sources/logs/parallel.py: the same facts,
+byte for byte; `LLM_DOCTOR_WORKERS=0` reads it here alone).
+
 Pure apart from reading the given stream.
 """
 

@@ -22,6 +22,13 @@ by line, the others still fold. `Folders` puts them behind the scanner's one hoo
 first passes its probe. The parsers without a gate (llama.cpp's, the catalogue's) read every line: they fold the other
 engines' runs too (`absorbs`). A shape with free text (an access line's path) is not told apart by its
 samples: each of its runs is also searched once for what another parser would read in it (`_guard`).
+A shape of free text of any length (a vLLM server's logged prompts: HotLines.unbounded) is also cut before a
+line longer than the scanner's cut; its parsers read only the lines of a run they may read something from, one
+by one (LogParser.fold_patterns: one search of the run for all of them, HotRun.wanted_lines, HotRun.feed: each
+line where the analysis's router hands it to that parser), and a parser may end a run before a line that would
+change how it reads the rest (LogParser.fold_guard: greedy settings that start a capture).
+A fold is two steps (LogParser.read_run, pure, and take_run, the state), so a worker process can read runs
+ahead (doctor/sources/logs/ahead.py, parallel.py: `Folders.recorder`).
 `LLM_DOCTOR_FOLD=0` (or `LogAnalyzer(fold=False)`) turns folding off: the reference path.
 
 Pure.
