@@ -372,8 +372,8 @@ class LogAnalyzer:
                f"{sum(self.facts.event_counts.values())} event(s) read from {lines} line(s)"
 
 
-PARALLEL_MIN = 16 << 20  # a regular file this big is read with worker processes (doctor/sources/logs/parallel.py)
-PIPE_READS = 3  # a stream that is not a file (standard input) with more than this many reads: with workers too
+PARALLEL_MIN = 32 << 20  # a regular file this big is read with worker processes (doctor/sources/logs/parallel.py)
+PIPE_READS = 3  # a stream that is not a file (standard input) with this many reads or more: with workers too
 
 
 def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = None) -> Facts:

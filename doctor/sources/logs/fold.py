@@ -298,12 +298,6 @@ class Folders:
             self._built[owner] = None if router is None else Folder.build(owner, self._parsers, router, *self._context)
         return self._built[owner]
 
-    def prepare(self) -> None:
-        """Build every folder now, with its searches (worker processes forked afterwards find them made)."""
-        for folder in self.folders:
-            folder.run(b"", 0, 0, 1)
-            folder._ends(known=False)
-
     @property
     def folders(self) -> list[Folder]:
         """The folders that passed their checks (every one built)."""

@@ -42,7 +42,7 @@ from doctor.sources.logs.regions import Read, Region, cut, file_regions, pread
 from doctor.sources.logs.stream import CHUNK, MAX_GAP, RawLine, cut_line
 
 ENV = "LLM_DOCTOR_WORKERS"
-MIN_BYTES = 16 << 20  # smaller inputs are read by the serial path: four reads or fewer
+MIN_BYTES = 32 << 20  # smaller inputs are read by the serial path (a worker's start-up costs more than it saves)
 MAX_WORKERS = 3  # each worker is a process of its own (memory): more than three rarely pay on one log
 WAIT_S = 1.0  # how long this process waits for a result before it checks that its workers still live
 
@@ -101,8 +101,6 @@ def analyze_file(stream: BinaryIO, name: str, chunk: int = CHUNK, workers: int |
         return None
     analyzer = LogAnalyzer(name, escaped=escaped)
     analyzer.scanner.hold_last = True
-    if analyzer.folders is not None:
-        analyzer.folders.prepare()  # once, here: the workers are forked with it
     pool = POOL(wanted, name, analyzer.folders is not None, escaped, fd)
     replay = _Replay(analyzer, read, pool)
     try:
@@ -135,8 +133,6 @@ def analyze_pipe(stream: BinaryIO, name: str, chunk: int, head: list[bytes], fir
     held = _Held(head, stream, chunk)
     analyzer = LogAnalyzer(name, escaped=escaped)
     analyzer.scanner.hold_last = True
-    if analyzer.folders is not None:
-        analyzer.folders.prepare()
     pool = POOL(wanted, name, analyzer.folders is not None, escaped, -1)
     pool.payload = held.read
     replay = _Replay(analyzer, held.read, pool, held.drop)
