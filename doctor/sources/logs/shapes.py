@@ -154,7 +154,7 @@ def free_text(shape: str) -> bool:
     return _alphabet(shape) is None
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=64)
 def can_occur(shape: str) -> Callable[[str], bool]:
     """`occurs(pattern)`: False only when `pattern` matches inside no line `shape` produces (see above)."""
     alphabet = _alphabet(shape)
@@ -174,7 +174,7 @@ def can_occur(shape: str) -> Callable[[str], bool]:
     return occurs
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=512)  # every fold's searches (guards, each parser's lines: fold.py) for every shape
 def shape_finder(patterns: tuple[str, ...], shape: str) -> Callable[[bytes, int, int], tuple[int, int] | None] | None:
     """`find(region, start, end)`: a place in region[start:end] (a run of lines of `shape`, HotRun.shape) where one
     of `patterns` (each matched against a line's text) may match a line (block_pattern), one RE2 search: a run with
