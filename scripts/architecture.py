@@ -48,7 +48,18 @@ Extension points — each an obvious room (see docs/extending.md):
   `rules/families.yaml`) with its `fix:` (a settings change spelled per engine by the engine table),
   its `verify:` and its inline `tests:`;
 - **a probe** is a module in `doctor/sources/probes/` registered in its `registry.py`, reading the
-  machine through roots it is given, so recorded machines (`fixtures/machines/`) replay.
+  machine through roots it is given, so recorded machines (`fixtures/machines/`) replay;
+- **a vocabulary entry** is words in `doctor/sources/catalogue/vocabulary.yaml` (a relation, a resource, a
+  role, a step, or a rule that turns a reading into an event), with the real line that tests it.
+
+Reading a log, three layers name a failure, each only where the one before said nothing: the engine
+parsers (each engine's own lines), the message catalogue (every engine's format strings as data,
+`doctor/sources/catalogue/messages/`), and the meaning layer (the same failures in any program's words,
+read by the vocabulary into the typed events the engine parsers make, so one rule base judges all three).
+Where a failure falls in the run comes from one timeline (`doctor/sources/logs/timeline.py`): the engine
+parsers mark the steps they read (weights placed, KV cache allocated, compute reserved, warm-up or graph
+capture, serving, a request), and an out-of-memory event's phase is the step after the last one reached,
+the line that placed it cited as evidence (`Event.placed_by`); a crash says what the run had done.
 
 The rest of this page is generated from the tree (`python scripts/architecture.py`).
 """

@@ -76,6 +76,37 @@ def table(found: list[Coverage]) -> list[str]:
     return lines
 
 
+def vocabulary_lines() -> list[str]:
+    """The meaning layer's section: its vocabulary by section, and how much of the catalogue it reads."""
+    from doctor.sources.catalogue import meaning, vocabulary
+
+    v = vocabulary.builtin()
+    diagnostic = [e for e in store.entries() if e.diagnostic]
+    read = [e for e in diagnostic if (r := meaning.read(v, e.sample)) is not None and meaning.meaning_of(v, r)]
+    return [
+        "## Beyond the catalogue: the meaning layer",
+        "",
+        "A sentence no engine parser and no entry here knows - another program's words (a desktop app, a",
+        "front-end, a fork, a hardware plugin, a test harness, a ggml-era message) - is read for its meaning",
+        "by the vocabulary beside the catalogue (`doctor/sources/catalogue/vocabulary.yaml`, read and checked",
+        "by vocabulary.py, a line read by meaning.py, in `analyze` by meaning_parser.py): a failure relation",
+        "(exceeds, not enough, out of, preempted) over a resource (device or host memory, the KV cache, compute",
+        "buffers, the context window, storage), with its quantities and their roles (needed, the limit). It",
+        "becomes the typed event an engine parser makes (`oom` in its phase, `prompt_too_long`, `truncation`,",
+        "`kv_capacity`, `preempted`), so the same rules judge it and say the fix in the engine's words. Its",
+        "relation words are its triggers: it reads only the lines that hold one, and never a line an engine",
+        "parser or a catalogued message (any level) read.",
+        "",
+        f"Vocabulary: {len(v.relations)} relations, {len(v.resources)} resources, {len(v.modifiers)} modifiers, "
+        f"{len(v.steps)} steps, {len(v.events)} event rules, tested on {len(v.examples)} real lines it cites",
+        f"(tests/logs/test_meaning.py). Of the {len(diagnostic)} warning/error entries here, the vocabulary reads "
+        f"{len(read)} samples",
+        "into a failure, none against the entry's class (the few readings of another class are listed, with",
+        "the reason, in the test).",
+        "",
+    ]
+
+
 def document(found: list[Coverage]) -> str:
     today = datetime.date.today().isoformat()
     missing = [c.entry.id for c in found if c.entry.level != "info" and not (c.recognised and c.tested)]
@@ -110,6 +141,7 @@ def document(found: list[Coverage]) -> str:
         "without it. A hit is confirmed by the entry's own pattern, which reads its numbers. The checked",
         "catalogue is kept as JSON (doctor/sources/catalogue/store.py), so no start parses its YAML.",
         "",
+        *vocabulary_lines(),
         "## Releases checked",
         "",
         "| engine | releases |",

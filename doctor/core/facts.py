@@ -147,6 +147,8 @@ class Event:
           context_failed, no_gpu, crash, preempted, kv_capacity, repetition, ... (see catalog.EVENT_KINDS)
     phase: for OOMs the phase (weights, kv_cache, compute, runtime, concurrency, host); else optional
     data: numbers and names read from the line (n_ctx, n_tokens, bytes, device, ...)
+    placed_by: the other lines that place it (line number, text): where the run's timeline had got to
+        when it happened (doctor/sources/logs/timeline.py); a finding cites them after the event's own line
     """
 
     kind: str
@@ -155,12 +157,15 @@ class Event:
     source: str
     phase: str | None = None
     data: dict[str, Scalar] = field(default_factory=dict)
+    placed_by: tuple[tuple[int, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "phase": self.phase, "line": self.line,
                                "text": self.text, "source": self.source}
         if self.data:
             out["data"] = {k: _json_value(v) for k, v in self.data.items()}
+        if self.placed_by:
+            out["placed_by"] = [{"line": n, "text": t} for n, t in self.placed_by]
         return out
 
     @classmethod
@@ -175,7 +180,16 @@ class Event:
             data={str(k): v for k, v in raw.items() if isinstance(v, int | float | str | bool)}
             if isinstance(raw, dict)
             else {},
+            placed_by=_placed_by(data.get("placed_by")),
         )
+
+
+def _placed_by(raw: object) -> tuple[tuple[int, str], ...]:
+    """Event.placed_by read back: the well-formed entries of a saved list, the rest left out."""
+    if not isinstance(raw, list):
+        return ()
+    return tuple((n, str(item.get("text", ""))[:TEXT_LIMIT]) for item in raw[:8] if isinstance(item, dict)
+                 for n in (_opt_int(item.get("line")),) if n is not None)
 
 
 @dataclass(slots=True)

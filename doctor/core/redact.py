@@ -195,7 +195,8 @@ class Redactor:
             out.add(Fact(fact.name, value, fact.unit, src, fact.unknown))
         for event in facts.events():
             out.add_event(Event(event.kind, event.line, self.text(event.text), event.source, event.phase,
-                                {k: self.value(v) for k, v in event.data.items()}))
+                                {k: self.value(v) for k, v in event.data.items()},
+                                tuple((n, self.text(t)) for n, t in event.placed_by)))
         for kind, count in facts.event_counts.items():
             kept = len(facts.events(kind))
             if count > kept:

@@ -1,4 +1,5 @@
-"""The model's size from its Ollama name, when the paste gives nothing else.
+"""The model's size from its name (an Ollama tag, a GGUF file, a name in a post's prose), when the paste gives
+nothing else.
 
 An `ollama run --verbose` block (or geerlingguy's obench.sh) prints the speeds but no model size; the
 command above it names the model (`ollama run --verbose llama3.2:3b`, `... using model: gemma3:27b`).
@@ -6,8 +7,11 @@ Ollama's names carry the parameter count in the tag (`:3b`, `:27b`, `:1.1b`, `:1
 and, where the tag names none, the library's default quantisation, Q4_K_M (ollama.com/library: a
 model's `latest` and size tags point at its `...-q4_K_M` build). The weights are then parameters x
 the type's bits per weight (llama.cpp's quantize table: Q4_K_M 4.85, Q4_0 4.55, Q8_0 8.5, ...),
-set as estimates whose Source says so; a file's or a log's own size always wins. Only names of
-Ollama's `model:tag` form are read.
+set as estimates whose Source says so; a file's or a log's own size always wins. Other names are
+read where they carry both the parameter count and the quantisation: a GGUF file's name
+(`Qwen2.5-14B-Instruct-Q4_K_M.gguf`, `llama-2-7b-chat.Q4_K_M.gguf`) or a name as a post writes it
+(`Llama 3.1 8B Q4_K_M`, `llama3 8b Q6`: a bare `Q6` / `Q4` is read as the K-quant people mean by it,
+Q6_K / Q4_K_M); without a quantisation only Ollama's names have a default.
 
 Derive floor, pure. The strings are written here.
 """
@@ -21,25 +25,45 @@ from doctor.derive.source import step_src
 
 TAG = re.compile(r"^[\w.-]+(?:/[\w.-]+)*:(?P<tag>[\w.-]+)$")
 PARAMS = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)([bm])(?![a-z])", re.IGNORECASE)
-QUANT = re.compile(r"(?:^|-)(q\d_k_[sml]|q\d_k|q\d_[01]|iq\d_\w+|fp16|f16|bf16|q8_0)(?:$|-)", re.IGNORECASE)
+QUANT = re.compile(r"(?:^|[-._ ])(q\d_k_[sml]|q\d_k_xl|q\d_k|q\d_[01]|iq\d_[a-z]+|fp16|f16|bf16|q8_0|q\d)"
+                   r"(?:$|[-._ ])", re.IGNORECASE)
+# llama.cpp's quantize table (tools/quantize/quantize.cpp: bits per weight of each type on a 7B model)
 BITS = {"q2_k": 3.35, "q3_k_s": 3.5, "q3_k_m": 3.91, "q3_k_l": 4.27, "q4_0": 4.55, "q4_1": 5.0, "q4_k_s": 4.58,
         "q4_k_m": 4.85, "q5_0": 5.54, "q5_1": 6.0, "q5_k_s": 5.54, "q5_k_m": 5.69, "q6_k": 6.56, "q8_0": 8.5,
-        "fp16": 16.0, "f16": 16.0, "bf16": 16.0}
+        "iq4_xs": 4.25, "iq4_nl": 4.5, "iq3_xxs": 3.06, "iq3_s": 3.44, "iq3_m": 3.66, "iq2_xxs": 2.06,
+        "iq2_xs": 2.31, "iq2_s": 2.5, "iq2_m": 2.7, "iq1_s": 1.56, "fp16": 16.0, "f16": 16.0, "bf16": 16.0}
+# what a short or a dynamic name is taken for ("Q6" is Q6_K, unsloth's "Q4_K_XL" about Q4_K_M)
+ALIASES = {"q2": "q2_k", "q3": "q3_k_m", "q4": "q4_k_m", "q5": "q5_k_m", "q6": "q6_k", "q8": "q8_0", "q4_k": "q4_k_m",
+           "q5_k": "q5_k_m", "q3_k": "q3_k_m", "q2_k_xl": "q2_k", "q3_k_xl": "q3_k_m", "q4_k_xl": "q4_k_m",
+           "q5_k_xl": "q5_k_m", "q6_k_xl": "q6_k", "q8_k_xl": "q8_0"}
 DEFAULT_QUANT = "q4_k_m"
 
 
-def guess(name: str) -> tuple[int, int, str] | None:
-    """(parameters, weight bytes, the quantisation taken) from an Ollama `model:tag`, or None."""
-    m = TAG.match(name.strip())
-    if not m:
+def _quant(text: str) -> str | None:
+    q = QUANT.search(text)
+    if q is None:
         return None
-    tag = m.group("tag").lower()
-    size = PARAMS.search(tag) or PARAMS.search(name.split(":")[0])
+    quant = q.group(1).lower()
+    return ALIASES.get(quant, quant)
+
+
+def guess(name: str) -> tuple[int, int, str] | None:
+    """(parameters, weight bytes, the quantisation taken) from an Ollama `model:tag`, a GGUF file's name or
+    a name with its size and quantisation, or None."""
+    name = name.strip()
+    m = TAG.match(name)
+    if m:
+        tag = m.group("tag").lower()
+        size = PARAMS.search(tag) or PARAMS.search(name.split(":")[0])
+        quant = _quant(tag) or DEFAULT_QUANT
+    else:
+        stem = name.rsplit("/", 1)[-1]
+        stem = stem[:-5] if stem.lower().endswith(".gguf") else stem
+        size = PARAMS.search(stem.replace("_", "-"))
+        quant = _quant(stem) or ""
     if not size:
         return None
     params = float(size.group(1)) * (1e9 if size.group(2).lower() == "b" else 1e6)
-    q = QUANT.search(tag)
-    quant = q.group(1).lower() if q else DEFAULT_QUANT
     bits = BITS.get(quant)
     if bits is None or params <= 0:
         return None
@@ -47,7 +71,7 @@ def guess(name: str) -> tuple[int, int, str] | None:
 
 
 def derive_model_guess(facts: Facts) -> None:
-    """model.n_params and model.weights_bytes from an Ollama name, where nothing gave them."""
+    """model.n_params and model.weights_bytes from the model's name, where nothing gave them."""
     name = facts.value("model.name")
     if not isinstance(name, str) or not (facts.has("run.decode_tps") or facts.has("run.prefill_tps")):
         return

@@ -166,14 +166,23 @@ def derive_threads(facts: Facts) -> None:
         usable = physical if isinstance(physical, int) else None
     if usable is None and isinstance(facts.value("spec.cores"), int):  # a pasted log naming its CPU
         usable, why = facts.value("spec.cores"), "the published physical cores of the CPU the log names"
-    if isinstance(usable, int | float) and usable > 0:
-        # a limit read from a log or a pasted command keeps its line as the evidence
-        src = (usable_fact.source if usable_fact is not None and usable_fact.source.kind == "log"
-               else step_src("threads", why))
-        facts.set("derived.threads_recommended", max(1, int(usable)), src)
-        if isinstance(threads, int) and threads > 0:
-            facts.set("derived.threads_over", round(threads / usable, 3),
-                      step_src("threads", f"{threads} threads / {usable:g} usable cores"))
+    if not isinstance(usable, int | float) or usable <= 0:
+        return
+    # a limit read from a log or a pasted command keeps its line as the evidence
+    src = (usable_fact.source if usable_fact is not None and usable_fact.source.kind == "log"
+           else step_src("threads", why))
+    facts.set("derived.threads_usable", max(1, int(usable)), src)
+    if isinstance(threads, int) and threads > 0:
+        facts.set("derived.threads_over", round(threads / usable, 3),
+                  step_src("threads", f"{threads} threads / {usable:g} usable cores"))
+    # a hybrid CPU (P/E cores, big.LITTLE): threads past the performance cores make the fast cores wait for the
+    # slow ones at every barrier, so its performance cores are the count to use (the same rule as LD840)
+    perf = facts.value("host.cpu.perf_cores")
+    perf = perf if isinstance(perf, int) and perf > 0 else facts.value("spec.perf_cores")
+    if isinstance(perf, int) and 0 < perf < usable:
+        src = step_src("threads", f"the {perf} performance cores of a hybrid CPU ({int(usable)} usable cores in all)")
+        usable = perf
+    facts.set("derived.threads_recommended", max(1, int(usable)), src)
 
 
 def derive_load(facts: Facts) -> None:

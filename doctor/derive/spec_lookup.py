@@ -86,6 +86,9 @@ def _set_row(facts: Facts, row: SpecRow, log_name: str, apple_low: bool) -> None
         facts.set("spec.fp16_tflops", row.fp16_tflops, _src(f"{row.name}: {row.fp16_tflops:g} TFLOPS; {row.source}"))
     if row.kind == "cpu" and row.cores:
         facts.set("spec.cores", row.cores, _src(f"{row.name}: {row.cores} physical cores; {row.source}"))
+    if row.kind == "cpu" and row.perf_cores and row.cores and row.perf_cores < row.cores:
+        facts.set("spec.perf_cores", row.perf_cores,
+                  _src(f"{row.name}: {row.perf_cores} performance cores of {row.cores}; {row.source}"))
     if row.pcie_gbs is not None:
         facts.set("spec.pcie_gbs", row.pcie_gbs,
                   _src(f"{row.name}: PCIe {row.pcie_gen}.0 x{row.pcie_width}, {row.pcie_gbs:g} GB/s one way (PCI-SIG)"))

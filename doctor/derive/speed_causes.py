@@ -6,14 +6,16 @@ alone; `speed.cause.<name>` holds what showed it and `speed.causes` their names 
 - cpu_build: a GPU is on the machine (a device line, nvidia-smi, --hardware) but the engine ran on
   CPU backends only (system_info without a GPU section, llama-bench's backend column `CPU`/`BLAS`);
 - offload: the model is split between GPU and host (`offloaded 20/33 layers`, llama-bench's ngl
-  below the layer count), or a GPU machine ran it with no layer on the GPU;
+  below the layer count), a GPU machine ran it with no layer on the GPU, or the weights alone are
+  larger than the GPUs' memory (the spec row's VRAM);
 - working_set: on Apple silicon, the model's weights are larger than Metal's
   recommendedMaxWorkingSetSize (the GPU then pages through unified memory);
 - kv_cpu: the KV cache or attention ran on the CPU: `-nkvo 1`, a KV buffer only on the CPU while
   layers are on the GPU, or a quantized KV cache the GPU backend has no kernel for (with flash
   attention, CUDA builds compile the f16/q4_0/q8_0 pairs with K = V only, GGML_CUDA_FA_ALL_QUANTS
   off by default: another pair runs attention on the CPU, llama.cpp PR 28456), shown by the graph
-  splitting into more pieces than the devices in use;
+  splitting into more pieces than the devices in use, or - a quantized cache and nothing showing
+  where attention ran - by a GPU decode below its usual range (the likeliest place; medium);
 - bar: Resizable BAR off (`--hardware "..., ReBAR off"`);
 - pcie: the GPU's link is narrow (x1-x4) or runs below its generation;
 - threads: threads against cores, for a run on the CPU: more threads than physical cores (SMT
@@ -93,7 +95,22 @@ def _offload(facts: Facts) -> str | None:
     if facts.value("config.n_gpu_layers") == 0 and any(b.startswith(GPU_BACKENDS) for b in _backends(facts)) \
             and facts.value("spec.kind") != "apple":
         return "ngl 0: a GPU build with every layer left on the CPU"
-    return None
+    return _past_vram(facts)
+
+
+def _past_vram(facts: Facts) -> str | None:
+    """A discrete GPU run whose weights alone are more than the cards' memory: part of the model stays in host
+    RAM whatever the settings (Ollama splits it; llama.cpp needs a lower -ngl)."""
+    row = table().named(str(facts.value("spec.device", "")))
+    weights = _int(facts, "model.weights_bytes") or _int(facts, "model.file_bytes")
+    if row is None or row.kind != "gpu" or not row.vram_gib or weights is None:
+        return None
+    count = _int(facts, "host.gpu.count") or 1
+    vram = row.vram_gib * count * (1 << 30)
+    if weights <= vram:
+        return None
+    return (f"the model's {weights / 1e9:.1f} GB of weights are more than the {count}x {row.vram_gib:g} GiB of "
+            f"{row.name}: part of it runs from host RAM")
 
 
 def _working_set(facts: Facts) -> str | None:
@@ -118,13 +135,39 @@ def _kv_cpu(facts: Facts) -> str | None:
     splits = _int(facts, "run.graph_splits")
     backends = _backends(facts)
     flash = facts.value("config.flash_attn")
-    cuda = any(b.startswith(("cuda", "rocm", "hip")) for b in backends)
+    # no backend in the paste (a post's prose): an NVIDIA GPU's engine runs CUDA
+    cuda = any(b.startswith(("cuda", "rocm", "hip")) for b in backends) or (not backends and _nvidia(facts))
     if cuda and flash in ("enabled", "on", True) and (k, v or k) not in CUDA_FA_DEFAULT:
         return (f"a {k}/{v or k} KV cache with flash attention: CUDA builds compile only f16, q4_0 and q8_0 with "
                 "K = V by default, so attention runs on the CPU")
     if splits is not None and splits > 2:
         return f"a {k}/{v or k} KV cache and {splits} graph splits: attention on the quantized cache ran on the CPU"
     return None
+
+
+def _kv_cpu_likely(facts: Facts) -> str | None:
+    """A quantized KV cache where nothing in the paste shows where attention ran."""
+    k, v = str(facts.value("config.type_k", "")).lower(), str(facts.value("config.type_v", "")).lower()
+    if not (k in QUANT_KV or v in QUANT_KV) or facts.value("config.offload_kqv") is False:
+        return None
+    head = _int(facts, "model.head_dim_k")
+    cuda = any(b.startswith(("cuda", "rocm", "hip")) for b in _backends(facts)) or _nvidia(facts)
+    if cuda and facts.value("config.flash_attn") in ("enabled", "on", True) and (k, v or k) in CUDA_FA_DEFAULT \
+            and head is not None and head <= 128:
+        return None  # CUDA's default flash-attention kernels cover this pair at this head size
+    if facts.value("spec.kind") == "gpu" and facts.value("speed.decode.placement") == "below":
+        # the paste shows the quantized cache but not where attention ran: below the usual range, it is the
+        # likeliest place (a backend without an attention kernel for this cache type or this model's head size
+        # gives the op to the CPU: llama.cpp issue 12352, Gemma's 256-wide heads; Ollama issue 9683)
+        return (f"a {k}/{v or k} KV cache on a GPU run below its usual range: where the backend has no attention "
+                "kernel for the cache type or the model's head size, attention runs on the CPU (the server log's "
+                "graph splits would confirm it)")
+    return None
+
+
+def _nvidia(facts: Facts) -> bool:
+    row = table().named(str(facts.value("spec.device", "")))
+    return row is not None and row.kind == "gpu" and row.vendor == "nvidia"
 
 
 def _bar(facts: Facts) -> str | None:
@@ -184,6 +227,10 @@ def derive_speed_causes(facts: Facts) -> None:
     found = []
     for name in ORDER:
         why = FINDERS[name](facts)
+        if not why and name == "kv_cpu":
+            why = _kv_cpu_likely(facts)
+            if why:
+                facts.set("speed.cause.kv_cpu_inferred", True, _src(why))
         if why:
             facts.set(f"speed.cause.{name}", why, _src(why))
             found.append(LABELS[name])

@@ -260,6 +260,10 @@ def _evidence(result: RuleResult) -> list[Evidence]:
                 continue
             seen_lines.add(event.line)
         out.append(Evidence("log", event.text, event.line, source=event.source))
+        for number, text in event.placed_by:  # the lines that placed it in the run (its phase's evidence)
+            if number not in seen_lines:
+                seen_lines.add(number)
+                out.append(Evidence("log", text, number, source="timeline"))
     if len(events) > MAX_EVENT_EVIDENCE:
         out.append(Evidence("log", f"… and {len(events) - MAX_EVENT_EVIDENCE} more such lines"))
     seen_facts: set[str] = set()

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from doctor.core.facts import Facts, Source
+from doctor.core.facts import Event, Facts, Source
 from doctor.core.redact import Redactor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +33,14 @@ def test_prompts_and_output_are_replaced_by_their_length() -> None:
     assert out.value("run.output_text") == "<22 characters of prompt or output removed>"
     assert out.get("run.output_text").source.text == "~/p"
     assert out.value("config.n_ctx") == 4096
+
+
+def test_the_lines_that_place_an_event_are_redacted_too() -> None:
+    facts = Facts()
+    facts.add_event(Event("oom", 9, "CUDA error: out of memory", "llama.cpp", "kv_cache",
+                          placed_by=((5, "[the weights had been placed] loading /home/ana/models/x.gguf"),)))
+    [event] = Redactor(users=["ana"]).facts(facts).events("oom")
+    assert event.placed_by == ((5, "[the weights had been placed] loading ~/models/x.gguf"),)
 
 
 def test_timestamps_are_not_addresses() -> None:

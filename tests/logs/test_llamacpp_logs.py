@@ -127,7 +127,9 @@ def test_pasted_crlf_quoted_wrapped_log(analyze) -> None:
     assert facts.value("model.n_layer") == 40 and facts.value("run.offloaded_layers") == 41
     assert facts.value("run.weights_gpu_bytes") == int(8694.21 * 2**20)
     [oom] = facts.events("oom")
-    assert oom.line == 17 and oom.phase == "kv_cache" and oom.data["phase_from"] == "stage"
+    # placed by the run's timeline: after the weights (line 14), before any KV cache line
+    assert oom.line == 17 and oom.phase == "kv_cache" and oom.data["phase_from"] == "timeline"
+    assert [n for n, _ in oom.placed_by] == [14] and oom.data["placed_after"] == "weights"
 
 
 def test_sampler_params_are_read(analyze) -> None:

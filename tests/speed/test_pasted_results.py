@@ -192,6 +192,25 @@ def test_an_ollama_name_gives_the_size_a_verbose_block_lacks(rulebase) -> None:
     assert report.facts.value("speed.decode.placement") == "within"
 
 
+def test_a_gguf_file_or_a_name_with_size_and_quant_gives_the_size() -> None:
+    # the file names and words of am17an/llama.cpp issue 28 and ollama issues 9753, 9306
+    assert guess("gemma-4-12B-it-Q4_K_M.gguf") == (12_000_000_000, 7_274_999_999, "q4_k_m")
+    assert guess("llama-2-7b-chat.Q4_K_M.gguf")[2] == "q4_k_m"  # type: ignore[index]
+    assert guess("llama 3.3 70B-q4_K_M")[0] == 70_000_000_000  # type: ignore[index]
+    assert guess("llama3 8b Q6")[2] == "q6_k"  # type: ignore[index]  # a bare Q6 is the K-quant
+    assert guess("Phi-3-mini-4k-instruct.IQ4_XS.gguf") is None  # no parameter count in the name
+    assert guess("Llama-3.1-8B-Instruct") is None  # no quantisation: only Ollama's names have a default
+
+
+def test_a_hybrid_cpus_performance_cores_are_the_threads_to_use(rulebase) -> None:
+    # post 041 (geerlingguy/sbc-reviews issue 107): llama-bench at 2 threads on an i3-1315U, 2 P-cores + 4 E-cores,
+    # llama.cpp's own choice there; LD826 counted all 6 cores and told it to use them, against LD840
+    report = _report(rulebase, POSTS / "041.txt", "Intel Core i3-1315U")
+    assert report.facts.value("derived.threads_recommended") == 2
+    assert report.facts.value("derived.threads_usable") == 6
+    assert not {"LD826", "LD511", "LD840"} & _ids(report)
+
+
 # -- the causes the paste shows ---------------------------------------------------------------
 
 def test_resizable_bar_off_is_named_when_the_run_is_below_its_range(rulebase) -> None:
@@ -229,9 +248,27 @@ def test_kv_and_placement_causes() -> None:
     assert _causes({**base, "config.offload_kqv": False}).has("speed.cause.kv_cpu")
     cuda_fa = _causes({**base, "config.type_k": "q5_1", "config.type_v": "q5_1", "config.flash_attn": "enabled"})
     assert "attention runs on the CPU" in str(cuda_fa.value("speed.cause.kv_cpu"))
-    assert not _causes({**base, "config.type_k": "q8_0", "config.type_v": "q8_0",
+    # a q8_0 pair CUDA's default kernels cover at a 128-wide head: not the cause
+    assert not _causes({**base, "config.type_k": "q8_0", "config.type_v": "q8_0", "model.head_dim_k": 128,
                         "config.flash_attn": "enabled"}).has("speed.cause.kv_cpu")
+    # the head size unknown (a paste without the model's shape): below the range, the quantized cache is named as
+    # the likeliest place, marked inferred (LD841 then says it with medium confidence)
+    likely = _causes({**base, "config.type_k": "q8_0", "config.type_v": "q8_0", "config.flash_attn": "enabled"})
+    assert likely.value("speed.cause.kv_cpu_inferred") is True
+    assert "CUDA builds compile" not in str(likely.value("speed.cause.kv_cpu"))
     cpu_only = _causes({**base, "engine.backends": ["CPU"], "config.n_gpu_layers": 0})
     assert cpu_only.has("speed.cause.cpu_build")
     split = _causes({**base, "run.gpu_share": 0.58})
     assert "42% of the model on the CPU" in str(split.value("speed.cause.offload"))
+
+
+def test_weights_larger_than_the_cards_memory_are_a_split() -> None:
+    # the case of ollama issue 3818: llama3:70b-instruct (Q4_K_M, about 42 GB) on an RTX 4090 (24 GB); the maintainer:
+    # "quite a bit of the model is running on CPU in this case so it's expected to be slow" (the post gives no
+    # speed: the decode figure here is the test's)
+    base = {"run.decode_tps": 2.5, "model.weights_bytes": 42_400_000_000, "model.n_params": 70_000_000_000,
+            "host.gpu[0].name": "NVIDIA GeForce RTX 4090"}
+    assert "runs from host RAM" in str(_causes(base).value("speed.cause.offload"))
+    # two of them hold it
+    assert not _causes({**base, "host.gpu[1].name": "NVIDIA GeForce RTX 4090", "host.gpu.count": 2}).has(
+        "speed.cause.offload")

@@ -86,7 +86,10 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.offload_slowdown", "float", None, "decode floor of the plan / floor with every layer on the GPU"),
     ("derived.gpu_bandwidth_gbs", "float", "GB/s", "GPU memory bandwidth used for the floor (measured, else spec)"),
     ("derived.host_bandwidth_gbs", "float", "GB/s", "host RAM bandwidth used for the floor (measured)"),
-    ("derived.threads_recommended", "int", "threads", "threads to use: physical cores within quota"),
+    ("derived.threads_recommended", "int", "threads", "threads to use: physical cores within quota; a hybrid "
+     "CPU's performance cores where its P/E split is known"),
+    ("derived.threads_usable", "int", "cores", "physical cores within the CPU quota and affinity (more threads "
+     "than these oversubscribe the CPU)"),
     ("derived.threads_over", "float", None, "threads / usable cores"),
     ("derived.load_expected_ms", "float", "ms", "model bytes / storage read speed"),
     ("derived.n_ctx_seq", "int", "tokens", "context each sequence / slot gets"),

@@ -21,6 +21,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("spec.pcie_gbs", "float", "GB/s", "one-way PCIe bandwidth of the device's link (generation x width, "
      "PCI-SIG per-lane rate)"),
     ("spec.cores", "int", "cores", "published physical core count of the CPU the log names"),
+    ("spec.perf_cores", "int", "cores", "published performance cores (P-cores, big cores) of a hybrid or "
+     "big.LITTLE CPU the log names"),
     ("spec.source", "str", None, "the document the spec row cites"),
     ("spec.confidence", "str", None, "how sure the spec row is: high (a vendor figure) | medium (derived or "
      "recalled with doubt; the row's notes say which)"),

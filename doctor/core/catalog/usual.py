@@ -33,6 +33,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
      "the GPU backend has no kernel for)"),
     ("speed.cause.threads", "str", None, "threads against cores: more threads than physical cores (SMT), threads "
      "on efficiency or little cores, or a few threads on many cores"),
+    ("speed.cause.kv_cpu_inferred", "bool", None, "speed.cause.kv_cpu is inferred: a quantized KV cache on a GPU "
+     "run below its usual range, nothing in the paste showing where attention ran"),
     ("speed.cause.pcie", "str", None, "the GPU's PCIe link is narrow or slow (x1/x4, a riser, a downgraded link)"),
     ("speed.cause.bar", "str", None, "Resizable BAR is off: the CPU reaches VRAM through a 256 MB window"),
 ]

@@ -33,7 +33,7 @@ from typing import Any
 from doctor.core.facts import Event, Facts
 from doctor.sources.catalogue import loader, store
 from doctor.sources.catalogue.matcher import MessageSet, message_set, read_numbers
-from doctor.sources.logs.base import LogParser
+from doctor.sources.logs.base import AnalysisState, LogParser
 from doctor.sources.logs.hot import FedLine, HotRun
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.shapes import shape_finder
@@ -64,13 +64,88 @@ class _Fragments:
         return active_set().fragments
 
 
-class CatalogueParser(LogParser):
-    name = "catalogue"
-    triggers = _Fragments()
+class _AloneIndexes:
+    """The index patterns of every alone reader of one analysis, so that a folded run is searched once for all
+    of them: a run none of them is found in (nearly every run) costs one search, not one per reader."""
+
+    __slots__ = ("_last", "patterns")
+
+    def __init__(self) -> None:
+        self.patterns: tuple[str, ...] = ()
+        self._last: tuple[HotRun | None, bool] = (None, True)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"patterns": self.patterns}  # between processes (parallel.py): the last run's answer stays behind
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.patterns = state["patterns"]
+        self._last = (None, True)
+
+    def add(self, patterns: tuple[str, ...]) -> None:
+        self.patterns = tuple(dict.fromkeys((*self.patterns, *patterns)))
+
+    def may_hold(self, run: HotRun) -> bool:
+        """Whether one of the patterns may be in a line of `run` (searched once per run, whoever asks first)."""
+        last, found = self._last
+        if last is run:
+            return found
+        find = shape_finder(self.patterns, run.shape) if self.patterns else None
+        found = find is not None and find(run.region, run.start, run.end) is not None
+        self._last = (run, found)
+        return found
+
+
+class AloneReader(LogParser):
+    """A parser that reads its lines alone, its index's patterns being its triggers (the catalogue's messages,
+    the vocabulary's relation words: meaning_parser.py): it has no gate, so it reads the runs of hot lines the
+    analyzer folds too (`absorbs`), and reads one line by line only where its index finds something in it."""
+
     alone = True  # a line only its triggers select is its alone; it has no gate: its index says which are its own
     # the kinds of the hot-line runs the analyzer folds (doctor/sources/engines/llamacpp/fold.py HOT.kinds):
     # this parser reads those runs through `fold`; a kind missing here turns folding off (tests/logs/test_fold.py)
     absorbs = frozenset({"server_signature", "timings", "context", "gin_access", "sglang_batch", "vllm_request"})
+
+    def bind(self, facts: Facts, state: AnalysisState | None = None) -> None:
+        super().bind(facts, state)
+        if self.literal_index is not None:
+            self.state.part(_AloneIndexes).add(tuple(self.literal_index.patterns))
+
+    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
+        return True  # nothing waits for a next line: any run may be read at once
+
+    def read_run(self, run: HotRun) -> bool | list[FedLine]:
+        """Whether a run of hot lines may hold a line it reads: a line the index finds nothing in records nothing,
+        and the index's patterns are a line's only way in (the router's hits, or the index's own set on a line
+        it does not route), so a run none of them is found in records nothing. The run is searched once for every
+        alone reader's patterns together, then for this one's only where that found something. In a run of free
+        text of any length (a server's logged prompts: HotLines.unbounded), the lines it may read."""
+        index = self.literal_index
+        if index is None:
+            return False
+        if "vllm_request" in run.kinds:
+            return run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))
+        if not self.state.part(_AloneIndexes).may_hold(run):
+            return False
+        find = shape_finder(tuple(index.patterns), run.shape)
+        return find is not None and find(run.region, run.start, run.end) is not None
+
+    def take_run(self, read: bool | list[FedLine], run: HotRun) -> None:
+        """Where something may be, the run's lines fed one by one (a line that would not reach this parser has no
+        hit), or the lines found."""
+        if isinstance(read, list):
+            run.feed(self, read, run.kinds)
+        elif read:
+            for line in run.each_line():
+                self.feed(line)
+
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        index = self.literal_index
+        return tuple(index.patterns) if index is not None and "vllm_request" in kinds else ()
+
+
+class CatalogueParser(AloneReader):
+    name = "catalogue"
+    triggers = _Fragments()
 
     def __init__(self) -> None:
         self.messages = active_set()
@@ -111,31 +186,6 @@ class CatalogueParser(LogParser):
                     self.set(name, value, line)
             if keep:
                 self._pending.append((entry, numbers, line))
-
-    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
-        return True  # nothing waits for a next line: any run may be read at once
-
-    def read_run(self, run: HotRun) -> bool | list[FedLine]:
-        """Whether a line of a run of hot lines may be one of the catalogue's: a line the catalogue's index finds
-        nothing in records nothing, and the index's patterns are a line's only way in (the router's hits, or
-        the index's own set on a line it does not route), so a run none of them is found in records nothing. In a
-        run of free text of any length (a server's logged prompts: HotLines.unbounded), those lines."""
-        if "vllm_request" in run.kinds:
-            return run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))
-        find = shape_finder(tuple(self.messages.index.patterns), run.shape)
-        return find is not None and find(run.region, run.start, run.end) is not None
-
-    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(self.messages.index.patterns) if "vllm_request" in kinds else ()
-
-    def take_run(self, read: bool | list[FedLine], run: HotRun) -> None:
-        """Where something was found, the run's lines fed one by one (a line that would not reach this parser
-        has no hit), or the lines found."""
-        if isinstance(read, list):
-            run.feed(self, read, run.kinds)
-        elif read:
-            for line in run.each_line():
-                self.feed(line)
 
     def summarize(self, facts: Facts) -> None:
         if not self._pending:

@@ -377,8 +377,12 @@ PIPE_READS = 3  # a stream that is not a file (standard input) with this many re
 
 
 def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = None) -> Facts:
-    """The facts of a whole input, read in reads of `chunk` bytes (CHUNK); a big regular file with workers
-    (doctor/sources/logs/parallel.py: the same facts)."""
+    """The whole input's facts, read in reads of `chunk` bytes (CHUNK); a big one with workers
+    (doctor/sources/logs/parallel.py: the same facts); a small one (a pasted post, at most MAX_PROSE bytes) is
+    read for its prose too (doctor/sources/logs/prose.py), after the engines' parsers and only for what they did
+    not set."""
+    from doctor.sources.logs.prose import MAX_PROSE, read_prose
+
     chunk = chunk or CHUNK
     stream = open_input(rewindable(stream))
     first = b""
@@ -391,7 +395,10 @@ def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = No
             analyzer.pasted = pasted
             analyzer.scanner.hold_last = True
             analyzer.feed(pasted.data)
-            return analyzer.finish()
+            facts = analyzer.finish()
+            if len(first) <= MAX_PROSE:  # the prose as the user wrote it: its lines are the user's lines
+                read_prose(facts, decode(first))
+            return facts
     # a log too large to be a paste, whose head shows escaped quotes (a JSON log quoting messages)
     escaped = b'\\"' in head or b"\\'" in head
     reads = [first] if first else []  # what was read so far, in the reads it was read in
@@ -399,9 +406,9 @@ def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = No
         if _big_file(stream):
             from doctor.sources.logs import parallel
 
-            facts = parallel.analyze_file(stream, name, chunk, first=len(first), escaped=escaped)
-            if facts is not None:
-                return facts
+            read = parallel.analyze_file(stream, name, chunk, first=len(first), escaped=escaped)
+            if read is not None:
+                return read
     elif _workers_possible():  # standard input, a gunzipped file: read with workers where it is big
         while len(reads) < PIPE_READS:
             data = stream.read(chunk)
@@ -411,24 +418,39 @@ def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = No
         if len(reads) >= PIPE_READS:
             from doctor.sources.logs import parallel
 
-            facts = parallel.analyze_pipe(stream, name, chunk, reads, len(first), escaped)
-            if facts is not None:
-                return facts
+            read = parallel.analyze_pipe(stream, name, chunk, reads, len(first), escaped)
+            if read is not None:
+                return read
     analyzer = LogAnalyzer(name, escaped=escaped)
     analyzer.scanner.hold_last = True  # the whole input is read: a wrapped last line is joined to the one before
-    for data in reads:
+    return read_to_end(analyzer, stream, chunk, reads)
+
+
+def read_to_end(analyzer: LogAnalyzer, stream: BinaryIO, chunk: int, reads: list[bytes] | None = None) -> Facts:
+    """Feed `reads` (the input read so far, from its start: it may be a post, read for its prose too) or, without
+    them, the rest of an input read elsewhere, then the rest of `stream` in reads of `chunk` bytes: the facts."""
+    from doctor.sources.logs.prose import MAX_PROSE, read_prose
+
+    kept: list[bytes] | None = [] if reads is not None else None  # the input while it can be a post
+    size = 0
+    for data in reads or ():
+        size += len(data)
+        kept = [*kept, data] if kept is not None and size <= MAX_PROSE else None
         analyzer.feed(data)
-    return read_to_end(analyzer, stream, chunk)
-
-
-def read_to_end(analyzer: LogAnalyzer, stream: BinaryIO, chunk: int) -> Facts:
-    """Feed the rest of `stream` in reads of `chunk` bytes, then finish: the facts of the whole input."""
     while True:
         data = stream.read(chunk)
         if not data:
             break
+        size += len(data)
+        if kept is not None and size <= MAX_PROSE:
+            kept.append(data)
+        else:
+            kept = None
         analyzer.feed(data)
-    return analyzer.finish()
+    facts = analyzer.finish()
+    if kept is not None:
+        read_prose(facts, decode(b"".join(kept)))
+    return facts
 
 
 def analyze_bytes(data: bytes, name: str = "input") -> Facts:

@@ -34,6 +34,7 @@ from doctor.core.facts import Event, Facts, Source, Value
 from doctor.sources.logs.hot import HotLines, HotRun
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.matcher import LiteralIndex, rough, text_filter
+from doctor.sources.logs.timeline import Placement, Timeline
 
 
 @dataclass(slots=True)
@@ -403,3 +404,25 @@ class LogParser:
                       data={k: v for k, v in data.items() if isinstance(v, int | float | str | bool)})
         self.facts.add_event(event)
         return event
+
+    def placed_event(self, kind: str, line: LogLine, placed: Placement, *, in_phase: bool = True,
+                     **data: object) -> Event:
+        """An event where the run's timeline placed it, citing the line that placed it: in that phase (an
+        out-of-memory event), or (`in_phase=False`: a crash) with only what the run had done before it."""
+        event = self.event(kind, line, placed.phase if in_phase else None, **{**data, **placed.data()})
+        event.placed_by = placed.lines()
+        return event
+
+    # -- the run's timeline (doctor/sources/logs/timeline.py) -------------------------------------
+    @property
+    def timeline(self) -> Timeline:
+        """The timeline this parser's analysis shares (one per session)."""
+        return self.state.part(Timeline)
+
+    def mark(self, step: str, line: LogLine, what: str | None = None) -> bool:
+        """`line` shows the run reached `step` (True when that moved the run on)."""
+        return self.timeline.reach(step, line.number, line.raw, self.name, what)
+
+    def placed(self, line: LogLine | int) -> Placement | None:
+        """Where a failure on `line` fell in the run (None: no step marked before it)."""
+        return self.timeline.place(line if isinstance(line, int) else line.number)

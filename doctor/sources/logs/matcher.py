@@ -437,6 +437,10 @@ class LiteralIndex:
         """`prime` with the bits already made."""
         self._primed = (text, bits)
 
+    def without_re2(self, text: str) -> int:
+        """The bits of `text` where RE2 is missing (or refused a pattern): each member looked for in turn."""
+        return sum(1 << i for i, s in enumerate(self.literals) if s in text)
+
     def mask(self, *literals: str) -> int:
         """The bits of these literals (each must be in the index)."""
         bits = 0
@@ -453,7 +457,7 @@ class LiteralIndex:
             self._match = set_matcher(self.patterns)
         match = self._match
         if match is None:
-            return sum(1 << i for i, s in enumerate(self.literals) if s in text)
+            return self.without_re2(text)
         # ASCII literals are found in UTF-8 bytes exactly where they are in the text; lone surrogates
         # (from JSON escapes) are passed through rather than refused
         bits = 0

@@ -1,6 +1,6 @@
 """The parsers `analyze` runs: each engine's parser from the engine table (doctor/core/engines.py), then
 the parsers that belong to no engine (crash messages of any engine, settings pasted beside a log, what a
-client sent and got back: doctor/sources/clients).
+client sent and got back: doctor/sources/clients; the catalogue's messages and the vocabulary's meanings).
 Add an engine with its table row, not here."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ def engine_parser_classes() -> list[type[LogParser]]:
 
 
 def parser_classes() -> list[type[LogParser]]:
+    from doctor.sources.catalogue.meaning_parser import MeaningParser
     from doctor.sources.catalogue.parser import CatalogueParser
     from doctor.sources.clients.parser import ClientParser
     from doctor.sources.engines._ggml.crash_parser import CrashParser
@@ -33,8 +34,8 @@ def parser_classes() -> list[type[LogParser]]:
     # bodies, DeviceLineParser and HostInfoParser the hardware pasted with it (HostInfoParser also where the
     # engine put the work: Metal's working set, graph splits); none of them nor CrashParser casts an engine vote.
     # LlamaBenchParser (in llama.cpp's folder) reads llama-bench's results: a llama.cpp tool whose tables no
-    # line of the engine's own parser resembles. CatalogueParser (every engine's catalogued messages) comes last: it
-    # asks whether a parser read a line already.
+    # line of the engine's own parser resembles. CatalogueParser (every engine's catalogued messages) comes after
+    # them: it asks whether a parser read a line already; MeaningParser (the vocabulary's meaning of what no
+    # parser nor catalogue entry read) last, asking both.
     return [*engine_parser_classes(), CrashParser, PastedParser, ClientParser, DeviceLineParser, HostInfoParser,
-            LlamaBenchParser,
-            CatalogueParser]
+            LlamaBenchParser, CatalogueParser, MeaningParser]

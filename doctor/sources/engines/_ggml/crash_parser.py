@@ -262,8 +262,11 @@ class CrashParser(LogParser):
         summary = f"{c.title}{detail}. {c.meaning}"
         data: dict[str, Scalar] = {"cause": c.id, "confidence": f.confidence, "title": c.title, "detail": f.detail,
                                    "summary": summary[:900], **fix_data(c)}
+        placed = self.placed(f.line)  # what the run had done when it crashed (doctor/sources/logs/timeline.py)
+        if placed is not None:
+            data.update(placed.data())
         facts.add_event(Event(kind="crash_cause", line=f.line.number, text=f.line.raw[:400], source=self.name,
-                              data=data))
+                              data=data, placed_by=placed.lines() if placed is not None else ()))
         for support in f.support:  # the same data: whichever line comes first renders the finding
             facts.add_event(Event(kind="crash_evidence", line=support.number, text=support.raw[:400],
                                   source=self.name, data=data))

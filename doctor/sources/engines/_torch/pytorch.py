@@ -23,6 +23,7 @@ from doctor.core.facts import Event, Facts
 from doctor.sources.logs.base import LogParser
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.matcher import gated
+from doctor.sources.logs.timeline import Placement
 
 KIB, MIB, GIB, TIB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 _UNITS = {"B": 1, "KIB": KIB, "MIB": MIB, "GIB": GIB, "TIB": TIB, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
@@ -144,6 +145,7 @@ class _TorchOom:
     line: LogLine
     data: dict[str, Any]
     guesses: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    placed: dict[str, Placement] = field(default_factory=dict)  # engine -> where its timeline placed it
     frame: tuple[str, str] | None = None
     owner: str | None = None
     handled: bool = False
@@ -164,8 +166,11 @@ class TorchOomBoard:
         one it points to stays behind."""
         return {**self.__dict__, "_emitted": None}
 
-    def record(self, engine: str, line: LogLine, data: dict[str, Any], guess: tuple[str | None, str | None],
+    def record(self, engine: str, line: LogLine, data: dict[str, Any], placed: Placement | None,
                frame: tuple[str, str] | None, owner: str | None, handled: bool = False) -> None:
+        """An OOM `engine`'s parser read: where the run's timeline places it (doctor/sources/logs/timeline.py),
+        the traceback frame that names its step, the engine that owns it (its own traceback)."""
+        guess = (placed.phase, placed.step) if placed is not None else (None, None)
         oom = self.ooms.get(line.number)
         if oom is None:
             twin = self._twin(line.number, data)
@@ -175,7 +180,10 @@ class TorchOomBoard:
                 return
             else:
                 oom = self.ooms[line.number] = _TorchOom(line, dict(data))
-        oom.guesses.setdefault(engine, guess)
+        if engine not in oom.guesses:
+            oom.guesses[engine] = guess
+            if placed is not None:
+                oom.placed[engine] = placed
         if frame is not None and oom.frame is None:
             oom.frame = frame
         if owner is not None and oom.owner is None:
@@ -210,17 +218,25 @@ class TorchOomBoard:
             if oom.handled:
                 continue
             engine = oom.owner or self._leader(oom)
-            phase, step = oom.frame or oom.guesses.get(engine or "", (None, None))
+            placed = None
+            if oom.frame is None:
+                # the engine's own guess; else where the run's timeline (one for every parser) placed it
+                placed = oom.placed.get(engine or "") or next(iter(oom.placed.values()), None)
+            phase, step = oom.frame or ((placed.phase, placed.step) if placed is not None
+                                        else oom.guesses.get(engine or "", (None, None)))
             data = {k: v for k, v in oom.data.items() if isinstance(v, int | float | str | bool)}
             if phase is not None:
-                # placed by the traceback or the engine's own message, or only by how far start-up had got
-                data["phase_from"] = "message" if oom.frame is not None else "stage"
+                # placed by the traceback or the engine's own message, or by where the run had got to
+                data["phase_from"] = "message" if oom.frame is not None else "timeline"
+            if placed is not None:
+                data["placed_after"] = placed.after.step
             if step and "step" not in data:
                 data["step"] = step
             if engine:
                 data["engine"] = engine
             facts.add_event(Event(kind="oom", line=oom.line.number, text=oom.line.raw[:400],
-                                  source=engine or "pytorch", phase=phase or "unknown", data=data))
+                                  source=engine or "pytorch", phase=phase or "unknown", data=data,
+                                  placed_by=placed.lines() if placed is not None else ()))
 
     def _leader(self, oom: _TorchOom) -> str | None:
         ranked = [e for e, n in self.votes.most_common() if n > 0]

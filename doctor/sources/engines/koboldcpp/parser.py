@@ -8,7 +8,7 @@ Pure.
 from __future__ import annotations
 
 from doctor.sources.engines.koboldcpp.engine import ENGINE
-from doctor.sources.engines.koboldcpp.patterns import IDENTITY_KIND, KINDS
+from doctor.sources.engines.koboldcpp.patterns import GENERATING, IDENTITY_KIND, KINDS, PROCESSING, PROGRESS_KIND
 from doctor.sources.logs.base import LogParser, reads
 from doctor.sources.logs.line import LogLine
 
@@ -24,4 +24,17 @@ class KoboldCppParser(LogParser):
     @reads(IDENTITY_KIND)
     def _identity(self, line: LogLine) -> bool:
         self.votes[ENGINE.name] += 1
+        return True
+
+    @reads(PROGRESS_KIND)
+    def _progress(self, line: LogLine) -> bool:
+        """A request's prompt processing or generation (a line may hold both, and an error after them)."""
+        t = line.text
+        prefill, decode = PROCESSING.search(t), GENERATING.search(t)
+        if prefill is None and decode is None:
+            return False
+        self.votes[ENGINE.name] += 1
+        self.mark("prefill", line)
+        if decode is not None:
+            self.mark("decode", line)
         return True

@@ -163,6 +163,7 @@ class ContextLines(LlamaCppBase, LlamaCppPythonLines):
         m = GENERATE.search(t)
         if m:
             self._stage("run")
+            self.mark("prefill", line)
             n_predict = int(m.group(3))
             if n_predict >= 0:
                 self.set("config.max_new_tokens", n_predict, line)
@@ -186,6 +187,7 @@ class ContextLines(LlamaCppBase, LlamaCppPythonLines):
         m = NEW_PROMPT.search(t)
         if m:
             self._stage("run")
+            self.mark("prefill", line)
             self.set("config.n_ctx_seq", int(m.group(1)), line)
             n_prompt = int(m.group(3))
             self.set("run.prompt_tokens", n_prompt, line)
@@ -208,7 +210,10 @@ class ContextLines(LlamaCppBase, LlamaCppPythonLines):
                               "n_ctx_per_seq": "config.n_ctx_seq", "n_seq_max": "config.n_parallel",
                               "n_batch": "config.n_batch", "n_ubatch": "config.n_ubatch"}[key]
                     if key == "n_ctx":
+                        if s.stage in ("ready", "run"):
+                            self.timeline.restart("weights", line.number, line.raw, self.name)  # a new context
                         self._stage("context")
+                        self.mark("weights", line)  # a context is made: the weights are placed
                         if s.stage in ("ready", "run"):
                             s.stage = "context"
                         s.kv_buffers.clear()

@@ -164,7 +164,9 @@ class FoldLines(LlamaCppBase):
         s = self.s
         if kinds != HOT.kinds:  # another engine's lines: they do nothing here but flush an OOM left pending
             return not s.pending
-        return s.current is None and not s.pending and not s.capture and s.stage == "run"
+        # the timeline has reached its last step (a request was served): the runs' requests move it no further
+        return (s.current is None and not s.pending and not s.capture and s.stage == "run"
+                and self.timeline.current == "decode")
 
     def read_run(self, run: HotRun) -> _Read | _Foreign:
         if set(run.kinds) <= _BY_HITS:

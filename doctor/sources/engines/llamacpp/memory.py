@@ -13,12 +13,15 @@ from typing import Any
 from doctor.sources.engines._ggml.oom import BACKEND_OOM
 from doctor.sources.engines.llamacpp.patterns import (
     ALLOC_RANGE,
+    COMPUTE_FUNCTION,
     CONTEXT_FAILED,
     CORRUPT,
     CPU_ALLOC,
     CRASH,
     CUDA_MALLOC,
     CUDA_MALLOC_BARE,
+    CUDA_WHERE,
+    CUDA_WHERE_KIND,
     GALLOCR,
     LOAD_FAILED,
     MEMORY_KEYS,
@@ -55,7 +58,7 @@ class MemoryLines(LlamaCppBase):
                 data: dict[str, Any] = {"bytes": int(float(m.group(1)) * MIB), "device": int(m.group(2))}
                 s.pending.append(PendingOom(line, data, s.stage))
             else:
-                self.event("alloc_failed", line, phase=self._stage_phase(), reason=m.group(3)[:120])
+                self.event("alloc_failed", line, phase=self._stage_phase(line), reason=m.group(3)[:120])
             return True
         m = ALLOC_RANGE.search(t)
         if m:
@@ -89,11 +92,13 @@ class MemoryLines(LlamaCppBase):
             return True
         m = BACKEND_OOM.search(t)
         if m:
-            phase = {"run": "runtime", "ready": "compute"}.get(s.stage)
+            # a backend that ran out after start-up: the run's timeline places it when the pending OOMs are
+            # emitted (a request's first batch, a warm-up, serving), unless a later line names its buffer
             data = {}
             if m.group(2):
                 data["bytes"] = int(m.group(2))
-            s.pending.append(PendingOom(line, data, s.stage, phase))
+            s.pending.append(PendingOom(line, data, s.stage))
+            self._computing(line)  # the whole CUDA error block pasted on one line
             return True
         if CUDA_MALLOC_BARE.search(t):
             recent = self.facts.events("oom")[-4:]
@@ -122,9 +127,27 @@ class MemoryLines(LlamaCppBase):
         if CRASH.search(t) and not t.lstrip().startswith(("#", "//")):
             if s.pending:
                 self._flush_oom(None, None)
-            self.event("crash", line)
+            placed = self.placed(line)  # what the run had done when it aborted
+            if placed is not None:
+                self.placed_event("crash", line, placed, in_phase=False)
+            else:
+                self.event("crash", line)
             return True
         return False
+
+    @reads(CUDA_WHERE_KIND)
+    def _cuda_where(self, line: LogLine) -> bool:
+        """The function a CUDA error names: one that computes a graph places the OOM before it at compute time."""
+        return self._computing(line)
+
+    def _computing(self, line: LogLine) -> bool:
+        m = CUDA_WHERE.search(line.text)
+        pending = self.s.pending
+        if m is None or not pending or line.number - pending[-1].line.number > 3:
+            return False
+        if COMPUTE_FUNCTION.match(m.group(2)):
+            pending[-1].computing = line
+        return True
 
     @reads(METAL_KIND)
     def _step_metal(self, line: LogLine) -> bool:

@@ -141,6 +141,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if not m:
             return False
         self._stage("load")
+        self.mark("load", line)
         self.s.model_buffers.clear()
         self.set("model.path", m.group(2).strip(), line)
         self.votes["llama.cpp-library"] += 1
@@ -152,6 +153,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if not m:
             return False
         self._stage("load")
+        self.mark("load", line)
         self.set("model.path", m.group(1).strip("'\""), line)
         self.votes["llama.cpp-library"] += 1
         return True
@@ -163,6 +165,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
             return False
         binary = m.group(1)
         self.set("engine.binary", binary, line)
+        self.mark("load", line)  # the run was launched with a model: loading it comes first
         self.s.command = (binary, bool(COMMAND_NGL.search(line.text[m.end():])), line)
         return False  # the same line sets -ngl, -c, -t ...
 
@@ -180,6 +183,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if not m:
             return False
         self._stage("load")
+        self.mark("load", line)
         self.s.model_buffers.clear()
         if m.group(1):
             self.set("config.use_mmap", m.group(1) == "true", line)
@@ -226,11 +230,13 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if m:
             self.s.model_buffers["CUDA0"] = float(m.group(1))
             self.s.buffer_line = line
+            self.mark("weights", line)
             return True
         m = MEM_REQUIRED_2023.search(line.text)
         if m:
             self.s.model_buffers["CPU"] = float(m.group(1))
             self.s.buffer_line = line
+            self.mark("weights", line)
             return True
         return False
 
@@ -239,6 +245,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if not m:
             return
         self._stage("load")
+        self.mark("load", line)
         self.votes["llama.cpp-library"] += 1
         key, value = m.group(1).strip(), m.group(2).strip()
         ints = {"n_ctx_train": "model.n_ctx_train", "n_embd": "model.n_embd", "n_layer": "model.n_layer",
@@ -286,12 +293,18 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
             return
         if kind == "KV" and s.kv_size_lines and s.stage in ("ready", "run"):
             s.kv_buffers.clear()
+        if kind == "KV" and s.stage in ("ready", "run"):
+            self.timeline.restart("kv", line.number, line.raw, self.name)  # a new context after serving
         table[buf] = mib
         s.buffer_line = line
         if kind == "KV":
             self._stage("context")
+            self.mark("kv", line)
         elif kind == "compute":
             self._stage("ready")
+            self.mark("compute", line)
+        elif kind == "model":
+            self.mark("weights", line)
         if is_gpu_buffer(buf):
             s.backends.add(backend_of(buf))
             s.backends_line = s.backends_line or line
@@ -305,7 +318,9 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
             cells, streams = int(m.group(2)), int(m.group(5) or m.group(4))
             if s.stage in ("ready", "run"):
                 s.kv_size_lines.clear()
+                self.timeline.restart("kv", line.number, line.raw, self.name)
             self._stage("context")
+            self.mark("kv", line)
             s.kv_size_lines.append((float(m.group(1)), cells, streams))
             s.kv_line = line
             self.set("config.type_k", m.group(6).lower(), line)
@@ -316,7 +331,9 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if m:
             if s.stage in ("ready", "run"):
                 s.kv_size_lines.clear()
+                self.timeline.restart("kv", line.number, line.raw, self.name)
             self._stage("context")
+            self.mark("kv", line)
             s.kv_size_lines.append((float(m.group(1)), 0, 1))
             s.kv_line = line
             self.set("config.type_k", m.group(2).lower(), line)
@@ -341,6 +358,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if m:
             s.decode_rates.add(float(m.group(2)), self.src(line))
             self._stage("run")
+            self.mark("decode", line)
             return True
         if " time" not in t:
             return False
@@ -351,6 +369,7 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if what in ("sample", "sampling", "samplers"):
             return True
         self._stage("run")
+        self.mark("decode", line)  # a request's timings: it was served
         s.capture = False
         cur = s.current
         busy = cur is not None and (cur.prompt_ms is not None or cur.eval_ms is not None)

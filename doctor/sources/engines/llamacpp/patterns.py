@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from doctor.sources.engines._ggml.crash_patterns import CUDA_WHERE
 from doctor.sources.engines._ggml.oom import BACKEND_OOM
 from doctor.sources.engines.llama_cpp_python.patterns import OUTPUT_KIND as LCP_OUTPUT
 from doctor.sources.engines.llama_cpp_python.patterns import SIGNATURE_KIND as LCP_SIGNATURE
@@ -244,6 +245,13 @@ SAMPLING_KIND = LineKind(
     (r"repeat_penalty|top_k = |mirostat = |sampler seed|seed +=",))
 OLD_BUFFERS_KIND = LineKind("old_buffers", (VRAM_USED_2023, MEM_REQUIRED_2023), (r"VRAM used", r"mem required"))
 
+# the function a CUDA error names (ggml-cuda.cu ggml_cuda_error: "  current device: %d, in function %s at %s:%d"):
+# the memory pool a graph's temporaries come from (ggml_cuda_pool_leg / _vmm::alloc, ggml_cuda_pool_malloc*
+# before 2024) and the ops that run a graph are used only when a graph is computed, never to place weights
+COMPUTE_FUNCTION = re.compile(r"^(?:alloc|ggml_cuda_pool_\w+|ggml_cuda_op_\w+|ggml_cuda_mul_mat\w*|"
+                              r"ggml_cuda_compute_forward|\w*graph_compute\w*|ggml_cuda_flash_attn\w*)$")
+CUDA_WHERE_KIND = LineKind("cuda_where", (CUDA_WHERE,), (r"current device: -?\d+, in function ",))
+
 KINDS = LineKinds(
     LCP_SIGNATURE,
     SERVER_SIGNATURE_KIND,
@@ -267,6 +275,7 @@ KINDS = LineKinds(
     HARDWARE_KIND,
     SAMPLING_KIND,
     OLD_BUFFERS_KIND,
+    CUDA_WHERE_KIND,
     LCP_OUTPUT,
     phases=("vote", "end", "read", "rest"), gated=False,
 )

@@ -75,6 +75,7 @@ class PendingOom:
     data: dict[str, Any]
     stage: str
     explicit: str | None = None
+    computing: LogLine | None = None  # the line naming a function that runs only when a graph is computed
 
 
 @dataclass(slots=True)
@@ -159,11 +160,14 @@ class LlamaCppBase(LogParser):
         if _STAGES[stage] > _STAGES[self.s.stage]:
             self.s.stage = stage
 
-    def _stage_phase(self) -> str:
-        return {"start": "weights", "load": "weights", "context": "kv_cache", "ready": "compute",
-                "run": "runtime"}[self.s.stage]
+    def _stage_phase(self, line: LogLine) -> str:
+        """The phase a failure on `line` fell in: the run's timeline, else how far start-up had got."""
+        placed = self.placed(line)
+        return placed.phase if placed is not None else _STAGE_PHASE[self.s.stage]
 
     def _flush_oom(self, phase: str | None, explicit_line: LogLine | None = None) -> None:
+        """Emit the pending OOMs: in `phase` when a line named it (else the phase one of them named), or
+        where the run's timeline places each (doctor/sources/logs/timeline.py), or by the start-up stage."""
         s = self.s
         pending, s.pending = s.pending, []
         resolved = phase
@@ -172,10 +176,19 @@ class LlamaCppBase(LogParser):
             resolved = explicit[-1] if explicit else None
         for p in pending:
             ph = resolved or p.explicit
-            source = "message" if ph else "stage"
-            ph = ph or {"start": "weights", "load": "weights", "context": "kv_cache",
-                        "ready": "compute", "run": "runtime"}[p.stage]
-            self.event("oom", p.line, phase=ph, phase_from=source, **p.data)
+            if ph:
+                self.event("oom", p.line, phase=ph, phase_from="message", **p.data)
+                continue
+            placed = self.placed(p.line)
+            if p.computing is not None and (placed is None or placed.phase in ("weights", "kv_cache")):
+                # the failing call runs a graph: no start-up allocation, whatever the start-up lines say
+                self.event("oom", p.line, phase="compute", phase_from="message", step="compute_graph", **p.data)
+            elif placed is not None:
+                self.placed_event("oom", p.line, placed, **p.data)
+            else:
+                self.event("oom", p.line, phase=_STAGE_PHASE[p.stage], phase_from="stage", **p.data)
         if explicit_line is not None:
             self.event("oom", explicit_line, phase=phase, phase_from="message")
 
+
+_STAGE_PHASE = {"start": "weights", "load": "weights", "context": "kv_cache", "ready": "compute", "run": "runtime"}

@@ -34,11 +34,13 @@ from doctor.sources.engines.sglang.patterns import (
     ARGS_KIND,
     BATCH,
     BATCH_KIND,
+    CAPTURE_BEGIN,
     GIB,
     GRAPH_FAILED,
     INPUT_TOO_LONG,
     KINDS,
     LENGTH_KIND,
+    LOAD_BEGIN,
     MEMORY_KIND,
     NO_POOL,
     OUT_OF_MEMORY,
@@ -49,6 +51,7 @@ from doctor.sources.engines.sglang.patterns import (
     READY_KIND,
     RETRACT,
     STAT,
+    STEP_KIND,
     TOTAL_TOO_LONG,
     TOTAL_TRUNCATED,
     WEIGHTS,
@@ -110,6 +113,7 @@ class SglangParser(BatchFold):
             self.set("config.n_ctx_seq", context, line)
             self.set("config.max_model_len", context, line)
             self.set("server.max_len_fit", min(pool, context), line)
+            self.mark("profile", line)  # the token pool is sized: its allocation comes next
             if m.group(2) is not None:
                 self.set("config.max_num_batched_tokens", int(m.group(2)), line)
             return True
@@ -120,11 +124,13 @@ class SglangParser(BatchFold):
                 self.set("server.weights_bytes", int(float(m.group(3)) * GIB), line)
             if m.group(1):  # newer releases say how long reading the weights took
                 self.set("run.load_ms", round(float(m.group(1)) * 1000, 1), line)
+            self.mark("weights", line)
             return True
         m = POOL_END.search(t)
         if m:
             self._vote()
             self.set("server.sglang.avail_after_pool_bytes", int(float(m.group(1)) * GIB), line)
+            self.mark("kv", line)
             return True
         return False
 
@@ -213,7 +219,20 @@ class SglangParser(BatchFold):
         if not READY.search(line.text):
             return False
         self._vote()
+        self.mark("serving", line)
         return True
+
+    @reads(STEP_KIND)
+    def _step(self, line: LogLine) -> bool:
+        """A start-up step SGLang only announces: loading the weights, capturing CUDA graphs."""
+        t = line.text
+        if LOAD_BEGIN.search(t):
+            self.mark("load", line)
+            return True
+        if CAPTURE_BEGIN.search(t):
+            self.mark("warmup", line, "cuda_graphs")
+            return True
+        return False
 
     def summarize(self, facts: Facts) -> None:
         s = self.s

@@ -35,6 +35,11 @@ TOTAL_TOO_LONG = gated(r"Requested token count exceeds the model's maximum conte
 TOTAL_TRUNCATED = gated(r"Requested token count \((\d+) input \+ (\d+) new\) exceeds the model's context "
                         r"length \((\d+) tokens\)")
 READY = gated(r"The server is fired up and ready to roll")
+# start-up steps only marked on the run's timeline (doctor/sources/logs/timeline.py): model_runner.py's
+# "Load weight begin. avail mem=%.2f GB" and "Capture cuda graph begin. This can take up to several minutes."
+# (0.3.0 on; the catalogue's sglang.capture_cuda_graph_begin)
+LOAD_BEGIN = gated(r"Load weight begin\.")
+CAPTURE_BEGIN = gated(r"Capture cuda graph begin\.")
 
 ARGS_KIND = LineKind("args", (ARGS,), (r"server_args=(?:ServerArgs\(|\{)",))
 POOL_KIND = LineKind("pool", (POOL, WEIGHTS, POOL_END),
@@ -47,5 +52,6 @@ MEMORY_KIND = LineKind(
 LENGTH_KIND = LineKind("length", (INPUT_TOO_LONG, TOTAL_TOO_LONG, TOTAL_TRUNCATED),
                        (r"is longer than the model's context length", r"Requested token count"))
 READY_KIND = LineKind("ready", (READY,), (r"The server is fired up and ready to roll",))
+STEP_KIND = LineKind("step", (LOAD_BEGIN, CAPTURE_BEGIN), (r"Load weight begin\.", r"Capture cuda graph begin\."))
 
-KINDS = LineKinds(ARGS_KIND, POOL_KIND, BATCH_KIND, MEMORY_KIND, LENGTH_KIND, READY_KIND)
+KINDS = LineKinds(ARGS_KIND, POOL_KIND, BATCH_KIND, MEMORY_KIND, LENGTH_KIND, READY_KIND, STEP_KIND)

@@ -51,7 +51,6 @@ from doctor.sources.engines.tgi.patterns import (
     SHARD_START,
     SHARDING,
     SIGNATURE,
-    STAGE_PHASE,
     STARTUP_KIND,
     TARGET,
     TOTAL_OOM,
@@ -112,9 +111,11 @@ class TgiParser(LogParser):
         self.votes["tgi"] += 1
         self.state.part(pytorch.TorchOomBoard).votes["tgi"] = sum(self.votes.values())
 
-    def _new_run(self) -> None:
+    def _new_run(self, line: LogLine | None = None) -> None:
         s = self.s
         s.stage, s.method, s.failed, s.crashed = "start", None, False, False
+        if line is not None:  # the timeline begins again too (doctor/sources/logs/timeline.py)
+            self.timeline.restart("start", line.number, line.raw, self.name)
         s.prefill_seen.clear()
         s.total_seen.clear()
 
@@ -131,7 +132,7 @@ class TgiParser(LogParser):
         handled = line.number <= s.handled_until
         owner = "tgi" if self._framed else None
         board = self.state.part(pytorch.TorchOomBoard)
-        board.record("tgi", line, data, STAGE_PHASE[s.stage], frame, owner, handled=handled)
+        board.record("tgi", line, data, self.placed(line), frame, owner, handled=handled)
         return True
 
     # -- launcher arguments --------------------------------------------------------------------------
@@ -139,7 +140,7 @@ class TgiParser(LogParser):
     def _args(self, line: LogLine) -> bool:
         t = line.text
         if "Args {" in t:
-            self._new_run()
+            self._new_run(line)
         found = False
         for m in ARG.finditer(t):
             key, value = m.group(1), m.group(3)
@@ -194,16 +195,19 @@ class TgiParser(LogParser):
             return True
         if SHARD_START.search(t):
             if s.stage in ("loaded", "warmup", "run"):
-                self._new_run()
+                self._new_run(line)
             s.stage = "load"
+            self.mark("load", line)
             return True
         m = SHARD_READY.search(t)
         if m:
             s.stage = "loaded"
+            self.mark("weights", line)
             self.set("run.load_ms", duration_ms(m.group(1), m.group(2)), line)
             return True
         if WARMING.search(t):
             s.stage = "warmup"
+            self.mark("warmup", line, "warmup")
             return True
         m = KV_BLOCKS.search(t)
         if m:
@@ -214,6 +218,7 @@ class TgiParser(LogParser):
         m = BATCH_TOTAL.search(t)
         if m:
             s.stage = "run"
+            self.mark("serving", line)
             self.set("server.batch_total_tokens", int(m.group(1) or m.group(2)), line)
             return True
         m = METHOD_FAILED.search(t)

@@ -70,11 +70,6 @@ SIGNATURE = gated(r"Error: (?:ShardCannotStart|Warmup\(|Backend\(|WebserverFaile
                   r"|prefill tokens\. You need to decrease `--max-batch-prefill-tokens`"
                   r"|KV-cache blocks: \d+, size: \d+")
 
-# the start-up stages and the phase an OOM in each would be
-STAGE_PHASE: dict[str, tuple[str | None, str | None]] = {
-    "start": (None, None), "load": ("weights", "load_model"), "loaded": ("compute", "warmup"),
-    "warmup": ("compute", "warmup"), "run": ("runtime", "serving"),
-}
 METHOD_PHASE: dict[str, tuple[str, str]] = {
     "Warmup": ("compute", "warmup"), "Prefill": ("runtime", "prefill"), "Decode": ("runtime", "decode"),
 }

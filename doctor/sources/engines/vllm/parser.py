@@ -61,10 +61,10 @@ from doctor.sources.engines.vllm.patterns import (
     STAGE_KIND,
     STAGE_MARKS,
     STAGE_ORDER,
-    STAGE_PHASE,
     STATS,
     STATS_KIND,
     STATS_NUMBER,
+    TIMELINE_STEPS,
     TO_SERVE,
     USER_MAX_LEN,
     VERSION,
@@ -79,7 +79,6 @@ from doctor.sources.logs.line import LogLine
 @dataclass(slots=True)
 class _State:
     stage: str = "start"
-    furthest: str = "start"  # the furthest start-up step any line shows, wherever it stands in the input
     block_size: int = 16
     blocks_gpu: int | None = None
     blocks_line: LogLine | None = None
@@ -148,13 +147,14 @@ class VllmParser(RequestFold):
         t = line.text
         for pattern, stage in STAGE_MARKS:
             if pattern.search(t):
+                step, what = TIMELINE_STEPS[stage]
                 if stage == "load" and self.s.stage in ("ready", "run"):
                     self.s.stage = "load"  # the engine was started again in the same log
                     self.s.capacity_seen.clear()
+                    self.timeline.restart("load", line.number, line.raw, self.name)
                 elif STAGE_ORDER.index(stage) > STAGE_ORDER.index(self.s.stage):
                     self.s.stage = stage
-                if STAGE_ORDER.index(stage) > STAGE_ORDER.index(self.s.furthest):
-                    self.s.furthest = stage
+                self.mark(step, line, what)
                 return False
         return False
 
@@ -168,11 +168,10 @@ class VllmParser(RequestFold):
         data = pytorch.torch_oom(line.text)
         if data is None:
             return False
-        guess = STAGE_PHASE[self.s.stage]
         step = data.get("step")
         frame = ("compute", str(step)) if step else self.frames.current(line.number)
         owner = "vllm" if self._framed else None
-        self.state.part(pytorch.TorchOomBoard).record("vllm", line, data, guess, frame, owner)
+        self.state.part(pytorch.TorchOomBoard).record("vllm", line, data, self.placed(line), frame, owner)
         return True
 
     # -- configuration -----------------------------------------------------------------------
@@ -477,13 +476,15 @@ class VllmParser(RequestFold):
     def summarize(self, facts: Facts) -> None:
         s = self.s
         board = self.state.part(pytorch.TorchOomBoard)
-        if s.furthest != "start":
+        latest = self.timeline.latest()
+        if latest is not None:
             # an OOM read before any start-up step: the error pasted above its log, or a log viewer that
             # lists the newest line first (RunPod, some dashboards). It happened at the furthest step the
             # log reached
             for oom in board.ooms.values():
                 if oom.guesses.get("vllm") == (None, None) and oom.frame is None:
-                    oom.guesses["vllm"] = STAGE_PHASE[s.furthest]
+                    oom.guesses["vllm"] = (latest.phase, latest.step)
+                    oom.placed["vllm"] = latest
         board.summarize("vllm", self.votes, facts)
         if s.preempt_total or s.preempt_sum:
             src = self._src(s.preempt_line)

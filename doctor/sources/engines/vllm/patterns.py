@@ -27,8 +27,9 @@ matter; the vLLM header (`INFO 05-22 02:20:59 [file.py:229]`) and the process pr
 engine detection counts.
 
 PyTorch OOMs are shared with the TGI parser (both engines run on PyTorch, ../_torch/pytorch.py):
-each parser records the OOM lines it sees with the step its engine was in on a `TorchOomBoard`
-of the analysis, and the board emits each OOM once, for the engine the log belongs to.
+each parser records the OOM lines it sees on a `TorchOomBoard` of the analysis, with where the run's
+timeline placed them (doctor/sources/logs/timeline.py: the start-up steps below mark it), and the board
+emits each OOM once, for the engine the log belongs to.
 
 This module holds the patterns and the table of line kinds; the handlers are in parser.py.
 
@@ -112,10 +113,11 @@ STAGE_MARKS: tuple[tuple[re.Pattern[str], str], ...] = (
            r"|Avg prompt throughput"), "run"),
 )
 STAGE_ORDER = ("start", "load", "profile", "kv", "warmup", "ready", "run")
-STAGE_PHASE: dict[str, tuple[str | None, str | None]] = {
-    "start": (None, None), "load": ("weights", "load_model"), "profile": ("compute", "profile_run"),
-    "kv": ("kv_cache", "kv_cache_alloc"), "warmup": ("compute", "cuda_graphs"), "ready": ("compute", "warmup"),
-    "run": ("runtime", "serving"),
+# each start-up step as a step of the run's timeline (doctor/sources/logs/timeline.py, which places an OOM
+# by the last one reached: after the weights a vLLM run profiles, after the profile it allocates the KV cache)
+TIMELINE_STEPS: dict[str, tuple[str, str | None]] = {
+    "load": ("load", None), "profile": ("weights", None), "kv": ("profile", None),
+    "warmup": ("warmup", "cuda_graphs"), "ready": ("warmup", "warmup"), "run": ("serving", None),
 }
 # the engine died while serving (a failure at start-up is reported by the error that caused it)
 ENGINE_FAILED = gated(r"EngineCore encountered a fatal error|Error in model execution")
