@@ -200,6 +200,10 @@ class LogAnalyzer:
         """Go on from another analysis's `live` state: that analysis read on from a line where this one's last
         session began, and began its session number `since` there too (`begin_at`, or a start line of its
         own): from there on both read the same. Its parsers, and the sessions it closed from that one on."""
+        for new, own in zip(live.parsers, self.parsers, strict=True):  # this process's indexes: the router's own
+            index, mine = new.__dict__.get("literal_index"), getattr(own, "literal_index", None)
+            if index is not None and mine is not None and type(mine) is type(index) and mine.patterns == index.patterns:
+                new.literal_index = mine
         self.parsers = live.parsers
         self.facts = live.facts
         self.state = live.state

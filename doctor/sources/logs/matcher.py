@@ -424,6 +424,14 @@ class LiteralIndex:
         self._match: Callable[[bytes], list[int]] | None = None
         self._primed: tuple[str | None, int] = (None, 0)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Between processes (a parser's state: doctor/sources/logs/parallel.py) without its compiled set (made
+        again on first use there, where the analysis does not put its own in its place: LogAnalyzer.adopt)."""
+        return {**self.__dict__, "_compiled": False, "_match": None, "_primed": (None, 0)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     def prime(self, text: str, hits: Iterable[int]) -> None:
         """Hand over the bits of `text`, found by someone who matched these literals (`patterns`)
         together with other patterns in one pass (the log router); `bits(text)` then returns them.

@@ -38,6 +38,7 @@ from doctor.core.lines import SNIFF
 from doctor.sources.logs.ahead import LINE, Ahead, Reader, Speculation
 from doctor.sources.logs.analyze import LogAnalyzer, read_to_end
 from doctor.sources.logs.matcher import compile_triggers, span_finder
+from doctor.sources.logs.prose import MAX_PROSE
 from doctor.sources.logs.regions import Read, Region, cut, file_regions, pread
 from doctor.sources.logs.stream import CHUNK, MAX_GAP, RawLine, cut_line
 
@@ -116,7 +117,7 @@ def analyze_file(stream: BinaryIO, name: str, chunk: int = CHUNK, workers: int |
     scanner._tail = read(end, read_end - end)
     scanner.bytes = read_end
     stream.seek(read_end)
-    return read_to_end(analyzer, stream, chunk)
+    return _prose(read_to_end(analyzer, stream, chunk), read(0, size) if size <= MAX_PROSE else None)
 
 
 def analyze_pipe(stream: BinaryIO, name: str, chunk: int, head: list[bytes], first: int = 0, escaped: bool = False,
@@ -149,7 +150,19 @@ def analyze_pipe(stream: BinaryIO, name: str, chunk: int, head: list[bytes], fir
     scanner._tail, scanner.bytes, pending = held.rest()
     if pending:
         analyzer.feed(pending)
-    return read_to_end(analyzer, stream, chunk)
+    facts = read_to_end(analyzer, stream, chunk)
+    return _prose(facts, held.small if scanner.bytes <= MAX_PROSE else None)
+
+
+def _prose(facts: Facts, data: bytes | None) -> Facts:
+    """The facts of a small input (a pasted post: `data`, None for a bigger one) with its prose read too, as the
+    serial path reads it (doctor/sources/logs/prose.py; only where a test makes a small input parallel)."""
+    if data is not None:
+        from doctor.sources.logs.line import decode
+        from doctor.sources.logs.prose import read_prose
+
+        read_prose(facts, decode(data))
+    return facts
 
 
 class _Held:
@@ -176,6 +189,8 @@ class _Held:
                 return
             buf = self.tail + data if self.tail else data
             self.read_end += len(data)
+            if self.read_end <= MAX_PROSE:
+                self.small += data
             found = cut(buf)
             if found is None:  # the serial path's other ways from here: the scanner is fed this read (`rest`)
                 self.pending = data
@@ -188,6 +203,7 @@ class _Held:
             index += 1
 
     pending = b""  # a read the parallel path stopped at
+    small = b""  # the input while it is no bigger than a post that is read for its prose
 
     def read(self, offset: int, size: int) -> bytes:
         buf = self.kept[offset]
