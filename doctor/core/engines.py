@@ -8,9 +8,10 @@ with when not told otherwise (scan's plan, the memory estimate), the log parser 
 "module:Class" string, resolved only when the analyzer asks), the lines that show it starting (where
 one run ends and the next begins in a log), how it spells a change of settings (the fixes `--verify`
 tried, the crash fixes) and what such a change means for its plan (`Semantics`), a folder of rules
-that ships with it, and where its pieces outside the log are: the model store it keeps models in and
-the reader of its running server's plan (lazy "module:attribute" strings, imported through `pieces`
-by doctor/sources/models/resolve.py and doctor/sources/live/metrics/server_plan.py).
+that ships with it, and where its pieces outside the log are: the model store it keeps models in,
+the reader of its running server's plan and how its launch commands read (lazy "module:attribute"
+strings, imported through `pieces` by doctor/sources/models/resolve.py,
+doctor/sources/live/metrics/server_plan.py and doctor/sources/logs/launch.py).
 
 The rows are not written here: each engine is a folder, doctor/sources/engines/<engine>/, whose
 engine.py holds its row, and every row is found through the entry-point group `llm_doctor.engine`
@@ -169,6 +170,7 @@ class Engine:
     metrics: Metrics | None = None  # what it publishes to Prometheus (None: nothing llm-doctor reads)
     store: str | None = None  # "module:attribute" of the model store it keeps models in (a ModelStore)
     server: str | None = None  # "module:attribute" of the reader of its running server's plan (a ServerReader)
+    launch: str | None = None  # "module:attribute" of how its launch commands read (a Launch: sources/logs/launch.py)
     semantics: Semantics = field(default_factory=Semantics)  # what its settings mean for the plan (fix checks)
 
     @property

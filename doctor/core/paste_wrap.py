@@ -83,8 +83,8 @@ def _cuts_anywhere(lines: Sequence[str], width: int, at_width: int, word_breaks:
 def _continues(line: str, nxt: str, cut: bool = False) -> bool:
     """Whether `nxt` may be the rest of `line`: it begins no record, nor the way `line` does (lines
     of one format, each a record, are siblings, not pieces; in a word wrap, only at about the same
-    length: `key=value` text may begin two lines alike; numbers aside, as an index); a line that is only a record's prefix
-    (journald's `Mon DD HH:MM:SS host unit[pid]:`) goes on in any case. `cut`: a character wrap."""
+    length: `key=value` text may begin two lines alike; numbers aside, as an index); a line that is only a
+    record's prefix (journald's `Mon DD HH:MM:SS host unit[pid]:`) goes on in any case. `cut`: a character wrap."""
     if not nxt.strip():
         return False
     if BARE_PREFIX.match(line):

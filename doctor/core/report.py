@@ -405,19 +405,35 @@ class Report:
         return self.facts.value("run.recognised") is not False
 
     def verdict(self) -> Verdict:
-        """problems | no_problems | nothing_recognised: the one answer every view gives. Notes (info
-        findings) are not problems; nothing recognised is never "no problems"."""
+        """problems | no_problems | unexplained | nothing_recognised: the one answer every view gives. Notes
+        (info findings) are not problems; nothing recognised is never "no problems"; lines that read as errors
+        which nothing explains (run.unexplained_errors, doctor/sources/logs/unexplained.py) are neither."""
         if any(f.severity in ("error", "warning") for f in self.findings):
             return "problems"
+        if self.unexplained():
+            return "unexplained"
         return "no_problems" if self.recognised() else "nothing_recognised"
+
+    def unexplained(self) -> int:
+        """Lines of the input that read as errors and that no check explains (0: none)."""
+        count = self.facts.value("run.unexplained_errors")
+        return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
 
     def verdict_text(self) -> str:
         """The verdict in words: the same sentence in text, Markdown, JSON and the TUI."""
         verdict = self.verdict()
+        if verdict == "unexplained":
+            n = self.unexplained()
+            return (f"No known problem, but {n} line(s) read as errors that llm-doctor does not know (quoted under "
+                    f"Engine process). This is not a clean bill of health.")
         if verdict == "nothing_recognised":
             return f"Nothing to judge: {self._seen()}. No check could use it, so this is not a clean bill of health."
         cut = self.cut_short()
         if verdict == "no_problems":
+            thin = self.facts.value("derived.input_thin")
+            if isinstance(thin, str) and thin != "one line":
+                return (f"No problem in what was pasted, but it was only {thin}: the run itself was not seen "
+                        f"({self.facts.value('derived.input_missing')}).")
             if cut:
                 return f"No problems found in the part recorded. {cut}"
             return "No problems found in the latest session." if len(self.sessions) > 1 else "No problems found."

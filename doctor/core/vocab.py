@@ -17,7 +17,7 @@ RuleStatus = Literal["stable", "experimental", "deprecated"]
 CheckOutcome = Literal["fired", "ok", "unknown"]  # a check's outcome in the report
 RuleOutcome = Literal["fired", "ok", "unknown", "skipped"]  # also "skipped": the rule is not for this mode
 VerifyOutcome = Literal["resolved", "not resolved", "made worse", "not tried"]  # a fix tried by --verify
-Verdict = Literal["problems", "no_problems", "nothing_recognised"]
+Verdict = Literal["problems", "no_problems", "unexplained", "nothing_recognised"]
 FailOn = Literal["error", "warning", "info", "none"]  # --fail-on: the severity from which a run fails
 
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)

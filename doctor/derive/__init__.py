@@ -19,6 +19,7 @@ lines). The rooms:
 - speed_causes.py the slow causes a paste shows: threads, offload, a CPU-only build, KV on the CPU, PCIe, BAR
 - model_guess.py  a model's size from its Ollama name (`llama3.2:3b`) when a paste gives nothing else
 - spec_memory.py  the spec's bandwidth at the Apple GPU variant and the installed memory a paste or --hardware names
+- thin.py     how little a pasted input held (only a launch command, the system-info line, one line)
 Pure: reads a Facts, sets derived.* facts; imports only doctor.core.
 """
 
@@ -36,6 +37,7 @@ from doctor.derive import (
     speed_causes,
     speed_log,
     speed_range,
+    thin,
 )
 
 
@@ -53,7 +55,7 @@ STEPS = (run.derive_run_summaries, model_guess.derive_model_guess, plan.derive_k
          run.derive_threads, run.derive_load, run.derive_offload, plan.derive_mmproj, plan.derive_budget,
          context.derive_ctx_reduced, run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output,
          _derive_vs_engine, speed.derive_speed, speed_log.derive_speed_log, speed_range.derive_speed_range,
-         speed_causes.derive_speed_causes)
+         speed_causes.derive_speed_causes, thin.derive_thin)
 
 
 def derive(facts: Facts) -> Facts:

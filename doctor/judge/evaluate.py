@@ -155,6 +155,7 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: Mode, 
             finding.severity = worst
             report.findings.append(finding)
 
+    _thin_input(report.findings, facts)
     if check_fixes:  # every fix checked in the engine's own terms before it is shown (doctor/judge/recheck.py)
         fired_rules = {rid: (results[rid][0].severity, results[rid][0].title, results[rid][0].cls) for rid in fired}
 
@@ -172,6 +173,24 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: Mode, 
     report.assessment = _assess(report.findings)
     _judge_sessions(report, rulebase, facts, command=command, mode=mode, engine=engine, memo=memo)
     return report
+
+
+def _thin_input(findings: list[Finding], facts: Facts) -> None:
+    """A pasted input that held only a launch command or the system-info line (doctor/derive/thin.py): findings
+    from a command are inferences from settings (confidence at most low), from the system-info line from one
+    line of the run (at most medium), and each says what would confirm it. One line alone: the rules' own
+    confidence stands; below high, the finding says what is missing."""
+    thin, missing = facts.value("derived.input_thin"), facts.value("derived.input_missing")
+    if not isinstance(thin, str) or not isinstance(missing, str):
+        return
+    caps: dict[str, Confidence] = {"a launch command": "low", "llama.cpp's system-info line": "medium"}
+    cap = caps.get(thin)
+    for finding in findings:
+        if cap is None and finding.confidence == "high":
+            continue
+        if cap is not None and CONFIDENCE_RANK[finding.confidence] > CONFIDENCE_RANK[cap]:
+            finding.confidence = cap
+        finding.message = f"{finding.message.rstrip()} (Only {thin} was pasted; {missing}.)"
 
 
 def root_causes(fired: dict[str, Rule], rank: Callable[[str], tuple[int, ...]]) -> dict[str, str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from doctor.core.paste import PASTE_MAX
 from doctor.core.redact import Redactor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,27 +34,43 @@ def _journald(tmp: Path) -> Path:
     return path
 
 
-def _compose(tmp: Path) -> Path:
+def _compose(tmp: Path, filler: int = 0) -> Path:
     """vLLM under docker compose: every line behind `vllm-1  | `, a host name in its args, a prompt quoted."""
     lines = (LOGS / "vllm/request-max-tokens-over-v0.8.5.log").read_text(encoding="utf-8").splitlines()
-    text = "\n".join("vllm-1  | " + line.replace("host=None", "host='llm.lab.acme.net'") for line in lines)
+    lines = [line.replace("host=None", "host='llm.lab.acme.net'") for line in lines] + _health(filler)
+    text = "\n".join("vllm-1  | " + line for line in lines)
     path = tmp / "compose.log"
     path.write_text(text + "\n", encoding="utf-8")
     return path
 
 
-def _kubectl(tmp: Path) -> Path:
+def _kubectl(tmp: Path, filler: int = 0) -> Path:
     lines = (LOGS / "tgi/healthy-v2.0.log").read_text(encoding="utf-8").splitlines()
     path = tmp / "kubectl.log"
-    path.write_text("".join(f"[pod/tgi-7d9c6b5f4-x2x9k/tgi] {line}\n" for line in lines), encoding="utf-8")
+    path.write_text("".join(f"[pod/tgi-7d9c6b5f4-x2x9k/tgi] {line}\n" for line in [*lines, *_health(filler)]),
+                    encoding="utf-8")
     return path
+
+
+def _health(count: int) -> list[str]:
+    """A server's health checks, as uvicorn's access log writes them (`%s - "%s %s HTTP/%s" %d`): what fills
+    a container's log between requests."""
+    return [f'INFO:     10.0.0.{i % 250 + 1}:{40000 + i % 20000} - "GET /health HTTP/1.1" 200 OK' for i in range(count)]
+
+
+# A pasted log (at most doctor/core/paste.py PASTE_MAX) loses the tools' prefixes before it is read, so
+# nothing of them reaches a report; a container's log of a long-running server is read as it is, prefixes
+# and all: these are that large (health checks after the real lines).
+FILLER = PASTE_MAX // 60 + 1000
 
 
 # each case: the log, and what must be in the plain report and never in the redacted one
 CASES = {
     "journald": (_journald, ("gpu-box", "/home/ana", "ana")),
-    "compose": (_compose, ("vllm-1", "llm.lab.acme.net", "Cutting Knowledge Date", "Today Date: 07 May")),
-    "kubectl": (_kubectl, ("tgi-7d9c6b5f4-x2x9k",)),
+    "compose": (_compose, ("llm.lab.acme.net",)),  # pasted: the prefixes are gone, the prompt read as lines
+    "compose-server": (lambda tmp: _compose(tmp, FILLER),
+                       ("vllm-1", "llm.lab.acme.net", "Cutting Knowledge Date", "Today Date: 07 May")),
+    "kubectl-server": (lambda tmp: _kubectl(tmp, FILLER), ("tgi-7d9c6b5f4-x2x9k",)),
 }
 
 

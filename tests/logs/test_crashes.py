@@ -205,6 +205,31 @@ CASES = [
      "cparams.n_batch) failed\ntime=2025-03-02T10:11:12.345Z level=ERROR source=sched.go:455 msg=\"error loading "
      "llama server\" error=\"llama runner process has terminated: GGML_ASSERT(n_tokens_all <= cparams.n_batch) "
      "failed\"\n", "assert_n_batch", "num_batch"),
+    # no code for the GPU's architecture: HIP's and CUDA's "invalid device function" (cudaErrorInvalidDeviceFunction,
+    # hipErrorInvalidDeviceFunction) through ggml_cuda_error's block, rocBLAS's missing Tensile library
+    ("hip-invalid-device-function", "ggml_cuda_compute_forward: RMS_NORM failed\nCUDA error: invalid device "
+     "function\n  current device: 0, in function ggml_cuda_compute_forward at /src/ggml/src/ggml-cuda/ggml-cuda.cu:"
+     "2513\n", "cuda_arch_missing", "HSA_OVERRIDE_GFX_VERSION"),
+    ("rocblas-tensile", "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: No such file "
+     "or directory for GPU arch : gfx1036\n", "cuda_arch_missing", "gfx target"),
+    # how the process ended (glibc strsignal through bash, Go's "signal: bus error", Windows NTSTATUS codes)
+    ("bus-error-shell", "llama_model_loader: loaded meta data with 29 key-value pairs and 291 tensors from "
+     "/mnt/nfs/m.gguf (version GGUF V3 (latest))\nBus error (core dumped)\n", "bus_error", "--no-mmap"),
+    ("bus-error-ollama", "time=2025-01-09T08:01:02.003Z level=ERROR source=sched.go:455 msg=\"error loading llama "
+     "server\" error=\"llama runner process has terminated: signal: bus error (core dumped)\"\n", "bus_error",
+     "use_mmap false"),
+    ("dll-not-found-ollama", "Error: llama runner process has terminated: exit status 0xc0000135\n", "dll_not_found",
+     "Visual C++"),
+    ("dll-not-found-ide", "Process finished with exit code -1073741515 (0xC0000135)\n", "dll_not_found",
+     "CUDA runtime DLLs"),
+    # the GPU generation lacks the data type or kernel (vLLM's checks, Triton's fp8 check)
+    ("bf16-volta-vllm", "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+     "Your Tesla V100-SXM2-32GB GPU has compute capability 7.0. You can use float16 instead by explicitly setting "
+     "the`dtype` flag in CLI, for example: --dtype=half.\n", "gpu_dtype_unsupported", "--dtype half"),
+    ("quant-capability-vllm", "ValueError: The quantization method fp8 is not supported for the current GPU. "
+     "Minimum capability: 89. Current capability: 80.\n", "gpu_dtype_unsupported", "--kv-cache-dtype auto"),
+    ("triton-fp8e4nv", "ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes are "
+     "('fp8e4b15', 'fp8e5')\")\n", "gpu_dtype_unsupported", "float16"),
     # TGI's custom kernels (CHECK_CUDA) on a machine without a GPU, from the router's error reply and a shard
     ("cuda-tensor-tgi-reply", '{"error":"Request failed during generation: Server error: query_layer must be a CUDA '
      'tensor","error_type":"generation"}\n', "cuda_kernels_without_gpu", "--disable-custom-kernels"),

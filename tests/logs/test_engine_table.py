@@ -194,9 +194,11 @@ def test_the_analyzer_runs_the_table_parsers_and_only_engine_less_parsers_beside
     others = [cls for cls in run if cls not in table_parsers]
     # llama-bench: a llama.cpp tool's results (votes llama.cpp); devices: hardware pasted beside a speed;
     # client: request budgets and reply bodies; hostinfo: the machine's own tools pasted beside a result
-    # (nvidia-smi, lscpu, system_profiler, fastfetch); meaning: the vocabulary's reading of any program's words
+    # (nvidia-smi, lscpu, system_profiler, fastfetch); meaning: the vocabulary's reading of any program's words;
+    # launch: launch commands (votes the engine they start); host_oom: the host's out-of-memory kill;
+    # unexplained: error lines nothing else read
     assert {cls.name for cls in others} == {"crashes", "pasted", "devices", "llama-bench", "client", "catalogue",
-                                            "hostinfo", "meaning"}
+                                            "hostinfo", "meaning", "launch", "host_oom", "unexplained"}
 
 
 def test_every_engine_the_parsers_vote_for_on_the_fixture_logs_is_in_the_table(

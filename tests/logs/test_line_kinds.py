@@ -21,7 +21,7 @@ from doctor.sources.engines._torch.pytorch import TorchOomBoard
 from doctor.sources.logs.analyze import LogAnalyzer, analyze_stream
 from doctor.sources.logs.base import AnalysisState, LineKind, LineKinds, LogParser, reads
 from doctor.sources.logs.line import make_line
-from doctor.sources.logs.matcher import LiteralIndex, gated
+from doctor.sources.logs.matcher import FragmentIndex, LiteralIndex, gated
 from doctor.sources.logs.registry import parser_classes
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
@@ -41,8 +41,14 @@ def test_every_parser_takes_triggers_gate_and_index_from_its_kinds() -> None:
             continue  # (tests/logs/test_catalogue.py) or the vocabulary's (tests/logs/test_meaning.py)
         kinds = cls.kinds
         assert isinstance(kinds, LineKinds), cls.__name__
-        assert cls.triggers == kinds.triggers and cls.gate == kinds.gate, cls.__name__
-        assert cls.literal_index is kinds.index, cls.__name__
+        assert cls.triggers == kinds.triggers, cls.__name__
+        if cls.alone:  # no gate: its lines are those an index of its triggers finds something in (logs/router.py)
+            assert cls.gate is None, cls.__name__
+            assert isinstance(cls.literal_index, FragmentIndex), cls.__name__
+            assert cls.literal_index.patterns == list(kinds.triggers), cls.__name__
+        else:
+            assert cls.gate == kinds.gate, cls.__name__
+            assert cls.literal_index is kinds.index, cls.__name__
         for kind in kinds.kinds:
             handler = kinds.handler(kind)  # the method marked @reads(kind), bound when the class was made
             assert (handler is None) == (not kind.handled), (cls.__name__, kind.name)

@@ -53,12 +53,22 @@ def test_steps_only_move_forward_and_a_new_load_begins_again() -> None:
 
 
 def test_each_engine_orders_its_start_up_steps() -> None:
-    for source, phase, step in (("llama.cpp", "kv_cache", "kv_cache_alloc"), ("vllm", "compute", "profile_run"),
-                                ("tgi", "compute", "warmup")):
+    """Each engine's parser carries its own start-up order (LogParser.startup_next, in the engine's folder)."""
+    from doctor.sources.engines.llamacpp.parser import LlamaCppParser
+    from doctor.sources.engines.sglang.parser import SglangParser
+    from doctor.sources.engines.tgi.parser import TgiParser
+    from doctor.sources.engines.vllm.parser import VllmParser
+
+    for parser, reached, phase, step in ((LlamaCppParser, "weights", "kv_cache", "kv_cache_alloc"),
+                                         (VllmParser, "weights", "compute", "profile_run"),
+                                         (TgiParser, "weights", "compute", "warmup"),
+                                         (SglangParser, "weights", "kv_cache", "kv_cache_alloc"),
+                                         (VllmParser, "kv", "compute", "cuda_graphs"),
+                                         (LlamaCppParser, "kv", "compute", "compute_reserve")):
         t = Timeline()
-        t.reach("weights", 3, "weights placed", source)
+        t.reach(reached, 3, "weights placed", parser.name, follows=parser.startup_next)
         placed = t.place(4)
-        assert placed is not None and (placed.phase, placed.step) == (phase, step), source
+        assert placed is not None and (placed.phase, placed.step) == (phase, step), parser.name
 
 
 def test_an_oom_after_the_kv_cache_is_the_compute_reserve_and_cites_the_kv_line() -> None:

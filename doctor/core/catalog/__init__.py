@@ -43,6 +43,10 @@ EVENT_KINDS: dict[str, str] = {
                    "(fix_llama_cpp, fix_lcp, ...)",
     "crash_evidence": "a line that supports a crash_cause (an AMX weight buffer, the system line, a backtrace "
                       "frame); same data",
+    "host_oom_kill": "the host ran out of memory and the engine was killed for it (the kernel's OOM killer, systemd's "
+                     "or a container's report, SIGKILL / exit 137); phase = weights (no sign the load had finished) "
+                     "| runtime (it had served); data: reporter, confidence, process, rss_bytes, after (prompt_save)",
+    "host_oom_evidence": "another line reporting the same host out-of-memory kill (data: reporter)",
     "preempted": "a server preempted requests because its KV pool ran out",
     "kv_capacity": "a server's KV pool cannot hold one maximum-length sequence",
     "repetition": "the generated output loops (a span repeated many times)",

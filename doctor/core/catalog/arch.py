@@ -50,6 +50,9 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("run.fit_projected_bytes", "int", "bytes", "llama.cpp --fit: device memory it projected to use"),
     ("run.fit_free_bytes", "int", "bytes", "llama.cpp --fit: free device memory it planned against"),
     ("run.fit_short_bytes", "int", "bytes", "llama.cpp --fit: device memory it had to save (first plan)"),
+    ("run.fit_gpu_layers", "int", "layers", "llama.cpp --fit: layers it placed on the GPUs once it had to move some"),
+    ("run.fit_overflow_layers", "int", "layers", "llama.cpp --fit: of them, layers whose experts overflow to the "
+     "next device or system memory"),
     ("run.fit_ctx_from", "int", "tokens", "llama.cpp --fit: the context it started from (the model's)"),
     ("run.fit_ctx_to", "int", "tokens", "llama.cpp --fit: the context it cut that to, so the model fits the GPU"),
 ]

@@ -7,6 +7,10 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("config.n_ctx_seq", "int", "tokens", "context per sequence / server slot"),
     ("config.n_parallel", "int", "sequences", "parallel sequences / server slots"),
     ("config.kv_unified", "bool", None, "one KV buffer shared by all sequences"),
+    ("config.numa", "str", None, "llama.cpp --numa: distribute, isolate or numactl (NUMA-aware thread and memory "
+     "placement)"),
+    ("config.container_gpus", "str", None, "the GPUs a pasted docker / podman run gave the container (--gpus, the "
+     "NVIDIA runtime, a CDI or /dev/kfd device), or none"),
     ("config.n_gpu_layers", "int", "layers", "layers asked to go on the GPU (-1 = all / auto)"),
     ("config.n_threads", "int", "threads", "threads for generation"),
     ("config.n_threads_batch", "int", "threads", "threads for prompt processing"),

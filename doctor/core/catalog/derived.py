@@ -50,6 +50,9 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("derived.gpu_short_bytes", "int", "bytes", "how much more VRAM the plan needs than the budget (0 = fits)"),
     ("derived.host_short_bytes", "int", "bytes", "how much more RAM the plan needs than the budget (0 = fits)"),
     ("derived.oom_phase", "str", None, "where the plan runs out of memory first: weights, kv_cache, compute, none"),
+    ("derived.input_thin", "str", None, "how little a pasted input held: a launch command, llama.cpp's system-info "
+     "line, or one line (doctor/derive/thin.py); findings from it carry less confidence"),
+    ("derived.input_missing", "str", None, "what would confirm a finding read from such an input"),
     ("derived.oom_device", "str", None, "the device that runs out first: gpu, host, none"),
     ("derived.oom_need_bytes", "int", "bytes", "what the plan needs on the device that runs out"),
     ("derived.oom_budget_bytes", "int", "bytes", "what that device has for it (free minus the margin)"),

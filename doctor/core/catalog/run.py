@@ -73,6 +73,14 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("run.finish_reason", "str", None, "why generation stopped (stop, length, error)"),
     ("run.exit_status", "int", None, "engine process exit status (negative = signal)"),
     ("run.crashed", "bool", None, "the engine process died abnormally"),
+    ("run.end_signal", "str", None, "how a crash no cause explains ended: the signal or Windows status "
+     "(SIGSEGV, STATUS_STACK_BUFFER_OVERRUN; doctor/sources/logs/endings.py)"),
+    ("run.end_meaning", "str", None, "what that ending means, in words"),
+    ("run.crash_context", "str", None, "what the log shows around a crash: an embedded board, the GPU's "
+     "architecture"),
+    ("run.unexplained_errors", "int", "lines", "lines that read as errors (error, failed, exception, fatal, "
+     "abort, killed, an exit status) that no parser or rule names"),
+    ("run.unexplained_lines", "str", None, "the first few of them, quoted with their line numbers"),
     ("run.triage_status", "str", None, "crash triage (short re-runs after the engine died): fixed (one change made "
      "the run complete), combined (only all changes together did), not_reproduced, no_fix, budget, stopped"),
     ("run.triage_change", "str", None, "the change that made the run complete: repack_off, flash_attn_off, "

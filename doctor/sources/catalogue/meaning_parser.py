@@ -23,15 +23,15 @@ Each line it reads keeps its reading (bounded); at each summary:
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any
 
 from doctor.core.facts import Event, Facts
 from doctor.sources.catalogue import meaning, vocabulary
 from doctor.sources.catalogue.meaning import Reading
 from doctor.sources.catalogue.parser import AloneReader
+from doctor.sources.logs.base import lines_read
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import LiteralIndex
+from doctor.sources.logs.matcher import FragmentIndex
 
 KEPT = 200  # readings kept per session
 KEPT_PER_KIND = 5  # events of one kind made
@@ -44,22 +44,6 @@ COVERED: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     "preempted": (frozenset({"preempted"}), ("kv.preemption",)),
 }
 CONTEXT_FACTS = ("config.n_ctx_seq", "config.max_model_len", "config.n_ctx")
-
-
-class FragmentIndex(LiteralIndex):
-    """A LiteralIndex whose members are RE2 fragments (the vocabulary's relation words): which of them a line
-    holds, from one RE2 set match, or primed by the log router that matched them already. Without RE2 each is
-    searched with `re`."""
-
-    def __init__(self, fragments: tuple[str, ...]) -> None:
-        self.literals = [f"w{i}" for i in range(len(fragments))]  # names for mask(); never searched for
-        self.patterns = list(fragments)
-        self._primed = (None, 0)
-        self._compiled = False
-        self._match = None
-
-    def without_re2(self, text: str) -> int:
-        return sum(1 << i for i, fragment in enumerate(self.patterns) if re.search(fragment, text))
 
 
 @functools.lru_cache(maxsize=1)
@@ -165,10 +149,7 @@ _MEMORY = frozenset({"device_memory", "host_memory", "memory"})
 
 def _lines_read(facts: Facts) -> set[int]:
     """The log lines another parser made an event or a fact from (the catalogue's messages included)."""
-    read = {e.line for e in facts.events() if e.line is not None and e.source != MeaningParser.name}
-    read.update(f.source.line for f in facts if f.source.kind == "log" and f.source.line is not None
-                and f.source.name != MeaningParser.name)
-    return read
+    return lines_read(facts, skip_sources=(MeaningParser.name,))
 
 
 def _catalogued(text: str) -> bool:

@@ -33,7 +33,7 @@ from typing import Any
 from doctor.core.facts import Event, Facts
 from doctor.sources.catalogue import loader, store
 from doctor.sources.catalogue.matcher import MessageSet, message_set, read_numbers
-from doctor.sources.logs.base import AnalysisState, LogParser
+from doctor.sources.logs.base import AnalysisState, LogParser, lines_read
 from doctor.sources.logs.hot import FedLine, HotRun
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.shapes import shape_finder
@@ -206,7 +206,4 @@ _DATA_KEYS = frozenset({"id", "class", "level", "engine", "fix", "known"})
 
 def _lines_read(facts: Facts) -> set[int]:
     """The log lines some parser made an event or a fact from (the catalogue's own events aside)."""
-    read = {e.line for e in facts.events() if e.kind != "message" and e.line is not None}
-    read.update(f.source.line for f in facts if f.source.kind == "log" and f.source.line is not None
-                and f.source.name != CatalogueParser.name)
-    return read
+    return lines_read(facts, ("message",), (CatalogueParser.name,))

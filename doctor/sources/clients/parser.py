@@ -34,7 +34,7 @@ from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
 from doctor.sources.logs.base import LineKind, LineKinds, LogParser, reads
 from doctor.sources.logs.hot import FedLine, HotRun
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import GatedPattern, gated, rough
+from doctor.sources.logs.matcher import gated, rough
 from doctor.sources.logs.shapes import shape_finder
 
 _Q = r"""['"]?"""  # a key in JSON ("key"), a Python dict ('key') or bare (key: / key=)
@@ -73,13 +73,6 @@ KINDS = LineKinds(FINISH_KIND, USAGE_KIND, BUDGET_KIND, WEBUI_KIND)
 def _last_sources() -> tuple[str, ...]:
     """The reply budget's and the truncation length's patterns (RE2): each kept from the last line that has it."""
     return tuple(rough(p.pattern, p._flags, p.literals) for p in (BUDGET, TRUNCATION))
-
-
-@functools.lru_cache(maxsize=1)
-def _reply_sources() -> tuple[str, ...]:
-    """The patterns of the kinds whose every line counts (not only the last): replies, the web UI's lines (RE2)."""
-    return tuple(rough(p.pattern, p._flags, p.literals) for kind in (FINISH_KIND, USAGE_KIND, WEBUI_KIND)
-                 for p in kind.patterns if isinstance(p, GatedPattern))
 
 
 FRONTEND = "text-generation-webui"
@@ -128,9 +121,8 @@ class ClientParser(LogParser):
         return True  # its lines are read alone
 
     def read_run(self, run: HotRun) -> list[FedLine]:
-        """The lines of the run it may read something from: a reply's finish reason or usage numbers, a
-        text-generation-webui line (each read: a reply pairs lines), and the last line with a reply budget and
-        the last with a truncation length (each kept from the last line that has one: every request line of a
+        """The lines of the run it may read something from (`fold_patterns`), and the last line with a reply budget
+        and the last with a truncation length (each kept from the last line that has one: every request line of a
         server names its `max_tokens`)."""
         found = run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))
         for source in _last_sources():
@@ -144,7 +136,9 @@ class ClientParser(LogParser):
         run.feed(self, read, run.kinds)
 
     def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
-        return _reply_sources() if "vllm_request" in kinds else ()
+        """The lines of every kind but the reply budget's (kept from the last line that has one), each read one by
+        one: replies (a reply pairs lines), the web UI's, and any kind added later."""
+        return KINDS.sources_without(BUDGET_KIND) if "vllm_request" in kinds else ()
 
     # -- replies -----------------------------------------------------------------------------------
     def _reply(self, line: LogLine) -> _Reply:

@@ -204,6 +204,7 @@ class LogAnalyzer:
             index, mine = new.__dict__.get("literal_index"), getattr(own, "literal_index", None)
             if index is not None and mine is not None and type(mine) is type(index) and mine.patterns == index.patterns:
                 new.literal_index = mine
+                new.here()
         self.parsers = live.parsers
         self.facts = live.facts
         self.state = live.state
@@ -318,17 +319,15 @@ class LogAnalyzer:
         facts = Facts()
         facts.merge(self.facts)
         facts.events_observed = True
-        for parser in self.parsers:
-            try:
-                parser.summarize(facts)
-            except (ValueError, OverflowError, ArithmeticError):
-                # numbers no engine prints (1e309 MiB buffers, ...) reached a whole-input sum: that
-                # parser's summary is left out rather than the whole snapshot
-                self.skipped_lines += 1
+        # the parsers whose findings say the input was an engine's first, then those that only say what no
+        # other parser read (doctor/sources/logs/unexplained.py): their facts do not make an input recognised
+        self._summarise(facts, [p for p in self.parsers if p.recognises])
         votes: Counter[str] = Counter()
         for parser in self.parsers:
             votes.update(parser.votes)
         self._summarised = len(facts)  # facts the parsers read (some only as whole-input summaries)
+        summary_events = bool(facts.event_counts)  # events the summaries made (a crash cause, an OOM kill)
+        self._summarise(facts, [p for p in self.parsers if not p.recognises])
         found = detect(votes)
         src = Source("log", "detect", text=f"signature lines: {found.scores}")
         if found.engine:
@@ -338,8 +337,8 @@ class LogAnalyzer:
         facts.set("engine.detect_confidence", found.confidence, src)
         facts.set("engine.detected", found.seen, src)
         facts.set("run.log_lines", self._lines_read(), Source("log", "scanner"))
-        recognised = self.recognised(votes)
-        facts.set("run.recognised", recognised, Source("log", "scanner", text=self._recognised_text(votes)))
+        recognised = self.recognised(votes) or summary_events
+        facts.set("run.recognised", recognised, Source("log", "scanner", text=self._recognised_text(votes, recognised)))
         # events are judged only where engine lines were read: "no OOM line" in a file of other text
         # (or in nothing) is not evidence that there was no OOM
         facts.events_observed = recognised
@@ -349,6 +348,15 @@ class LogAnalyzer:
                 last_line=max(self._lines_read(), self.open.first_line), started_by=self.open.started_by,
                 text=self.open.text, engine=facts.value("engine.name"))]
         return facts
+
+    def _summarise(self, facts: Facts, parsers: list[LogParser]) -> None:
+        for parser in parsers:
+            try:
+                parser.summarize(facts)
+            except (ValueError, OverflowError, ArithmeticError):
+                # numbers no engine prints (1e309 MiB buffers, ...) reached a whole-input sum: that
+                # parser's summary is left out rather than the whole snapshot
+                self.skipped_lines += 1
 
     def recognised(self, votes: Counter[str] | None = None) -> bool:
         """Whether any line so far was an engine's: a signature line, a fact or an event read from it."""
@@ -365,11 +373,11 @@ class LogAnalyzer:
             return lines
         return self.pasted.lines if lines >= len(self.pasted.physical) else self.pasted.line_of(lines)
 
-    def _recognised_text(self, votes: Counter[str]) -> str:
+    def _recognised_text(self, votes: Counter[str], recognised: bool) -> str:
         lines = self._lines_read()
         if not lines:
             return f"{self.name} is empty: no line to read"
-        if not self.recognised(votes):
+        if not recognised:
             return f"none of the {lines} line(s) of {self.name} is an engine's log line llm-doctor knows"
         signature = sum(v for v in votes.values() if v > 0)
         return f"{signature} engine signature line(s), {self._summarised} fact(s) and " \

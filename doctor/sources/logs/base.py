@@ -26,14 +26,14 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from doctor.core.facts import Event, Facts, Source, Value
 from doctor.sources.logs.hot import HotLines, HotRun
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import LiteralIndex, rough, text_filter
+from doctor.sources.logs.matcher import FragmentIndex, LiteralIndex, rough, text_filter
 from doctor.sources.logs.timeline import Placement, Timeline
 
 
@@ -189,8 +189,15 @@ class LineKinds:
         hot lines another parser folds: doctor/sources/logs/hot.py HotRun.hits): a plain substring escaped, a
         regex as it is where RE2 takes it, else any of its literals (or anything, without one). A line none of
         them is found in is one no handler of this parser changes anything on (LineKind's contract)."""
+        return self.sources_without()
+
+    @functools.lru_cache(maxsize=16)  # noqa: B019 - a parser class's table lives as long as the process
+    def sources_without(self, *left_out: LineKind) -> tuple[str, ...]:
+        """`sources` of every kind but these (a parser that reads their lines its own way in a fold)."""
         out: list[str] = []
         for kind in self.kinds:
+            if kind in left_out:
+                continue
             for item in kind.patterns:
                 if isinstance(item, str):
                     out.append(re.escape(item))
@@ -284,6 +291,12 @@ class LogParser:
     # a parser that reads its lines alone (no gate; its literal index's patterns are its triggers and say which
     # lines are its own): a line only its triggers select goes to it and to no other parser (logs/router.py)
     alone: ClassVar[bool] = False
+    # False for a parser that only says what no other parser read (doctor/sources/logs/unexplained.py): its facts
+    # do not make an input an engine's, and it summarises after every other parser
+    recognises: ClassVar[bool] = True
+    # the engine's own start-up order where it differs from the timeline's (doctor/sources/logs/timeline.py
+    # PLACED): step reached -> (out-of-memory phase, step) of what runs next
+    startup_next: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -291,28 +304,43 @@ class LogParser:
         if kinds is not None:
             kinds.bind_class(cls)
             cls.triggers, cls.gate, cls.literal_index = kinds.triggers, kinds.gate, kinds.index
+            if cls.__dict__.get("alone"):  # no gate: an index of its triggers says which lines are its own
+                cls.gate, cls.literal_index = None, FragmentIndex(kinds.triggers)
 
     def __init__(self) -> None:
         self.votes: Counter[str] = Counter()
         self.facts = Facts()  # replaced by the analyzer with the shared snapshot
         self.state = AnalysisState()  # replaced by the analyzer with the one of its analysis
         self._gate_test = _gate_test(self.gate) if self.gate else None
+        index = self.literal_index
+        self._alone_index = index if self.alone and isinstance(index, FragmentIndex) else None
         self._last_src: tuple[LogLine | None, Source | None] = (None, None)
 
     def __getstate__(self) -> dict[str, Any]:
-        """A parser's state moves between processes (doctor/sources/logs/parallel.py): its compiled gate does not
-        (it is made again from the class's `gate`)."""
+        """A parser's state moves between processes (doctor/sources/logs/parallel.py): its compiled gate and alone
+        index do not (made again from the class's `gate` and the parser's literal index: `here`)."""
         state = self.__dict__.copy()
         state.pop("_gate_test", None)
+        state.pop("_alone_index", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.here()
+
+    def here(self) -> None:
+        """Make again what a parser keeps of this process (its gate's test, its alone index), after its state
+        moved here or its literal index was put back to this process's own (LogAnalyzer.adopt)."""
         self._gate_test = _gate_test(self.gate) if self.gate else None
+        index = self.literal_index
+        self._alone_index = index if self.alone and isinstance(index, FragmentIndex) else None
 
     def passes_gate(self, text: str) -> bool:
         """Whether `text` is one of this parser's lines (always, for a parser without a gate). Cheap
-        when the analyzer's grouped scan has already said so (doctor/sources/logs/matcher.py, Verdict)."""
+        when the analyzer's grouped scan has already said so (doctor/sources/logs/matcher.py, Verdict). An alone
+        parser made from its line kinds has no gate: its lines are those its triggers' index finds something in."""
+        if self._alone_index is not None:
+            return bool(self._alone_index.bits(text))
         return self._gate_test is None or bool(self._gate_test(text))
 
     def bind(self, facts: Facts, state: AnalysisState | None = None) -> None:
@@ -342,7 +370,11 @@ class LogParser:
 
     # -- called by the analyzer ------------------------------------------------------------
     def feed(self, line: LogLine) -> None:
-        raise NotImplementedError
+        """Read a candidate line: by default, a line that passes the gate goes to the kinds it can be."""
+        if self.kinds is None:
+            raise NotImplementedError
+        if self.passes_gate(line.text):  # an alone parser: its triggers are in the line (the router's answer)
+            self.dispatch(line)
 
     def feed_gap(self, number: int, text: str) -> None:
         """Text between candidate lines, delivered only while `wants_capture()` is true."""
@@ -421,8 +453,19 @@ class LogParser:
 
     def mark(self, step: str, line: LogLine, what: str | None = None) -> bool:
         """`line` shows the run reached `step` (True when that moved the run on)."""
-        return self.timeline.reach(step, line.number, line.raw, self.name, what)
+        return self.timeline.reach(step, line.number, line.raw, self.name, what, self.startup_next)
 
     def placed(self, line: LogLine | int) -> Placement | None:
         """Where a failure on `line` fell in the run (None: no step marked before it)."""
         return self.timeline.place(line if isinstance(line, int) else line.number)
+
+
+
+def lines_read(facts: Facts, skip_kinds: tuple[str, ...] = (), skip_sources: tuple[str, ...] = ()) -> set[int]:
+    """The log lines some parser made an event or a fact from, less the events of `skip_kinds` and the events
+    and facts of the parsers named in `skip_sources` (a parser asking about the others leaves out its own)."""
+    read = {e.line for e in facts.events()
+            if e.kind not in skip_kinds and e.source not in skip_sources and e.line is not None}
+    read.update(f.source.line for f in facts if f.source.kind == "log" and f.source.line is not None
+                and f.source.name not in skip_sources)
+    return read

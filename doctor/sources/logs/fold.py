@@ -197,6 +197,8 @@ class Folder:
                 stop = ends.first(region, start, stop)
         if self.guard is not None:
             stop = self._guarded.first(region, start, stop)
+        if stop <= start:  # the first line itself is one a run ends before
+            return None
         stop = region.rfind(b"\n", start, stop - 1) + 1  # the last line goes line by line
         if stop <= start:
             return None

@@ -10,11 +10,13 @@ The strings are the tools' own:
   and 4 efficiency)`, `Memory: 64 GB`) and SPDisplaysDataType (`Chipset Model: Apple M1 Pro`, then its
   GPU's `Total Number of Cores: 14`);
 - lscpu's topology (`CPU(s):`, `Thread(s) per core:`, `Core(s) per socket:` / `per cluster:`,
-  `Socket(s):` / `Cluster(s):`, one `Model name:` per core type on a big.LITTLE SoC) and /proc/cpuinfo
+  `Socket(s):` / `Cluster(s):`, `NUMA node(s):`, one `Model name:` per core type on a big.LITTLE SoC) and
+  /proc/cpuinfo
   (`cpu cores`, `siblings`);
 - llama.cpp: Metal's `recommendedMaxWorkingSetSize  = %8.2f MB` (ggml-metal-device.m), `graph splits = %d`
   or `graph splits = %d (with bs=%d), %d (with bs=1)` (llama-context.cpp);
-- `ollama ps` (cmd/cmd.go): `llama3:70b  be39eb53a197  41 GB  42%/58% CPU/GPU  4 minutes from now`;
+- `ollama ps` (cmd/cmd.go): `llama3:70b  be39eb53a197  41 GB  42%/58% CPU/GPU  4 minutes from now`, or its
+  PROCESSOR column alone (`33%/67%   CPU/GPU`); of several models, the one least on the GPU;
 - the command a result came from: `ollama run [--verbose] MODEL`, geerlingguy's obench.sh `Running
   benchmark N times using model: MODEL` and its average (obench.sh: `Average Eval Rate: %s tokens/second`, or
   with --markdown `|**Average Eval Rate**| %s tokens/second |`); where a post runs several models, the last
@@ -49,12 +51,14 @@ CORES = gated(r"^\s*Total Number of Cores: (\d+)(?: \((\d+) performance and (\d+
 CHIPSET = gated(r"^\s*Chipset Model: (.+?)\s*$")
 CHIP = gated(r"^\s*Chip: +(Apple \S.*?)\s*$")
 LSCPU = gated(r"^\s*(CPU\(s\)|Thread\(s\) per core|Core\(s\) per (?:socket|cluster)|Socket\(s\)|Cluster\(s\)|"
-              r"Model name):\s+(\S.*?)\s*$")
+              r"NUMA node\(s\)|Model name):\s+(\S.*?)\s*$")
 CPUINFO = gated(r"^(cpu cores|siblings)\s*: (\d+)\s*$")
 WORKING_SET = gated(r"recommendedMaxWorkingSetSize\s*=\s*([\d.]+) MB")
 SPLITS = gated(r"graph splits = (\d+)(?: \(with bs=\d+\), (\d+) \(with bs=1\))?")
 # `ollama ps` (cmd/cmd.go): NAME, ID, SIZE, PROCESSOR: "100% CPU", "100% GPU" or "%d%%/%d%% CPU/GPU"
-OLLAMA_PS = gated(r"^(\S+)\s+[0-9a-f]{12}\s+[\d.]+ [KMGT]?B\s+(?:(100)% (CPU|GPU)|(\d+)%/(\d+)% CPU/GPU)\b")
+OLLAMA_PS = gated(r"^(\S+)\s+[0-9a-f]{12}\s+[\d.]+ [KMGT]?B\s+(?:(100)% (CPU|GPU)|(\d+)%/(\d+)% +CPU/GPU)\b")
+# its PROCESSOR column pasted alone (a split: "100% GPU" alone says too little to be told from other text)
+OLLAMA_PS_SPLIT = gated(r"(?:^|\s)(\d{1,3})%/(\d{1,3})% +CPU/GPU\b")
 OLLAMA_RUN = gated(r"\bollama run(?: --?[\w-]+)* ([\w.-]+(?:/[\w.-]+)*:[\w.-]+|[\w.-]+)")
 OBENCH = gated(r"\busing model: ([\w.-]+(?:/[\w.-]+)*:[\w.-]+|[\w.-]+)")
 # obench.sh's average, plain or --markdown: `Average Eval Rate: %s tokens/second`, `|**Average Eval Rate**| %s ...|`
@@ -69,12 +73,12 @@ PROFILER_KIND = LineKind("profiler", (CORES, CHIPSET, CHIP), (r"Total Number of 
                                                                r"Chip: +Apple"))
 LSCPU_KIND = LineKind("lscpu", (LSCPU, CPUINFO), (
     r"(?:CPU\(s\)|Thread\(s\) per core|Core\(s\) per (?:socket|cluster)|Socket\(s\)|Cluster\(s\)|"
-    r"Model name): ",
+    r"NUMA node\(s\)|Model name): ",
     r"(?:cpu cores|siblings)\s*: "))
 PLACE_KIND = LineKind("place", (WORKING_SET, SPLITS), (r"recommendedMaxWorkingSetSize", r"graph splits = "))
-RUN_KIND = LineKind("run", (OLLAMA_RUN, OBENCH, OLLAMA_PS, OBENCH_AVG), (
+RUN_KIND = LineKind("run", (OLLAMA_RUN, OBENCH, OLLAMA_PS, OLLAMA_PS_SPLIT, OBENCH_AVG), (
     r"ollama run ", r"using model: ", r"Average Eval Rate",
-    r"[0-9a-f]{12} +[\d.]+ [KMGT]?B +(?:100% |\d+%/\d+% CPU/GPU)"))
+    r"[0-9a-f]{12} +[\d.]+ [KMGT]?B +(?:100% |\d+%/\d+% +CPU/GPU)", r"\d+%/\d+% +CPU/GPU"))
 KINDS = LineKinds(SMI_L_KIND, PROFILER_KIND, LSCPU_KIND, PLACE_KIND, RUN_KIND, FETCH_KIND)
 
 
@@ -154,10 +158,17 @@ class HostInfoParser(LogParser):
     @reads(RUN_KIND)
     def _run(self, line: LogLine) -> bool:
         ps = OLLAMA_PS.search(line.text)
-        if ps:
-            self._keep("model.name", ps.group(1), line)
-            cpu = (1.0 if ps.group(3) == "CPU" else 0.0) if ps.group(2) else int(ps.group(4)) / 100
-            self._keep("run.gpu_share", round(1.0 - cpu, 2), line)
+        split = None if ps else OLLAMA_PS_SPLIT.search(line.text)
+        if ps or (split and int(split.group(1)) + int(split.group(2)) == 100):
+            if ps:
+                self._keep("model.name", ps.group(1), line)
+                cpu = (1.0 if ps.group(3) == "CPU" else 0.0) if ps.group(2) else int(ps.group(4)) / 100
+            else:
+                cpu = int(split.group(1)) / 100  # type: ignore[union-attr]
+            share = round(1.0 - cpu, 2)
+            low = self.values.get("run.gpu_share")
+            if low is None or not isinstance(low[0], float) or share < low[0]:  # of several models, the least on GPU
+                self.values["run.gpu_share"] = (share, line)
             return True
         avg = OBENCH_AVG.search(line.text)
         if avg:  # the average of the model named by the `using model:` line above it
@@ -216,6 +227,13 @@ class HostInfoParser(LogParser):
             groups = block.get("Socket(s)") or block.get("Cluster(s)") or 1
             if per:
                 cores.append(per * groups)
+        first = blocks[0] if blocks else {}
+        if first.get("Socket(s)") and first.get("Core(s) per socket") and self.lscpu:  # sockets, for NUMA
+            out["host.cpu.sockets"] = (first["Socket(s)"], self.lscpu[-1][2])
+            out["host.cpu.cores_per_socket"] = (first["Core(s) per socket"], self.lscpu[-1][2])
+        numa = next((b["NUMA node(s)"] for b in blocks if b.get("NUMA node(s)")), None)
+        if numa and self.lscpu:
+            out["host.cpu.numa_nodes"] = (numa, self.lscpu[-1][2])
         if cores and self.lscpu:
             line = self.lscpu[-1][2]
             out["host.cpu.physical_cores"] = (sum(cores), line)

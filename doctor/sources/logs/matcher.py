@@ -28,8 +28,8 @@ from typing import Any, Protocol
 
 from doctor.sources.logs.literals import Lead, leading_literals, required_literals
 
-__all__ = ["BytesPattern", "GatedPattern", "LiteralIndex", "Verdict", "compile_triggers", "gated", "leading_literals",
-           "required_literals", "set_matcher", "span_finder", "text_filter", "verdict"]
+__all__ = ["BytesPattern", "FragmentIndex", "GatedPattern", "LiteralIndex", "Verdict", "compile_triggers", "gated",
+           "leading_literals", "required_literals", "set_matcher", "span_finder", "text_filter", "verdict"]
 
 
 class BytesPattern(Protocol):
@@ -456,6 +456,10 @@ class LiteralIndex:
             bits |= 1 << self.literals.index(s)
         return bits
 
+    def _fallback_bits(self, text: str) -> int:
+        """Without RE2: each member tested on its own."""
+        return sum(1 << i for i, s in enumerate(self.literals) if s in text)
+
     def bits(self, text: str) -> int:
         primed = self._primed
         if primed[0] is text:
@@ -472,3 +476,23 @@ class LiteralIndex:
         for i in match(text.encode("utf-8", "surrogatepass")):
             bits |= 1 << i
         return bits
+
+
+class FragmentIndex(LiteralIndex):
+    """A LiteralIndex whose members are regular-expression fragments (RE2 syntax), not literals: which of an
+    alone reader's triggers a line holds (doctor/sources/logs/router.py; the vocabulary's relation words, the
+    launch, host-memory and error-line readers' words), as a bit set from one RE2 set match, or primed by the
+    router that matched them with its own set. Without RE2 each fragment is searched with `re`."""
+
+    def __init__(self, fragments: Iterable[str]) -> None:
+        self.patterns = list(fragments)
+        self.literals = [f"fragment {i}" for i in range(len(self.patterns))]  # names for mask(); never searched for
+        self._compiled = False
+        self._match = None
+        self._primed = (None, 0)
+        self._searches: list[Callable[[str], object]] = []
+
+    def without_re2(self, text: str) -> int:
+        if not self._searches:
+            self._searches = [re.compile(f).search for f in self.patterns]
+        return sum(1 << i for i, search in enumerate(self._searches) if search(text))

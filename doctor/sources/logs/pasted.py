@@ -43,6 +43,9 @@ GREEDY_CANDIDATES = (
     GREEDY_FLAG.pattern,
 )
 SETTINGS = ("temperature", "top_k", "repeat_penalty")  # kept from their first line (setdefault)
+# a Slurm job's CPUs (sbatch / srun --cpus-per-task, #SBATCH -c, the SLURM_CPUS_PER_TASK the job sees): the
+# task is bound to that many CPUs (Slurm's sbatch(1) / srun(1) and its output environment variables)
+SLURM_CPUS = gated(r"""--cpus-per-task[= ](\d+)|\bSLURM_CPUS_PER_TASK=['"]?(\d+)|#SBATCH\s+-c\s*(\d+)""")
 # a physical line that is a log record rather than prose a model wrote
 LOG_RECORD = re.compile(r"^\s*(?:\S+\s+\|\s|\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"
                         r"time=|level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\b|\w+(?:\.\w+)*: |"
@@ -59,6 +62,7 @@ GREEDY_KIND = LineKind("greedy", (GREEDY_FLAG,), (r"do_sample['\"]?\s*[=:]|\bgre
 PENALTY_KIND = LineKind("penalty", (PENALTY,), (r"repeat_penalty|repetition_penalty|--repeat-penalty",))
 CPUS_KIND = LineKind("cpus", (CPUS,), (r"--cpus|cpus: ",))
 CPUSET_KIND = LineKind("cpuset", (CPUSET,), (r"--cpuset-cpus",))
+SLURM_KIND = LineKind("slurm", (SLURM_CPUS,), (r"--cpus-per-task|SLURM_CPUS_PER_TASK=|#SBATCH +-c",))
 
 KINDS = LineKinds(
     TEMPERATURE_KIND,
@@ -67,6 +71,7 @@ KINDS = LineKinds(
     PENALTY_KIND,
     CPUS_KIND,
     CPUSET_KIND,
+    SLURM_KIND,
 )
 TRIGGERS = KINDS.triggers
 
@@ -100,17 +105,18 @@ class PastedParser(LogParser):
         return GREEDY_CANDIDATES if not known or self.greedy_line is None else ()
 
     def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
-        return (CPUS.pattern, CPUSET.pattern) if "vllm_request" in kinds else ()
+        """The lines of every kind but the sampling settings' (kept from their first line: `take_run`; greedy
+        ones end a run), each read one by one: the CPU limits, and any kind added later."""
+        if "vllm_request" not in kinds:
+            return ()
+        return KINDS.sources_without(TEMPERATURE_KIND, TOP_K_KIND, PENALTY_KIND, GREEDY_KIND)
 
     def read_run(self, run: HotRun) -> list[FedLine]:
-        """The last line of the run that sets the CPU limit and the last that sets the cores (they are kept from
-        the last line that has them)."""
-        found = [run.wanted_lines(shape_finder((p.pattern,), run.shape)) for p in (CPUS, CPUSET)]
-        return sorted({lines[-1] for lines in found if lines})
+        return run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))
 
     def take_run(self, read: list[FedLine], run: HotRun) -> None:
         """Every line it reads, in order, while a sampling setting is still to be kept (its first line keeps it:
-        the first lines of a log); then the last lines read_run found."""
+        the first lines of a log); then the other lines read_run found."""
         after = -1
         if not all(key in self.settings for key in SETTINGS):
             find = shape_finder(tuple(self.gate or ()), run.shape)
@@ -175,6 +181,15 @@ class PastedParser(LogParser):
                 self.cpuset = (count, line)
         return False
 
+    @reads(SLURM_KIND)
+    def _slurm(self, line: LogLine) -> bool:
+        m = SLURM_CPUS.search(line.text)
+        if m:
+            count = int(m.group(1) or m.group(2) or m.group(3))
+            if 0 < count < 1 << 20 and self.cpuset is None:
+                self.cpuset = (count, line)  # bound to that many CPUs, as a cpuset is
+        return False
+
     def wants_capture(self) -> bool:
         return self.greedy_line is not None and self.size < MAX_OUTPUT and self.scanned < MAX_SCANNED
 
@@ -202,7 +217,8 @@ class PastedParser(LogParser):
                       Source("log", self.name, self.output_line, "pasted output"))
 
     def _summarize_cpus(self, facts: Facts) -> None:
-        """docker --cpus / compose cpus: (a CFS quota) and --cpuset-cpus: the cores the engine may use."""
+        """docker --cpus / compose cpus: (a CFS quota), --cpuset-cpus and a Slurm job's --cpus-per-task: the cores
+        the engine may use."""
         limits: list[tuple[float, LogLine]] = []
         if self.cpus is not None and self.cpus[0] > 0:
             limits.append(self.cpus)

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 
 from doctor.core.facts import Facts, Source
+from doctor.core.sanitize import strip_controls
 from doctor.derive.model_guess import guess
 from doctor.sources import hardware_text
 
@@ -271,6 +272,8 @@ def read_prose(facts: Facts, text: str) -> None:
     """Set what the post's prose says, where no engine output in it said it."""
     if len(text) > MAX_PROSE:
         return
+    # made inert line by line as every log line is (escapes and controls out), the line count kept
+    text = "\n".join(strip_controls(line) for line in text.split("\n"))
     parts = sentences(text)
     for s in parts:
         s.runs = s.runs or _speeds(s.text, s.index, s.line)  # a table row's columns name their phase

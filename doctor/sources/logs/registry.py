@@ -27,8 +27,11 @@ def parser_classes() -> list[type[LogParser]]:
     from doctor.sources.engines._ggml.crash_parser import CrashParser
     from doctor.sources.engines.llamacpp.bench_table import LlamaBenchParser
     from doctor.sources.logs.devices import DeviceLineParser
+    from doctor.sources.logs.host_oom import HostOomParser
     from doctor.sources.logs.hostinfo import HostInfoParser
+    from doctor.sources.logs.launch import LaunchParser
     from doctor.sources.logs.pasted import PastedParser
+    from doctor.sources.logs.unexplained import UnexplainedParser
 
     # PastedParser reads settings and output pasted beside a log, ClientParser request budgets and reply
     # bodies, DeviceLineParser and HostInfoParser the hardware pasted with it (HostInfoParser also where the
@@ -36,6 +39,8 @@ def parser_classes() -> list[type[LogParser]]:
     # LlamaBenchParser (in llama.cpp's folder) reads llama-bench's results: a llama.cpp tool whose tables no
     # line of the engine's own parser resembles. CatalogueParser (every engine's catalogued messages) comes after
     # them: it asks whether a parser read a line already; MeaningParser (the vocabulary's meaning of what no
-    # parser nor catalogue entry read) last, asking both.
-    return [*engine_parser_classes(), CrashParser, PastedParser, ClientParser, DeviceLineParser, HostInfoParser,
-            LlamaBenchParser, CatalogueParser, MeaningParser]
+    # parser nor catalogue entry read) after it, asking both. HostOomParser reads the host running out of memory
+    # (the kernel's OOM killer, SIGKILL), which no engine prints; LaunchParser launch commands (the engine they
+    # start, their flags, a container's GPUs); UnexplainedParser, last, quotes the error lines nothing else read.
+    return [*engine_parser_classes(), CrashParser, HostOomParser, LaunchParser, PastedParser, ClientParser,
+            DeviceLineParser, HostInfoParser, LlamaBenchParser, CatalogueParser, MeaningParser, UnexplainedParser]

@@ -191,7 +191,9 @@ def block_pattern(pattern: str) -> str:
     """A pattern found in a block of raw lines wherever `pattern` matches one of its lines' text (a line's
     text is its raw bytes stripped, doctor/sources/logs/line.py, so a text's ends need be no raw line's
     ends): the pattern without its anchors (^, $, \\A, \\Z, \\z: assertions, so it matches wherever the
-    pattern does), or any character where the anchors cannot be told apart (every block is read line by line)."""
+    pattern does; a `$` that ends the pattern stands for the raw line's end after its trailing blanks, every
+    line of a block ending in a line end), or any character where the anchors cannot be told apart (every block
+    is read line by line)."""
     if "^" not in pattern and "$" not in pattern and not any(f"\\{c}" in pattern for c in "AZz"):
         return pattern  # no anchor (nearly every pattern: nothing to parse)
     out: list[str] = []
@@ -208,7 +210,9 @@ def block_pattern(pattern: str) -> str:
             out.append(pattern[i:end])
             i = end
             continue
-        if c not in "^$":
+        if c == "$" and not pattern[i + 1:].strip(")"):
+            out.append(_LINE_END)  # the text's end, at the pattern's own end: a raw line's end (blocks of lines)
+        elif c not in "^$":
             out.append(c)
         i += 1
     plain = "".join(out)
@@ -221,6 +225,7 @@ def block_pattern(pattern: str) -> str:
 
 
 _ANY = "(?s:.)"
+_LINE_END = r"[ \t\r\f\v]*\n"  # where a line's text ends in its raw bytes (its trailing blanks stripped)
 
 
 def _anchored(items: Any) -> bool:

@@ -6,9 +6,11 @@ and compute buffers and its requests, vLLM's, SGLang's and TGI's start-up lines,
 processing. A failure is placed by the last step reached before its line: an allocation that failed after
 the weights were placed and before the KV cache was allocated is the KV cache's; one in a warm-up or a
 graph capture is compute; one in a request's prompt or its generation is a runtime failure (the server
-was serving). Each engine's order of start-up steps is data here (`NEXT`); what a step means for an
-out-of-memory event (its `phase`, doctor/core/catalog EVENT_KINDS) and a finer `step` (the rules read
-both) is `PLACED`.
+was serving). What runs after a step is `PLACED`: what the step means for an out-of-memory event (its
+`phase`, doctor/core/catalog EVENT_KINDS) and a finer `step` (the rules read both); an engine whose start-up
+runs in another order says so in its own parser (`LogParser.startup_next`, in the engine's folder: vLLM
+profiles its activation peak before it sizes the KV cache), and each mark carries the order of the parser
+that made it.
 
 A mark records a line that shows the run *reached* a step: loading begun (`load`), the weights placed
 (`weights`), a profiling run done (`profile`), the KV cache allocated (`kv`), compute buffers reserved
@@ -21,25 +23,15 @@ until a later line names its phase (llama.cpp's pending OOMs) is placed where it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 # the steps, in the order a run reaches them
 STEPS = ("start", "load", "weights", "profile", "kv", "compute", "warmup", "serving", "prefill", "decode")
 _ORDER = {step: n for n, step in enumerate(STEPS)}
 KEPT = 256  # transitions kept (a log that reloads its model again and again keeps its latest)
 
-# what runs after a step is reached, when it depends on the engine: (engine family, step) -> (phase, step)
-NEXT: dict[tuple[str, str], tuple[str, str]] = {
-    ("ggml", "weights"): ("kv_cache", "kv_cache_alloc"),  # llama.cpp: the context's KV cache comes next
-    ("vllm", "weights"): ("compute", "profile_run"),  # vLLM profiles the activation peak before sizing the KV
-    ("sglang", "weights"): ("kv_cache", "kv_cache_alloc"),  # SGLang sizes its token pool next
-    ("tgi", "weights"): ("compute", "warmup"),  # TGI warms up with its largest prefill batch
-    ("ggml", "kv"): ("compute", "compute_reserve"),  # llama.cpp reserves its compute buffers next
-    ("vllm", "kv"): ("compute", "cuda_graphs"),  # vLLM captures CUDA graphs next
-    ("sglang", "kv"): ("compute", "cuda_graphs"),
-    ("tgi", "kv"): ("compute", "warmup"),
-}
-# what runs after a step whatever the engine: step -> (phase, step)
+# what runs after a step (an engine's own order aside: LogParser.startup_next): step -> (phase, step)
 PLACED: dict[str, tuple[str, str]] = {
     "load": ("weights", "load_model"),
     "weights": ("kv_cache", "kv_cache_alloc"),
@@ -64,7 +56,7 @@ DONE: dict[str, str] = {
     "prefill": "a request's prompt was being processed",
     "decode": "tokens were being generated",
 }
-FAMILIES = {"vllm": "vllm", "sglang": "sglang", "tgi": "tgi"}  # parser name -> engine family (else ggml)
+Order = Mapping[str, tuple[str, str]]  # an engine's own order: step -> (phase, step) of what runs next
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +68,7 @@ class Mark:
     text: str
     source: str
     what: str | None = None
-
-    @property
-    def family(self) -> str:
-        return FAMILIES.get(self.source, "ggml")
+    follows: Order = field(default_factory=dict, compare=False, hash=False)  # the marking engine's order
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +99,7 @@ def _placement(mark: Mark | None) -> Placement | None:
         return None
     if mark.step == "warmup" and mark.what:
         return Placement("compute", mark.what, mark)
-    phase, step = NEXT.get((mark.family, mark.step)) or PLACED[mark.step]
+    phase, step = mark.follows.get(mark.step) or PLACED[mark.step]
     return Placement(phase, step, mark)
 
 
@@ -131,14 +120,16 @@ class Timeline:
     def marks(self) -> tuple[Mark, ...]:
         return tuple(self._marks)
 
-    def reach(self, step: str, line: int, text: str, source: str, what: str | None = None) -> bool:
+    def reach(self, step: str, line: int, text: str, source: str, what: str | None = None,
+              follows: Order | None = None) -> bool:
         """The run reached `step` at `line`: kept when it moves the run forward (a `load` after serving
-        begins a new run); True when kept. The same step again only updates what it is (`what`)."""
+        begins a new run); True when kept. The same step again only updates what it is (`what`).
+        `follows`: the order of the engine whose line this is, where it differs from PLACED."""
         order = _ORDER[step]
         now = _ORDER[self.current]
         if order > now or (step == "load" and now >= _ORDER["serving"]) or (
                 order == now and what is not None and self._marks and self._marks[-1].what != what):
-            self._keep(Mark(step, line, text[:300], source, what))
+            self._keep(Mark(step, line, text[:300], source, what, follows or {}))
             return True
         return False
 

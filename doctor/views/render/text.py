@@ -45,7 +45,7 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         if note:
             out.append(style.paint("dim", f"  {inert(note)}"))
         out.append("")
-    elif report.verdict() == "nothing_recognised":
+    elif report.verdict() in ("nothing_recognised", "unexplained"):
         out.append(style.paint("warning", inert(report.verdict_text())))
         out.append("")
     elif report.verdict() == "no_problems":

@@ -331,6 +331,8 @@ def _banner_info(report: Report) -> BannerInfo:
     if report.verdict() == "nothing_recognised":
         seen = report.verdict_text().removeprefix("Nothing to judge: ")
         return BannerInfo("unknown", "Nothing to judge", inert(seen))
+    if report.verdict() == "unexplained":
+        return BannerInfo("warning", "Error lines llm-doctor does not know", inert(report.verdict_text()))
     if report.checks and counts["ok"] == 0 and counts["unknown"] == len(report.checks):
         return BannerInfo("unknown", "Nothing could be judged",
                           f"all {len(report.checks)} checks need facts this input does not have")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor.core.facts import Event, Facts, Scalar
+from doctor.sources.engines._ggml.crash_context import BY_ENDING, GPU_DTYPE
 from doctor.sources.engines._ggml.crash_patterns import (
     AMX_BUFFER,
     AMX_CPU,
@@ -18,6 +19,7 @@ from doctor.sources.engines._ggml.crash_patterns import (
     AMX_FRAME,
     AMX_REPACK_LINE,
     AMX_VARIANT,
+    CONTEXT_KIND,
     CUBLAS_CALL,
     CUDA_DETAIL_KIND,
     CUDA_ERROR,
@@ -26,10 +28,12 @@ from doctor.sources.engines._ggml.crash_patterns import (
     ENGINE_WORDS,
     EXPLICIT,
     EXPLICIT_KIND,
+    GPU_ARCH,
     KERNEL_TRAP,
     KINDS,
     LCP_LOAD_FAILED,
     LCP_LOAD_FAILED_KIND,
+    PLATFORM,
     SEGV,
     SIGILL,
     SIGNAL_KIND,
@@ -40,14 +44,19 @@ from doctor.sources.engines._ggml.crashes import (
     CUDA_BLOCK,
     CUDA_CAUSES,
     CUDA_OTHER,
+    ILLEGAL_ADDRESS,
     ILLEGAL_INSTRUCTION,
+    NO_KERNEL_IMAGE,
     UNKNOWN_ARCH,
     Cause,
     fix_data,
 )
+from doctor.sources.logs import endings
 from doctor.sources.logs.base import LogParser, reads
 from doctor.sources.logs.line import LogLine
 
+# causes that are engine or driver bugs rather than a setting: the version in use is part of the report
+REGRESSION_PRONE = (ILLEGAL_ADDRESS, CUBLAS, CUDA_OTHER)
 MAX_CRASHES = 64  # crash lines kept per input (a journal of a crash loop repeats them)
 BACKTRACE_WINDOW = 80  # lines after a crash in which its backtrace frames are read
 
@@ -55,7 +64,8 @@ BACKTRACE_WINDOW = 80  # lines after a crash in which its backtrace frames are r
 @dataclass(slots=True)
 class _Crash:
     line: LogLine
-    kind: str  # segv | sigill
+    kind: str  # the ending's key: sigsegv | sigill | sigabrt | sigbus | sigfpe | dll_not_found | ...
+    ending: endings.Ending | None = None
 
 
 @dataclass(slots=True)
@@ -76,6 +86,8 @@ class _State:
     amx_build: LogLine | None = None  # AMX_INT8 = 1 in the system line, or the AMX CPU variant loaded
     amx_cpu: LogLine | None = None  # a CPU model / flags with AMX
     frames: list[LogLine] = field(default_factory=list)  # backtrace frames through the AMX / extra kernels
+    arch: LogLine | None = None  # the first line naming the GPU's architecture (gfx, compute capability)
+    platform: LogLine | None = None  # the first line naming an embedded board (Jetson, Raspberry Pi, RK3588)
     pending_cuda: _Found | None = None  # a "CUDA error: X" that no explicit entry named (yet)
     cuda_block: _Found | None = None  # the latest CUDA finding: its "current device" line follows
 
@@ -161,14 +173,31 @@ class CrashParser(LogParser):
 
     @reads(SIGNAL_KIND)
     def _signal(self, line: LogLine) -> bool:
-        """The process died by a signal (classified at the summary, with the evidence around it)."""
+        """The process died by a signal or a crash status (classified at the summary, with the evidence
+        around it). SIGKILL and Windows' memory statuses are the host running out of memory: the host-memory
+        parser's (doctor/sources/logs/host_oom.py)."""
         t = line.text
         s = self.s
         if len(s.crashes) < MAX_CRASHES and not _another_process(t):
+            found = endings.read(t)
+            ending = found[0] if found is not None else None
             if SIGILL.search(t):
-                s.crashes.append(_Crash(line, "sigill"))
+                s.crashes.append(_Crash(line, "sigill", ending))
             elif SEGV.search(t):
-                s.crashes.append(_Crash(line, "segv"))
+                s.crashes.append(_Crash(line, "sigsegv", ending))
+            elif ending is not None and not ending.memory:
+                s.crashes.append(_Crash(line, ending.key, ending))
+        return False
+
+    @reads(CONTEXT_KIND)
+    def _context(self, line: LogLine) -> bool:
+        """The GPU's architecture and the board: what a crash met (never takes the line)."""
+        s = self.s
+        t = line.text
+        if s.arch is None and GPU_ARCH.search(t):
+            s.arch = line
+        if s.platform is None and PLATFORM.search(t):
+            s.platform = line
         return False
 
     def _flush_cuda(self) -> None:
@@ -224,18 +253,85 @@ class CrashParser(LogParser):
         if s.pending_cuda is not None and not any(f.cause is s.pending_cuda.cause and f.detail == s.pending_cuda.detail
                                                   for f in found):
             found.append(s.pending_cuda)
+        unnamed: _Crash | None = None  # the first crash no cause explains: its ending is said in words
         for crash in s.crashes:
             f = self._classify(crash)
             if f is not None and not any(x.cause is f.cause for x in found):
                 found.append(f)
+            elif f is None and unnamed is None:
+                unnamed = crash
         for f in found:
+            self._add_context(facts, f)
             self._emit(facts, f)
+        if unnamed is not None and not found:
+            self._say_ending(facts, unnamed)
+
+    def _context_lines(self, facts: Facts, cause: object | None) -> tuple[str, list[LogLine]]:
+        """What the log shows around a crash: the board, the GPU's architecture, and for an illegal
+        instruction the CPU features the build found missing."""
+        s = self.s
+        words: list[str] = []
+        support: list[LogLine] = []
+        if s.platform is not None:
+            m = PLATFORM.search(s.platform.text)
+            words.append(f"on {m.group(1).strip() if m else 'an embedded board'} (an embedded board: its GPU and "
+                         f"CPU builds differ from desktop ones)")
+            support.append(s.platform)
+        if s.arch is not None and cause in (NO_KERNEL_IMAGE, GPU_DTYPE, None):
+            m = GPU_ARCH.search(s.arch.text)
+            arch = next((g for g in (m.groups() if m else ()) if g), "")
+            if arch:
+                words.append(f"GPU architecture {arch}" if arch.startswith(("gfx", "sm_"))
+                             else f"GPU compute capability {arch}")
+                support.append(s.arch)
+        if cause is ILLEGAL_INSTRUCTION:
+            features = facts.value("engine.cpu_features")
+            if isinstance(features, list) and features and "AVX2" not in features and "NEON" not in features:
+                words.append("a CPU without AVX2 (the system line lists no AVX2)")
+        if cause is None or cause in REGRESSION_PRONE:
+            driver = facts.value("host.gpu.driver")
+            if isinstance(driver, str) and driver:
+                words.append(f"GPU driver {driver}")
+            version = facts.value("engine.version")
+            if isinstance(version, str) and version:
+                words.append(f"engine version {version} (if an earlier release ran the same model and settings, "
+                             f"this is a regression of the engine: keep that release and report this one)")
+        return "; ".join(words), support
+
+    def _add_context(self, facts: Facts, f: _Found) -> None:
+        if (f.cause not in (ILLEGAL_INSTRUCTION, NO_KERNEL_IMAGE, GPU_DTYPE, *REGRESSION_PRONE)
+                and self.s.platform is None):
+            return
+        words, support = self._context_lines(facts, f.cause)
+        if words:
+            f.detail = f"{f.detail}; {words}" if f.detail else words
+            f.support.extend(x for x in support if x is not f.line)
+
+    def _say_ending(self, facts: Facts, crash: _Crash) -> None:
+        """A crash no cause explains: how it ended, what that means, and what was around it."""
+        src = self.src(crash.line)
+        ending = crash.ending or (endings.SIGNALS[11] if crash.kind == "sigsegv" else None)
+        if ending is not None and not facts.has("run.end_signal"):
+            facts.set("run.end_signal", ending.name, src)
+            facts.set("run.end_meaning", ending.meaning, src)
+        if not facts.has("run.crashed"):
+            facts.set("run.crashed", True, src)
+        words, support = self._context_lines(facts, None)
+        if words and not facts.has("run.crash_context"):
+            first = support[0] if support else crash.line
+            facts.set("run.crash_context", words, self.src(first))
 
     def _classify(self, crash: _Crash) -> _Found | None:
         s = self.s
         n = crash.line.number
         if crash.kind == "sigill":
             return _Found(ILLEGAL_INSTRUCTION, "high", crash.line, "illegal instruction")
+        by_ending = BY_ENDING.get(crash.kind)
+        if by_ending is not None and crash.ending is not None:
+            return _Found(by_ending, "high" if crash.kind == "dll_not_found" else "medium", crash.line,
+                          crash.ending.name)
+        if crash.kind != "sigsegv":
+            return None
         before = [x for x in s.amx_strong if x.number < n]
         frames = [x for x in s.frames if abs(x.number - n) <= BACKTRACE_WINDOW]
         amx_frames = [x for x in frames if "amx" in x.text or "sapphirerapids" in x.text]

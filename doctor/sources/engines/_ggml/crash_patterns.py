@@ -18,12 +18,14 @@ from doctor.sources.engines._ggml.crashes import (
     CUBLAS,
     CUDA_DRIVER,
     CUDA_TENSOR_ON_CPU,
+    GPU_DTYPE,
     ILLEGAL_ADDRESS,
     K_SHIFT,
     NO_KERNEL_IMAGE,
     UNKNOWN_ARCH,
     Cause,
 )
+from doctor.sources.logs import endings
 from doctor.sources.logs.base import LineKind, LineKinds
 from doctor.sources.logs.matcher import gated
 
@@ -42,7 +44,15 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     # load, class model.corrupt), not this
     (UNKNOWN_ARCH, "high", gated(r"(?:unknown|unsupported) model architecture: '([^']+)'")),
     (UNKNOWN_ARCH, "high", gated(r"this model is not supported by your version of Ollama")),
-    (NO_KERNEL_IMAGE, "high", gated(r"no kernel image is available for execution on the device")),
+    (NO_KERNEL_IMAGE, "high", gated(r"no kernel image is available for execution on the device"
+                                    r"|\binvalid device function\b|hipErrorNoBinaryForGpu"
+                                    r"|Unable to find code object for all current devices"
+                                    r"|TensileLibrary\w*\.dat: No such file or directory for GPU arch")),
+    # the GPU's generation lacks the data type or kernel (vLLM's checks, Triton's, flash-attn's)
+    (GPU_DTYPE, "high", gated(r"Bfloat16 is only supported on GPUs with compute capability of at least"
+                              r"|The quantization method \S+ is not supported for the current GPU"
+                              r"|type fp8\w* not supported in this architecture"
+                              r"|FlashAttention only supports Ampere GPUs or newer")),
     (CUDA_DRIVER, "high", gated(r"CUDA driver version is insufficient for CUDA runtime version"
                                 r"|PTX was compiled with an unsupported toolchain")),
     (ILLEGAL_ADDRESS, "high", gated(r"an illegal memory access was encountered|\bmisaligned address\b"
@@ -59,6 +69,11 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     # a CUDA extension's CHECK_CUDA (TORCH_CHECK(x.device().is_cuda(), #x " must be a CUDA tensor"))
     (CUDA_TENSOR_ON_CPU, "high", gated(r"\b\w+ must be a CUDA tensor")),
 )
+# the GPU generation and the board around a crash: an architecture (compute capability, an AMD gfx target,
+# an sm_ list) and an embedded platform (Jetson / Tegra, Raspberry Pi, Rockchip RK3588)
+GPU_ARCH = gated(r"\b(gfx\d{3,4}[a-f]?)\b|compute capability:? (\d+\.\d+)|\bcompute=(\d+\.\d+)\b"
+                 r"|capability (sm_\d{2,3})\b")
+PLATFORM = gated(r"\b(Jetson[\w -]*|Tegra|Orin|Xavier|Raspberry Pi[\w ]*|BCM27[0-9]{2}|RK3588\w*|rk3588\w*|Rockchip)")
 # a CUDA/HIP error whose text is none of the above (out of memory is the OOM rules' to explain)
 CUDA_ERROR = gated(r"\b(?:CUDA|HIP|ROCm|MUSA) error(?::| \d+ at \S+:\d+:)\s*"
                    r"(?!out of memory|CUBLAS_STATUS_ALLOC_FAILED|the resource allocation failed)(\S.*)$")
@@ -93,10 +108,16 @@ AMX_CPU = gated(r"Xeon\(R\) (?:Platinum|Gold|Silver|Bronze) [3-9][45]\d\d|Xeon\(
 # over every byte stays as fast.
 EXPLICIT_KIND = LineKind(
     "explicit", tuple(pattern for _, _, pattern in EXPLICIT),
-    (r"K-shift", r"model architecture", r"not supported by your version", r"kernel image",
+    (r"K-shift", r"model architecture", r"not supported by your version",
+     r"kernel image|invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
+     r"compute capability of at least|Minimum capability|not supported in this architecture"
+     r"|FlashAttention only supports",
      r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
      r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor"),
-    scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor"))
+    scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor",
+          r"invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
+          r"compute capability of at least|Minimum capability|not supported in this architecture"
+          r"|FlashAttention only supports"))
 # the lines after a CUDA error that say where it happened
 CUDA_DETAIL_KIND = LineKind("cuda_detail", (CUDA_WHERE, CUBLAS_CALL), (r"current device: ", r"cublas[A-Z]\w*\("))
 CUDA_ERROR_KIND = LineKind("cuda_error", (CUDA_ERROR,), (r"(?:CUDA|HIP|ROCm|MUSA) error",), scan=())
@@ -109,11 +130,17 @@ AMX_EVIDENCE_KIND = LineKind(
     scan=(r"amx repack", r"ggml_backend_amx_|ggml::cpu::|ggml_cpu_extra_|sapphirerapids",
           r"Xeon|Rapids|amx_int8"))
 SIGNAL_KIND = LineKind(
-    "signal", (SIGILL, SEGV),
+    "signal", (SIGILL, SEGV, endings.ENDING),
     (r"Segmentation fault|segfault at|general protection fault|SIGSEGV|signal: segmentation|0xc0000005",
-     r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d"),
+     r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d", *endings.FRAGMENTS),
     scan=(r"segfault at|general protection|signal: segm",
-          r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d"))
+          r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d", *endings.FRAGMENTS))
+# the hardware around a crash (the device lines are other parsers' candidates already; the boards are not)
+CONTEXT_KIND = LineKind(
+    "context", (GPU_ARCH, PLATFORM),
+    (r"gfx[0-9]{3}|compute capability|compute=[0-9]|capability sm_",
+     r"Jetson|Tegra|Orin|Xavier|Raspberry Pi|BCM27[0-9][0-9]|RK3588|rk3588|Rockchip"),
+    scan=(r"Jetson|Tegra|Raspberry Pi|BCM27[0-9][0-9]|RK3588|rk3588|Rockchip",))
 
 KINDS = LineKinds(
     EXPLICIT_KIND,
@@ -122,6 +149,7 @@ KINDS = LineKinds(
     LCP_LOAD_FAILED_KIND,
     AMX_EVIDENCE_KIND,
     SIGNAL_KIND,
+    CONTEXT_KIND,
 )
 GATE = KINDS.gate
 TRIGGERS = KINDS.triggers

@@ -14,66 +14,10 @@ strings' sources. Pure data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from doctor.core import engines
-from doctor.core.engines import Engine
-from doctor.sources.engines.llamacpp.engine import ENGINE as GGML  # the engine ggml ships with
+from doctor.sources.engines._ggml.cause import GGML, Cause, Fix, fix_data, fix_for, runs_ggml
+from doctor.sources.engines._ggml.crash_context import BUS_ERROR, CONTEXT_CAUSES, DLL_MISSING, GPU_DTYPE
 
 # -- the table -------------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Fix:
-    """What to do, in words for every engine, and the settings change that does it (RunSettings field
-    names and values, as the engine table's Spelling forms take them; "<tokens>" and the like stand for
-    a value the user picks). Each engine says it in its own words where it has them (its row's
-    `fixes`, by the cause's key), else an engine that runs ggml gets the change in its spelling (with
-    `after`), else the words."""
-
-    text: str
-    change: tuple[tuple[str, object], ...] = ()
-    after: str = ""  # words after the spelled change
-    checked: str = ""  # where the fix was checked (source read, doc, public report)
-
-
-@dataclass(frozen=True, slots=True)
-class Cause:
-    id: str  # the cause's key: the crash_cause event's `cause`, the key of an engine's own fix words
-    title: str  # what happened, in a few words
-    meaning: str  # one sentence: why it happens
-    fix: Fix
-    family: tuple[str, ...]  # the messages that name it, across engine versions (documentation and tests)
-
-
-def runs_ggml(engine: Engine) -> bool:
-    """The engine is ggml's own (llama.cpp) or wraps it (its crashes are ggml's)."""
-    seen: set[str] = set()
-    current: Engine | None = engine
-    while current is not None and current.name not in seen:
-        if current.name == GGML.name:
-            return True
-        seen.add(current.name)
-        current = engines.get(current.wraps) if current.wraps else None
-    return False
-
-
-def fix_for(cause: Cause, engine: Engine) -> str:
-    """The cause's fix as this engine says it: its own words, else the change in its spelling (an
-    engine that runs ggml), else the words for every engine."""
-    own = engine.fixes.get(cause.id)
-    if own:
-        return own
-    if cause.fix.change and engine.spelling is not None and runs_ggml(engine):
-        spelled = engine.spelling.spell(dict(cause.fix.change))
-        if spelled:
-            return spelled + cause.fix.after
-    return cause.fix.text
-
-
-def fix_data(cause: Cause) -> dict[str, str]:
-    """The crash_cause event's fix fields: `fix` (the words) and `fix_<engine key>` for every engine of
-    the table (the rule of class engine.crash renders them by engine)."""
-    return {"fix": cause.fix.text, **{f"fix_{e.key}": fix_for(cause, e) for e in engines.table()}}
 
 AMX = Cause(
     "amx_repack", "llama.cpp's AMX / weight-repacking CPU kernel crashed",
@@ -185,13 +129,22 @@ ILLEGAL_ADDRESS = Cause(
 
 NO_KERNEL_IMAGE = Cause(
     "cuda_arch_missing", "The engine was not built for this GPU's architecture",
-    "'no kernel image is available for execution on the device' means the build contains no code for this "
-    "GPU's compute capability (a build for newer or older GPUs only).",
+    "The build holds no GPU code for this GPU's architecture (its compute capability, or an AMD gfx target): "
+    "CUDA says 'no kernel image is available for execution on the device', CUDA and HIP say 'invalid device "
+    "function', ROCm's libraries find no code object or Tensile library for the gfx version. A build for newer "
+    "or older GPUs only, or an AMD GPU that ROCm does not ship kernels for.",
     Fix(
-        "Use a build compiled for this GPU's compute capability.",
-        checked=_CUDA_CHECKED + "; CMAKE_CUDA_ARCHITECTURES in llama.cpp ggml/src/ggml-cuda/CMakeLists.txt",
+        "Use a build compiled for this GPU's architecture (CUDA: its compute capability; ROCm: its gfx target), "
+        "or, for an AMD GPU close to a supported one, make ROCm treat it as that target (HSA_OVERRIDE_GFX_VERSION).",
+        checked=_CUDA_CHECKED + "; CMAKE_CUDA_ARCHITECTURES in llama.cpp ggml/src/ggml-cuda/CMakeLists.txt; "
+        "cudaErrorInvalidDeviceFunction / hipErrorInvalidDeviceFunction ('invalid device function'), "
+        "hipErrorNoBinaryForGpu; Ollama docs/gpu.mdx (HSA_OVERRIDE_GFX_VERSION, e.g. 10.3.0 for gfx1034)",
     ),
-    ("CUDA error: no kernel image is available for execution on the device",),
+    ("CUDA error: no kernel image is available for execution on the device", "CUDA error: invalid device function",
+     "HIP error: invalid device function",
+     "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
+     "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: No such file or directory "
+     "for GPU arch : gfx1103"),
 )
 
 CUDA_DRIVER = Cause(
@@ -229,7 +182,7 @@ CUDA_OTHER = Cause(
         "CUDA_LAUNCH_BLOCKING=1 to see where it happens.",
         checked=_CUDA_CHECKED,
     ),
-    ("CUDA error: <cudaGetErrorString text>", "HIP error: invalid device function"),
+    ("CUDA error: <cudaGetErrorString text>", "HIP error: <hipGetErrorString text>"),
 )
 
 
@@ -346,8 +299,11 @@ CUDA_TENSOR_ON_CPU = Cause(
 CAUSES: tuple[Cause, ...] = (
     AMX, ILLEGAL_INSTRUCTION, K_SHIFT, UNKNOWN_ARCH, ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS,
     CUDA_OTHER, ASSERT_N_BATCH, ASSERT_UBATCH, ASSERT_CPY_INT_MAX, ASSERT_SAMPLER, ASSERT_GET_ROWS,
-    ASSERT_EXPERTS, ASSERT_HOST_MEMORY, CUDA_TENSOR_ON_CPU,
+    ASSERT_EXPERTS, ASSERT_HOST_MEMORY, CUDA_TENSOR_ON_CPU, *CONTEXT_CAUSES,
 )
 BY_ID = {c.id: c for c in CAUSES}
 CUDA_CAUSES = (ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS, CUDA_OTHER)
 CUDA_BLOCK = 4  # lines of a "CUDA error" block: the error, "current device ...", the failing call
+
+__all__ = ["AMX", "BUS_ERROR", "BY_ID", "CAUSES", "CUDA_CAUSES", "DLL_MISSING", "GGML", "GPU_DTYPE", "Cause", "Fix",
+           "fix_data", "fix_for", "runs_ggml"]

@@ -18,4 +18,5 @@ FLAGS = {"n_ctx": "--contextsize {v}", "n_gpu_layers": "--gpulayers {v}", "n_bat
 ENGINE = Engine(
     "koboldcpp", "KoboldCpp", "doctor.sources.engines.koboldcpp.parser:KoboldCppParser", wraps=LLAMACPP.name,
     spelling=Spelling(FLAGS),
+    launch="doctor.sources.engines.koboldcpp.launch:LAUNCH"
 )

@@ -38,4 +38,5 @@ ENGINE = Engine(
     fixes=FIXES,
     metrics=Metrics("llamacpp:.+", "llamacpp:requests_processing", QUERIES, prefix="llamacpp:", props=True),
     store="doctor.sources.engines.llamacpp.store:STORE", server="doctor.sources.engines.llamacpp.server:READER",
+    launch="doctor.sources.engines.llamacpp.launch:LAUNCH"
 )

@@ -131,7 +131,7 @@ class HardwareLines(LlamaCppBase):
                        reason="the backend library did not load", cause="not_loaded")
             return True
         m = BUILD.search(t)
-        if m and ("build" in t[:40] or "llama" in t):
+        if m and ("build" in t[:40] or "llama" in t or t.lstrip().startswith("version:")):
             self.set("engine.build", int(m.group(1)), line)
             self.set("engine.version", f"b{m.group(1)} ({m.group(2)})", line)
             return True

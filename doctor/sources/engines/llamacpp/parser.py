@@ -25,6 +25,9 @@ from doctor.sources.engines.llamacpp.patterns import (
     COMMAND,
     COMMAND_KIND,
     COMMAND_NGL,
+    FIT_DEVICE,
+    FIT_DEVICE_KIND,
+    FIT_PASS,
     FIT_PROJECTED,
     FIT_PROJECTED_KIND,
     GIB,
@@ -221,6 +224,20 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
             return False
         self.set("run.fit_projected_bytes", int(m.group(1)) * MIB, line)
         self.set("run.fit_free_bytes", int(m.group(2)) * MIB, line)
+        return True
+
+    @reads(FIT_DEVICE_KIND)
+    def _step_fit_device(self, line: LogLine) -> bool:
+        """--fit's layers per device, once it had to move layers (the last pass is the placement it chose)."""
+        t = line.text
+        if FIT_PASS.search(t):
+            self.s.fit_devices.clear()
+            return True
+        m = FIT_DEVICE.search(t)
+        if not m or len(self.s.fit_devices) >= 64:
+            return False
+        self.s.fit_devices[m.group(1)] = (int(m.group(2)), int(m.group(3) or 0), line)
+        self.votes["llama.cpp-library"] += 1
         return True
 
     @reads(OLD_BUFFERS_KIND)

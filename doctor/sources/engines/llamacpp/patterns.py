@@ -116,6 +116,12 @@ CUDA_MALLOC = gated(r"allocating ([\d.]+) MiB on device (\d+): cudaMalloc failed
 CUDA_MALLOC_BARE = gated(r"cudaMalloc failed: out of memory|hipMalloc failed")
 # llama.cpp --fit (llama_params_fit, Oct 2025 on): its plan before loading (issue 16, item 5)
 FIT_PROJECTED = gated(r"projected to use (\d+) MiB of device memory vs\. (\d+) MiB of free device memory")
+# --fit's placement, one line per device once it had to move layers (src/llama.cpp llama_params_fit_impl b7416..,
+# common/fit.cpp b9917..: "%s:   - %s: %2u layers, %6ld MiB used, %6ld MiB free", with " (%2u overflowing)" for
+# layers whose experts overflow to the next device or system memory); the header of each pass resets the table
+FIT_DEVICE = gated(r"(?:llama|common)_params_fit\w*: +- (\S+): +(\d+) layers(?: \( *(\d+) overflowing\))?, +"
+                   r"-?\d+ MiB used, +-?\d+ MiB free")
+FIT_PASS = gated(r"filling (?:dense|dense-only) layers back-to-front|converting dense-only layers to full layers")
 ALLOC_RANGE = gated(r"alloc_tensor_range: failed to allocate (\S+) buffer of size (\d+)")
 GALLOCR = gated(r"(?:ggml_gallocr_reserve_n\w*|gallocr\w*): failed to allocate (\S+) buffer of size (\d+)")
 CPU_ALLOC = gated(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size (\d+)")
@@ -154,7 +160,9 @@ SERVER_SIGNATURE = gated(r"\bslot\s+\w+\s*: id\s+\d+ \| task|\bsrv\s+\w+: |serve
                          r"INFO \[\s+\w+\] |all slots are idle|update_slots")
 CLI_SIGNATURE = gated(r"\bmain: |system_info: n_threads|generate: n_ctx|sampler params|"
                       r"common_init_from_params|build: \d+ \(")
-BUILD = gated(r"build(?::| =)\s*(\d+) \(([0-9a-f]+)\)")
+# the build a log or a pasted `--version` names (common/common.cpp: "build: %d (%s) with %s for %s",
+# "version: %d (%s)" then "built with %s for %s")
+BUILD = gated(r"(?:build(?::| =)|^\s*version:)\s*(\d+) \(([0-9a-f]+)\)")
 OUTPUT_END = gated(r"llama_perf_|llama_print_timings|llama_perf_print|\bmain: |\[end of text\]|"
                    r"interrupted by user")
 
@@ -222,6 +230,8 @@ LOAD_MODE_KIND = LineKind("load_mode", (LOAD_MODE,), (r"loading model tensors",)
 OFFLOADED_KIND = LineKind("offloaded", (OFFLOADED,), (r"offloaded \d+/",))
 BUFFER_KIND = LineKind("buffer", (BUFFER,), (r"buffer size +=",))
 FIT_PROJECTED_KIND = LineKind("fit_projected", (FIT_PROJECTED,), (r"projected to use",))
+FIT_DEVICE_KIND = LineKind("fit_device", (FIT_DEVICE, FIT_PASS),
+                           (r"_params_fit\w*: +- \S+: +\d+ layers", r"layers back-to-front|dense-only layers to full"))
 KV_SIZE_KIND = LineKind(
     "kv_size", (KV_SIZE, KV_SELF, KV_SELF_2023, KV_TYPES_OLD),
     (r"cells,", r"KV self size", r"kv self size", r"type_k = '"))
@@ -239,7 +249,7 @@ HARDWARE_KIND = LineKind(
     (r"n_threads +=", r"(?:AVX2|NEON|SSE3) = ", r"found \d+ \w+ devices", r"Device \d+: ", r"using device",
      r"backend from", r"ggml_metal\w*: (?:found device|GPU name|error)",
      r"ggml_vulkan: (?:Found|Device memory|\d+ = )", r"no usable GPU|GPU offload support|without GPU support",
-     r"build(?::| =) \d+ \("))
+     r"build(?::| =) \d+ \(|version: \d+ \([0-9a-f]+\)"))
 SAMPLING_KIND = LineKind(
     "sampling", (*SAMPLER_KEYS, SEED),
     (r"repeat_penalty|top_k = |mirostat = |sampler seed|seed +=",))
@@ -270,6 +280,7 @@ KINDS = LineKinds(
     OFFLOADED_KIND,
     BUFFER_KIND,
     FIT_PROJECTED_KIND,
+    FIT_DEVICE_KIND,
     KV_SIZE_KIND,
     CONTEXT_PARAMS_KIND,
     HARDWARE_KIND,

@@ -97,6 +97,7 @@ class State:
     used_max: int = 0
     used_line: LogLine | None = None
     command: tuple[str, bool, LogLine] | None = None  # the binary a command line started, GPU layers asked for
+    fit_devices: dict[str, tuple[int, int, LogLine]] = field(default_factory=dict)  # --fit: device -> layers, overflow
     n_slots: int | None = None
     # server tasks whose prompt was cut ("input truncated") or whose context shifted: a later
     # "stop processing: ..., truncated = 1" for them says nothing new; for any other task it means

@@ -57,11 +57,23 @@ class Summary(LlamaCppBase):
                 facts.set("engine.gpu_offload_supported", True, src)
         self._summarize_cpu_only(facts)
         self._summarize_default_layers(facts)
+        self._summarize_fit(facts)
         if s.finish_reason and s.finish_line is not None:
             facts.set("run.finish_reason", s.finish_reason, self.src(s.finish_line))
         if s.output:
             facts.set("run.output_text", "".join(s.output)[-8192:],
                       Source("log", self.name, s.output_line, "generated output"))
+
+    def _summarize_fit(self, facts: Facts) -> None:
+        """--fit's placement: the layers it put on the GPUs, and those whose experts overflow elsewhere."""
+        devices = self.s.fit_devices
+        if not devices:
+            return
+        last = max(devices.values(), key=lambda d: d[2].number)[2]
+        facts.set("run.fit_gpu_layers", sum(d[0] for d in devices.values()), self.src(last))
+        overflow = sum(d[1] for d in devices.values())
+        if overflow:
+            facts.set("run.fit_overflow_layers", overflow, self.src(last))
 
     def _summarize_default_layers(self, facts: Facts) -> None:
         """A command line without -ngl on a build whose default was 0 GPU layers: n_gpu_layers is 0."""

@@ -22,7 +22,9 @@ FIXES: dict[str, str] = {
     "cuda_illegal_address":
         "OLLAMA_FLASH_ATTENTION=0 on the server, CUDA_VISIBLE_DEVICES=<one GPU>; upgrade Ollama",
     "cuda_arch_missing":
-        "upgrade Ollama, or check that the GPU's compute capability is supported (docs/gpu.md)",
+        "upgrade Ollama, or check that the GPU's compute capability is supported (docs/gpu.md); an AMD GPU whose "
+        "gfx target ROCm does not ship (gfx1103 ...), on Linux: HSA_OVERRIDE_GFX_VERSION set to the nearest "
+        "supported one on the server (e.g. 11.0.0 for an RDNA3 GPU, 10.3.0 for RDNA2), or a build for that target",
     "cuda_driver_old":
         "update the NVIDIA driver",
     "cublas_error":

@@ -29,4 +29,5 @@ ENGINE = Engine(
     starts=Starts((r"msg=\"?Listening on ",), wrapped_per_request=True),
     fixes=FIXES, semantics=Semantics("per_sequence", {"n_ctx": "config.num_ctx"}),
     store="doctor.sources.engines.ollama.store:STORE", server="doctor.sources.engines.ollama.server:READER",
+    launch="doctor.sources.engines.ollama.launch:LAUNCH"
 )

@@ -31,4 +31,5 @@ ENGINE = Engine(
     "sglang", "SGLang", "doctor.sources.engines.sglang.parser:SglangParser", defaults=Defaults(threads=None),
     spelling=Spelling(FLAGS), semantics=SEMANTICS, starts=Starts((r"server_args=(?:ServerArgs\(|\{)",)),
     metrics=Metrics("sglang:.+", "sglang:num_running_reqs", QUERIES, prefix="sglang:"),
+    launch="doctor.sources.engines.sglang.launch:LAUNCH"
 )

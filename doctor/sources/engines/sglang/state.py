@@ -7,7 +7,9 @@ Pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from doctor.core.facts import Source
 from doctor.sources.logs.base import Extremes, LogParser
@@ -33,6 +35,8 @@ class SglangBase(LogParser):
     """The parser's name and state (its line kinds are bound to the parser class, which holds the handlers)."""
 
     name = "sglang"
+    # SGLang sizes its token pool after the weights (the timeline's own order), then captures CUDA graphs
+    startup_next: ClassVar[Mapping[str, tuple[str, str]]] = {"kv": ("compute", "cuda_graphs")}
 
     def __init__(self) -> None:
         super().__init__()

@@ -20,4 +20,8 @@ FIXES: dict[str, str] = {
     "cuda_kernels_without_gpu":
         "--disable-custom-kernels   (and leave out --gpus all on a machine without GPUs); with a GPU: docker run "
         "--gpus all so the shards see it",
+    "gpu_dtype_unsupported":
+        "--dtype float16 below compute capability 8.0; a --quantize method this GPU supports",
+    "bus_error":
+        "docker run --shm-size 1g (the shards share tensors through /dev/shm); keep the model on a local disk",
 }

@@ -31,4 +31,5 @@ ENGINE = Engine(
     starts=Starts((r"text_generation_launcher: Args \{",)),
     fixes=FIXES,
     metrics=Metrics("tgi_.+", "tgi_queue_size", QUERIES),
+    launch="doctor.sources.engines.tgi.launch:LAUNCH"
 )

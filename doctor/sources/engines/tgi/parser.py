@@ -11,8 +11,9 @@ Pure.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from doctor.core.facts import Facts, Source
 from doctor.sources.engines._torch import pytorch
@@ -79,6 +80,9 @@ class _State:
 
 class TgiParser(LogParser):
     name = "tgi"
+    # TGI warms up with its largest prefill batch once the weights are placed (its KV is sized by the warm-up)
+    startup_next: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "weights": ("compute", "warmup"), "kv": ("compute", "warmup")}
     kinds = KINDS
 
     def __init__(self) -> None:

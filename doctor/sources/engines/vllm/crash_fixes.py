@@ -18,4 +18,10 @@ FIXES: dict[str, str] = {
         "--enforce-eager; check --dtype against the GPU (bfloat16 needs compute capability 8.0); upgrade vLLM",
     "cuda_error":
         "CUDA_LAUNCH_BLOCKING=1; upgrade vLLM",
+    "gpu_dtype_unsupported":
+        "--dtype half (float16) below compute capability 8.0; a checkpoint in a quantization this GPU supports "
+        "(the error names its minimum capability) and --kv-cache-dtype auto instead of fp8",
+    "bus_error":
+        "docker run --ipc=host (or --shm-size 16g): PyTorch's workers share tensors through /dev/shm; keep the "
+        "model on a local disk",
 }

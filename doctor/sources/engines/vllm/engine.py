@@ -29,4 +29,5 @@ ENGINE = Engine(
     fixes=FIXES,
     metrics=Metrics("vllm:.+", "vllm:num_requests_running", QUERIES, prefix="vllm:"),
     server="doctor.sources.engines.vllm.server:READER",
+    launch="doctor.sources.engines.vllm.launch:LAUNCH"
 )

@@ -73,8 +73,6 @@ HOT = HotLines(
         b"INFO 05-06 10:04:05 [loggers.py:111] Engine 000: Avg prompt throughput: 184.2 tokens/s, Avg generation throu"
         b"ghput: 62.5 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.1%, Prefix cache hit rate: "
         b"41.2%",
-        # an access line a trigger selects (the llama.cpp parser's: an error's words)
-        b'INFO:     10.0.0.31:52310 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error',
     ),
     quiet=(  # the same recordings: lines no trigger selects
         b"INFO 10-18 09:13:02 engine.py:290] Added request chat-7c1e0b2a4f5d4e3f9a1b2c3d4e5f6a7b.",

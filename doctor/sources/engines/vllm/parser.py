@@ -11,8 +11,9 @@ Pure.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from doctor.core.facts import Facts, Source
 from doctor.sources.engines._torch import pytorch
@@ -107,6 +108,9 @@ class _State:
 
 class VllmParser(RequestFold):
     name = "vllm"
+    # vLLM profiles the activation peak before it sizes the KV cache, then captures CUDA graphs
+    startup_next: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "weights": ("compute", "profile_run"), "kv": ("compute", "cuda_graphs")}
     kinds = KINDS
 
     def __init__(self) -> None:
