@@ -17,7 +17,8 @@ from doctor.core import engines
 from doctor.core.facts import Event
 from doctor.judge.evaluate import diagnose
 from doctor.sources.engines._ggml.crashes import CAUSES, GGML, fix_data
-from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes
+from doctor.sources.logs.analyze import LogAnalyzer
+from doctor.sources.logs.entry import analyze_bytes
 
 CRASHES = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "crashes"
 AMX_LOG = CRASHES / "amx-crash-llama-cpp-python.log"

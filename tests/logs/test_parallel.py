@@ -20,9 +20,11 @@ from typing import Any
 import pytest
 
 from doctor.sources.logs import ahead as ahead_module
-from doctor.sources.logs import analyze as analyze_module
+from doctor.sources.logs import entry as entry_module
 from doctor.sources.logs import parallel
-from doctor.sources.logs.analyze import LogAnalyzer, analyze_stream
+from doctor.sources.logs.analyze import LogAnalyzer
+from doctor.sources.logs.entry import analyze_stream
+from doctor.sources.logs.matcher import compile_triggers
 from doctor.sources.logs.regions import Region, file_regions, pread
 from doctor.sources.logs.stream import LineScanner
 from tests.logs.test_fold import server_log, server_log_2025
@@ -74,7 +76,7 @@ def _parallel(path: Path, chunk: int, workers: int = 1) -> tuple[str, dict[str, 
         return original(*args, **kwargs, seen=seen)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(analyze_module, "PARALLEL_MIN", 0)
+        patch.setattr(entry_module, "PARALLEL_MIN", 0)
         patch.setattr(parallel, "MIN_BYTES", 0)
         patch.setenv(parallel.ENV, str(workers))
         patch.setattr(parallel, "analyze_file", spy)
@@ -298,7 +300,7 @@ def test_regions_are_the_serial_scanner_s(mixed: Path) -> None:
     data = mixed.read_bytes()
     data = data.replace(b"\n", b"\r\n", 3000)[:2_000_000] + b"x" * 20_000 + b"\n" + data[:300_000]
     for chunk in (4096, 65_536, 1 << 20):
-        scanner = LineScanner(analyze_module.compile_triggers(["zzzz"]))
+        scanner = LineScanner(compile_triggers(["zzzz"]))
         scanner.hold_last = True
         ends = []
         for pos in range(0, len(data), chunk):
@@ -336,9 +338,9 @@ def test_the_command_reads_a_big_file_with_workers(tmp_path: Path, monkeypatch: 
 
     path = tmp_path / "big.log"
     build_mixed(path, 2_500_000)
-    monkeypatch.setattr(analyze_module, "PARALLEL_MIN", 1 << 20)
+    monkeypatch.setattr(entry_module, "PARALLEL_MIN", 1 << 20)
     monkeypatch.setattr(parallel, "MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(analyze_module, "CHUNK", 300_000)
+    monkeypatch.setattr(entry_module, "CHUNK", 300_000)
     used: list[bool] = []
     original = parallel.analyze_file
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from doctor.core.report import Report
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 MLX = ("Traceback (most recent call last):\n"

@@ -1,9 +1,10 @@
 """Turn a log (file, pipe or growing file) into a Facts snapshot.
 
 `LogAnalyzer` is incremental: feed it bytes as they arrive and ask for a `snapshot()` at any time
-(watch --log does this); `analyze_stream` reads a whole stream in fixed-size chunks, so memory
-stays flat on logs of any size. The scanner finds candidate lines with every parser's triggers;
-each candidate is decoded, made inert and given to every parser — except to a parser with a `gate`
+(watch --log does this); `read_to_end` feeds it a whole stream in fixed-size reads, so memory stays flat on
+logs of any size (doctor/sources/logs/entry.py `analyze_stream`: the way in, serial or with workers). The
+scanner finds candidate lines with every parser's triggers; each candidate is decoded, made inert and given to
+every parser — except to a parser with a `gate`
 when one RE2 set match on the raw bytes shows the line is not one of its own (only for plain lines,
 whose text is their raw bytes, so the parser's own gate would say the same). The same match hands
 the gates that pass, and every parser's literal index (doctor/sources/logs/base.py, LineKinds), their answers
@@ -15,24 +16,21 @@ starts the parsers afresh; the snapshot's facts are the latest session's, and `F
 every session (earlier ones with their facts). After a truncation or rotation, lines count from 1.
 
 A big input is read with worker processes where cores are free (doctor/sources/logs/parallel.py: the same facts,
-byte for byte; `LLM_DOCTOR_WORKERS=0` reads it here alone).
+byte for byte, each worker's regions replayed through this analyzer; `LLM_DOCTOR_WORKERS=0` reads it here alone).
 
 Pure apart from reading the given stream.
 """
 
 from __future__ import annotations
 
-import io
-import os
 import re
-import stat
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
-from doctor.core.paste import PASTE_MAX, Pasted, looks_pasted, normalise_paste
+from doctor.core.paste import Pasted
 from doctor.sources.logs.base import AnalysisState, LogParser
 from doctor.sources.logs.detect import detect
 from doctor.sources.logs.fold import Folders, fold_enabled
@@ -41,7 +39,7 @@ from doctor.sources.logs.matcher import BytesPattern, compile_triggers
 from doctor.sources.logs.registry import parser_classes
 from doctor.sources.logs.router import Router
 from doctor.sources.logs.sessions import OpenSession, StartLines, StartMarker, start_lines
-from doctor.sources.logs.stream import CHUNK, LineScanner, RawLine, open_input, peek_head, read_upto, rewindable
+from doctor.sources.logs.stream import LineScanner, RawLine
 
 _QUOTE_IN_FRAGMENT = re.compile(r"""\\?(['"])""")
 
@@ -384,60 +382,6 @@ class LogAnalyzer:
                f"{sum(self.facts.event_counts.values())} event(s) read from {lines} line(s)"
 
 
-PARALLEL_MIN = 32 << 20  # a regular file this big is read with worker processes (doctor/sources/logs/parallel.py)
-PIPE_READS = 3  # a stream that is not a file (standard input) with this many reads or more: with workers too
-
-
-def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = None) -> Facts:
-    """The whole input's facts, read in reads of `chunk` bytes (CHUNK); a big one with workers
-    (doctor/sources/logs/parallel.py: the same facts); a small one (a pasted post, at most MAX_PROSE bytes) is
-    read for its prose too (doctor/sources/logs/prose.py), after the engines' parsers and only for what they did
-    not set."""
-    from doctor.sources.logs.prose import MAX_PROSE, read_prose
-
-    chunk = chunk or CHUNK
-    stream = open_input(rewindable(stream))
-    first = b""
-    head = peek_head(stream)
-    if looks_pasted(head):  # framing, escapes or a wrap in its head: maybe a paste
-        first = read_upto(stream, PASTE_MAX + 1)
-        pasted = normalise_paste(first) if len(first) <= PASTE_MAX else None
-        if pasted is not None:
-            analyzer = LogAnalyzer(name, fold=False)
-            analyzer.pasted = pasted
-            analyzer.scanner.hold_last = True
-            analyzer.feed(pasted.data)
-            facts = analyzer.finish()
-            if len(first) <= MAX_PROSE:  # the prose as the user wrote it: its lines are the user's lines
-                read_prose(facts, decode(first))
-            return facts
-    # a log too large to be a paste, whose head shows escaped quotes (a JSON log quoting messages)
-    escaped = b'\\"' in head or b"\\'" in head
-    reads = [first] if first else []  # what was read so far, in the reads it was read in
-    if _file(stream):
-        if _big_file(stream):
-            from doctor.sources.logs import parallel
-
-            read = parallel.analyze_file(stream, name, chunk, first=len(first), escaped=escaped)
-            if read is not None:
-                return read
-    elif _workers_possible():  # standard input, a gunzipped file: read with workers where it is big
-        while len(reads) < PIPE_READS:
-            data = stream.read(chunk)
-            if not data:
-                break
-            reads.append(data)
-        if len(reads) >= PIPE_READS:
-            from doctor.sources.logs import parallel
-
-            read = parallel.analyze_pipe(stream, name, chunk, reads, len(first), escaped)
-            if read is not None:
-                return read
-    analyzer = LogAnalyzer(name, escaped=escaped)
-    analyzer.scanner.hold_last = True  # the whole input is read: a wrapped last line is joined to the one before
-    return read_to_end(analyzer, stream, chunk, reads)
-
-
 def read_to_end(analyzer: LogAnalyzer, stream: BinaryIO, chunk: int, reads: list[bytes] | None = None) -> Facts:
     """Feed `reads` (the input read so far, from its start: it may be a post, read for its prose too) or, without
     them, the rest of an input read elsewhere, then the rest of `stream` in reads of `chunk` bytes: the facts."""
@@ -463,30 +407,3 @@ def read_to_end(analyzer: LogAnalyzer, stream: BinaryIO, chunk: int, reads: list
     if kept is not None:
         read_prose(facts, decode(b"".join(kept)))
     return facts
-
-
-def analyze_bytes(data: bytes, name: str = "input") -> Facts:
-    return analyze_stream(io.BytesIO(data), name)
-
-
-def _workers_possible() -> bool:
-    """Whether a big input would be read with workers here (cores to spare, LLM_DOCTOR_WORKERS not 0)."""
-    from doctor.sources.logs.parallel import workers_wanted
-
-    return workers_wanted(PARALLEL_MIN) > 0
-
-
-def _file(stream: BinaryIO) -> bool:
-    """Whether `stream` reads a regular file as it is (not a pipe, not gunzipped, not bytes in memory)."""
-    raw = getattr(stream, "raw", None)
-    return isinstance(raw, io.FileIO) and _big_file(stream, 0)
-
-
-def _big_file(stream: BinaryIO, size: int | None = None) -> bool:
-    """Whether `stream` reads a regular file of PARALLEL_MIN bytes or more (the workers' module is imported
-    only then)."""
-    try:
-        info = os.fstat(stream.fileno())
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        return False
-    return stat.S_ISREG(info.st_mode) and info.st_size >= (PARALLEL_MIN if size is None else size)

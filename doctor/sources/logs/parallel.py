@@ -1,6 +1,6 @@
 """A big log read on every core: worker processes read its regions ahead, the analysis replays them in order.
 
-The serial path (doctor/sources/logs/analyze.py `analyze_stream`) is the reference: it reads the input in
+The serial path (doctor/sources/logs/entry.py `analyze_stream`) is the reference: it reads the input in
 regions (doctor/sources/logs/regions.py) and scans each one, handing candidate lines to the parsers and runs of
 hot lines to their folds. Here the same regions are read ahead (doctor/sources/logs/ahead.py): the native
 passes and the pure part of each fold (the trigger search, the run matches, the findall passes of a fold:

@@ -1,6 +1,6 @@
 """The regions a whole input is scanned in: where the serial path's reads cut it, found without reading it all.
 
-`analyze_stream` (doctor/sources/logs/analyze.py) reads an input in reads of `CHUNK` bytes and hands each to the
+`analyze_stream` (doctor/sources/logs/entry.py) reads an input in reads of `CHUNK` bytes and hands each to the
 scanner (doctor/sources/logs/stream.py `LineScanner._feed`), which scans the complete lines the read finishes,
 less the last one (held back so the line before it sees it as its next: `hold_last`); the rest waits for the
 next read. A report depends on these cuts (a closed session's line count is the scanner's count at the start
