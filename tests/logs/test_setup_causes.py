@@ -1,0 +1,94 @@
+"""The crash table's set-up causes (doctor/sources/engines/_ggml/crash_setup.py) on real lines: a tensor-parallel
+size that does not divide the heads (DeepSpeed's asserts, vLLM's check), hipBLASLt without its kernel data, and an
+illegal memory access in a DeepSpeed-Inference run. Lines from the engines' format strings and from fit-split
+corpus cases (corpus/1234, 1261, 1279; ../shared/corpus/556), cited beside each.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.judge.evaluate import diagnose
+from doctor.sources.logs.analyze import analyze_bytes
+
+
+def _report(text: str, rulebase):
+    return diagnose(analyze_bytes(text.encode()), rulebase, command="analyze", mode="analyze")
+
+
+def _causes(text: str) -> list[str]:
+    return [e.data["cause"] for e in analyze_bytes(text.encode()).events("crash_cause")]
+
+
+TP = [
+    # DeepSpeed v0.9-v0.10 deepspeed/module_inject/replace_module.py, as corpus/1279 posted it
+    ("deepspeed-replace-module", "AssertionError: num_heads (52) must be divisible by mp_size (8)\n"),
+    # DeepSpeed v0.12 deepspeed/module_inject/tp_shard.py
+    ("deepspeed-tp-shard", "AssertionError: Number of attention heads (40) must be divisible by mp_size (3)\n"),
+    # DeepSpeed containers/base.py (v0.8 ..): the sentence without numbers
+    ("deepspeed-containers", "AssertionError: To run the model parallel across the GPUs, the attention_heads "
+     "require to be divisible by the world_size!This is because the attention computation is partitioned "
+     "evenly among the parallel GPUs.\n"),
+    # vLLM verify_with_parallel_config, as corpus/1234 posted it
+    ("vllm-config", "raise ValueError(\nValueError: Total number of attention heads (12) must be divisible by "
+     "tensor parallel size (8).\n"),
+]
+
+
+@pytest.mark.parametrize("text", [t for _, t in TP], ids=[i for i, _ in TP])
+def test_a_tensor_parallel_size_that_does_not_divide_the_heads(rulebase, text: str) -> None:
+    assert _causes(text) == ["tp_heads_indivisible"]
+    report = _report(text, rulebase)
+    assert report.assessment is not None and report.assessment.id == "LD960"
+    lead = next(f for f in report.findings if f.id == "LD960")
+    assert "divide" in lead.message and "attention heads" in lead.fix.text
+    assert not [f for f in report.findings if f.cls.startswith("oom.")]  # not a memory problem
+
+
+def test_hipblaslt_without_its_kernel_data_is_named_once(rulebase) -> None:
+    # ../shared/corpus/556 (LocalAI#10672), hipBLASLt tensile_host.cpp "Cannot read %s: %s" / "Could not load %s"
+    text = ('    rocblaslt error: Cannot read "TensileLibrary_lazy_gfx1201.dat": No such file or directory\n'
+            '    rocblaslt error: Could not load "TensileLibrary_lazy_gfx1201.dat"\n')
+    found = analyze_bytes(text.encode()).events("crash_cause")
+    assert {e.data["cause"] for e in found} == {"hipblaslt_kernels_missing"}
+    report = _report(text, rulebase)
+    lead = next(f for f in report.findings if f.id == "LD960")
+    assert "hipBLASLt" in lead.message and "HIPBLASLT_TENSILE_LIBPATH" in lead.fix.text
+    # the warning form when the folder itself is absent
+    warning = ("rocblaslt warning: No paths matched /opt/app/lib/hipblaslt/library/*gfx1100*co. Make sure that "
+               "HIPBLASLT_TENSILE_LIBPATH is set correctly.\n")
+    assert _causes(warning) == ["hipblaslt_kernels_missing"]
+
+
+def test_rocblas_tensile_stays_the_arch_cause() -> None:
+    # rocBLAS's own line names a TensileLibrary too: no kernels for the GPU at all, not hipBLASLt's fallback
+    text = ("rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: No such file or directory "
+            "for GPU arch : gfx1036\n")
+    assert _causes(text) == ["cuda_arch_missing"]
+
+
+def test_an_illegal_memory_access_in_a_deepspeed_inference_run(rulebase) -> None:
+    # corpus/1261 (deepspeedai/DeepSpeed#3758): the issue's title, mp_size naming the DeepSpeed-Inference run
+    text = ("[BUG] bs=1 mp_size=8 OPT/LLaMA inference CUDA error: an illegal memory access was encountered\n\n"
+            "Actually, it seems the problem comes with long sequence lengths.\n")
+    assert _causes(text) == ["deepspeed_tokens_past_reserve"]
+    report = _report(text, rulebase)
+    assert report.assessment is not None and report.assessment.id == "LD267"
+    assert report.assessment.cls == "context.overflow"
+    lead = next(f for f in report.findings if f.id == "LD267")
+    assert "max_tokens" in lead.fix.text
+    assert "LD960" not in {f.id for f in report.findings}
+
+
+def test_the_deepspeed_run_named_by_a_frame_before_the_crash() -> None:
+    # a traceback frame under deepspeed/ops/transformer/inference, then torch's CUDA error (its own sentence)
+    text = ('  File "/usr/local/lib/python3.10/site-packages/deepspeed/ops/transformer/inference/ds_attention.py", '
+            "line 156, in forward\n"
+            "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert _causes(text) == ["deepspeed_tokens_past_reserve"]
+
+
+def test_an_illegal_memory_access_elsewhere_keeps_its_cause() -> None:
+    text = ("RuntimeError: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
+            "asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n")
+    assert _causes(text) == ["cuda_illegal_address"]
