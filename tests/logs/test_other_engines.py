@@ -198,3 +198,14 @@ def test_llama_swaps_health_check_timeout_is_a_slow_load(rulebase, text: str) ->
 
 def test_another_programs_health_check_is_not_llama_swaps() -> None:
     assert "llama_swap.health_check_timeout" not in _ids("Health check failed after 30 attempts\n")
+
+
+# -- a file that is not a GGUF (corpus/1042, ChatterUI on cui-llama.rn's LlamaContext.java check) ---------------
+
+def test_a_file_without_the_gguf_magic_is_a_model_problem(rulebase) -> None:
+    text = ('N/A "model is invalid"\n'
+            "Failed to create data: java.lang.IllegalArgumentException: File is not in GGUF format\n")
+    report = _report(text, rulebase)
+    assert report.assessment is not None and report.assessment.cls == "model.corrupt"
+    lead = next(f for f in report.findings if f.id == report.assessment.id)
+    assert "download it again" in lead.fix.text
