@@ -92,3 +92,14 @@ def test_an_illegal_memory_access_elsewhere_keeps_its_cause() -> None:
     text = ("RuntimeError: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
             "asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n")
     assert _causes(text) == ["cuda_illegal_address"]
+
+
+def test_a_llamafile_the_system_cannot_start(rulebase) -> None:
+    # corpus/1088 (mozilla-ai/llamafile#513): binfmt-support's run-detectors on an APE file
+    text = ("$ ./llava-v1.5-7b-q4.llamafile --version\n"
+            "run-detectors: unable to find an interpreter for ./llava-v1.5-7b-q4.llamafile\n")
+    assert _causes(text) == ["ape_no_interpreter"]
+    report = _report(text, rulebase)
+    assert report.assessment is not None and report.assessment.id == "LD960"
+    lead = next(f for f in report.findings if f.id == "LD960")
+    assert "binfmt_misc" in lead.fix.text

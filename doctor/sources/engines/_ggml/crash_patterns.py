@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from doctor.sources.engines._ggml.crashes import (
+    APE_NO_INTERPRETER,
     ASSERT_CPY_INT_MAX,
     ASSERT_EXPERTS,
     ASSERT_GET_ROWS,
@@ -50,6 +51,8 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     (HIPBLASLT_DATA, "high", gated(r"rocblaslt error: (?:Cannot read|Could not load) \"?(\S*?TensileLibrary[\w.-]*)"
                                    r"|rocblaslt warning: No paths matched .*HIPBLASLT_TENSILE_LIBPATH")),
     # a tensor-parallel size that does not divide the heads (DeepSpeed-Inference's asserts, vLLM's check)
+    # binfmt-support's run-detectors: no interpreter takes the program's format (a llamafile's APE)
+    (APE_NO_INTERPRETER, "high", gated(r"run-detectors: unable to find an interpreter for")),
     (TP_HEADS, "high", gated(r"\b(\w+) \((\d+)\) must be divisible by (?:mp_size|tensor parallel size) \((\d+)\)"
                              r"|the attention_heads require to be divisible by the world_size")),
     (NO_KERNEL_IMAGE, "high", gated(r"no kernel image is available for execution on the device"
@@ -120,6 +123,7 @@ AMX_CPU = gated(r"Xeon\(R\) (?:Platinum|Gold|Silver|Bronze) [3-9][45]\d\d|Xeon\(
 EXPLICIT_KIND = LineKind(
     "explicit", tuple(pattern for _, _, pattern in EXPLICIT),
     (r"K-shift", r"model architecture", r"not supported by your version", r"rocblaslt (?:error|warning)",
+     r"run-detectors: unable to find",
      r"must be divisible by (?:mp_size|tensor parallel size)|attention_heads require to be divisible",
      r"kernel image|invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
      r"compute capability of at least|Minimum capability|not supported in this architecture"
@@ -127,6 +131,7 @@ EXPLICIT_KIND = LineKind(
      r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
      r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor"),
     scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor", r"rocblaslt (?:error|warning)",
+          r"run-detectors: unable to find",
           r"must be divisible by (?:mp_size|tensor parallel size)|attention_heads require to be divisible",
           r"invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
           r"compute capability of at least|Minimum capability|not supported in this architecture"

@@ -12,7 +12,9 @@ Cannot read %s: %s", "rocblaslt error: Could not load %s", "rocblaslt warning: N
 that HIPBLASLT_TENSILE_LIBPATH is set correctly." (the library goes on without the kernels: rocblaslt_abort()
 is commented out); DeepSpeed csrc/transformer/inference/includes/inference_context.h (the workspace is sized
 for max_out_tokens) and deepspeed/inference/engine.py (from v0.11.0 the input check "Input with size %d
-exceeds maximum length of %d", the catalogue's deepspeed.input_exceeds_max_tokens).
+exceeds maximum length of %d", the catalogue's deepspeed.input_exceeds_max_tokens); binfmt-support's
+run-detectors ("unable to find an interpreter for %s") as the llamafile README's gotchas and cosmopolitan's
+APE notes quote it.
 """
 
 from __future__ import annotations
@@ -84,4 +86,23 @@ DEEPSPEED_RESERVE = Cause(
      "init_inference, mp_size, deepspeed/ops/transformer/inference frames)",),
 )
 
-SETUP_CAUSES: tuple[Cause, ...] = (TP_HEADS, HIPBLASLT_DATA, DEEPSPEED_RESERVE)
+APE_NO_INTERPRETER = Cause(
+    "ape_no_interpreter", "The system found no interpreter for the program's executable format, so it never ran",
+    "A llamafile is an Actually Portable Executable (APE): one file that starts like a Windows MZ program and "
+    "runs on Linux through a shell header or an `ape` loader. Distributions that register MZ programs with "
+    "binfmt_misc (binfmt-support's `cli` entry for Mono, WINE, WSL's interop) hand it to that interpreter "
+    "instead, and binfmt-support's run-detectors, finding none that accepts it, refuses to start it. The "
+    "model and the hardware were never reached.",
+    Fix(
+        "Register the APE loader with binfmt_misc (sudo wget -O /usr/bin/ape https://cosmo.zip/pub/cosmos/bin/"
+        "ape-$(uname -m).elf; sudo chmod +x /usr/bin/ape; sudo sh -c \"echo ':APE:M::MZqFpD::/usr/bin/ape:' "
+        ">/proc/sys/fs/binfmt_misc/register\"); on WSL turn off the Windows interop that claims MZ files (sudo sh "
+        "-c \"echo -1 > /proc/sys/fs/binfmt_misc/WSLInterop\").",
+        checked="Mozilla-Ocho/llamafile README.md (Gotchas: the ape loader's binfmt_misc registration, WSLInterop); "
+        "jart/cosmopolitan README.md (Linux platform notes: run-detectors); "
+        "mozilla-ai/llamafile#513 (the maintainer pointed to the gotchas, the reporter confirmed)",
+    ),
+    ("run-detectors: unable to find an interpreter for ./llava-v1.5-7b-q4.llamafile",),
+)
+
+SETUP_CAUSES: tuple[Cause, ...] = (TP_HEADS, HIPBLASLT_DATA, DEEPSPEED_RESERVE, APE_NO_INTERPRETER)

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from doctor.sources.engines._ggml.cause import GGML, Cause, Fix, fix_data, fix_for, runs_ggml
 from doctor.sources.engines._ggml.crash_context import BUS_ERROR, CONTEXT_CAUSES, DLL_MISSING, GPU_DTYPE
-from doctor.sources.engines._ggml.crash_setup import DEEPSPEED_RESERVE, HIPBLASLT_DATA, SETUP_CAUSES, TP_HEADS
+from doctor.sources.engines._ggml.crash_setup import (
+    APE_NO_INTERPRETER,
+    DEEPSPEED_RESERVE,
+    HIPBLASLT_DATA,
+    SETUP_CAUSES,
+    TP_HEADS,
+)
 
 # -- the table -------------------------------------------------------------------------------------
 
@@ -306,5 +312,6 @@ BY_ID = {c.id: c for c in CAUSES}
 CUDA_CAUSES = (ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS, CUDA_OTHER)
 CUDA_BLOCK = 4  # lines of a "CUDA error" block: the error, "current device ...", the failing call
 
-__all__ = ["AMX", "BUS_ERROR", "BY_ID", "CAUSES", "CUDA_CAUSES", "DEEPSPEED_RESERVE", "DLL_MISSING", "GGML",
-           "GPU_DTYPE", "HIPBLASLT_DATA", "TP_HEADS", "Cause", "Fix", "fix_data", "fix_for", "runs_ggml"]
+__all__ = ["AMX", "APE_NO_INTERPRETER", "BUS_ERROR", "BY_ID", "CAUSES", "CUDA_CAUSES", "DEEPSPEED_RESERVE",
+           "DLL_MISSING", "GGML", "GPU_DTYPE", "HIPBLASLT_DATA", "TP_HEADS", "Cause", "Fix", "fix_data", "fix_for",
+           "runs_ggml"]
