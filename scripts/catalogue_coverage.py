@@ -47,7 +47,6 @@ CHECKED = {
     "mlx_lm": "ml-explore/mlx-lm v0.22.0, v0.24.1, v0.26.0, v0.28.0, v0.30.0, v0.31.3",
     "deepspeed": "microsoft/DeepSpeed v0.8.0, v0.9.0, v0.9.2, v0.10.0, v0.10.3, v0.11.0, v0.12.0, v0.14.0, v0.16.0, v0.16.4",
     "cui_llama_rn": "Vali-98/cui-llama.rn v1.0.2, v1.0.3, v1.0.11, v1.1.7, v1.3.0, v1.4.0, v1.4.1, v1.11.10",
-    "llama_swap": "mostlygeek/llama-swap v88, v90, v96, v100, v120, v150, v180, v200, v226, v250",
     "exllamav2": "turboderp/exllamav2 v0.0.4, v0.0.10, v0.0.15, v0.0.21, v0.1.0, v0.2.0, v0.2.7",
 }
 HEAD = ("engine", "entries", "warning/error", "recognised", "with a test", "read by a parser too", "info")

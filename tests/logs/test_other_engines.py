@@ -182,24 +182,6 @@ def test_a_weights_buffer_is_no_kv_allocation() -> None:
     assert oom.phase != "kv_cache"
 
 
-# -- llama-swap's health check gave up while the upstream loaded (corpus/1073) ----------------------------------
-
-@pytest.mark.parametrize("text", [
-    "unable to start process: health check failed after 15s\n\nProcess can not ProxyRequest, state is failed\n",  # v88
-    "unable to start process: health check timed out after 120s\n",  # v96 .. v225 (%vs)
-    "unable to start process: health check timed out after 2m0s\n",  # v226 .. (a Go duration)
-], ids=["v88", "v96", "v226"])
-def test_llama_swaps_health_check_timeout_is_a_slow_load(rulebase, text: str) -> None:
-    report = _report(text, rulebase)
-    assert report.assessment is not None and report.assessment.cls == "io.slow_load"
-    lead = next(f for f in report.findings if f.id == report.assessment.id)
-    assert "healthCheckTimeout" in lead.fix.text
-
-
-def test_another_programs_health_check_is_not_llama_swaps() -> None:
-    assert "llama_swap.health_check_timeout" not in _ids("Health check failed after 30 attempts\n")
-
-
 # -- a file that is not a GGUF (corpus/1042, ChatterUI on cui-llama.rn's LlamaContext.java check) ---------------
 
 def test_a_file_without_the_gguf_magic_is_a_model_problem(rulebase) -> None:

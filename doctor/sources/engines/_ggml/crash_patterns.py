@@ -24,7 +24,6 @@ from doctor.sources.engines._ggml.crashes import (
     ILLEGAL_ADDRESS,
     K_SHIFT,
     NO_KERNEL_IMAGE,
-    TP_HEADS,
     UNKNOWN_ARCH,
     Cause,
 )
@@ -50,11 +49,8 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     # hipBLASLt without its kernel data (before the rocBLAS / HIP entries: its line names a TensileLibrary too)
     (HIPBLASLT_DATA, "high", gated(r"rocblaslt error: (?:Cannot read|Could not load) \"?(\S*?TensileLibrary[\w.-]*)"
                                    r"|rocblaslt warning: No paths matched .*HIPBLASLT_TENSILE_LIBPATH")),
-    # a tensor-parallel size that does not divide the heads (DeepSpeed-Inference's asserts, vLLM's check)
     # binfmt-support's run-detectors: no interpreter takes the program's format (a llamafile's APE)
     (APE_NO_INTERPRETER, "high", gated(r"run-detectors: unable to find an interpreter for")),
-    (TP_HEADS, "high", gated(r"\b(\w+) \((\d+)\) must be divisible by (?:mp_size|tensor parallel size) \((\d+)\)"
-                             r"|the attention_heads require to be divisible by the world_size")),
     (NO_KERNEL_IMAGE, "high", gated(r"no kernel image is available for execution on the device"
                                     r"|\binvalid device function\b|hipErrorNoBinaryForGpu"
                                     r"|Unable to find code object for all current devices"
@@ -124,7 +120,6 @@ EXPLICIT_KIND = LineKind(
     "explicit", tuple(pattern for _, _, pattern in EXPLICIT),
     (r"K-shift", r"model architecture", r"not supported by your version", r"rocblaslt (?:error|warning)",
      r"run-detectors: unable to find",
-     r"must be divisible by (?:mp_size|tensor parallel size)|attention_heads require to be divisible",
      r"kernel image|invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
      r"compute capability of at least|Minimum capability|not supported in this architecture"
      r"|FlashAttention only supports",
@@ -132,8 +127,7 @@ EXPLICIT_KIND = LineKind(
      r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor"),
     scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor", r"rocblaslt (?:error|warning)",
           r"run-detectors: unable to find",
-          r"must be divisible by (?:mp_size|tensor parallel size)|attention_heads require to be divisible",
-          r"invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
+               r"invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
           r"compute capability of at least|Minimum capability|not supported in this architecture"
           r"|FlashAttention only supports"))
 # the lines after a CUDA error that say where it happened

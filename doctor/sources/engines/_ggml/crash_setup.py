@@ -1,45 +1,21 @@
 """Crash causes of a run's set-up, rows of the crash table (crashes.py) for engines that have no parser of
-their own: a tensor-parallel size that does not divide the attention heads, a ROCm library that finds no
-kernel data for this GPU, and a sequence longer than the room DeepSpeed-Inference reserved. Pure data.
+their own: a ROCm library that finds no kernel data for this GPU, a sequence longer than the room
+DeepSpeed-Inference reserved, and a llamafile the system has no interpreter for. Pure data.
 
-Strings: DeepSpeed deepspeed/module_inject/replace_module.py (v0.9.0-v0.10.x: "{param} ({value}) must be
-divisible by mp_size ({mp_size})"), tp_shard.py (v0.12: "Number of attention heads ({n}) must be divisible by
-mp_size ({mp_size})"), containers/base.py ("To run the model parallel across the GPUs, the attention_heads
-require to be divisible by the world_size!"); vLLM vllm/config.py verify_with_parallel_config (0.6.3; 0.11.0
-vllm/config/model.py): "Total number of attention heads (%d) must be divisible by tensor parallel size (%d).";
-hipBLASLt library/src/amd_detail/rocblaslt/src/tensile_host.cpp (rocm-6.0.0 .. develop): "rocblaslt error:
+Strings: hipBLASLt library/src/amd_detail/rocblaslt/src/tensile_host.cpp (rocm-6.0.0 .. develop): "rocblaslt error:
 Cannot read %s: %s", "rocblaslt error: Could not load %s", "rocblaslt warning: No paths matched %s. Make sure
 that HIPBLASLT_TENSILE_LIBPATH is set correctly." (the library goes on without the kernels: rocblaslt_abort()
 is commented out); DeepSpeed csrc/transformer/inference/includes/inference_context.h (the workspace is sized
 for max_out_tokens) and deepspeed/inference/engine.py (from v0.11.0 the input check "Input with size %d
 exceeds maximum length of %d", the catalogue's deepspeed.input_exceeds_max_tokens); binfmt-support's
 run-detectors ("unable to find an interpreter for %s") as the llamafile README's gotchas and cosmopolitan's
-APE notes quote it.
+APE notes quote it. (A tensor-parallel size that does not divide the heads is crash_config.py's, branch
+miss-torch.)
 """
 
 from __future__ import annotations
 
 from doctor.sources.engines._ggml.cause import Cause, Fix
-
-TP_HEADS = Cause(
-    "tp_heads_indivisible", "The tensor-parallel size does not divide the model's attention heads",
-    "Tensor parallelism gives each GPU an equal share of every layer's attention heads, so the number of GPUs "
-    "it splits over must divide the head count (LLaMA-30B's 52 heads split over 1, 2, 4, 13, 26 or 52 GPUs, "
-    "never 8). The engine refuses the setting before it loads anything; the model and the memory are fine.",
-    Fix(
-        "Use a tensor-parallel size that divides the number of attention heads (the model's config.json "
-        "num_attention_heads; for 52 heads: 2 or 4), and reach more GPUs with pipeline parallelism where the "
-        "engine has it, or with replicas.",
-        checked="DeepSpeed deepspeed/module_inject/replace_module.py and tp_shard.py (the asserts), "
-        "deepspeed/inference/config.py (tensor_parallel.tp_size, the older mp_size); vLLM vllm/config.py "
-        "verify_with_parallel_config (--tensor-parallel-size, --pipeline-parallel-size); deepspeedai/DeepSpeed#3634 "
-        "(a maintainer: by design, the heads must divide by the tensor-parallel degree)",
-    ),
-    ("AssertionError: num_heads (52) must be divisible by mp_size (8)",
-     "AssertionError: Number of attention heads (52) must be divisible by mp_size (8)",
-     "To run the model parallel across the GPUs, the attention_heads require to be divisible by the world_size!",
-     "ValueError: Total number of attention heads (52) must be divisible by tensor parallel size (8)."),
-)
 
 HIPBLASLT_DATA = Cause(
     "hipblaslt_kernels_missing", "hipBLASLt found no kernel library for this GPU, so matrix products run on "
@@ -105,4 +81,4 @@ APE_NO_INTERPRETER = Cause(
     ("run-detectors: unable to find an interpreter for ./llava-v1.5-7b-q4.llamafile",),
 )
 
-SETUP_CAUSES: tuple[Cause, ...] = (TP_HEADS, HIPBLASLT_DATA, DEEPSPEED_RESERVE, APE_NO_INTERPRETER)
+SETUP_CAUSES: tuple[Cause, ...] = (HIPBLASLT_DATA, DEEPSPEED_RESERVE, APE_NO_INTERPRETER)

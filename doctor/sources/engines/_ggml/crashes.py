@@ -21,7 +21,6 @@ from doctor.sources.engines._ggml.crash_setup import (
     DEEPSPEED_RESERVE,
     HIPBLASLT_DATA,
     SETUP_CAUSES,
-    TP_HEADS,
 )
 
 # -- the table -------------------------------------------------------------------------------------
@@ -313,5 +312,5 @@ CUDA_CAUSES = (ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS, CUDA_OTHER
 CUDA_BLOCK = 4  # lines of a "CUDA error" block: the error, "current device ...", the failing call
 
 __all__ = ["AMX", "APE_NO_INTERPRETER", "BUS_ERROR", "BY_ID", "CAUSES", "CUDA_CAUSES", "DEEPSPEED_RESERVE",
-           "DLL_MISSING", "GGML", "GPU_DTYPE", "HIPBLASLT_DATA", "TP_HEADS", "Cause", "Fix", "fix_data", "fix_for",
+           "DLL_MISSING", "GGML", "GPU_DTYPE", "HIPBLASLT_DATA", "Cause", "Fix", "fix_data", "fix_for",
            "runs_ggml"]
