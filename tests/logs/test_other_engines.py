@@ -191,3 +191,15 @@ def test_a_file_without_the_gguf_magic_is_a_model_problem(rulebase) -> None:
     assert report.assessment is not None and report.assessment.cls == "model.corrupt"
     lead = next(f for f in report.findings if f.id == report.assessment.id)
     assert "download it again" in lead.fix.text
+
+
+@pytest.mark.parametrize(("text", "entry"), [
+    # a terminal's wrap at 80 columns cut the last word of ChatterUI's line (corpus/1042)
+    ("Failed to create data: java.lang.IllegalArgumentException: File is not in GGUF f\normat\n",
+     "cui_llama_rn.not_gguf"),
+    # a notification's word wrap put NYI on the next line (../shared/corpus/560)
+    ('    500 {"error":{"type":"server_error",\n                  "message":"RotatingKVCache Quantization\nNYI"}}\n',
+     "mlx_lm.rotating_kv_quantization_nyi"),
+], ids=["wrap80", "word-wrap"])
+def test_a_sentence_cut_by_a_wrap_is_still_known(text: str, entry: str) -> None:
+    assert entry in _ids(text)
