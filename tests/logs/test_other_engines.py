@@ -45,6 +45,8 @@ LINES = [
     # mlx-lm cache.py, inside a server's JSON error body as ../shared/corpus/560 posted it
     ('    500 {"error":{"type":"server_error",\n                  "message":"RotatingKVCache Quantization NYI"}}',
      "mlx_lm.rotating_kv_quantization_nyi"),
+    # mlx-lm utils.py _get_classes (v0.22 .. v0.31), behind its traceback's last frame
+    ("    raise ValueError(msg)\nValueError: Model type qwen3_next not supported.", "mlx_lm.model_type_not_supported"),
     # DeepSpeed engine.py v0.11+
     ("RuntimeError: Input with size 2048 exceeds maximum length of 1024. Please increase `max_tokens` in the "
      "DeepSpeed Inference Config.", "deepspeed.input_exceeds_max_tokens"),
@@ -61,6 +63,9 @@ def test_the_engines_sentence_is_catalogued(text: str, entry: str) -> None:
 def test_a_length_stop_of_another_kind_is_not_lmdeploys_session() -> None:
     # "run out of tokens" without LMDeploy's session= is another program's sentence
     assert "lmdeploy.run_out_of_tokens" not in _ids("the model ran out of tokens.\n")
+    # mlx-lm's fuse.py refuses a GGUF export of other architectures: not a model it cannot load
+    gguf = "ValueError: Model type gemma2 not supported for GGUF conversion.\n"
+    assert "mlx_lm.model_type_not_supported" not in _ids(gguf)
 
 
 # -- LMDeploy's KV share against a failed request (corpus/1211: the error line and the launch command) --------
