@@ -39,6 +39,9 @@ LINES = [
     # TurboMind LlamaBatch.cc v0.2.6 (request_output_len) and v0.9 (max_new_tokens)
     ("[TM][WARNING] [ProcessInferRequests] [1] total sequence length (4000 + 512) exceeds `session_len` (4096), "
      "`max_new_tokens` is truncated to 96", "lmdeploy.tm_sequence_exceeds_session_len"),
+    # TurboMind's check() v0.9: the logger's prefix with a rank
+    ("[TM][ERROR][0] CUDA runtime error: cudaErrorMemoryAllocation /lmdeploy/src/turbomind/models/llama/"
+     "LlamaBatch.cc:912", "lmdeploy.tm_cuda_memory_allocation"),
     # MLX allocator.cpp through libc++abi, as corpus/1262 posted it
     ("libc++abi: terminating due to uncaught exception of type std::runtime_error: [malloc_or_wait] Unable to "
      "allocate 124367104 bytes.", "mlx.unable_to_allocate"),
