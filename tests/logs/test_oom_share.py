@@ -10,7 +10,7 @@ cannot fit). The PyTorch texts are c10's CUDACachingAllocator wordings (both), t
 from __future__ import annotations
 
 from doctor.judge.evaluate import diagnose
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 NPU = ("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct \\\n--tensor-parallel-size 4 --max-model-len 4096 \\\n"
        "--gpu-memory-utilization 0.85 --compilation-config '{\"cudagraph_mode\":\"FULL_DECODE_ONLY\"}'\n\n"

@@ -22,7 +22,7 @@ import pytest
 from doctor.core.report import Report
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 
 def judge(text: str) -> Report:
@@ -194,34 +194,6 @@ def test_pretty_printed_replies_are_paired_with_their_usage() -> None:
              '  "usage": {{\n    "prompt_tokens": {p},\n    "completion_tokens": 16,\n    "total_tokens": {t}\n  }}\n')
     report = judge("{\n" + block.format(p=812, t=828) + "}\n{\n" + block.format(p=57, t=73) + "}\n")
     assert leading(report) == "context.overflow"
-
-
-def test_an_empty_length_reply_is_a_full_context_not_a_budget() -> None:
-    """LMDeploy's api_server (async_engine.generate, v0.2.6: history + input + max_new_tokens over session_len ->
-    finish_reason 'length' with no token), the reply as corpus/1289 posted it (InternLM/lmdeploy#550)."""
-    reply = ('{\n  "id": "61169018",\n  "object": "chat.completion",\n  "created": 1697092059,\n  "model": '
-             '"internlm-chat-20b",\n  "choices": [\n    {\n      "index": 0,\n      "message": {\n        "role": '
-             '"assistant",\n        "content": ""\n      },\n      "finish_reason": "length"\n    }\n  ],\n  '
-             '"usage": {\n    "prompt_tokens": 23,\n    "total_tokens": 8223,\n    "completion_tokens": 0\n  }\n}\n')
-    report = judge('  "max_tokens": 512,\n' + reply)
-    assert report.facts.value("client.replies_empty") == 1
-    assert report.assessment is not None and (report.assessment.id, report.assessment.cls) == \
-        ("LD218", "context.overflow")
-    assert "512" in report.findings[0].message
-    # the same reply with a token generated is a budget or a stop, not this
-    assert judge(reply.replace('"completion_tokens": 0', '"completion_tokens": 7')).facts.value(
-        "client.replies_empty") == 0
-
-
-def test_a_benchmark_request_that_generated_nothing() -> None:
-    """LMDeploy's benchmark/profile_serving.py (v0.1.0): f'Error. session_id({session_id}) request {output_seqlen}
-    tokens, but generate {completion_tokens} tokens.' - the line of corpus/1300 (InternLM/lmdeploy#836)."""
-    text = ("AssertionError: Error. session_id(7) request 2321 tokens, but generate 0 tokens.\n"
-            "prompt: hello\n")
-    report = judge(text)
-    assert report.assessment is not None and report.assessment.id == "LD218"
-    assert judge(text.replace("generate 0 tokens", "generate 2320 tokens")).facts.value("client.replies_empty") \
-        is None
 
 
 # -- transformers / accelerate (messages/transformers.yaml) -------------------------------------------------------

@@ -9,7 +9,9 @@ casts no engine vote, and writes `client.*` facts the client-limit rules read (r
   as JSON or as a Python dict): `"finish_reason": "length"` with `"usage": {"prompt_tokens": N,
   "completion_tokens": M, ...}`, on one line or pretty-printed; Ollama's own API (`"done_reason":
   "length"`, `"prompt_eval_count"`, `"eval_count"`); TGI's (`"finish_reason":"length"`,
-  `"generated_tokens":N`);
+  `"generated_tokens":N`); a reply that stopped for length with no token generated says the context was full
+  before it began, and a `total_tokens` above prompt + completion counts a history the server kept for the
+  session (LMDeploy's api_server with interactive sessions, lmdeploy/serve/openai/api_server.py);
 - the reply budget a request or front-end set: `max_tokens` (OpenAI, llama-cpp-python: default 16 in
   `create_completion`, llama_cpp/llama.py), `max_new_tokens` (TGI, text-generation-webui),
   `n_predict` (llama-server), `num_predict` (Ollama), in JSON, a Python call, a YAML or settings paste;
@@ -19,28 +21,30 @@ casts no engine vote, and writes `client.*` facts the client-limit rules read (r
   (`modules/llamacpp_model.py`: llama-cpp-python inside; `modules/llama_cpp_server.py`: llama-server);
   since it runs llama-server (modules/llama_cpp_server.py, 2025-2026): `Using gpu_layers=G | ctx_size=C |
   cache_type=T` and `The request exceeds the available context size, try increasing it`.
-- LMDeploy's benchmarks (benchmark/profile_serving.py, profile_throughput.py, v0.1.0): `Error. session_id(N) request
-  M tokens, but generate K tokens.` - with K = 0 a request that got nothing back, as an empty reply.
 
 Pure.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from doctor.core.facts import Facts, Source
 from doctor.sources.engines.llama_cpp_python.engine import ENGINE as LCP
 from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
 from doctor.sources.logs.base import LineKind, LineKinds, LogParser, reads
+from doctor.sources.logs.hot import FedLine, HotRun
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import gated
+from doctor.sources.logs.matcher import gated, rough
+from doctor.sources.logs.shapes import shape_finder
 
 _Q = r"""['"]?"""  # a key in JSON ("key"), a Python dict ('key') or bare (key: / key=)
 FINISH = gated(rf"""{_Q}(finish_reason|done_reason){_Q}\s*[:=]\s*"""
                r"""['"](length|stop|eos_token|stop_sequence|max_tokens)['"]""")
 COMPLETION = gated(rf"""{_Q}(completion_tokens|eval_count|generated_tokens){_Q}\s*[:=]\s*(\d+)""")
 PROMPT = gated(rf"""{_Q}(prompt_tokens|prompt_eval_count){_Q}\s*[:=]\s*(\d+)""")
+TOTAL = gated(rf"""{_Q}(total_tokens){_Q}\s*[:=]\s*(\d+)""")
 BUDGET = gated(rf"""(?<![\w-]){_Q}(max_tokens|max_new_tokens|max_completion_tokens|n_predict|num_predict){_Q}"""
                r"""\s*[:=]\s*(-?\d+)|PARAMETER num_predict (-?\d+)""")
 TRUNCATION = gated(rf"""{_Q}truncation_length{_Q}\s*[:=]\s*(\d+)""")
@@ -49,14 +53,13 @@ WEBUI_FRAME = gated(r"(?:text-generation-webui|textgen)?/?modules/(llamacpp_mode
                     r"|text_generation|exllamav2|models)\.py")
 WEBUI_SERVER = gated(r"Using gpu_layers=(\w+) \| ctx_size=(\w+) \| cache_type=(\w+)")
 WEBUI_EXCEEDS = gated(r"The request exceeds the available context size, try increasing it")
-BENCH_NOTHING = gated(r"session_id\(\d+\) request (\d+) tokens, but generate 0 tokens")
 PAIR_WINDOW = 40  # lines between a pretty-printed finish_reason and its usage block
 REPLIES_KEPT = 4096
 
 FINISH_KIND = LineKind("finish", (FINISH,), (r"(?:finish_reason|done_reason)['\"]?\s*[:=]",))
 USAGE_KIND = LineKind(
-    "usage", (COMPLETION, PROMPT),
-    (r"(?:completion_tokens|eval_count|generated_tokens|prompt_tokens|prompt_eval_count)['\"]?\s*[:=]",))
+    "usage", (COMPLETION, PROMPT, TOTAL),
+    (r"(?:completion_tokens|eval_count|generated_tokens|prompt_tokens|prompt_eval_count|total_tokens)['\"]?\s*[:=]",))
 BUDGET_KIND = LineKind(
     "budget", (BUDGET, TRUNCATION),
     (r"(?:max_tokens|max_new_tokens|max_completion_tokens|n_predict|num_predict|truncation_length)['\"]?\s*[:=]",
@@ -65,8 +68,15 @@ WEBUI_KIND = LineKind(
     "webui", (WEBUI_OUTPUT, WEBUI_FRAME, WEBUI_SERVER, WEBUI_EXCEEDS),
     (r"Output generated in [\d.]+ seconds", r"modules/\w+\.py", r"Using gpu_layers=\w+ \| ctx_size=",
      r"The request exceeds the available context size"))
-BENCH_KIND = LineKind("bench", (BENCH_NOTHING,), (r"tokens, but generate 0 tokens",))
-KINDS = LineKinds(FINISH_KIND, USAGE_KIND, BUDGET_KIND, WEBUI_KIND, BENCH_KIND)
+KINDS = LineKinds(FINISH_KIND, USAGE_KIND, BUDGET_KIND, WEBUI_KIND)
+
+
+
+@functools.lru_cache(maxsize=1)
+def _last_sources() -> tuple[str, ...]:
+    """The reply budget's and the truncation length's patterns (RE2): each kept from the last line that has it."""
+    return tuple(rough(p.pattern, p._flags, p.literals) for p in (BUDGET, TRUNCATION))
+
 
 FRONTEND = "text-generation-webui"
 # the module a text-generation-webui traceback runs through -> the engine inside it
@@ -78,6 +88,7 @@ class _Reply:
     finish: str | None = None
     completion: int | None = None
     prompt: int | None = None
+    total: int | None = None  # the usage's total_tokens: more than prompt + completion counts a kept history
     line: int = 0
     source: Source | None = None
 
@@ -106,6 +117,32 @@ class ClientParser(LogParser):
     def feed(self, line: LogLine) -> None:
         if self.passes_gate(line.text):
             self.dispatch(line)
+
+    # -- a server's folded request lines (doctor/sources/engines/vllm/fold.py) -------------------------
+    absorbs = frozenset({"vllm_request"})
+
+    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
+        return True  # its lines are read alone
+
+    def read_run(self, run: HotRun) -> list[FedLine]:
+        """The lines of the run it may read something from (`fold_patterns`), and the last line with a reply budget
+        and the last with a truncation length (each kept from the last line that has one: every request line of a
+        server names its `max_tokens`)."""
+        found = run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))
+        for source in _last_sources():
+            find = shape_finder((source,), run.shape)
+            last = run.last_hit(find) if find is not None else None
+            if last is not None:
+                found.append(last)
+        return sorted(dict((item[0], item) for item in found).values())
+
+    def take_run(self, read: list[FedLine], run: HotRun) -> None:
+        run.feed(self, read, run.kinds)
+
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        """The lines of every kind but the reply budget's (kept from the last line that has one), each read one by
+        one: replies (a reply pairs lines), the web UI's, and any kind added later."""
+        return KINDS.sources_without(BUDGET_KIND) if "vllm_request" in kinds else ()
 
     # -- replies -----------------------------------------------------------------------------------
     def _reply(self, line: LogLine) -> _Reply:
@@ -138,6 +175,8 @@ class ClientParser(LogParser):
     def _usage(self, line: LogLine) -> bool:
         if FINISH.search(line.text):
             return False  # read with its finish reason
+        if not (COMPLETION.search(line.text) or PROMPT.search(line.text)):
+            return False  # no usage numbers (a request line's `prompt_token_ids`): no reply opened
         reply = self._reply(line)
         if self._usage_of(line, reply):
             self._close(reply)
@@ -152,16 +191,10 @@ class ClientParser(LogParser):
         m = PROMPT.search(line.text)
         if m:
             reply.prompt, found = int(m.group(2)), True
+        m = TOTAL.search(line.text)
+        if m:
+            reply.total = int(m.group(2))  # a total alone opens no reply (usage blocks of other kinds carry one)
         return found
-
-    @reads(BENCH_KIND)
-    def _bench(self, line: LogLine) -> bool:
-        if not BENCH_NOTHING.search(line.text):
-            return False
-        reply = _Reply(finish="length", completion=0, line=line.number, source=self.src(line))
-        self.s.open = None
-        self._close(reply)
-        return True
 
     # -- settings ----------------------------------------------------------------------------------
     @reads(BUDGET_KIND)
@@ -239,15 +272,21 @@ class ClientParser(LogParser):
         capped = [r for r in replies if r.finish in ("length", "max_tokens")]
         facts.set("client.replies", len(replies), first)
         facts.set("client.replies_capped", len(capped), first)
-        empty = [r for r in capped if r.completion == 0]
-        facts.set("client.replies_empty", len(empty), empty[0].source or first if empty else first)
         prompts = [r.prompt for r in replies if r.prompt is not None]
         if prompts:
             top = max(replies, key=lambda r: r.prompt or 0)
             facts.set("client.prompt_tokens_max", max(prompts), top.source or first)
             facts.set("client.prompt_tokens_min", min(prompts), first)
+        # nothing generated, stopped for length: the prompt (and any history the server kept) filled the context
+        empty = [r for r in capped if r.completion == 0]
+        facts.set("client.replies_empty_length", len(empty), (empty[0].source if empty else None) or first)
+        if empty:
+            kept = [r.total - r.prompt for r in empty
+                    if r.total is not None and r.prompt is not None and r.total > r.prompt]
+            if kept:
+                facts.set("client.history_tokens", max(kept), empty[0].source or first)
         sizes = {r.completion for r in capped}
-        if capped and len(sizes) == 1:
+        if capped and len(sizes) == 1 and capped[0].completion:  # a cap of 0 tokens is no budget: see above
             # every reply cut at the same length: a reply budget, whatever the prompt
             facts.set("client.reply_cap", capped[0].completion, capped[0].source or first)
 

@@ -15,7 +15,9 @@ Sources floor; pure data and the patterns that read it. The strings are the repo
 - docker compose (`llama-1 exited with code 137`), kubectl describe (`Exit Code: 137`), IDEs (`Process
   finished with exit code -1073741819 (0xC0000005)`);
 - Windows ntstatus.h (the names and codes below; a code also reaches a log as an unsigned or a signed
-  decimal: 3221225477, -1073741819).
+  decimal: 3221225477, -1073741819, or as the 64-bit unsigned number of the negative code, which LM Studio
+  prints through a JavaScript number that keeps 17 digits: `(Exit code: 18446744072635812000)` is
+  0xC0000409; codes within 4096 of each other print alike, so such a number can name several).
 
 A shell and a container runtime report a death by signal N as status 128+N (137 = SIGKILL); Python and
 torch report it as -N.
@@ -102,7 +104,7 @@ ENDING = gated(
     r"|Illegal instruction|Killed)\b"
     r"|\bzsh: (killed|segmentation fault|abort|bus error|illegal hardware instruction|floating point exception)\b"
     r"|(?i:\bexit(?:ed with)? (?:status|code)|\bexitcode|returned non-zero exit status|\breturncode)"
-    r"\s*[:=]?\s*(0x[0-9A-Fa-f]{1,8}|-?\d{1,10})\b"
+    r"\s*[:=]?\s*(0x[0-9A-Fa-f]{1,8}|-?\d{1,10}|18446744\d{12})\b"
     r"|\b(0x[cC]0000[0-9A-Fa-f]{3})\b"
     r"|(?<![\d.])(32212\d{5}|-10737\d{5})(?![\d.])"
 )
@@ -117,10 +119,31 @@ FRAGMENTS = (
 )
 
 
+WIDE = (1 << 64) - (1 << 32)  # a negative 32-bit status as a 64-bit unsigned number: WIDE + the code
+WINDOWS_EXCEPTION = Ending("windows_exception", "NTSTATUS 0xC0000xxx", "a Windows exception ended the process; the "
+                           "program printed its code as a 64-bit number that lost its last digits, so it is one of "
+                           "several (an access violation, a missing DLL, an illegal instruction, out of memory ...)")
+
+
+def _wide(value: int) -> Ending | None:
+    """A status printed as a 64-bit unsigned number, maybe through a double (17 significant digits): the
+    NTSTATUS code it is, the generic Windows exception where several codes print alike, or None."""
+    if value - WIDE in NTSTATUS:
+        return NTSTATUS[value - WIDE]
+    alike = {e.key: e for code, e in NTSTATUS.items() if float(WIDE + code) == float(value)}
+    if len(alike) == 1:
+        return next(iter(alike.values()))
+    if alike or WIDE + 0xC0000000 - 2048 <= value < WIDE + 0xC1000000:  # NTSTATUS errors, facility 0
+        return WINDOWS_EXCEPTION
+    return from_status(value - (1 << 64)) if value < 1 << 64 else None  # -N: a signal
+
+
 def from_status(value: int) -> Ending | None:
-    """The ending an exit status says: an NTSTATUS code (unsigned, or signed as Windows tools print it),
-    -N (killed by signal N, as Python reports it) or 128+N (as a shell or a container runtime does).
+    """The ending an exit status says: an NTSTATUS code (unsigned, signed as Windows tools print it, or 64-bit
+    unsigned), -N (killed by signal N, as Python reports it) or 128+N (as a shell or a container runtime does).
     None for an ordinary failure status (1, 2, 255): the program's own report, not a crash."""
+    if value >= WIDE:
+        return _wide(value)
     nt = NTSTATUS.get(value & 0xFFFFFFFF) if value < 0 or value >= 1 << 16 else None
     if nt is not None:
         return nt

@@ -9,6 +9,7 @@ import re
 
 from doctor.sources.engines._ggml.crash_config import KERNEL_GRID, NCCL_SYSTEM, TP_HEADS
 from doctor.sources.engines._ggml.crashes import (
+    APE_NO_INTERPRETER,
     ASSERT_CPY_INT_MAX,
     ASSERT_EXPERTS,
     ASSERT_GET_ROWS,
@@ -20,6 +21,7 @@ from doctor.sources.engines._ggml.crashes import (
     CUDA_DRIVER,
     CUDA_TENSOR_ON_CPU,
     GPU_DTYPE,
+    HIPBLASLT_DATA,
     ILLEGAL_ADDRESS,
     K_SHIFT,
     NO_KERNEL_IMAGE,
@@ -53,6 +55,11 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     # load, class model.corrupt), not this
     (UNKNOWN_ARCH, "high", gated(r"(?:unknown|unsupported) model architecture: '([^']+)'")),
     (UNKNOWN_ARCH, "high", gated(r"this model is not supported by your version of Ollama")),
+    # hipBLASLt without its kernel data (before the rocBLAS / HIP entries: its line names a TensileLibrary too)
+    (HIPBLASLT_DATA, "high", gated(r"rocblaslt error: (?:Cannot read|Could not load) \"?(\S*?TensileLibrary[\w.-]*)"
+                                   r"|rocblaslt warning: No paths matched .*HIPBLASLT_TENSILE_LIBPATH")),
+    # binfmt-support's run-detectors: no interpreter takes the program's format (a llamafile's APE)
+    (APE_NO_INTERPRETER, "high", gated(r"run-detectors: unable to find an interpreter for")),
     (NO_KERNEL_IMAGE, "high", gated(r"no kernel image is available for execution on the device"
                                     r"|\binvalid device function\b|hipErrorNoBinaryForGpu"
                                     r"|Unable to find code object for all current devices"
@@ -87,6 +94,9 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     (KERNEL_GRID, "high", gated(r"KernelLaunch failed because value \d+ for parameter \w+ is invalid"
                                 r"|\binvalid configuration argument\b")),
 )
+# a DeepSpeed-Inference run (deepspeed.init_inference; its config's mp_size / kernel injection; its traceback frames)
+DEEPSPEED_INFERENCE = gated(r"\bmp_size\b|\binit_inference\b|replace_with_kernel_inject|DeepSpeed[- ]Inference"
+                            r"|DeepSpeedTransformerInference|deepspeed[/\\](?:inference|ops[/\\]transformer[/\\]inference)[/\\]")
 # the GPU generation and the board around a crash: an architecture (compute capability, an AMD gfx target,
 # an sm_ list) and an embedded platform (Jetson / Tegra, Raspberry Pi, Rockchip RK3588)
 GPU_ARCH = gated(r"\b(gfx\d{3,4}[a-f]?)\b|compute capability:? (\d+\.\d+)|\bcompute=(\d+\.\d+)\b"
@@ -126,7 +136,8 @@ AMX_CPU = gated(r"Xeon\(R\) (?:Platinum|Gold|Silver|Bronze) [3-9][45]\d\d|Xeon\(
 # over every byte stays as fast.
 EXPLICIT_KIND = LineKind(
     "explicit", tuple(pattern for _, _, pattern in EXPLICIT),
-    (r"K-shift", r"model architecture", r"not supported by your version",
+    (r"K-shift", r"model architecture", r"not supported by your version", r"rocblaslt (?:error|warning)",
+     r"run-detectors: unable to find",
      r"kernel image|invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
      r"compute capability of at least|Minimum capability|not supported in this architecture"
      r"|FlashAttention only supports",
@@ -135,7 +146,8 @@ EXPLICIT_KIND = LineKind(
      r"must be divisible by tensor parallel size|must be divisible by `num_shards`|must be divisible by mp_size"
      r"|divisible by the world_size",
      r"NCCL WARN", r"unhandled system error", r"KernelLaunch failed|invalid configuration argument"),
-    scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor",
+    scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor", r"rocblaslt (?:error|warning)",
+          r"run-detectors: unable to find",
           r"must be divisible by tensor parallel size|must be divisible by `num_shards`|must be divisible by mp_size"
           r"|divisible by the world_size",
           r"NCCL WARN", r"unhandled system error", r"KernelLaunch failed|invalid configuration argument",
@@ -161,10 +173,14 @@ SIGNAL_KIND = LineKind(
           r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d", *endings.FRAGMENTS))
 # the hardware around a crash (the device lines are other parsers' candidates already; the boards are not)
 CONTEXT_KIND = LineKind(
-    "context", (GPU_ARCH, PLATFORM),
+    "context", (GPU_ARCH, PLATFORM, DEEPSPEED_INFERENCE),
     (r"gfx[0-9]{3}|compute capability|compute=[0-9]|capability sm_",
-     r"Jetson|Tegra|Orin|Xavier|Raspberry Pi|BCM27[0-9][0-9]|RK3588|rk3588|Rockchip"),
-    scan=(r"Jetson|Tegra|Raspberry Pi|BCM27[0-9][0-9]|RK3588|rk3588|Rockchip",))
+     r"Jetson|Tegra|Orin|Xavier|Raspberry Pi|BCM27[0-9][0-9]|RK3588|rk3588|Rockchip",
+     r"mp_size|init_inference|replace_with_kernel_inject|DeepSpeed[- ]Inference|DeepSpeedTransformerInference"
+     r"|deepspeed[/\\](?:inference|ops)[/\\]"),
+    scan=(r"Jetson|Tegra|Raspberry Pi|BCM27[0-9][0-9]|RK3588|rk3588|Rockchip",
+          r"mp_size|init_inference|replace_with_kernel_inject|DeepSpeed[- ]Inference|DeepSpeedTransformerInference"
+          r"|deepspeed[/\\](?:inference|ops)[/\\]"))
 
 KINDS = LineKinds(
     EXPLICIT_KIND,
