@@ -68,3 +68,12 @@ def test_weights_over_the_share_stay_a_weights_oom(rulebase) -> None:
         report = _report(text, rulebase)
         assert not report.facts.has("derived.oom_outside_share"), report.facts.value("model.name")
         assert report.assessment is not None and report.assessment.cls == "oom.weights"
+
+
+def test_the_share_and_the_model_from_launch_commands() -> None:
+    """SGLang's --mem-fraction-static and --model-path (srt/server_args.py flags), vLLM's --model (EngineArgs)."""
+    facts = analyze_bytes(b"python -m sglang.launch_server --model-path Qwen/Qwen2.5-72B-Instruct --tp 4 "
+                          b"--mem-fraction-static 0.93\n")
+    assert facts.value("server.sglang.mem_fraction_static") == 0.93
+    assert facts.value("model.name") == "Qwen/Qwen2.5-72B-Instruct"
+    assert analyze_bytes(MISTRAL.encode()).value("model.name") == "mistralai/Mistral-7B-v0.1"
