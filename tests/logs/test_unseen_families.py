@@ -221,6 +221,19 @@ def test_generate_max_length_under_the_prompt() -> None:
     assert "max_new_tokens" in " ".join([report.findings[0].message, report.findings[0].fix.text])
 
 
+def test_generate_at_the_default_max_length() -> None:
+    """transformers generation/utils.py's UserWarning as a user pasted it (the path and line of 4.4x, then the
+    warnings.warn line Python prints under it)."""
+    text = ("Loading checkpoint shards: 100%|##########| 2/2 [00:03<00:00,  1.52s/it]\n"
+            "/usr/local/lib/python3.10/dist-packages/transformers/generation/utils.py:1178: UserWarning: Using the "
+            "model-agnostic default `max_length` (=20) to control the generation length. We recommend setting "
+            "`max_new_tokens` to control the maximum length of the generation.\n  warnings.warn(\n")
+    report = judge(text)
+    assert report.assessment is not None and (report.assessment.id, report.assessment.cls) == \
+        ("LD219", "context.overflow")
+    assert "max_new_tokens=512" in report.findings[0].fix.text
+
+
 def test_replies_that_stop_on_their_own_are_clean() -> None:
     text = "\n".join(f"{{'finish_reason': 'stop'}}], 'usage': {{'prompt_tokens': {p}, 'completion_tokens': {c}, "
                      f"'total_tokens': {p + c}}}}}" for p, c in ((300, 41), (1200, 230)))
