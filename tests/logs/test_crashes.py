@@ -283,6 +283,17 @@ def test_each_cause_in_the_engines_words(rulebase, text: str, cause: str, words:
     assert not [f for f in report.findings if f.id in ("LD950", "LD901", "LD903")]
 
 
+@pytest.mark.parametrize("text", [
+    # corpus/1234's line cut by a terminal at 80 columns, and corpus/1279's by a notification's wrap at a space
+    "ValueError: Total number of attention heads (12) must be divisible by tensor par\nallel size (8).\n",
+    "AssertionError: num_heads (52) must be divisible by mp_size\n(8)\n",
+], ids=["wrap80-mid-word", "wrapped-at-a-space"])
+def test_a_wrapped_heads_check_is_read_joined(text: str) -> None:
+    found = causes(text)
+    assert [(e.data["cause"], e.line) for e in found] == [("tp_heads_indivisible", 1)]
+    assert "sizes that divide them" in str(found[0].data.get("detail"))
+
+
 def test_every_cause_has_a_case_and_a_fix_for_each_engine(rulebase) -> None:
     covered = {c[2] for c in CASES} | {"amx_repack"} | {c.id for c in SETUP_CAUSES}  # test_setup_causes.py
     assert covered == {c.id for c in CAUSES}

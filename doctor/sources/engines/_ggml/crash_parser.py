@@ -7,6 +7,7 @@ crash_patterns.py. Pure: text in, events out.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from doctor.core.facts import Event, Facts, Scalar
@@ -39,6 +40,7 @@ from doctor.sources.engines._ggml.crash_patterns import (
     SEGV,
     SIGILL,
     SIGNAL_KIND,
+    WRAPPED_HEADS,
 )
 from doctor.sources.engines._ggml.crashes import (
     AMX,
@@ -97,6 +99,15 @@ class _State:
     cuda_block: _Found | None = None  # the latest CUDA finding: its "current device" line follows
 
 
+def _explicit_match(text: str) -> tuple[re.Match[str] | None, Cause | None, str]:
+    """The first line pattern that names its cause in `text`: (match, cause, confidence)."""
+    for cause, confidence, pattern in EXPLICIT:
+        m = pattern.search(text)  # type: ignore[attr-defined]
+        if m:
+            return m, cause, confidence
+    return None, None, ""
+
+
 class CrashParser(LogParser):
     """Finds the crash causes of CAUSES in any engine's log. Votes for no engine."""
 
@@ -118,31 +129,35 @@ class CrashParser(LogParser):
     # -- line kinds ------------------------------------------------------------------------------
     @reads(EXPLICIT_KIND)
     def _explicit(self, line: LogLine) -> bool:
-        t = line.text
-        for cause, confidence, pattern in EXPLICIT:
-            m = pattern.search(t)  # type: ignore[attr-defined]
-            if m:
-                detail = m.group(0)
-                if cause.id.startswith("assert_"):
-                    detail = cause.family[0]  # one spelling for both formats and for Ollama's restatement
-                elif cause is UNKNOWN_ARCH and m.groups() and m.group(1) is not None:
-                    detail = f"architecture '{m.group(1)}'"
-                elif cause is TP_HEADS:
-                    numbers = [int(g) for g in m.groups() if g is not None]
-                    if len(numbers) == 2:  # DeepSpeed's containers say it without the numbers
-                        detail = heads_detail(*numbers)
-                elif cause is HIPBLASLT_DATA:  # "Cannot read" and "Could not load" of one file are one finding
-                    name = m.group(1).rsplit("/", 1)[-1] if m.group(1) else "HIPBLASLT_TENSILE_LIBPATH"
-                    detail = f"no {name}"
-                found = _Found(cause, confidence, line, detail)
-                if cause in CUDA_CAUSES:
-                    s = self.s
-                    if s.pending_cuda is not None and line.number - s.pending_cuda.line.number <= CUDA_BLOCK:
-                        s.pending_cuda = None  # "CUDA error: <this text>": the explicit match says more
-                    s.cuda_block = found
-                self._found(found)
-                return True
-        return False
+        m, cause, confidence = _explicit_match(line.text)
+        if m is None and WRAPPED_HEADS.search(line.text):
+            # a heads check wrapped over two lines (a terminal's width, a notification's): read joined
+            for candidate in line.continuations():
+                m, cause, confidence = _explicit_match(candidate.text)
+                if m is not None:
+                    break
+        if m is None or cause is None:
+            return False
+        detail = m.group(0)
+        if cause.id.startswith("assert_"):
+            detail = cause.family[0]  # one spelling for both formats and for Ollama's restatement
+        elif cause is UNKNOWN_ARCH and m.groups() and m.group(1) is not None:
+            detail = f"architecture '{m.group(1)}'"
+        elif cause is TP_HEADS:
+            numbers = [int(g) for g in m.groups() if g is not None]
+            if len(numbers) == 2:  # DeepSpeed's containers say it without the numbers
+                detail = heads_detail(*numbers)
+        elif cause is HIPBLASLT_DATA:  # "Cannot read" and "Could not load" of one file are one finding
+            name = m.group(1).rsplit("/", 1)[-1] if m.group(1) else "HIPBLASLT_TENSILE_LIBPATH"
+            detail = f"no {name}"
+        found = _Found(cause, confidence, line, detail)
+        if cause in CUDA_CAUSES:
+            s = self.s
+            if s.pending_cuda is not None and line.number - s.pending_cuda.line.number <= CUDA_BLOCK:
+                s.pending_cuda = None  # "CUDA error: <this text>": the explicit match says more
+            s.cuda_block = found
+        self._found(found)
+        return True
 
     @reads(CUDA_DETAIL_KIND)
     def _cuda_detail(self, line: LogLine) -> bool:

@@ -134,8 +134,12 @@ AMX_CPU = gated(r"Xeon\(R\) (?:Platinum|Gold|Silver|Bronze) [3-9][45]\d\d|Xeon\(
 # other parser's triggers already select (the llama.cpp parser's take every line with "error",
 # "failed", "GGML_A", "buffer size =", "Segmentation fault", "SIGSEGV", "SSE3 = "...), so the scan
 # over every byte stays as fast.
+# the first half of a cause's sentence that a wrap cut (the parser reads such a line joined with its next): the
+# heads checks' openings
+WRAPPED_HEADS = gated(r"Total number of attention heads \(|\b(?:n_heads|num_heads|num_attention_heads) \(\d+\) must be"
+                      r"|`num_heads` must be")
 EXPLICIT_KIND = LineKind(
-    "explicit", tuple(pattern for _, _, pattern in EXPLICIT),
+    "explicit", (*(pattern for _, _, pattern in EXPLICIT), WRAPPED_HEADS),
     (r"K-shift", r"model architecture", r"not supported by your version", r"rocblaslt (?:error|warning)",
      r"run-detectors: unable to find",
      r"kernel image|invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
@@ -144,12 +148,12 @@ EXPLICIT_KIND = LineKind(
      r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
      r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor",
      r"must be divisible by tensor parallel size|must be divisible by `num_shards`|must be divisible by mp_size"
-     r"|divisible by the world_size",
+     r"|divisible by the world_size|Total number of attention heads \(",
      r"NCCL WARN", r"unhandled system error", r"KernelLaunch failed|invalid configuration argument"),
     scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor", r"rocblaslt (?:error|warning)",
           r"run-detectors: unable to find",
           r"must be divisible by tensor parallel size|must be divisible by `num_shards`|must be divisible by mp_size"
-          r"|divisible by the world_size",
+          r"|divisible by the world_size|Total number of attention heads \(",
           r"NCCL WARN", r"unhandled system error", r"KernelLaunch failed|invalid configuration argument",
           r"invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
           r"compute capability of at least|Minimum capability|not supported in this architecture"
