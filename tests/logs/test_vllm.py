@@ -255,3 +255,15 @@ def test_a_checkpoint_bar_places_an_oom(bar: str, phase: str) -> None:
     assert event.phase == phase
     if phase == "weights":
         assert [n for n, _ in event.placed_by] == [1]
+
+
+def test_a_catalogued_message_wrapped_over_two_lines() -> None:
+    """corpus/1276's CompletionOutput (vllm-project/vllm: a prompt over the limit, nothing generated) as a
+    notification wraps it at a space: the catalogue reads the line joined with its tail."""
+    text = ("CompletionOutput(index=0, text='', token_ids=[],\n"
+            "cumulative_logprob=0.0, logprobs=[], finish_reason=length)\n")
+    ids = [e.data["id"] for e in analyze_bytes(text.encode()).events("message")]
+    assert ids == ["vllm.ignored_prompt_empty_output"]
+    # a line whose next one is another record is read alone (no entry matches it)
+    assert analyze_bytes(b"CompletionOutput(index=0, text='', token_ids=[],\nINFO 01-01 00:00:00 next\n").events(
+        "message") == []

@@ -176,8 +176,13 @@ class CatalogueParser(AloneReader):
         for i in messages.indices(line.text):
             entry = messages.entries[i]
             numbers = read_numbers(entry, line.text)
-            if numbers is None:  # its rare literal without its pattern (or RE2 and re disagreeing): not it
-                continue
+            if numbers is None:
+                # its rare literal without its pattern: the message may go on on the next line (wrapped by a
+                # terminal's or a notification's width); else not it (or RE2 and re disagreeing)
+                numbers = next((n for c in line.continuations() if (n := read_numbers(entry, c.text)) is not None),
+                               None)
+                if numbers is None:
+                    continue
             counts[i] += 1
             keep = entry.diagnostic and counts[i] <= KEPT_PER_ENTRY and len(self._pending) < KEPT_TOTAL
             for group, name in entry.facts.items():
