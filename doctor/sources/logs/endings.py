@@ -15,7 +15,13 @@ Sources floor; pure data and the patterns that read it. The strings are the repo
 - docker compose (`llama-1 exited with code 137`), kubectl describe (`Exit Code: 137`), IDEs (`Process
   finished with exit code -1073741819 (0xC0000005)`);
 - Windows ntstatus.h (the names and codes below; a code also reaches a log as an unsigned or a signed
-  decimal: 3221225477, -1073741819).
+  decimal: 3221225477, -1073741819, or as a negative 32-bit status widened to an unsigned 64-bit number and
+  printed through a JavaScript double, as LM Studio's Electron app does: `(Exit code: 18446744072635812000)`
+  is 0xC0000409);
+- Python's ctypes on Windows, which turns a structured exception in a DLL it called into an OSError
+  (CPython Modules/_ctypes/callproc.c SetException: "exception: access violation reading %p" / "... writing
+  %p", "exception: stack overflow", "exception: integer divide by zero", "exception: illegal instruction"):
+  KoboldCpp's and llama-cpp-python's engines are such DLLs.
 
 A shell and a container runtime report a death by signal N as status 128+N (137 = SIGKILL); Python and
 torch report it as -N.
@@ -102,9 +108,10 @@ ENDING = gated(
     r"|Illegal instruction|Killed)\b"
     r"|\bzsh: (killed|segmentation fault|abort|bus error|illegal hardware instruction|floating point exception)\b"
     r"|(?i:\bexit(?:ed with)? (?:status|code)|\bexitcode|returned non-zero exit status|\breturncode)"
-    r"\s*[:=]?\s*(0x[0-9A-Fa-f]{1,8}|-?\d{1,10})\b"
+    r"\s*[:=]?\s*(0x[0-9A-Fa-f]{1,8}|-?\d{1,10}|18446744\d{12})\b"
     r"|\b(0x[cC]0000[0-9A-Fa-f]{3})\b"
     r"|(?<![\d.])(32212\d{5}|-10737\d{5})(?![\d.])"
+    r"|\bexception: (access violation|stack overflow|integer divide by zero|illegal instruction)\b"
 )
 # the literals a line must hold to be read (the scan's fragments and the crash parser's gate: RE2 syntax)
 FRAGMENTS = (
@@ -114,13 +121,20 @@ FRAGMENTS = (
     r"Killed|zsh: (?:killed|segmentation|abort|bus|illegal|floating)",
     r"[Ee]xit(?:ed with)? (?:[Ss]tatus|[Cc]ode)|EXIT (?:STATUS|CODE)|exitcode|non-zero exit status|returncode",
     r"0x[cC]0000[0-9A-Fa-f]{3}|32212\d{5}|-10737\d{5}",
+    r"exception: (?:access violation|stack overflow|integer divide|illegal instruction)",
 )
+# ctypes' words for a structured exception (callproc.c SetException) -> the NTSTATUS code it stands for
+_SEH_WORDS = {"access violation": 0xC0000005, "stack overflow": 0xC00000FD, "integer divide by zero": 0xC0000094,
+              "illegal instruction": 0xC000001D}
+_U64 = 1 << 64
 
 
 def from_status(value: int) -> Ending | None:
     """The ending an exit status says: an NTSTATUS code (unsigned, or signed as Windows tools print it),
     -N (killed by signal N, as Python reports it) or 128+N (as a shell or a container runtime does).
     None for an ordinary failure status (1, 2, 255): the program's own report, not a crash."""
+    if value >= 1 << 63:  # a negative status printed as an unsigned 64-bit number
+        value = _from_u64(value)
     nt = NTSTATUS.get(value & 0xFFFFFFFF) if value < 0 or value >= 1 << 16 else None
     if nt is not None:
         return nt
@@ -131,12 +145,25 @@ def from_status(value: int) -> Ending | None:
     return None
 
 
+def _from_u64(value: int) -> int:
+    """A negative status widened to 64 bits and printed unsigned, back to the negative number. Printed through a
+    double (an Electron app's `${code}`) the low digits are rounded (18446744072635812000), so the status is the
+    known one (an NTSTATUS code, a signal) whose 64-bit form rounds to the same double; else the exact value."""
+    exact = value - _U64
+    if str(value).endswith("000"):
+        rounded = float(value)
+        for status in (*(code - (1 << 32) for code in NTSTATUS), *(-n for n in SIGNALS)):
+            if float(_U64 + status) == rounded:
+                return status
+    return exact
+
+
 def read(text: str) -> tuple[Ending, str] | None:
     """The ending a line reports and the words that say it, or None."""
     m = ENDING.search(text)
     if m is None:
         return None
-    words, py_sig, gdb_sig, alone, job, zsh, status, hexcode, decimal = m.groups()
+    words, py_sig, gdb_sig, alone, job, zsh, status, hexcode, decimal, seh = m.groups()
     found: Ending | None = None
     said = words or alone or job or zsh
     if said:
@@ -149,6 +176,8 @@ def read(text: str) -> tuple[Ending, str] | None:
         found = NTSTATUS.get(int(hexcode, 16))
     elif decimal:
         found = from_status(int(decimal))
+    elif seh:
+        found = NTSTATUS.get(_SEH_WORDS[seh])
     return (found, m.group(0).strip()) if found is not None else None
 
 

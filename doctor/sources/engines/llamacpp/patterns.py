@@ -150,9 +150,16 @@ LOAD_FAILED = gated(r"error loading model: (.*)$|failed to load model(?: '([^']*
                     r"|Model path does not exist: (.*)$|unable to load model")
 CORRUPT = gated(r"data is not within the file bounds|model is corrupted or incomplete|invalid magic characters"
                 r"|failed to read (?:magic|header|tensor info|tensor data)|gguf_init_from_file\w*: failed"
-                r"|bad GGUF version|wrong number of tensors|unknown model architecture: '([^']*)'")
+                r"|bad GGUF version|wrong number of tensors|unknown model architecture: '([^']*)'"
+                # the file's first bytes are not GGUF's magic, as Ollama (fs/ggml/ggml.go, llm/ggml.go v0.1.33 on:
+                # "invalid file magic") and a wrapper's own check say it ("File is not in GGUF format", ChatterUI's
+                # cui-llama.rn, the corpus's case 1042)
+                r"|invalid file magic|\bnot (?:in |a )?(?:valid )?GGUF (?:format|file)\b")
+# llama-cpp-python's ValueError, llama.cpp's common_init / server ("failed to create context with model"), and a
+# wrapper's own words for the same NULL from llama_init_from_model ("Failed to create context: null reference
+# from llama.cpp", eullm 0.6.51, the corpus's case 1079)
 CONTEXT_FAILED = gated(r"Failed to create llama_context|failed to initialize the context: (.*)$|"
-                       r"failed to create context with model")
+                       r"failed to create context with model|[Ff]ailed to create (?:the )?context(?::|$)")
 CRASH = gated(r"GGML_ASSERT\(?|GGML_ABORT|: CUDA error$|Segmentation fault|core dumped|"
               r"terminate called after throwing"
               r"|\bAborted\b|fatal error|SIGABRT|SIGSEGV")
@@ -205,7 +212,7 @@ MEMORY_KIND = LineKind(
      CUDA_MALLOC_BARE, CORRUPT, LOAD_FAILED, CONTEXT_FAILED, CRASH),
     (r"failed|Failed|error|Error|unable to|out of memory|OutOf|Insufficient Memory",
      r"GGML_A|Segmentation fault|core dumped|terminate called|Aborted|SIGABRT|SIGSEGV",
-     r"not within the file|corrupt|invalid magic|bad GGUF|Model path"),
+     r"not within the file|corrupt|invalid magic|invalid file magic|bad GGUF|GGUF format|GGUF file|Model path"),
     keys=MEMORY_KEYS)
 CONTEXT_KIND = LineKind(
     "context",
