@@ -25,6 +25,7 @@ from doctor.sources.engines._ggml.crashes import (
     UNKNOWN_ARCH,
     Cause,
 )
+from doctor.sources.engines._ggml.crash_launch import APE_NO_INTERPRETER, ESTIMATE_NAN, METAL_WATCHDOG
 from doctor.sources.logs import endings
 from doctor.sources.logs.base import LineKind, LineKinds
 from doctor.sources.logs.matcher import gated
@@ -68,6 +69,10 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     (ASSERT_HOST_MEMORY, "high", _assert_re("ctx->mem_buffer != NULL")),
     # a CUDA extension's CHECK_CUDA (TORCH_CHECK(x.device().is_cuda(), #x " must be a CUDA tensor"))
     (CUDA_TENSOR_ON_CPU, "high", gated(r"\b\w+ must be a CUDA tensor")),
+    # the run ended outside the engine's code (crash_launch.py): the OS, the GPU's watchdog, a front-end's estimate
+    (APE_NO_INTERPRETER, "high", gated(r"run-detectors: unable to find an interpreter for \S*\.llamafile\b")),
+    (METAL_WATCHDOG, "high", gated(r"kIOGPUCommandBufferCallbackErrorImpactingInteractivity")),
+    (ESTIMATE_NAN, "high", gated(r"\b(?:requires|needs|estimated?)\b[^.]{0,40}?\bNaN(?: undefined|\s*[KMGT]?i?B)\b")),
 )
 # the GPU generation and the board around a crash: an architecture (compute capability, an AMD gfx target,
 # an sm_ list) and an embedded platform (Jetson / Tegra, Raspberry Pi, Rockchip RK3588)
@@ -113,8 +118,10 @@ EXPLICIT_KIND = LineKind(
      r"compute capability of at least|Minimum capability|not supported in this architecture"
      r"|FlashAttention only supports",
      r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
-     r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor"),
+     r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor",
+     r"unable to find an interpreter for", r"ErrorImpactingInteractivity", r"NaN undefined|NaN [KMGT]i?B"),
     scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor",
+          r"unable to find an interpreter for", r"ErrorImpactingInteractivity", r"NaN undefined|NaN [KMGT]i?B",
           r"invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
           r"compute capability of at least|Minimum capability|not supported in this architecture"
           r"|FlashAttention only supports"))

@@ -129,6 +129,7 @@ CPU_ALLOC = gated(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocat
 METAL_OVER_SET = gated(r"current allocated size is greater than the recommended max working set size")
 METAL_ALLOCATED = gated(r"allocated buffer, size =\s*([\d.]+) MiB,\s*\(\s*([\d.]+) / ([\d.]+)\)")
 METAL_SET_SIZE = gated(r"recommendedMaxWorkingSetSize\s*=\s*([\d.]+) MB")
+METAL_COMMAND_BUFFER = gated(r"kIOGPUCommandBufferCallbackError")
 # settings pasted beside the log: Python keyword arguments (Llama(..., n_gpu_layers=35)) or CLI flags
 # a shell command starting one of llama.cpp's programs on a model (main/server until mid 2024, llama-cli /
 # llama-server since): the binary's path, and whether GPU layers were asked for on it
