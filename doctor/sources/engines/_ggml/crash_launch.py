@@ -33,7 +33,8 @@ APE_NO_INTERPRETER = Cause(
 
 METAL_WATCHDOG = Cause(
     "metal_gpu_watchdog", "macOS stopped a Metal command buffer that ran too long (the GPU watchdog)",
-    "macOS aborts GPU work that holds up the display for too long (kIOGPUCommandBufferCallbackErrorImpactingInteractivity); "
+    "macOS aborts GPU work that holds up the display for too long "
+    "(kIOGPUCommandBufferCallbackErrorImpactingInteractivity); "
     "ggml-metal then reports the command buffer failed (status 5) and the decode fails. The work per command buffer "
     "grows with the context in use and the batch: a context sized to the model's full limit makes every step "
     "long. Not an out-of-memory.",

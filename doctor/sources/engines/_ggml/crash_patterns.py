@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from doctor.sources.engines._ggml.crash_launch import APE_NO_INTERPRETER, ESTIMATE_NAN, METAL_WATCHDOG
 from doctor.sources.engines._ggml.crashes import (
     ASSERT_CPY_INT_MAX,
     ASSERT_EXPERTS,
@@ -25,7 +26,6 @@ from doctor.sources.engines._ggml.crashes import (
     UNKNOWN_ARCH,
     Cause,
 )
-from doctor.sources.engines._ggml.crash_launch import APE_NO_INTERPRETER, ESTIMATE_NAN, METAL_WATCHDOG
 from doctor.sources.logs import endings
 from doctor.sources.logs.base import LineKind, LineKinds
 from doctor.sources.logs.matcher import gated
