@@ -99,6 +99,7 @@ def test_analyze_verify_without_the_model_says_what_to_run() -> None:
     log = ROOT / "fixtures" / "logs" / "llama-cpp-python" / "prompt-too-long.log"
     proc = doctor("analyze", str(log), "--verify", "--format", "json")
     report = json.loads(proc.stdout)
-    note = report["verification"]["notes"][0]
+    why, command = report["verification"]["notes"]  # the command on a line of its own, never cut
     assert report["verification"]["runs"] == 0
-    assert "is not on this machine" in note and "llm-doctor watch --model" in note and "--verify" in note
+    assert "is not on this machine" in why and "--verify --model PATH" in why
+    assert command.startswith("llm-doctor watch --model") and command.endswith("--verify")

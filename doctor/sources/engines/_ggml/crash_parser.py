@@ -354,7 +354,7 @@ class CrashParser(LogParser):
 
     def _emit(self, facts: Facts, f: _Found) -> None:
         c = f.cause
-        detail = f" ({f.detail})" if f.detail else ""
+        detail = f" ({f.detail})" if f.detail and f.detail not in c.title else ""  # "(SIGBUS)" once
         summary = f"{c.title}{detail}. {c.meaning}"
         data: dict[str, Scalar] = {"cause": c.id, "confidence": f.confidence, "title": c.title, "detail": f.detail,
                                    "summary": summary[:900], **fix_data(c)}
