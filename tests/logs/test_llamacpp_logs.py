@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from doctor.sources.logs.analyze import analyze_bytes
+
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 LCP = ROOT / "llama-cpp-python"
 LC = ROOT / "llama.cpp"
@@ -145,3 +147,26 @@ def test_old_sampling_block_and_legacy_buffers(analyze) -> None:
     assert facts.value("run.weights_gpu_bytes") == int(7788.28 * 2**20)
     assert facts.value("run.kv_host_bytes") == 352 * 2**20 and facts.value("run.kv_gpu_bytes") == 160 * 2**20
     assert facts.value("run.decode_tps") == 5.25
+
+
+def test_the_gguf_header_dump_gives_the_model_shape() -> None:
+    """A paste cut before print_info: the loader's "- kv" lines (src/llama-model-loader.cpp "%s: - kv %3d: %42s %-16s
+    = %s"; these from ggml-org/llama.cpp#9112, corpus case 1090) give the shape the KV cache is sized from."""
+    log = (b"llama_model_loader: - kv   0:                       general.architecture str              = phi3\n"
+           b"llama_model_loader: - kv   7:                       general.license.link str              = "
+           b"https://huggingface.co/microsoft/Phi-...\n"
+           b"llama_model_loader: - kv  10:                        phi3.context_length u32              = 131072\n"
+           b"llama_model_loader: - kv  11:  phi3.rope.scaling.original_context_length u32              = 4096\n"
+           b"llama_model_loader: - kv  12:                      phi3.embedding_length u32              = 3072\n"
+           b"llama_model_loader: - kv  14:                           phi3.block_count u32              = 32\n"
+           b"llama_model_loader: - kv  15:                  phi3.attention.head_count u32              = 32\n"
+           b"llama_model_loader: - kv  16:               phi3.attention.head_count_kv u32              = 32\n")
+    facts = analyze_bytes(log)
+    assert facts.value("engine.name") == "llama.cpp"
+    shape = {name: facts.value(f"model.{name}") for name in ("arch", "n_ctx_train", "n_embd", "n_layer", "n_head",
+                                                              "n_head_kv")}
+    assert shape == {"arch": "phi3", "n_ctx_train": 131072, "n_embd": 3072, "n_layer": 32, "n_head": 32,
+                     "n_head_kv": 32}
+    # a LoRA adapter's own header (src/llama-adapter.cpp prints it in the same form) is not the model's
+    adapter = analyze_bytes(b"llama_adapter_lora_init_impl: - kv   3:  llama.block_count u32 = 99\n")
+    assert not adapter.has("model.n_layer")

@@ -34,6 +34,9 @@ GPU_BACKENDS = ("CUDA", "ROCm", "HIP", "MUSA", "Metal", "Vulkan", "SYCL", "CANN"
 
 # -- patterns ------------------------------------------------------------------------------------
 META = gated(r"(?:print_info|llm_load_print_meta)\s*:\s+([A-Za-z_][\w. ]*?)\s*=\s*(.*)$")
+# the GGUF header as the loader dumps it, before print_info (src/llama-model-loader.cpp:
+# "%s: - kv %3d: %42s %-16s = %s", values cut to 40 characters with "..."); a paste often ends before print_info
+META_KV = gated(r"llama_model_loader: - kv +\d+: +(?:([a-z][\w\-]*)\.)?([\w.]+) +(\S+) += (.*)$")
 LOADED_META = gated(r"loaded meta data with \d+ key-value pairs and (\d+) tensors from (.+?) \(version")
 LOADING_FROM = gated(r"(?:llama\.cpp|llama_model_load\w*|llama_load_model_from_file): loading model from (\S.*?)\s*$")
 LOAD_MODE = gated(r"loading model tensors.*\((?:mmap = (true|false)|load_mode = ([\w+]+))")
@@ -225,6 +228,11 @@ CONTEXT_KIND = LineKind(
 TIMINGS_KIND = LineKind(
     "timings", (SERVER_TG, TIMING), (r" time +=", r"(?:tg|n_gen|n_decoded) += ", r"print_timing"),
     keys=(" time", "t/s"))
+META_KV_KIND = LineKind(
+    "meta_kv", (META_KV,),
+    (r"llama_model_loader: - kv +\d+: +(?:general\.(?:architecture|name)|[a-z][\w\-]*\.(?:context_length|block_count"
+     r"|embedding_length|attention\.(?:head_count|head_count_kv|key_length|value_length|sliding_window)"
+     r"|expert_count|expert_used_count|vocab_size)) ",))
 LOADED_META_KIND = LineKind("loaded_meta", (LOADED_META,), (r"loaded meta data",))
 LOADING_FROM_KIND = LineKind("loading_from", (LOADING_FROM,), (r"loading model from ",))
 METAL_KIND = LineKind(
@@ -276,6 +284,7 @@ KINDS = LineKinds(
     CLI_SIGNATURE_KIND,
     OUTPUT_END_KIND,
     META_KIND,
+    META_KV_KIND,
     MEMORY_KIND,
     CONTEXT_KIND,
     TIMINGS_KIND,
