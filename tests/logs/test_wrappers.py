@@ -77,3 +77,24 @@ def test_an_lm_studio_model_path_alone_is_evidence() -> None:
             "(version GGUF V3 (latest))\nload_tensors: offloaded 0/29 layers to GPU\n")
     facts = analyze_bytes(text.encode(), "pasted log")
     assert facts.value("engine.name") == "lmstudio"
+
+
+# llama-swap's health-check error as mostlygeek/llama-swap#92 quoted it (v88-v95 "failed after %vs", corpus case
+# 1073), and the later forms (v96 "timed out after %vs"; v218 internal/process/process_command.go "%v" of a Go
+# duration)
+@pytest.mark.parametrize("line", [b"unable to start process: health check failed after 15s",
+                                  b"health check timed out after 120s",
+                                  b"health check timed out after 5m0s"])
+def test_llama_swap_giving_up_on_a_loading_server_is_a_slow_load(line: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "llama-swap.log"
+    path.write_bytes(line + b"\n\nProcess can not ProxyRequest, state is failed\n")
+    report = _report(path)
+    assert report.assessment is not None and report.assessment.cls == "io.slow_load"
+    finding = next(f for f in report.findings if f.cls == "io.slow_load")
+    assert finding.lines == [1] and "healthCheckTimeout" in finding.message + (finding.fix.text or "")
+
+
+def test_llama_swap_refusing_requests_alone_names_no_cause(tmp_path: Path) -> None:
+    path = tmp_path / "llama-swap.log"
+    path.write_bytes(b"Process can not ProxyRequest, state is failed\n")
+    assert not any(f.cls == "io.slow_load" for f in _report(path).findings)
