@@ -170,3 +170,46 @@ def test_the_gguf_header_dump_gives_the_model_shape() -> None:
     # a LoRA adapter's own header (src/llama-adapter.cpp prints it in the same form) is not the model's
     adapter = analyze_bytes(b"llama_adapter_lora_init_impl: - kv   3:  llama.block_count u32 = 99\n")
     assert not adapter.has("model.n_layer")
+
+
+# ggml-org/llama.cpp#1230 (the command and the load output as posted; corpus case 506): a cuBLAS build of
+# 2023-04 under WSL2, no -ngl, --no-mmap
+PINNED_2023 = """\
+./main -m /mnt/wsl/ggml-vic13b-q5_0.bin -b 512 -t 12 --no-mmap
+main: seed = 1682770733
+llama.cpp: loading model from /mnt/wsl/ggml-vic13b-q5_0.bin
+llama_model_load_internal: format     = ggjt v1 (latest)
+llama_model_load_internal: n_vocab    = 32000
+llama_model_load_internal: n_ctx      = 512
+llama_model_load_internal: n_embd     = 5120
+llama_model_load_internal: n_mult     = 256
+llama_model_load_internal: n_head     = 40
+llama_model_load_internal: n_layer    = 40
+llama_model_load_internal: n_rot      = 128
+llama_model_load_internal: ftype      = 8 (mostly Q5_0)
+llama_model_load_internal: n_ff       = 13824
+llama_model_load_internal: n_parts    = 1
+llama_model_load_internal: model size = 13B
+llama_model_load_internal: ggml ctx size = 8740093.73 KB
+llama_model_load_internal: mem required  = 10583.25 MB (+ 1608.00 MB per state)
+CUDA error 2 at ggml-cuda.cu:359: out of memory
+"""
+
+
+def test_2023_hyper_parameters_and_mem_required_come_before_the_weights(analyze, tmp_path: Path) -> None:
+    """2023 builds print n_ctx among the hyper-parameters and "mem required" before the model's buffer is allocated
+    (llama.cpp 2023-04 llama_model_load_internal): an out-of-memory right after is the weights', not the KV cache's;
+    with no layers on the GPU and mmap off, the buffer that failed is pinned host memory (LD366)."""
+    facts = analyze_bytes(PINNED_2023.encode())
+    assert facts.value("config.n_ctx") == 512
+    [oom] = facts.events("oom")
+    assert oom.phase == "weights"
+    path = tmp_path / "wsl.log"
+    path.write_text(PINNED_2023)
+    report = analyze(path)
+    assert report.assessment is not None and (report.assessment.id, report.assessment.cls) == ("LD366", "oom.weights")
+    lead = next(f for f in report.findings if f.id == "LD366")
+    assert lead.fix.command is not None and "GGML_CUDA_NO_PINNED=1" in lead.fix.command
+    with_layers = PINNED_2023.replace("--no-mmap", "--no-mmap -ngl 40")  # the card's memory: LD301's
+    path.write_text(with_layers)
+    assert analyze(path).assessment.id == "LD301"

@@ -280,7 +280,9 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if m:
             self.s.model_buffers["CPU"] = float(m.group(1))
             self.s.buffer_line = line
-            self.mark("weights", line)
+            # printed before the model's buffer is allocated and read (llama.cpp 2023-04/05 llama_model_load_internal:
+            # "mem required", then llama_ctx_buffer - pinned host memory in a cuBLAS build - and load_all_data)
+            self.mark("load", line)
             return True
         return False
 
