@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doctor.derive.speed import CEILING_NOISE as MAX_FRACTION  # the doctor's own noise margin
+
 ROOT = Path(__file__).resolve().parent.parent
 POSTS = ROOT / "bench" / "data" / "public_posts"
-MAX_FRACTION = 1.05
 # the findings that name each cause a thread can give
 CAUSE_RULES = {
     "threads": {"LD840", "LD825", "LD826", "LD511", "LD512", "LD513"},

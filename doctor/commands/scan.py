@@ -328,6 +328,26 @@ def verify_scan(report: Any, model_path: str, plan: Plan, machine: Facts, ruleba
     verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=_progress, rules=rulebase)
 
 
+def kernel_probe(facts: Facts, trace: Facts, plan: Plan, roots: Any, errors: list[str]) -> Facts:
+    """The kernel probe's figures for the traced model at the planned threads and the setting the trace
+    ran with (kept ones, else measured now, saying so on stderr); never fails the scan."""
+    from doctor.sources.live.embedded.kernels import kernel_facts, request_from
+    from doctor.sources.probes.base import try_text
+
+    view = Facts()
+    for part in (facts, trace, plan.facts()):
+        view.merge(part)
+    usable = view.value("host.cpu.usable_cores")
+    request = request_from(view, int(usable) if isinstance(usable, int | float) and usable >= 1 else 1)
+    if request is None:
+        return Facts()
+    try:
+        return kernel_facts(request, try_text(roots.procfs("cpuinfo")) or "", progress=_progress, proc_root=roots.proc)
+    except Exception as exc:  # one source among several: report, never crash
+        errors.append(f"kernel probe failed: {type(exc).__name__}: {exc}")
+        return Facts()
+
+
 class _Beside(threading.Thread):
     """One call run beside the main thread; result() waits for it and raises what it raised (a plain
     thread: concurrent.futures would cost the estimate path its import, logging included)."""
@@ -471,6 +491,8 @@ def run(args: argparse.Namespace) -> int:
     if thread is not None:
         # a trace that crashed may be followed by triage and by the trace made again
         thread.join(TRACE_TIMEOUT_S + (0 if args.no_triage else TRIAGE_BUDGET_S + TRACE_TIMEOUT_S) + 30)
+    if "facts" in trace_result:  # the engine's own kernels for this model's types, timed once per machine
+        facts.merge(kernel_probe(facts, trace_result["facts"], plan, roots, trace_result.setdefault("errors", [])))
     if heavy:
         _progress("benchmarks (--bench): " + ", ".join(p.name for p in heavy))
         facts.merge(registry.collect(ctx, heavy, parallel=False))

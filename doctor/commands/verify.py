@@ -239,9 +239,12 @@ def _physical_cores() -> int | None:
 
 
 def _of_ceiling(report: Report, phase: str) -> str:
-    """The run's speed as a share of this machine's ceiling for it (doctor/derive/speed.py), if judged."""
+    """The run's speed as a share of this machine's ceiling for it (doctor/derive/speed.py), if judged;
+    above the ceiling it is the ceiling that does not fit, and said so."""
     fraction = report.facts.value(f"speed.{phase}.fraction")
-    return f"{fraction:.0%} of ceiling" if isinstance(fraction, (int, float)) else ""
+    if not isinstance(fraction, (int, float)):
+        return ""
+    return "above the ceiling (it does not fit)" if fraction > fixmap.CEILING_NOISE else f"{fraction:.0%} of ceiling"
 
 
 def _failed(report: Report) -> str:
@@ -267,6 +270,40 @@ def _best(sweep: Sweep, lower: bool) -> None:
         sweep.gain = round((base - best_figure) / base, 3)
 
 
+def _more_threads(finding: Any, verifier: Verifier) -> bool:
+    """Whether the finding's fix gives the engine more threads than it ran."""
+    recipe = fixmap.recipe_for(finding, verifier.rules if verifier.rules is not None else load_rulebase())
+    used = verifier.report.facts.value("config.n_threads") or verifier.settings.get("n_threads")
+    if recipe is None or not isinstance(used, int):
+        return False
+    return any(isinstance(n := c.get("n_threads"), int) and n > used
+               for c in fixmap.candidates(recipe, verifier.report.facts, verifier.settings))
+
+
+def follow_measured(report: Report, result: Verification, threads: Sweep | None, verifier: Verifier) -> None:
+    """The headline follows what --verify measured: a speed finding whose fix measured no faster (or
+    worse), or that advises more threads where the thread sweep measured no count 10% faster than the
+    one used, is no longer the likely root cause."""
+    from doctor.judge.evaluate import assess
+
+    swept_gain = None
+    if threads is not None and threads.best is not None and threads.gain is not None and threads.gain < 1:
+        swept_gain = 1 / (1 - threads.gain)  # speed at the best count / at the count used
+    refuted: dict[str, str] = {}
+    for finding in report.findings:
+        tried = finding.fix.verified
+        if finding.cls.split(".")[0] in fixmap.SPEED_AREAS and tried is not None \
+                and tried.outcome in ("made worse", "not resolved"):
+            refuted[finding.id] = f"its fix measured {tried.outcome}"
+        elif swept_gain is not None and swept_gain < fixmap.FASTER and _more_threads(finding, verifier):
+            refuted[finding.id] = f"the thread sweep measured {threads.best if threads else '?'} thread(s) fastest, " \
+                                  f"{swept_gain:.2f}x the count used"
+    if report.assessment is not None and report.assessment.id in refuted:
+        was = report.assessment.id
+        report.assessment = assess(report.findings, frozenset(refuted))
+        result.notes.append(f"{was} is not the likely root cause after all: {refuted[was]}")
+
+
 def verify(report: Report, settings: dict[str, Any], run_job: RunJob, *, budget_s: float = VERIFY_BUDGET_S,
            progress: Callable[[str], None] | None = None, sweeps: bool = True,
            skip: dict[str, str] | None = None, stopped: Callable[[], bool] | None = None,
@@ -288,6 +325,7 @@ def verify(report: Report, settings: dict[str, Any], run_job: RunJob, *, budget_
     for finding in report.findings:  # a threads finding is verified by the sweep as well
         if finding.cls == "cpu.threads" and threads is not None and threads.best is not None:
             result.notes.append(f"{finding.id}: the thread sweep measured {threads.best} threads as fastest")
+    follow_measured(report, result, threads, verifier)
     report.verification = result
     if progress is not None:
         started = f", {verifier.processes} engine processes with crash triage" \

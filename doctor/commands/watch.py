@@ -35,6 +35,7 @@ from doctor.core.errors import EngineError, InputError, UsageError
 
 if TYPE_CHECKING:  # the events, the report and the rule base are imported by the run, not with the parser
     from doctor.core.events import EndEvent, LiveEvent
+    from doctor.core.facts import Facts
     from doctor.core.report import Report
 
 HELP = "watch a run live: the embedded engine, a growing log, or an engine command"
@@ -296,7 +297,8 @@ def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: 
                            redactor=getattr(args, "redactor", None), line_events=getattr(args, "line_events", "all"),
                            # the other processes' share of the cores while the run was traced: a wrapped
                            # command is our child; a followed log's engine is not (its busiest process)
-                           cores=CpuWindow(engine_not_ours=bool(args.log)).start() if args.log or cmd else None)
+                           cores=CpuWindow(engine_not_ours=bool(args.log)).start() if args.log or cmd else None,
+                           machine=_kept_bandwidth() if args.log or cmd else None)
     if args.log:
         from doctor.sources.live.follow.follower import follow_log
 
@@ -318,6 +320,23 @@ def _run_source(args: argparse.Namespace, cmd: list[str], judge: Any, on_event: 
     if session.recording_problem and session.recording_problem not in errors:
         errors.append(session.recording_problem)
     return Outcome(session.report, end, errors)
+
+
+def _kept_bandwidth() -> Facts | None:
+    """The all-cores read bandwidth an earlier scan kept here (the engine's thread count is the log's, not
+    known yet: all cores' figure is a bound at any count), for a run traced live on this machine."""
+    from doctor.core.facts import Facts
+    from doctor.sources.probes.ceilings import kept_facts
+
+    try:
+        kept = kept_facts(None)
+    except Exception:  # a cache that cannot be read is no ceiling, never a failed watch
+        return None
+    out = Facts()
+    fact = kept.get("host.ram.read_bw_all_gbs")
+    if fact is not None and fact.known:
+        out.add(fact)
+    return out if len(out) else None
 
 
 def _final_code(outcome: Outcome, args: argparse.Namespace) -> int:

@@ -11,6 +11,8 @@ lines). The rooms:
 - run.py      run summaries, the decode floor, load, threads, offload, output loops
 - arch.py mmproj.py repack.py split.py vs_engine.py   hooks of the budget (see each docstring)
 - speed.py    the model's cost per token and each phase's speed against this machine's ceilings
+              (speed_cost.py: the weights by kernel and the probe's rates; speed_ceilings.py: the bounds)
+- capacity.py what holds a serving engine's throughput once its slots are busy
 - whatif.py   stated budgets for `scan --ram/--vram`
 - change.py   a fix's settings applied to the plan in the engine's own terms (the fix check, issue 37)
 - spec_lookup.py, specs/   the published spec of the device a log names (spec.*; the table is data)
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from doctor.core.facts import Facts
 from doctor.derive import (
+    capacity,
     context,
     model_guess,
     plan,
@@ -54,8 +57,8 @@ STEPS = (run.derive_run_summaries, model_guess.derive_model_guess, plan.derive_k
          context.derive_pool_limits, spec_lookup.derive_spec, spec_memory.derive_spec_memory,
          run.derive_threads, run.derive_load, run.derive_offload, plan.derive_mmproj, plan.derive_budget,
          context.derive_ctx_reduced, run.derive_decode_floor, run.derive_gpu_ratios, run.derive_output,
-         _derive_vs_engine, speed.derive_speed, speed_log.derive_speed_log, speed_range.derive_speed_range,
-         speed_causes.derive_speed_causes, thin.derive_thin)
+         _derive_vs_engine, capacity.derive_capacity, speed.derive_speed, speed_log.derive_speed_log,
+         speed_range.derive_speed_range, speed_causes.derive_speed_causes, thin.derive_thin)
 
 
 def derive(facts: Facts) -> Facts:

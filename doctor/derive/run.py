@@ -92,18 +92,20 @@ def derive_decode_floor(facts: Facts) -> None:
     facts.set("derived.decode_gpu_bytes_per_token", gpu_bytes, step_src("decode", how))
     facts.set("derived.decode_host_bytes_per_token", host_bytes, step_src("decode", how))
     gpu_bw = facts.value("host.gpu[0].bandwidth_measured_gbs", facts.value("host.gpu[0].bandwidth_spec_gbs"))
-    host_bw = facts.value("host.ram.bandwidth_measured_gbs")
+    # the read bandwidth on all cores (a floor holds whatever the thread count), else the torch copy figure
+    host_bw = facts.value("host.ram.read_bw_all_gbs", facts.value("host.ram.read_bw_gbs",
+                                                                   facts.value("host.ram.bandwidth_measured_gbs")))
     if isinstance(gpu_bw, int | float) and gpu_bw > 0:
         facts.set("derived.gpu_bandwidth_gbs", float(gpu_bw), step_src("decode", "measured device copy, else spec"))
     if isinstance(host_bw, int | float) and host_bw > 0:
-        facts.set("derived.host_bandwidth_gbs", float(host_bw), step_src("decode", "measured host copy"))
+        facts.set("derived.host_bandwidth_gbs", float(host_bw), step_src("decode", "measured host read (all cores)"))
     floor = 0.0
     parts = []
     for n_bytes, bw, where in ((gpu_bytes, gpu_bw, "GPU"), (host_bytes, host_bw, "RAM")):
         if n_bytes <= 0:
             continue
         if not isinstance(bw, int | float) or bw <= 0:
-            facts.unknown("derived.decode_floor_ms", f"{where} memory bandwidth unknown (scan --bench measures it)",
+            facts.unknown("derived.decode_floor_ms", f"{where} memory bandwidth unknown (llm-doctor scan measures it)",
                           step_src("decode", how))
             return
         floor += n_bytes / (bw * 1e9) * 1000

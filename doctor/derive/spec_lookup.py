@@ -84,6 +84,8 @@ def _set_row(facts: Facts, row: SpecRow, log_name: str, apple_low: bool) -> None
         facts.set("spec.mem_bw_gbs", bw, _src(f"{row.name}: {bw:g} GB/s{variant}; {row.source}"))
     if row.fp16_tflops is not None:
         facts.set("spec.fp16_tflops", row.fp16_tflops, _src(f"{row.name}: {row.fp16_tflops:g} TFLOPS; {row.source}"))
+    if row.int8_tops is not None:
+        facts.set("spec.int8_tops", row.int8_tops, _src(f"{row.name}: {row.int8_tops:g} INT8 TOPS dense; {row.source}"))
     if row.kind == "cpu" and row.cores:
         facts.set("spec.cores", row.cores, _src(f"{row.name}: {row.cores} physical cores; {row.source}"))
     if row.kind == "cpu" and row.perf_cores and row.cores and row.perf_cores < row.cores:

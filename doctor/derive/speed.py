@@ -2,21 +2,23 @@
 
 Floor: derive (pure: facts in, facts out). Strings: the Source texts and `settle` sentences below.
 
-Three parts (issue 26):
+Three parts (issues 26 and 36):
 - the model's cost per token, from the GGUF tensor table and the weight placement
   (doctor/derive/memory.py): bytes streamed per decode token per device (the token embedding is a
   row gather, not a stream; a MoE reads expert_used/expert_count of its expert tensors; the KV cache
-  is read at the trace's depth), FLOPs per prefill token (2 x active parameters + attention at the
-  depth) and, under partial offload, the bytes llama.cpp copies to the GPU per prefill batch (it runs
-  CPU-resident weights' products on the GPU for batches of 32 tokens or more);
-- the ceilings: measured on this machine (host.ram.read_bw_gbs, host.cpu.matmul_gflops, the GPU
-  probe's bandwidths) or, for a pasted log, the published spec of the hardware it names (spec.*);
-  CPU ceilings are scaled to the share of the cores the engine had (host.cpu.other_busy, steal);
-- per phase: the time per token each bound allows (memory bandwidth of each device, compute, PCIe
-  copies, per-token overhead); the ceiling is the slowest of them (a roofline), the bound is the one
-  that binds, and `expected` adds them up with the efficiencies llama.cpp was measured to reach on
-  each (bench/speed_table.py; docs/speed.md). Contention and threads are named as the bound where
-  the evidence says they took a real share of the ceiling.
+  is read at the trace's depth), its weights by type and op (speed_cost.py), FLOPs per prefill
+  token and, under partial offload, the bytes llama.cpp copies to the GPU per prefill batch;
+- the bounds (speed_ceilings.py): measured on this machine - memory read bandwidth, the engine's own
+  kernel rates for the model's weight types at the planned threads (the kernel probe), the GPU
+  probe's bandwidths - or another machine's published peaks; CPU bounds are scaled to the share of
+  the cores the engine had (host.cpu.other_busy, steal, its own CPU time);
+- per phase: the time per token each bound allows; the ceiling is the slowest of them (a roofline,
+  each term a lower bound on the time: memory bandwidth, the kernels at their best, the per-layer
+  cost, PCIe copies), the bound is the one that binds, and `expected` adds the probe's typical
+  figures up. A measured speed above its ceiling by more than noise (CEILING_NOISE) is a defect of
+  the ceiling, never a verdict: the bound is `ceiling-misfit` and the term that did not fit is named.
+  Contention is named where the engine had less than CONTENTION_SHARE of its cores, threads where
+  the kernel probe measured all cores at least THREADS_GAIN faster (a published CPU: its bandwidth).
 """
 
 from __future__ import annotations
@@ -27,36 +29,33 @@ from doctor.core.facts import Facts, Source
 from doctor.derive.memory import Plan, kv_bytes_per_token, place_weights
 from doctor.derive.plan import plan_from_facts
 from doctor.derive.source import step_src
-from doctor.derive.speed_cost import Mats, cpu_mats, fallback_mats
+from doctor.derive.speed_ceilings import Ceilings, ceilings, gpu_peak, gpu_unit
+from doctor.derive.speed_cost import (
+    BEST,
+    TYPICAL,
+    Mats,
+    attention_seconds,
+    barrier_seconds,
+    cpu_mats,
+    decode_cells,
+    decode_seconds,
+    fallback_mats,
+    main_type,
+    prefill_cells,
+    prefill_seconds,
+)
 
 GB = 1e9
 BATCH_OFFLOAD_MIN = 32  # llama.cpp offloads CPU weights' products to the GPU for batches this large
-
-# CPU efficiencies (bench/speed_table.py on the 2-core AMX Xeon, docs/speed.md); the per-kernel rates
-# and efficiencies of the weights are doctor/derive/speed_cost.py's
-EFF_CPU_BW = 0.8  # of the read kernel's bandwidth, where decode is bandwidth-bound (many cores)
-EFF_CPU_DECODE = 0.8  # that typical rate against the kernels' best: the ceiling is the best
-# per-token overhead on the CPU layers: graph build and sampling at 1 thread (fitted on the 1-thread bench
-# rows: 0.0003 ms, nothing to tell from zero), and a barrier after each graph node that every thread
-# passes: one cache-line hand-over (~0.1 us between cores) per thread per barrier, ~20 nodes a layer
-CPU_LAYER_MS = 0.0
-BARRIERS_PER_LAYER = 20
-BARRIER_MS_PER_THREAD = 0.0001
-# GPUs (no GPU here): decode time per token = bytes / (bandwidth x EFF_GPU_BW) + layers x launch cost,
-# least squares over the full-offload rows the sources call normal in bench/data/public_runs.yaml
-# (geerlingguy/ai-benchmarks, llama.cpp discussions; docs/speed.md): small models on big GPUs are
-# launch-bound. Per backend where it had rows: CUDA 34, Vulkan 29, Metal 17, ROCm 6; all 90: eff 0.73.
+# GPUs (no GPU here): bandwidth and matrix-unit shares llama.cpp reaches, from public rows (docs/speed.md)
 EFF_GPU_BW = 0.73
-EFF_GPU_COMPUTE = 0.35  # FP16 tensor throughput share reached by prefill (public llama-bench pp rows)
-GPU_LAYER_MS = 0.08  # all 90 rows
-GPU_LAYER_MS_BY_BACKEND = {"cuda": 0.065, "vulkan": 0.11, "rocm": 0.12, "hip": 0.12, "metal": 0.26}
+EFF_GPU_COMPUTE = 0.35  # of the published peak of the unit the prompt runs on
 EFF_PCIE = 0.8
-# one core's sustained read bandwidth, for a published CPU figure at fewer threads than cores: 16.3 GB/s
-# measured on one core of the AMX Xeon here (bench/results/speed_table.md); desktop cores draw more
-PER_CORE_READ_GBS = 20.0
-# a bound that leaves less than this share of the ceiling to the engine is named as the bound
-CONTENTION_SHARE = 0.8
-THREADS_GAIN = 1.25  # all cores would lift the ceiling at least this much: "threads" binds
+CONTENTION_SHARE = 0.8  # the engine had less than this share of the cores it asked for: contention
+THREADS_GAIN = 1.10  # the probe says all cores are this much faster: "threads" binds (issue 36)
+SPEC_THREADS_GAIN = 1.25  # a published CPU: all cores would draw this much more bandwidth
+CEILING_NOISE = 1.05  # a measured speed this far above its ceiling: the ceiling does not fit
+MISFIT = "ceiling-misfit"
 
 
 def _src(text: str) -> Source:
@@ -74,23 +73,15 @@ class Cost:
     n_layer: int
     gpu_layers: int  # repeating layers on the GPU
     depth: int
-    weight_type: str
-    mats: Mats | None = None  # the CPU side's weights by kernel (speed_cost.py); None: from the parameters
+    weight_type: str  # the file's main ggml type (Q4_K, F16, ...) or "other"
+    mats: Mats | None = None  # the CPU side's weights by type and op (speed_cost.py); None: from the parameters
     prefill_depth: float = 0.0  # the prompt's mean depth
-
-
-@dataclass(frozen=True, slots=True)
-class Ceilings:
-    cpu_bw_gbs: float | None
-    cpu_bw_all_gbs: float | None
-    cpu_gflops: float | None  # at the engine's (decode) thread count
-    cpu_gflops_all: float | None
-    gpu_bw_gbs: float | None
-    gpu_tflops: float | None
-    pcie_gbs: float | None
-    source: str  # measured | spec | unknown
-    how: str
-    gpu_layer_ms: float = GPU_LAYER_MS  # kernel launches per layer per token, by the engine's GPU backend
+    start: int = 0  # cells already in the cache when the prompt came (llama-bench -d, a cached prefix)
+    prompt: int = 1
+    steps: int = 1  # decode steps timed
+    cells: int = 1 << 20  # the context's cells (n_ctx padded): the most llama.cpp attends over
+    ubatch: int = 512
+    types: frozenset[str] = frozenset()  # every matrix type (the GPU's unit for the prompt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,17 +93,24 @@ class Share:
     steal_pct: float | None
     usable_known: bool = True  # False: no core count read (a pasted log naming no CPU): threads not judged
 
+    @property
+    def measured_at(self) -> int:
+        """The thread count the kernel probe measured for this run: the engine's, at most the cores."""
+        return max(1, min(self.threads, int(self.usable)))
+
 
 @dataclass
 class Verdict:
     phase: str
     tok_s: float | None
     terms: dict[str, float] = field(default_factory=dict)  # bound -> seconds per token
-    expected_s: float = 0.0
+    expected_s: float = 0.0  # 0: unknown
     bound: str = "unknown"
     source: str = "unknown"
     settle: str | None = None
     notes: list[str] = field(default_factory=list)
+    misfit_term: str | None = None
+    threads_gain: float | None = None  # all usable cores against the engine's threads, by the kernel probe
 
     @property
     def ceiling(self) -> float | None:
@@ -123,11 +121,7 @@ class Verdict:
 # -- the model's cost ---------------------------------------------------------------------------
 
 def weight_type(facts: Facts) -> str:
-    label = str(facts.value("model.file_type", "")).lower()
-    for name in ("q4_0", "q8_0", "bf16", "f16", "f32"):
-        if name in label:
-            return name
-    return "other"
+    return main_type(str(facts.value("model.file_type", ""))) or "other"
 
 
 def _expert_share(facts: Facts) -> float:
@@ -136,6 +130,11 @@ def _expert_share(facts: Facts) -> float:
     if isinstance(n_expert, int) and n_expert > 0 and isinstance(used, int) and 0 < used <= n_expert:
         return 1.0 - used / n_expert
     return 0.0
+
+
+def _int(facts: Facts, name: str, default: int) -> int:
+    value = facts.value(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
 def model_cost(facts: Facts, plan: Plan, depth: int, prompt: int) -> Cost | None:
@@ -168,92 +167,35 @@ def model_cost(facts: Facts, plan: Plan, depth: int, prompt: int) -> Cost | None
     if not isinstance(head_dim, int) and isinstance(n_embd, int) and isinstance(n_head, int) and n_head:
         head_dim = n_embd // n_head
     attn_per_depth = 4.0 * n * n_head * head_dim if isinstance(n_head, int) and isinstance(head_dim, int) else 0.0
-    prefill_depth = prompt / 2  # the prompt is evaluated from an empty cache: its mean depth
-    mats = cpu_mats(facts.value("model.matmul_weights"), n, start, place.output_on_gpu, _expert_share(facts),
-                    attn_per_depth / n)
+    begin = _int(facts, "run.depth_start", 0) if facts.value("run.depth_start") else 0
+    prefill_depth = begin + prompt / 2  # the prompt is evaluated from the cells already there
+    mats = cpu_mats(facts.value("model.matmul_weights"), n, start, place.output_on_gpu, _expert_share(facts))
+    rows = facts.value("model.matmul_weights")
+    types = frozenset(str(r[2]).upper() for r in rows if isinstance(r, list) and len(r) == 6) \
+        if isinstance(rows, list) else frozenset({weight_type(facts)})
     if mats is None:
         total = sum(layout.layer_bytes) + layout.output_bytes
         cpu_part = (sum(layout.layer_bytes[:start]) + (0 if place.output_on_gpu else layout.output_bytes)) / total \
             if total else 1.0
-        mats = fallback_mats(weight_type(facts), active_params * cpu_part, attn_per_depth * start / n)
+        mats = fallback_mats(weight_type(facts), active_params * cpu_part, start)
     pcie = 0
     if plan.gpu and 0 < place.gpu_layers < n + 1:
         pcie = int(sum(layout.layer_bytes[:start]) + (0 if place.output_on_gpu else layout.output_bytes))
+    decoded = facts.value("run.decode_tokens")
     return Cost(decode_gpu_bytes=int(gpu_w + kv_gpu), decode_cpu_bytes=int(cpu_w + kv_read - kv_gpu),
                 prefill_flops=2.0 * active_params + attn_per_depth * prefill_depth,
-                pcie_bytes_per_batch=pcie,
-                n_layer=n, gpu_layers=n - start, depth=depth, weight_type=weight_type(facts), mats=mats,
-                prefill_depth=prefill_depth)
+                pcie_bytes_per_batch=pcie, n_layer=n, gpu_layers=n - start, depth=depth,
+                weight_type=weight_type(facts), mats=mats, prefill_depth=prefill_depth, start=begin,
+                prompt=max(1, prompt), steps=decoded if isinstance(decoded, int) and decoded > 0 else 1,
+                cells=(_int(facts, "config.n_ctx", 1 << 20) + 255) // 256 * 256,
+                ubatch=_int(facts, "config.n_ubatch", 512), types=types)
 
 
-# -- the ceilings -------------------------------------------------------------------------------
+# -- the shares of the cores --------------------------------------------------------------------
 
 def _num(facts: Facts, name: str) -> float | None:
     value = facts.value(name)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
-
-
-def ceilings(facts: Facts) -> Ceilings:
-    bw, bw_all, gflops = (_num(facts, "host.ram.read_bw_gbs"), _num(facts, "host.ram.read_bw_all_gbs"),
-                          _num(facts, "host.cpu.matmul_gflops"))
-    gflops_all = _num(facts, "host.cpu.matmul_all_gflops")
-    gpu_bw, pcie = _num(facts, "host.gpu[0].bandwidth_measured_gbs"), _num(facts, "host.gpu[0].pcie.h2d_measured_gbs")
-    gpu_tflops = None
-    how = []
-    source = "measured" if bw or gpu_bw else "unknown"
-    if bw:
-        how.append(f"RAM read {bw:g} GB/s")
-    if gflops:
-        how.append(f"GEMM {gflops:g} GFLOP/s")
-    if gpu_bw:
-        how.append(f"GPU copy {gpu_bw:g} GB/s")
-    kind = str(facts.value("spec.kind", "")).lower()
-    spec_bw, spec_tf, spec_pcie = (_num(facts, "spec.mem_bw_gbs"), _num(facts, "spec.fp16_tflops"),
-                                   _num(facts, "spec.pcie_gbs"))
-    if kind in ("gpu", "apple"):
-        if gpu_bw is None and spec_bw:
-            gpu_bw, source = spec_bw, "spec" if source == "unknown" else source
-        gpu_tflops = spec_tf
-        pcie = pcie or spec_pcie
-        if kind == "apple" and bw is None and spec_bw:  # unified memory: the CPU reads the same RAM
-            bw = bw_all = spec_bw
-        host_bw = _num(facts, "spec.host_mem_bw_gbs")  # the CPU side of a partial offload, when named
-        if bw is None and host_bw:
-            bw = bw_all = host_bw
-    elif kind == "cpu" and bw is None and spec_bw:
-        bw, bw_all, source = spec_bw, spec_bw, "spec"
-        if spec_tf and gflops is None:
-            gflops = gflops_all = spec_tf * 1000
-        bw, gflops = _at_threads(facts, spec_bw, gflops, how)
-    if source == "spec":
-        device, cite = facts.value("spec.device", "the device"), facts.value("spec.source", "spec")
-        how.append(f"{device}: {spec_bw:g} GB/s ({cite})")
-    return Ceilings(bw, bw_all or bw, gflops, gflops_all or gflops, gpu_bw, gpu_tflops, pcie, source, "; ".join(how),
-                    gpu_layer_ms(facts))
-
-
-def _at_threads(facts: Facts, spec_bw: float, gflops: float | None, how: list[str]) -> tuple[float, float | None]:
-    """A published CPU's figures at the engine's thread count: one core draws only its own share of the
-    memory bus (PER_CORE_READ_GBS each, up to the whole spec) and of the chip's FLOPs."""
-    threads = facts.value("config.n_threads")
-    cores = _num(facts, "host.cpu.usable_cores") or _num(facts, "host.cpu.physical_cores") \
-        or _num(facts, "spec.cores")
-    if not isinstance(threads, int) or threads <= 0 or cores is None or threads >= cores:
-        return spec_bw, gflops
-    bw = min(spec_bw, threads * PER_CORE_READ_GBS)
-    if bw < spec_bw:
-        how.append(f"{threads} thread(s) draw ~{bw:g} GB/s ({PER_CORE_READ_GBS:g} GB/s a core)")
-    return bw, gflops * threads / cores if gflops else None
-
-
-def gpu_layer_ms(facts: Facts) -> float:
-    """The launch cost per GPU layer for the engine's GPU backend (engine.backends), else all rows' fit."""
-    backends = facts.value("engine.backends")
-    for name in backends if isinstance(backends, list) else []:
-        for key, ms in GPU_LAYER_MS_BY_BACKEND.items():
-            if key in str(name).lower():
-                return ms
-    return GPU_LAYER_MS
 
 
 def core_share(facts: Facts, phase: str = "decode") -> Share:
@@ -282,104 +224,167 @@ def core_share(facts: Facts, phase: str = "decode") -> Share:
                  steal if isinstance(steal, int | float) else None, usable_known=known is not None)
 
 
-# -- the verdict --------------------------------------------------------------------------------
-
-def overhead_s(cost: Cost, threads: int, gpu_ms: float = GPU_LAYER_MS) -> float:
-    """Per-token work that is not the weights': graph and barriers on the CPU layers (each graph node
-    ends in a barrier every thread passes, a cache-line hand-over per thread), launches on the GPU's."""
-    cpu_layers = cost.n_layer - cost.gpu_layers
-    barrier_ms = BARRIERS_PER_LAYER * BARRIER_MS_PER_THREAD * max(0, threads - 1)
-    return (cpu_layers * (CPU_LAYER_MS + barrier_ms) + cost.gpu_layers * gpu_ms) / 1000
-
+# -- the terms ----------------------------------------------------------------------------------
 
 def _mats(cost: Cost) -> Mats:
-    """The CPU side's weights by kernel; from the parameters where the tensor table was not known."""
     if cost.mats is not None:
         return cost.mats
     total = cost.decode_cpu_bytes + cost.decode_gpu_bytes
     cpu_part = cost.decode_cpu_bytes / total if total else 1.0
-    return fallback_mats(cost.weight_type, cost.prefill_flops / 2 * cpu_part, 0.0)
+    return fallback_mats(cost.weight_type, cost.prefill_flops / 2 * cpu_part, cost.n_layer - cost.gpu_layers)
+
+
+def cpu_decode(cost: Cost, ceil: Ceilings, threads: int, which: int) -> tuple[float, float, float] | None:
+    """(the kernels' time with attention, the per-layer time, the bandwidth time) of one decode token on
+    the CPU layers at `threads`, from the kernel probe; None where it has no figure for them."""
+    if ceil.kernels is None or ceil.cpu_bw_gbs is None:
+        return None
+    mats = _mats(cost)
+    kernels = decode_seconds(mats, ceil.kernels, threads, which)
+    cells = decode_cells(cost.start + cost.prompt, cost.steps, cost.cells)
+    attention = attention_seconds(ceil.kernels, threads, mats.cpu_layers, cells, "decode", which)
+    if kernels is None or attention is None:
+        return None
+    return kernels + attention[0], attention[1], cost.decode_cpu_bytes / (ceil.cpu_bw_gbs * GB)
+
+
+def cpu_prefill(cost: Cost, ceil: Ceilings, threads: int, batch: int, which: int) -> float | None:
+    """One prompt token's time on the CPU layers at `threads` (products, the head per batch, attention)."""
+    if ceil.kernels is None:
+        return None
+    mats = _mats(cost)
+    kernels = prefill_seconds(mats, ceil.kernels, threads, batch, which)
+    cells = prefill_cells(cost.start, cost.prompt, min(batch, cost.ubatch), cost.cells)
+    attention = attention_seconds(ceil.kernels, threads, mats.cpu_layers, cells, "prefill", which)
+    if kernels is None or attention is None:
+        return None
+    return kernels + attention[0]
+
+
+MISSING_KERNELS = "the engine's kernel rates for this model's weight types on this machine (a traced llm-doctor " \
+                  "scan times them)"
 
 
 def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, float], float, str | None]:
-    """Seconds per token each bound allows, the expected total, and what is missing (or None)."""
+    """Seconds per token each bound allows, the expected total (0: unknown), and what is missing (or None)."""
     terms: dict[str, float] = {}
-    expected = 0.0
+    expected: float | None = 0.0
+    # the GPU layers' launches (fitted per backend on public rows: the one ceiling term that is a fit, not a
+    # bound - a run faster than it is a misfit, said so) and the CPU layers' measured per-layer cost
+    over = cost.gpu_layers * ceil.gpu_layer_ms / 1000
     if cost.decode_cpu_bytes:
         if ceil.cpu_bw_gbs is None:
             return {}, 0.0, "the machine's memory read bandwidth (run llm-doctor scan on it, or name its CPU)"
-        t = cost.decode_cpu_bytes / (ceil.cpu_bw_gbs * GB * share.share)
-        terms["memory-bandwidth:cpu"] = t
-        slowest = t / EFF_CPU_BW
-        if ceil.cpu_gflops:  # the dot-product kernels' own rate on the engine's threads, attention at depth
-            one_core = ceil.cpu_gflops / max(1.0, min(float(share.threads), share.usable))
-            tc = _mats(cost).decode_seconds(ceil.cpu_gflops * share.share, one_core * share.share, cost.depth)
-            terms["compute:cpu"] = tc * EFF_CPU_DECODE
-            slowest = max(slowest, tc)
-        expected += slowest
+        s = share.share
+        terms["memory-bandwidth:cpu"] = cost.decode_cpu_bytes / (ceil.cpu_bw_gbs * GB * s)
+        best, typ = (cpu_decode(cost, ceil, share.measured_at, w) for w in (BEST, TYPICAL))
+        if best is not None and typ is not None:
+            terms["compute:cpu"] = best[0] / s
+            over += best[1] / s
+            expected = (max(typ[0], typ[2]) + typ[1]) / s
+        else:
+            expected = None
+            if ceil.kernels is None:  # a published CPU: thread barriers, each weight a multiply-add at its peak
+                over += barrier_seconds(cost.n_layer - cost.gpu_layers, share.threads) / s
+                if ceil.cpu_peak_gflops:
+                    weights = sum(w for _, _, w in _mats(cost).decode)
+                    terms["compute:cpu"] = weights / (ceil.cpu_peak_gflops * 1e9 / 2) / s
     if cost.decode_gpu_bytes:
         if ceil.gpu_bw_gbs is None:
             return {}, 0.0, "the GPU's name or its memory bandwidth (a device line of the log, or scan --bench)"
         t = cost.decode_gpu_bytes / (ceil.gpu_bw_gbs * GB)
         terms["memory-bandwidth:gpu"] = t
-        expected += t / EFF_GPU_BW
-    over = overhead_s(cost, share.threads, ceil.gpu_layer_ms) / (share.share if cost.decode_cpu_bytes else 1.0)
+        if expected is not None:
+            expected += t / EFF_GPU_BW + cost.gpu_layers * ceil.gpu_layer_ms / 1000
     if over > 0:
         terms["per-token-overhead"] = over
-    expected += over
-    return terms, expected, None
+    return terms, expected or 0.0, None
 
 
 def prefill_terms(cost: Cost, ceil: Ceilings, share: Share, batch: int) -> tuple[dict[str, float], float, str | None]:
     terms: dict[str, float] = {}
-    expected = 0.0
+    expected: float | None = 0.0
     cpu_share = 1 - cost.gpu_layers / cost.n_layer
     offloaded = cost.gpu_layers > 0
     all_on_gpu = offloaded and batch >= BATCH_OFFLOAD_MIN  # CPU weights are copied over and run there
     on_gpu_flops = cost.prefill_flops if all_on_gpu else cost.prefill_flops * (1 - cpu_share)
     cpu_flops = cost.prefill_flops - on_gpu_flops
     if cpu_flops > 0:
-        gflops = gflops_at(ceil, share)
-        if gflops is None:
-            return {}, 0.0, "the machine's matrix-multiply throughput (run llm-doctor scan on it, or name its CPU)"
-        t = cpu_flops / (gflops * 1e9 * share.share)
-        terms["compute:cpu"] = t
-        expected += _mats(cost).prefill_seconds(gflops * share.share, batch, cost.prefill_depth)
+        s = share.share
+        best, typ = (cpu_prefill(cost, ceil, share.measured_at, batch, w) for w in (BEST, TYPICAL))
+        if best is not None and typ is not None:
+            terms["compute:cpu"] = best / s
+            expected = typ / s
+        elif ceil.cpu_peak_gflops:
+            terms["compute:cpu"] = cpu_flops / (ceil.cpu_peak_gflops * 1e9) / s
+            expected = None
+        elif ceil.kernels is not None or ceil.source == "measured":
+            return {}, 0.0, MISSING_KERNELS
+        else:
+            return {}, 0.0, "the CPU's name or its measured kernels (run llm-doctor scan on it)"
     if on_gpu_flops > 0:
-        if ceil.gpu_tflops is None:
-            return {}, 0.0, "the GPU's name (its FP16 throughput comes from the published spec)"
-        t = on_gpu_flops / (ceil.gpu_tflops * 1e12)
-        terms["compute:gpu"] = t
-        expected += t / EFF_GPU_COMPUTE
+        unit = gpu_unit(set(cost.types) or {cost.weight_type}, ceil.gpu_kind)
+        peak, used = gpu_peak(ceil, unit)
+        if peak is None:
+            return {}, 0.0, (f"the GPU's published {unit} matrix throughput (the unit llama.cpp runs this model's "
+                             "prompt on), which the spec table does not give")
+        t = on_gpu_flops / (peak * 1e12)
+        terms[f"compute:gpu:{used}"] = t
+        if expected is not None:
+            expected += t / EFF_GPU_COMPUTE
     if cost.pcie_bytes_per_batch and batch >= BATCH_OFFLOAD_MIN:
         if ceil.pcie_gbs is None:
             return {}, 0.0, "the GPU's host-to-device copy bandwidth (PCIe generation and width, or scan --bench)"
         t = cost.pcie_bytes_per_batch / (ceil.pcie_gbs * GB) / batch
         terms["pcie"] = t
-        expected += t / EFF_PCIE
-    over = overhead_s(cost, share.threads, ceil.gpu_layer_ms) / max(1, batch)
+        if expected is not None:
+            expected += t / EFF_PCIE
+    over = cost.gpu_layers * ceil.gpu_layer_ms / 1000 / max(1, batch)  # the launches, once per batch
     if over > 0:
         terms["per-token-overhead"] = over
-    expected += over
-    return terms, expected, None
+        if expected is not None:
+            expected += over
+    return terms, expected or 0.0, None
 
 
-def gflops_at(ceil: Ceilings, share: Share) -> float | None:
-    """GEMM throughput at the phase's thread count: all cores' figure from the usable count on, the
-    engine's below it (measured at the decode thread count), scaled by threads in between."""
-    if ceil.cpu_gflops is None:
+def thread_gain(cost: Cost, ceil: Ceilings, share: Share, phase: str, batch: int) -> tuple[float, str] | None:
+    """How much faster the kernel probe says all usable cores are than the engine's threads (and how it
+    says so), for the phase; None where it did not measure both."""
+    usable = int(share.usable)
+    if ceil.kernels is None or share.threads >= usable:
         return None
-    if share.threads >= share.usable and ceil.cpu_gflops_all:
-        return ceil.cpu_gflops_all
-    return ceil.cpu_gflops
+    at: list[float] = []
+    for t in (share.measured_at, usable):
+        if phase == "decode":
+            got = cpu_decode(cost, ceil, t, TYPICAL)
+            at += [max(got[0], got[2]) + got[1]] if got else []
+        else:
+            one = cpu_prefill(cost, ceil, t, batch, TYPICAL)
+            at += [one] if one else []
+    if len(at) != 2 or at[1] <= 0:
+        return None
+    return at[0] / at[1], (f"the kernel probe: {share.threads} thread(s) {1 / at[0]:,.1f} tok/s, {usable} threads "
+                           f"{1 / at[1]:,.1f} tok/s")
 
 
-def _binding(verdict: Verdict, cost: Cost, ceil: Ceilings, share: Share) -> str:
-    """The bound to name: contention or threads where they took a real share, else the slowest term."""
+# -- the verdict --------------------------------------------------------------------------------
+
+def _binding(verdict: Verdict, cost: Cost, ceil: Ceilings, share: Share, gain: tuple[float, str] | None) -> str:
+    """The bound to name: the misfit of a ceiling below the measured speed, contention or threads where
+    the evidence says they took a real share, else the slowest term."""
+    cpu_run = cost.gpu_layers < cost.n_layer
     if not verdict.terms:
-        return "unknown"
+        return "contention" if cpu_run and share.share < CONTENTION_SHARE else "unknown"
     worst = max(verdict.terms, key=lambda k: verdict.terms[k])
-    cpu_side = worst.endswith(":cpu") or (worst == "per-token-overhead" and cost.gpu_layers < cost.n_layer)
+    ceiling = verdict.ceiling
+    cpu_side = worst.endswith(":cpu") or (worst == "per-token-overhead" and cpu_run)
+    if verdict.tok_s and ceiling and verdict.tok_s > ceiling * CEILING_NOISE:
+        verdict.misfit_term = worst
+        verdict.notes.append(f"{verdict.tok_s:g} tok/s measured is {verdict.tok_s / ceiling:.0%} of the {ceiling:,.1f} "
+                             f"the {worst} bound allows: that bound does not fit this machine")
+        if not (cpu_side and share.share < CONTENTION_SHARE):
+            return MISFIT
+        # on shared cores a ceiling scaled to the engine's share is approximate: the shared cores are the finding
     if cpu_side and share.share < CONTENTION_SHARE:
         verdict.notes.append(f"the engine had {share.share * 100:.0f}% of the cores it asked for")
         return "contention"
@@ -394,10 +399,11 @@ def _binding(verdict: Verdict, cost: Cost, ceil: Ceilings, share: Share) -> str:
         verdict.notes.append(f"other processes used {share.other_busy * 100:.0f}% of the cores")
         return "contention"
     if cpu_side and share.threads < share.usable:
-        gain = share.usable / share.threads
-        if worst == "memory-bandwidth:cpu" and ceil.cpu_bw_gbs and ceil.cpu_bw_all_gbs:
-            gain = ceil.cpu_bw_all_gbs / ceil.cpu_bw_gbs
-        if gain >= THREADS_GAIN:
+        if gain is not None and gain[0] >= THREADS_GAIN:
+            verdict.notes.append(f"{share.threads} of {share.usable:g} usable cores in use; {gain[1]}")
+            return "threads"
+        if ceil.source == "spec" and ceil.cpu_bw_gbs and ceil.cpu_bw_all_gbs \
+                and ceil.cpu_bw_all_gbs / ceil.cpu_bw_gbs >= SPEC_THREADS_GAIN:
             verdict.notes.append(f"{share.threads} of {share.usable:g} usable cores in use")
             return "threads"
     return worst
@@ -416,47 +422,26 @@ def judge(facts: Facts, cost: Cost, ceil: Ceilings) -> list[tuple[Verdict, Share
         else:
             terms, expected, missing = prefill_terms(cost, ceil, share, batch)
         v = Verdict(phase, tok_s, terms, expected, source=ceil.source if not missing else "unknown", settle=missing)
-        v.bound = _binding(v, cost, ceil, share)
+        if phase == "decode" and not missing and ceil.kernels is not None and cost.decode_cpu_bytes \
+                and "compute:cpu" not in terms:
+            v.notes.append(f"no kernel figures: {MISSING_KERNELS}")
+        gain = thread_gain(cost, ceil, share, phase, batch)
+        v.threads_gain = gain[0] if gain else None
+        v.bound = _binding(v, cost, ceil, share, gain)
         out.append((v, share))
     return out
 
 
-KV_FULL_PCT = 90.0  # a KV pool this full turns more concurrency into preemption, not throughput
-CORES_BUSY = 0.9  # load per usable core from which the cores count as saturated
-
-
-def derive_capacity(facts: Facts) -> None:
-    """derived.capacity_bound: what holds a serving engine's throughput once its slots are busy."""
-    running, slots = facts.value("server.running_max"), facts.value("config.n_parallel")
-    if not isinstance(running, int) and not isinstance(facts.value("server.waiting_max"), int):
-        return
-    kv = _num(facts, "server.kv_usage_max")
-    if kv is not None and kv >= KV_FULL_PCT:
-        facts.set("derived.capacity_bound", "kv", _src(f"KV cache usage up to {kv:g}%"))
-        return
-    gpus, layers = facts.value("host.gpu.count"), facts.value("config.n_gpu_layers")
-    cpu_only = gpus == 0 or layers == 0
-    threads, usable = facts.value("config.n_threads"), _num(facts, "host.cpu.usable_cores")
-    load = _num(facts, "host.cpu.load_per_core")
-    if cpu_only and ((isinstance(threads, int) and usable and threads >= usable) or (load and load >= CORES_BUSY)):
-        why = f"{threads} threads on {usable:g} usable cores" if isinstance(threads, int) and usable \
-            else f"load {load:g} per usable core"
-        facts.set("derived.capacity_bound", "cores", _src(f"the engine runs on the CPU only; {why}"))
-        return
-    if isinstance(running, int) and isinstance(slots, int) and running >= slots:
-        facts.set("derived.capacity_bound", "slots", _src(f"{running} requests ran on {slots} slot(s)"))
-
-
 def derive_speed(facts: Facts) -> None:
     """Set derived.* cost facts and speed.<phase>.* for each phase with a measured speed."""
-    derive_capacity(facts)
     plan = plan_from_facts(facts)
     if plan is None:
         return
     prompt = facts.value("run.prompt_tokens")
     decoded = facts.value("run.decode_tokens")
     prompt = prompt if isinstance(prompt, int) and prompt > 0 else 0
-    depth = prompt + (decoded // 2 if isinstance(decoded, int) and decoded > 0 else 0)
+    begin = _int(facts, "run.depth_start", 0) if facts.value("run.depth_start") else 0
+    depth = begin + prompt + (decoded // 2 if isinstance(decoded, int) and decoded > 0 else 0)
     cost = model_cost(facts, plan, depth, prompt or 1)
     if cost is None:
         return
@@ -465,7 +450,7 @@ def derive_speed(facts: Facts) -> None:
     facts.set("derived.decode_bytes_per_token_cpu", cost.decode_cpu_bytes, _src(how))
     facts.set("derived.prefill_flops_per_token", round(cost.prefill_flops), _src(
         "2 x active parameters (no embedding gather, routed experts only) + attention at the prompt's depth"))
-    facts.set("derived.speed_depth", depth, _src("the trace's prompt + half its decode"))
+    facts.set("derived.speed_depth", depth, _src("the cells cached before the prompt + the prompt + half the decode"))
     if cost.pcie_bytes_per_batch:
         facts.set("derived.prefill_pcie_bytes_per_batch", cost.pcie_bytes_per_batch,
                   _src("CPU-resident weights llama.cpp copies to the GPU for each batch of 32+ tokens"))
@@ -474,16 +459,22 @@ def derive_speed(facts: Facts) -> None:
     ceil = ceilings(facts)
     for v, share in judge(facts, cost, ceil):
         if v.tok_s is not None:
-            set_verdict(facts, v, ceil, share)
+            set_verdict(facts, v, ceil, share, cost.gpu_layers < cost.n_layer)
 
 
-def set_verdict(facts: Facts, v: Verdict, ceil: Ceilings, share: Share) -> None:
+def set_verdict(facts: Facts, v: Verdict, ceil: Ceilings, share: Share, cpu_run: bool = True) -> None:
     p = f"speed.{v.phase}"
     facts.set(f"{p}.tok_s", round(v.tok_s or 0.0, 2), _src(f"run.{v.phase}_tps"))
     facts.set(f"{p}.ceiling_source", v.source, _src(ceil.how or "no ceiling known"))
+    shared = cpu_run and (share.share < CONTENTION_SHARE or v.bound == "contention")
+    if not facts.has("speed.cores_shared") or shared:
+        facts.set("speed.cores_shared", shared, _src(
+            f"the engine had {share.share * 100:.0f}% of the {share.threads} core(s) it asked for"
+            + (f"; other processes used {share.other_busy * 100:.0f}% of the cores" if share.other_busy else "")))
     ceiling = v.ceiling
     if ceiling is None or v.settle:
-        facts.set(f"{p}.bound", "unknown", _src("no ceiling for this placement"))
+        bound = "contention" if v.bound == "contention" else "unknown"
+        facts.set(f"{p}.bound", bound, _src("; ".join(v.notes) or "no ceiling for this placement"))
         facts.set(f"{p}.settle", v.settle or "the machine's ceilings", _src("what the verdict lacks"))
         return
     terms = ", ".join(f"{k} {1 / s:,.0f}" for k, s in sorted(v.terms.items(), key=lambda kv: -kv[1]))
@@ -491,6 +482,13 @@ def set_verdict(facts: Facts, v: Verdict, ceil: Ceilings, share: Share) -> None:
     facts.set(f"{p}.ceiling_tok_s", round(ceiling, 2), _src(f"tok/s each bound allows: {terms}{on_share}; {ceil.how}"))
     facts.set(f"{p}.fraction", round((v.tok_s or 0.0) / ceiling, 3), _src(f"{v.tok_s:g} / {ceiling:.1f} tok/s"))
     facts.set(f"{p}.bound", v.bound, _src("; ".join(v.notes) or f"the slowest bound: {terms}"))
+    if v.misfit_term:
+        facts.set(f"{p}.misfit_term", v.misfit_term, _src("; ".join(v.notes)))
+    if v.threads_gain is not None:
+        facts.set(f"{p}.threads_gain", round(v.threads_gain, 2), _src(
+            f"the kernel probe's typical times for this model at {share.threads} thread(s) and on all "
+            f"{share.usable:g} usable cores"))
     if v.expected_s > 0:
         facts.set(f"{p}.expected_tok_s", round(1 / v.expected_s, 2), _src(
-            "each bound's time at the efficiency llama.cpp reaches on it (docs/speed.md), added up"))
+            "the engine's typical kernel times on this machine for this model's shapes, added up (docs/speed.md)"
+            if ceil.kernels is not None else "each bound's time at the share llama.cpp reaches on it (docs/speed.md)"))

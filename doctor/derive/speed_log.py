@@ -23,7 +23,8 @@ import re
 from dataclasses import replace
 
 from doctor.core.facts import Facts
-from doctor.derive.speed import Ceilings, Cost, Verdict, ceilings, core_share, judge, set_verdict, weight_type
+from doctor.derive.speed import Cost, Verdict, core_share, judge, set_verdict, weight_type
+from doctor.derive.speed_ceilings import Ceilings, ceilings
 
 MOE_NAME = re.compile(r"\bMoE\b|\bA\d+(?:\.\d+)?B\b", re.IGNORECASE)  # "gpt-oss 20B MXFP4 MoE", "Qwen3-30B-A3B"
 TYPICAL_LAYERS = 16.0  # n_layer of a 1B model; ~ x (params / 1B) ** 0.3 for larger (Llama 3B 28, 7B 32, 70B 80)
@@ -97,6 +98,8 @@ def derive_speed_log(facts: Facts) -> None:
     device_question = spec.unknown if spec is not None and not spec.known else None
     cost, missing = log_cost(facts)
     ceil = with_host(facts, ceilings(facts))
+    if device_question and cost is not None and not cost.decode_gpu_bytes and ceil.source == "measured":
+        device_question = None  # a CPU run on this machine: its measured bandwidth holds it, not a spec row
     if cost is None or device_question:
         for phase in phases:
             unknown = Verdict(phase, float(facts.value(f"run.{phase}_tps")),

@@ -170,7 +170,7 @@ def build_report(rulebase: RuleBase, facts: Facts, *, command: str, mode: Mode, 
     report.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -CONFIDENCE_RANK[f.confidence],
                                         -len(f.inhibits), f.id))
     report.checks.sort(key=lambda c: (c.area, c.id))
-    report.assessment = _assess(report.findings)
+    report.assessment = assess(report.findings)
     _judge_sessions(report, rulebase, facts, command=command, mode=mode, engine=engine, memo=memo)
     return report
 
@@ -320,8 +320,9 @@ def _evidence(result: RuleResult) -> list[Evidence]:
     return out
 
 
-def _assess(findings: list[Finding]) -> Assessment | None:
-    candidates = [f for f in findings if f.severity in ("error", "warning")]
+def assess(findings: list[Finding], exclude: frozenset[str] = frozenset()) -> Assessment | None:
+    """The likely root cause among the findings (ids in `exclude` left out: --verify measured them wrong)."""
+    candidates = [f for f in findings if f.severity in ("error", "warning") and f.id not in exclude]
     if not candidates:
         return None
     best = max(candidates, key=lambda f: (SEVERITY_RANK[f.severity], CONFIDENCE_RANK[f.confidence],

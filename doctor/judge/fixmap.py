@@ -22,6 +22,7 @@ from doctor.core import engines
 from doctor.core.facts import Facts
 from doctor.core.report import Finding, Report
 from doctor.core.vocab import VerifyOutcome
+from doctor.derive.speed import CEILING_NOISE  # a fraction above it: a ceiling that does not fit, not a share
 from doctor.judge.changes import NEEDED, Recipe
 from doctor.judge.recheck import already_so
 from doctor.judge.rulebase import RuleBase
@@ -139,6 +140,15 @@ AFFECTS: dict[str, tuple[str, ...]] = {
 
 SPEED_AREAS = ("cpu", "decode", "speed")  # fixes for speed: slower after is worse, whatever the rules say
 SLOWER = 1.2  # decode ms/token this much higher counts as slower
+FASTER = 1.10  # a speed fix resolves only what it makes at least this much faster (decode or prompt)
+
+
+def speed_gain(before: dict[str, Any], after: dict[str, Any]) -> float | None:
+    """How much faster the re-run was: the larger of decode's and the prompt's before / after times."""
+    gains = [b / a for key in ("decode_ms_per_token", "prefill_ms")
+             if isinstance(b := before.get(key), (int, float)) and isinstance(a := after.get(key), (int, float))
+             and a > 0 and b > 0]
+    return max(gains) if gains else None
 
 
 def related(f: Finding, changes: dict[str, Any] | None) -> bool:
@@ -178,6 +188,10 @@ def outcome(finding: Finding, before: Report, after: Report, after_figures: dict
     again = [f for f in after.findings if f.id == finding.id or (f.cls == finding.cls and f.severity != "info")]
     if again:
         return "not resolved", f"{again[0].id} still fires: {again[0].message}"
+    if finding.cls.split(".")[0] in SPEED_AREAS:  # a speed finding is a claim that the fix makes it faster
+        gain = speed_gain(before_figures or figures(before.facts), after_figures)
+        if gain is not None and gain < FASTER:
+            return "not resolved", f"no measured gain (at most {gain:.2f}x as fast; {FASTER:.2f}x needed)"
     if after_figures.get("failed"):
         return "made worse", "the run failed with it"
     return "resolved", ""
@@ -233,8 +247,8 @@ def _speed(phase: str, before: dict[str, Any], after: dict[str, Any]) -> str:
     if not isinstance(b, (int, float)) or not isinstance(a, (int, float)):
         return ""
     bf, af = before.get(f"{phase}_fraction"), after.get(f"{phase}_fraction")
-    both = isinstance(bf, (int, float)) and isinstance(af, (int, float))
-    share = f" ({bf:.0%} -> {af:.0%} of the ceiling)" if both else ""
+    both = isinstance(bf, (int, float)) and isinstance(af, (int, float)) and max(bf, af) <= CEILING_NOISE
+    share = f" ({bf:.0%} -> {af:.0%} of the ceiling)" if both else ""  # above it: the ceiling is wrong, not a share
     return f"{phase} {b:.1f} -> {a:.1f} tok/s{share}"
 
 

@@ -28,7 +28,8 @@ DYNAMIC = {
     ("whatif.py", "f'host.gpu[{i}].vram_total'"): "a stated GPU budget, per GPU",
     ("whatif.py", "f'host.gpu[{i}].vram_free'"): "a stated GPU budget, per GPU",
     **{("speed.py", f"f'{{p}}.{key}'"): "speed.<phase>.*: the verdict of each phase (prefill, decode)"
-       for key in ("tok_s", "ceiling_source", "ceiling_tok_s", "fraction", "bound", "settle", "expected_tok_s")},
+       for key in ("tok_s", "ceiling_source", "ceiling_tok_s", "fraction", "bound", "settle", "expected_tok_s",
+                   "misfit_term", "threads_gain")},
     **{("speed_range.py", f"f'{{p}}.{key}'"): "speed.<phase>.*: where the phase falls in its device class's range"
        for key in ("efficiency", "usual_class", "usual_low", "usual_high", "usual_tok_s", "placement")},
     ("speed_causes.py", "f'speed.cause.{name}'"): "speed.cause.<cause>: one fact per slow cause a paste shows",

@@ -284,3 +284,50 @@ def test_a_speed_fix_line_says_tok_s_and_share_of_the_ceiling() -> None:
     after = {"decode_tok_s": 88.1, "decode_fraction": 0.49, "decode_ms_per_token": 11.4}
     text = fixmap.line("speed.decode", "-t 2", before, after, "resolved", "")
     assert text == "-t 2: decode 47.8 -> 88.1 tok/s (27% -> 49% of the ceiling), no crash"
+
+
+def test_a_share_past_the_ceiling_is_not_printed_as_one() -> None:
+    """Issue 36: "280% -> 365% of the ceiling". Above 1.05 the ceiling does not fit: no share is quoted."""
+    before = {"decode_tok_s": 129.8, "decode_fraction": 2.80, "decode_ms_per_token": 7.7}
+    after = {"decode_tok_s": 132.0, "decode_fraction": 3.65, "decode_ms_per_token": 7.6}
+    assert "of the ceiling" not in fixmap.line("speed.decode", "-t 2", before, after, "not resolved", "")
+
+
+def test_a_speed_fix_that_measures_no_faster_does_not_resolve(rules: RuleBase) -> None:
+    """The finding stops firing once the threads are all the cores, but a speed finding claims the fix
+    makes the run faster: below 1.10x measured it is not resolved."""
+    speed = {"speed.decode.bound": "threads", "config.n_threads": 1, "host.cpu.usable_cores": 2,
+             "speed.decode.ceiling_source": "measured", "speed.decode.fraction": 0.9, "speed.cores_shared": False,
+             "speed.decode.threads_gain": 1.6}
+    before = judged(rules, {**FITS, **speed, "run.decode_ms_p50": 7.7})
+    ld825 = next(f for f in before.findings if f.id == "LD825")
+    after_facts = {**FITS, "config.n_threads": 2, "host.cpu.usable_cores": 2, "speed.decode.bound": "compute:cpu",
+                   "speed.cores_shared": False}
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        n = changes.get("n_threads", 1)
+        return judged(rules, {**(after_facts if n == 2 else {**FITS, **speed}), "run.decode_ms_p50": 7.6 if n == 2
+                              else 7.7})
+
+    Verifier(before, {**SETTINGS, "n_threads": 1}, run_job).verify_fixes()
+    assert ld825.fix.verified is not None and ld825.fix.verified.outcome == "not resolved"
+    assert "no measured gain" in ld825.fix.verified.reason
+    assert fixmap.speed_gain({"decode_ms_per_token": 20.0}, {"decode_ms_per_token": 10.0}) == 2.0
+
+
+def test_the_headline_follows_what_verify_measured(rules: RuleBase) -> None:
+    """Issue 36: the sweep said 1 thread was best, yet the headline advised 2. A thread finding the sweep
+    measured no count 10% faster than the one used is no longer the likely root cause."""
+    speed = {"speed.decode.bound": "threads", "config.n_threads": 1, "host.cpu.usable_cores": 2,
+             "host.cpu.physical_cores": 2, "speed.decode.ceiling_source": "measured", "speed.decode.fraction": 0.9,
+             "speed.cores_shared": False}
+    report = judged(rules, {**FITS, **speed, "run.decode_ms_p50": 7.7})
+    assert report.assessment is not None and report.assessment.id == "LD825"
+
+    def run_job(changes: dict[str, Any], max_tokens: int | None, timeout_s: float) -> Report:
+        n = changes.get("n_threads", 1)
+        return judged(rules, {**FITS, **speed, "config.n_threads": n, "run.decode_ms_p50": 7.7 if n == 1 else 7.5})
+
+    result = verify(report, {**SETTINGS, "n_threads": 1}, run_job)
+    assert report.assessment is None or report.assessment.id != "LD825"
+    assert any(note.startswith("LD825 is not the likely root cause after all") for note in result.notes)

@@ -69,7 +69,8 @@ def test_a_healthy_log_still_gets_the_all_clear() -> None:
     assert run.returncode == 0, run.stdout
     assert "No problems found." in run.stdout
     doc = json.loads(_cli("analyze", str(HEALTHY), "--format", "json").stdout)
-    assert doc["verdict"] == {"kind": "no_problems", "text": "No problems found.", "complete": True} and doc["summary"]["ok"] > 0
+    assert doc["verdict"] == {"kind": "no_problems", "text": "No problems found.", "complete": True}
+    assert doc["summary"]["ok"] > 0
     markdown = _cli("analyze", str(HEALTHY), "--format", "markdown").stdout
     assert "**No problems found.**" in markdown
 

@@ -134,7 +134,11 @@ def test_the_console_script_and_text_view() -> None:
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("llm-doctor") and " · scan · " in lines[0]
-    assert lines[1].startswith("  machine: ") and lines[3].startswith("  plan:    n_ctx 4096")
+    assert lines[1].startswith("  machine: ") and lines[2].startswith("  model:   ")
+    # a bench line (RAM read bandwidth, decode floor) comes before the plan where a kept measurement exists
+    bench = [line for line in lines[3:4] if line.startswith("  bench:   ")]
+    assert all("RAM read" in line and "decode floor" in line for line in bench)
+    assert lines[3 + len(bench)].startswith("  plan:    n_ctx 4096")
     assert "\x1b" not in proc.stdout
 
 

@@ -33,7 +33,9 @@ def test_a_named_gpu_gives_a_verdict_with_its_spec_row_cited(analyze) -> None:
     assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(263.5, abs=1)
     assert facts.value("speed.decode.fraction") == pytest.approx(0.50, abs=0.01)
     assert "RTX 3090 Ti" in str(facts.get("speed.decode.ceiling_source").source.text)  # type: ignore[union-attr]
-    assert facts.value("speed.prefill.bound") == "compute:gpu"
+    # a quantized prompt runs on int8 MMQ: held to the card's int8 peak (320 TOPS), not its FP16 figure
+    assert facts.value("speed.prefill.bound") == "compute:gpu:int8"
+    assert "320" in str(facts.get("spec.int8_tops").source.text)  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(("fixture", "question"), [
@@ -91,15 +93,20 @@ def test_without_size_or_parameters_the_log_is_not_judged() -> None:
     assert str(facts.value("speed.decode.settle")).startswith("the model's size and parameter count")
 
 
-@pytest.mark.parametrize(("backend", "ceiling"), [("CUDA", 669.0), ("Metal", 167.0)])
-def test_a_small_model_on_a_fast_gpu_is_held_by_kernel_launches(backend: str, ceiling: float) -> None:
+@pytest.mark.parametrize(("backend", "ceiling", "bound"), [("CUDA", 669.0, "per-token-overhead"),
+                                                           ("Metal", 167.0, "ceiling-misfit")])
+def test_a_small_model_on_a_fast_gpu_is_held_by_kernel_launches(backend: str, ceiling: float, bound: str) -> None:
     """Llama 3.2 3B (1.9 GB) on an RTX 5090 (1792 GB/s: 1.06 ms of reads) measured 271 tok/s
-    (geerlingguy/ai-benchmarks): launches per layer, fitted per backend on the public rows, bind."""
+    (geerlingguy/ai-benchmarks): launches per layer, fitted per backend on the public rows, bind. The
+    launch cost is the ceiling's one fitted term: a run faster than it (Metal's 0.26 ms a layer, on a
+    CUDA card) is a misfit of that term, not a verdict."""
     facts = _facts({"host.gpu.count": 1, "host.gpu[0].name": "NVIDIA GeForce RTX 5090", "config.n_gpu_layers": 999,
                     "engine.backends": ["CPU", backend], "model.weights_bytes": 1_900_000_000,
                     "model.n_params": 3_210_000_000, "run.decode_tps": 271.4})
-    assert facts.value("speed.decode.bound") == "per-token-overhead"
+    assert facts.value("speed.decode.bound") == bound
     assert facts.value("speed.decode.ceiling_tok_s") == pytest.approx(ceiling, rel=0.01)
+    if bound == "ceiling-misfit":
+        assert facts.value("speed.decode.misfit_term") == "per-token-overhead"
 
 
 @pytest.mark.parametrize(("threads", "bound"), [(1, "threads"), (2, "threads"), (8, "memory-bandwidth:cpu")])

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from doctor.core.events import FactsEvent, LiveEvent
+from doctor.core.facts import Facts, Source
 from doctor.sources.live.follow.follower import follow_log
 from doctor.sources.live.session import TraceSession
 from doctor.sources.probes import cpustat
@@ -37,9 +38,9 @@ def test_a_followed_engine_is_the_busiest_process_not_another_s_work(tmp_path: P
     assert cpustat.process_seconds(str(tmp_path / "nowhere")) == {}
 
 
-def _follow(path: Path, lines: list[bytes], live: bool) -> list[LiveEvent]:
+def _follow(path: Path, lines: list[bytes], live: bool, machine: Facts | None = None) -> list[LiveEvent]:
     events: list[LiveEvent] = []
-    session = TraceSession("x.log", source="log", on_event=events.append,
+    session = TraceSession("x.log", source="log", on_event=events.append, machine=machine,
                            cores=cpustat.CpuWindow(engine_not_ours=True).start())
     path.write_bytes(b"".join(lines if not live else lines[:1]))
     left = [] if not live else list(lines[1:])
@@ -62,3 +63,15 @@ def test_a_live_log_gets_the_share_and_a_finished_one_read_back_none(tmp_path: P
     assert live and "host.cpu.other_busy" in live[-1].facts
     old = [e for e in _follow(tmp_path / "old.log", lines, live=False) if isinstance(e, FactsEvent)]
     assert not any("host.cpu.other_busy" in e.facts for e in old)
+
+
+def test_kept_figures_go_out_with_a_live_window_only(tmp_path: Path) -> None:
+    """watch --log / a wrapped command: the read bandwidth an earlier scan kept here says something of the
+    run only where it ran here while traced - with the cores' share, never for a log read back."""
+    kept = Facts()
+    kept.set("host.ram.read_bw_all_gbs", 28.0, Source("probe", "probe.ceilings", text="kept"))
+    lines = [f"line {i}\n".encode() for i in range(6)]
+    for live in (True, False):
+        events = _follow(tmp_path / f"{live}.log", lines, live, kept)
+        sent = any("host.ram.read_bw_all_gbs" in e.facts for e in events if isinstance(e, FactsEvent))
+        assert sent is live

@@ -36,8 +36,9 @@ from tests.conftest import worked_around
 pytestmark = pytest.mark.engine
 
 LOOP_PROMPT = "Write a list of fruits. Write a list of fruits. Write a list of fruits."
-# warnings that depend on what else this machine is doing, not on the run's settings
-MACHINE_DEPENDENT = {"decode.jitter", "io.slow_load"}
+# warnings that depend on what else this machine is doing, not on the run's settings (other processes on
+# the cores: watch names them as scan does, issue 36, and the test machine is often shared)
+MACHINE_DEPENDENT = {"decode.jitter", "io.slow_load", "speed.contention"}
 
 
 @pytest.fixture(scope="module")

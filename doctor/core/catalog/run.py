@@ -4,6 +4,8 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("run.load_ms", "float", "ms", "model load time"),
     ("run.warmup_ms", "float", "ms", "first-call warm-up (an empty decode before the timed prefill)"),
     ("run.prompt_tokens", "int", "tokens", "tokens in the (last) prompt evaluated"),
+    ("run.depth_start", "int", "tokens", "cells already in the KV cache when the timed prompt began (llama-bench "
+     "-d, a cached prefix): the prompt and the decode attend over them too"),
     ("run.prompt_tokens_max", "int", "tokens", "largest prompt seen in the input"),
     ("run.prefill_ms", "float", "ms", "prompt evaluation (prefill) time"),
     ("run.prefill_tps", "float", "tokens/s", "prefill speed"),

@@ -18,6 +18,12 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("spec.mem_bw_gbs", "float", "GB/s", "published peak memory bandwidth of that device"),
     ("spec.fp16_tflops", "float", "TFLOPS", "published dense FP16 matrix throughput (FP32 accumulate where "
      "the vendor gives both)"),
+    ("spec.int8_tops", "float", "TOPS", "published dense INT8 matrix throughput (tensor / matrix cores; what "
+     "llama.cpp's MMQ kernels run a quantized model's prompt on)"),
+    ("spec.bf16_tflops", "float", "TFLOPS", "published dense BF16 matrix throughput"),
+    ("spec.fp32_tflops", "float", "TFLOPS", "published FP32 throughput (non-tensor)"),
+    ("spec.cpu_gflops", "float", "GFLOP/s", "a CPU's vector peak: cores x clock x FP32 FLOPs a cycle of its "
+     "widest vector unit, where the spec table gives them"),
     ("spec.pcie_gbs", "float", "GB/s", "one-way PCIe bandwidth of the device's link (generation x width, "
      "PCI-SIG per-lane rate)"),
     ("spec.cores", "int", "cores", "published physical core count of the CPU the log names"),

@@ -1,4 +1,4 @@
-"""The published-spec table: memory bandwidth, FP16 throughput and PCIe link of GPUs, Apple chips and
+"""The published-spec table: memory bandwidth, FP16 and INT8 throughput and PCIe link of GPUs, Apple chips and
 CPUs, each row with the document it cites (hardware.yaml beside this file, the one people edit;
 README.md says where the figures come from).
 
@@ -40,6 +40,7 @@ class SpecRow:
     mem_bw_gbs: float | None = None
     mem_bw_low_gbs: float | None = None
     fp16_tflops: float | None = None
+    int8_tops: float | None = None  # dense INT8 matrix throughput (what llama.cpp's MMQ runs a quantized prompt on)
     pcie_gen: int | None = None
     pcie_width: int | None = None
     pcie_gbs: float | None = None
@@ -122,7 +123,7 @@ def _row(entry: Any, kind: str, lane_gbs: dict[int, float]) -> SpecRow | str:
         return f"{name}: no match strings"
     if not isinstance(source, str) or not source.strip() or source.strip().lower().startswith("n/a"):
         # a row that cites nothing gives no figures; it still names a device (generic VM CPUs)
-        if any(_positive(entry.get(k)) for k in ("mem_bw_gbs", "fp16_tflops")):
+        if any(_positive(entry.get(k)) for k in ("mem_bw_gbs", "fp16_tflops", "int8_tops")):
             return f"{name}: figures without a source"
         source = ""
     bw = _positive(entry.get("mem_bw_gbs"))
@@ -139,8 +140,8 @@ def _row(entry: Any, kind: str, lane_gbs: dict[int, float]) -> SpecRow | str:
         name=name.strip(), kind=kind, match=match, not_match=_strings(entry.get("not_match")),
         source=source.strip(), confidence=confidence if confidence in ("high", "medium") else "medium",
         vendor=vendor if isinstance(vendor, str) else None, mem_bw_gbs=bw, mem_bw_low_gbs=low,
-        fp16_tflops=_positive(entry.get("fp16_tflops")), pcie_gen=gen, pcie_width=width, pcie_gbs=pcie_gbs,
-        cores=_count(cores),
+        fp16_tflops=_positive(entry.get("fp16_tflops")), int8_tops=_positive(entry.get("int8_tops")),
+        pcie_gen=gen, pcie_width=width, pcie_gbs=pcie_gbs, cores=_count(cores),
         vram_gib=_positive(entry.get("vram_gib")),
         notes=notes if isinstance(notes, str) else None,
         mem_channels=_count(entry.get("mem_channels")), mem_bus_bits=_count(entry.get("mem_bus_bits")),

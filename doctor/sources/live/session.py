@@ -54,7 +54,7 @@ class TraceSession:
                  on_event: Callable[[LiveEvent], None] | None = None, record: str | None = None,
                  judge: Judge | None = None, keep_events: bool = True, t0: float | None = None,
                  eval_interval_s: float = EVAL_INTERVAL_S, redactor: Any = None, line_events: str = "all",
-                 cores: CpuWindow | None = None) -> None:
+                 cores: CpuWindow | None = None, machine: Facts | None = None) -> None:
         self.t0 = time.monotonic() if t0 is None else t0
         self.builder = TraceBuilder(name)
         self.on_event = on_event
@@ -75,6 +75,9 @@ class TraceSession:
         # a /proc/stat window started with the run (scan has one around its trace): at the end, the
         # other processes' share of the cores becomes facts, recorded like any other (a replay agrees)
         self.cores = cores
+        # this machine's kept figures (the read bandwidth an earlier scan measured): they say something of
+        # the run only where it ran here while traced, so they go out with the cores' share, not alone
+        self.machine = machine
 
     def now_ms(self) -> float:
         return round((time.monotonic() - self.t0) * 1000.0, 3)
@@ -153,6 +156,8 @@ class TraceSession:
         if self.cores is not None:
             shared = cores_facts(self.cores.stop())
             self.cores = None
+            if self.machine is not None:
+                shared.merge(self.machine)
             if len(shared):
                 self.emit(FactsEvent(t_ms=end.t_ms, facts=shared.to_json()["facts"]))
         self.builder.add(end)

@@ -240,16 +240,25 @@ def trace_figures(report: Report) -> list[str]:
 
 
 def bench_figures(report: Report) -> list[str]:
-    """What `scan --bench` measured: model-file read speed, RAM and GPU copy bandwidth, PCIe transfers."""
+    """What `scan --bench` measured (and scan's own RAM read bandwidth, with the decode floor it sets): model-file
+    read speed, RAM read and copy bandwidth, GPU copy bandwidth, PCIe transfers."""
     v = report.facts.value
     out = []
     read = v("model.storage.read_mb_s")
     if isinstance(read, int | float) and not isinstance(read, bool):
         bound = " (at least: served from the page cache)" if v("model.storage.read_upper_bound") is True else ""
         out.append(f"model file read {format_value(read, 'MB/s')}{bound}")
+    read, read_all = v("host.ram.read_bw_gbs"), v("host.ram.read_bw_all_gbs")
+    if isinstance(read_all, int | float) and not isinstance(read_all, bool):
+        at = f" ({format_value(read, 'GB/s')} at the engine's threads)" \
+            if isinstance(read, int | float) and not isinstance(read, bool) and read != read_all else ""
+        out.append(f"RAM read {format_value(read_all, 'GB/s')} on all cores{at}")
     ram = v("host.ram.bandwidth_measured_gbs")
     if isinstance(ram, int | float) and not isinstance(ram, bool):
         out.append(f"RAM copy {format_value(ram, 'GB/s')}")
+    floor = v("derived.decode_floor_ms")
+    if out and isinstance(floor, int | float) and not isinstance(floor, bool):
+        out.append(f"decode floor {format_value(floor, 'ms')} a token")
     count = v("host.gpu.count")
     for i in range(count if isinstance(count, int) and not isinstance(count, bool) and 0 < count <= 16 else 0):
         for name, what in (("bandwidth_measured_gbs", "memory copy"), ("pcie.h2d_measured_gbs", "PCIe host-to-GPU")):

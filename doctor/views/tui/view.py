@@ -447,6 +447,10 @@ def speed_bars(report: Report) -> list[SpeedBar]:
             bars.append(SpeedBar(row.phase, 0, "?", f"{row.tok_s:,.1f} tok/s, ceiling unknown"
                                  + (f": needs {row.settle}" if row.settle else ""), "unknown"))
             continue
+        if row.misfit:  # above its ceiling: the ceiling is wrong, no share to draw
+            bars.append(SpeedBar(row.phase, 0, "?", f"{row.tok_s:,.1f} tok/s, above the {row.ceiling:,.1f} its "
+                                 f"{row.misfit} bound allows: that ceiling does not fit", "unknown"))
+            continue
         filled = round(min(1.0, max(0.0, row.fraction)) * BAR_WIDTH)
         kind = "warning" if row.bound in ("contention", "threads") else "ok"
         bars.append(SpeedBar(row.phase, filled, f"{row.fraction:.0%}",

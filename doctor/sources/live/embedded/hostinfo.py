@@ -16,15 +16,19 @@ from typing import Any
 from doctor.core.facts import Facts, Source
 from doctor.sources.live.embedded.sampler import cgroup_quota
 
-# scan's passive probes that watch reuses when they are installed
-PROBE_NAMES = ("cpu", "memory", "storage", "gpu")
+# scan's passive probes that watch reuses when they are installed (gguf: the model's tensor table, which
+# the speed verdict costs the run from, as scan does)
+PROBE_NAMES = ("cpu", "memory", "storage", "gpu", "gguf")
 
 
 def _src(text: str) -> Source:
     return Source("probe", "watch.host", text=text)
 
 
-def host_facts(model_path: str | None = None, use_probes: bool = True, threads: int | None = None) -> Facts:
+def host_facts(model_path: str | None = None, use_probes: bool = True, threads: int | None = None,
+               settings: Any = None) -> Facts:
+    """`settings`: the embedded engine's RunSettings, for the kernel figures an earlier scan kept for
+    this model's weight types at its threads."""
     facts = Facts()
     if use_probes:
         facts.merge(_probe_facts(model_path))
@@ -32,7 +36,41 @@ def host_facts(model_path: str | None = None, use_probes: bool = True, threads: 
     _psutil_facts(facts)
     if model_path:
         _model_file(facts, model_path)
+    if use_probes and settings is not None and model_path:
+        facts.merge(_kept_kernels(model_path, settings, facts))
     return facts
+
+
+def _kept_kernels(model_path: str, settings: Any, host: Facts) -> Facts:
+    """The kernel probe's figures an earlier scan kept for this model's weight types, at the run's threads
+    (llama-cpp-python's defaults where unset) - never measured while the engine runs. The figures with
+    weight repacking off serve a run that asked for it on: crash triage turns it off where it crashes."""
+    try:
+        from doctor.sources.live.embedded.kernels import kernel_facts, request_from
+        from doctor.sources.probes.gguf_model import collect_model
+
+        view = collect_model(model_path)
+        logical = os.cpu_count() or 1
+        for name, value in (("config.n_threads", settings.n_threads or max(1, logical // 2)),
+                            ("config.n_threads_batch", settings.n_threads_batch or logical),
+                            ("config.n_gpu_layers", settings.n_gpu_layers),
+                            ("config.flash_attn", "enabled" if settings.flash_attn else "disabled"),
+                            ("config.type_k", settings.type_k), ("config.type_v", settings.type_v)):
+            view.set(name, value, _src("the run's settings"))
+        usable = host.value("host.cpu.usable_cores")
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            cpuinfo = handle.read()
+        for repack in dict.fromkeys((settings.use_extra_bufts is not False, False)):
+            view.set("config.use_extra_bufts", repack, _src("the run's settings"))
+            request = request_from(view, int(usable) if isinstance(usable, int | float) and usable >= 1 else logical)
+            if request is None:
+                return Facts()
+            kept = kernel_facts(request, cpuinfo, measure_missing=False)
+            if kept.has("host.cpu.kernel_decode"):
+                return kept
+        return Facts()
+    except Exception:  # a cache or file that cannot be read is no figure, never a failed watch
+        return Facts()
 
 
 def _kept_ceilings(threads: int | None) -> Facts:

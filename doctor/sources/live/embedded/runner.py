@@ -142,7 +142,8 @@ def run_embedded(settings: RunSettings, *, on_event: Callable[[LiveEvent], None]
     if host:
         from doctor.sources.live.embedded.hostinfo import facts_payload, host_facts
 
-        session.emit(FactsEvent(facts=facts_payload(host_facts(settings.model_path, threads=settings.n_threads))))
+        host_now = host_facts(settings.model_path, threads=settings.n_threads, settings=settings)
+        session.emit(FactsEvent(facts=facts_payload(host_now)))
     session.flush()
     command = command or child_command()
     parent = _Parent(settings, session, timeout_s, stop, pause, sample_interval_s, command)

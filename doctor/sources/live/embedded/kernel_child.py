@@ -1,0 +1,136 @@
+"""The kernel probe's child process: llama-cpp-python times its own kernels on small real-shape GGUFs.
+
+Started by doctor/sources/live/embedded/kernels.py as `python -m doctor.sources.live.embedded.kernel_child`
+with the jobs as JSON on stdin; prints one JSON line per finished job (flushed, so a crash keeps what
+was measured before it) and a last line with the engine's system info. Through llama-cpp-python's
+low-level binding, as llama.cpp's own llama-bench does: one decode call per prompt batch (logits of
+its last token only) and per generated token, llama_synchronize after each, the time of each call.
+
+Per job (one GGUF): after a warm-up token (every weight page touched), for each prefill thread
+count, a batch of `batch` tokens at depth 0, `reps` times (2); then, for each decode thread count,
+`steps` single-token steps after it (`decode_after_prompt` false: from the depth itself, as
+llama-bench's tg runs; bench/speed_table.py). With `depth`, the cache is filled to that depth and the same is
+measured there (the prompt and the steps removed again after each count, so each starts at the
+same depth). Each time comes with the share of its threads' time the process got (CPU time /
+wall time x threads): on busy cores the parent keeps such figures for an hour only.
+
+Machine access (the engine). Strings: none shown to users.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import random
+import sys
+import time
+from typing import Any
+
+FILL_CHUNK = 512
+
+
+def _log_sink(level: int, text: bytes, user: Any) -> None:  # the engine's log: not wanted here
+    return None
+
+
+def run_job(llama_cpp: Any, job: dict[str, Any], common: dict[str, Any]) -> dict[str, Any]:
+    mp = llama_cpp.llama_model_default_params()
+    mp.use_extra_bufts = bool(common.get("extra_bufts", True))
+    mp.n_gpu_layers = 0
+    model = llama_cpp.llama_model_load_from_file(str(job["path"]).encode(), mp)
+    if not model:
+        raise RuntimeError(f"cannot load {job['path']}")
+    batch_n, steps, depth = int(job["batch"]), int(job["steps"]), int(job.get("depth", 0))
+    threads = sorted({int(t) for t in job["prefill_threads"] + job["decode_threads"]})
+    cp = llama_cpp.llama_context_default_params()
+    cp.n_ctx = (depth + 2 * batch_n + steps + 16 + 255) // 256 * 256
+    cp.n_batch = cp.n_ubatch = max(FILL_CHUNK, batch_n)
+    cp.n_threads = cp.n_threads_batch = max(threads)
+    cp.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if common.get("flash_attn") \
+        else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    kv_types = {"f16": 1, "f32": 0, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "iq4_nl": 20}
+    cp.type_k = kv_types.get(str(common.get("type_k", "f16")).lower(), 1)
+    cp.type_v = kv_types.get(str(common.get("type_v", "f16")).lower(), 1)
+    ctx = llama_cpp.llama_init_from_model(model, cp)
+    if not ctx:
+        raise RuntimeError("cannot create a context")
+    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
+    mem = llama_cpp.llama_get_memory(ctx)
+    batch = llama_cpp.llama_batch_init(max(FILL_CHUNK, batch_n), 0, 1)
+    rng = random.Random(1)
+
+    def decode(n: int, pos0: int, n_threads: int) -> tuple[float, float]:
+        batch.n_tokens = n
+        for i in range(n):
+            batch.token[i] = rng.randrange(1, max(2, n_vocab - 1))
+            batch.pos[i] = pos0 + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = i == n - 1
+        t0, c0 = time.perf_counter(), time.process_time()
+        rc = llama_cpp.llama_decode(ctx, batch)
+        llama_cpp.llama_synchronize(ctx)
+        wall = time.perf_counter() - t0
+        if rc != 0:
+            raise RuntimeError(f"llama_decode returned {rc}")
+        return wall, min(1.0, (time.process_time() - c0) / max(wall * n_threads, 1e-9))
+
+    reps, after_prompt = int(job.get("reps", 2)), bool(job.get("decode_after_prompt", True))
+
+    def measure(at: int, label: str, out: dict[str, Any]) -> None:
+        for t in job["prefill_threads"]:
+            llama_cpp.llama_set_n_threads(ctx, t, t)
+            runs = []
+            for _ in range(reps):
+                runs.append(decode(batch_n, at, t))
+                llama_cpp.llama_memory_seq_rm(mem, 0, at, -1)
+            out[f"prefill{label}"][str(t)] = runs
+        first = at
+        if after_prompt:  # the steps follow a prompt, as in a run (llama-bench's tg starts at the depth)
+            decode(batch_n, at, max(threads))
+            first = at + batch_n
+        for t in job["decode_threads"]:
+            llama_cpp.llama_set_n_threads(ctx, t, t)
+            out[f"decode{label}"][str(t)] = [decode(1, first + i, t) for i in range(steps)]
+            llama_cpp.llama_memory_seq_rm(mem, 0, first, -1)
+        llama_cpp.llama_memory_seq_rm(mem, 0, at, -1)
+
+    out: dict[str, Any] = {"id": job["id"], "prefill": {}, "decode": {}, "prefill_deep": {}, "decode_deep": {}}
+    decode(1, 0, max(threads))  # warm-up: every weight page touched
+    llama_cpp.llama_memory_clear(mem, True)
+    measure(0, "", out)
+    if depth:
+        llama_cpp.llama_set_n_threads(ctx, max(threads), max(threads))
+        pos = 0
+        while pos < depth:
+            n = min(FILL_CHUNK, depth - pos)
+            decode(n, pos, max(threads))
+            pos += n
+        measure(depth, "_deep", out)
+    llama_cpp.llama_batch_free(batch)
+    llama_cpp.llama_free(ctx)
+    llama_cpp.llama_model_free(model)
+    return out
+
+
+def main() -> int:
+    spec = json.loads(sys.stdin.read())
+    import llama_cpp
+
+    sink = llama_cpp.llama_log_callback(_log_sink)  # kept referenced while the engine runs
+    llama_cpp.llama_log_set(sink, ctypes.c_void_p())
+    llama_cpp.llama_backend_init()
+    for job in spec["jobs"]:
+        try:
+            result = run_job(llama_cpp, job, spec)
+        except RuntimeError as exc:
+            result = {"id": job["id"], "error": str(exc)}
+        print(json.dumps(result), flush=True)
+    info = llama_cpp.llama_print_system_info()
+    text = info.decode("utf-8", "replace").strip() if isinstance(info, bytes) else str(info)
+    print(json.dumps({"system_info": text}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
