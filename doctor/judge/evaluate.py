@@ -255,7 +255,7 @@ def _earlier_assessment(earlier: list[SessionFindings]) -> Assessment | None:
     shows nothing of its own, so it does not clear the failure the run before it ended with. The assessment is
     then the last earlier session's, said as such."""
     for past in reversed(earlier):
-        found = _assess(past.findings)
+        found = assess(past.findings)
         if found is not None:
             found.session = past.session.number
             found.message = (f"Session {past.session.number} (the run before the restart this input ends with, "

@@ -213,3 +213,22 @@ def test_2023_hyper_parameters_and_mem_required_come_before_the_weights(analyze,
     with_layers = PINNED_2023.replace("--no-mmap", "--no-mmap -ngl 40")  # the card's memory: LD301's
     path.write_text(with_layers)
     assert analyze(path).assessment.id == "LD301"
+
+
+@pytest.mark.parametrize(("line", "kind", "cls"), [
+    # Vali-98/ChatterUI#332 (corpus case 1042): the app's own check of the file's magic
+    ("Failed to create data: java.lang.IllegalArgumentException: File is not in GGUF format", "load_failed",
+     "model.corrupt"),
+    # Ollama's words for the same (fs/ggml/ggml.go, llm/ggml.go v0.1.33 on)
+    ('Error: llama runner process has terminated: error loading model: invalid file magic', "load_failed",
+     "model.corrupt"),
+    # eullm/eullm#302 (corpus case 1079): a wrapper's words for llama_init_from_model returning NULL
+    ("Failed to create context: null reference from llama.cpp", "context_failed", "oom.kv_cache"),
+])
+def test_a_wrappers_words_for_a_file_that_is_not_gguf_and_a_context_that_failed(
+        analyze, tmp_path: Path, line: str, kind: str, cls: str) -> None:
+    assert analyze_bytes(line.encode() + b"\n").events(kind)
+    path = tmp_path / "app.log"
+    path.write_text(line + "\n")
+    report = analyze(path)
+    assert report.assessment is not None and report.assessment.cls == cls
