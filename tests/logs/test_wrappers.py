@@ -98,3 +98,23 @@ def test_llama_swap_refusing_requests_alone_names_no_cause(tmp_path: Path) -> No
     path = tmp_path / "llama-swap.log"
     path.write_bytes(b"Process can not ProxyRequest, state is failed\n")
     assert not any(f.cls == "io.slow_load" for f in _report(path).findings)
+
+
+# Unsloth Studio's placement line as unslothai/unsloth#5323 quotes the reporter's log (corpus case 557), wrapped
+# as posted; its format: studio/backend/core/inference/llama_cpp.py "GGUF size: ..., GPUs free: {gpus}, selected:
+# {gpu_indices}, fit: {use_fit}"
+STUDIO_NO_GPU = (b"    GGUF size: 20.8 GB, est. KV cache: 0.1 GB, context: 4096,\n"
+                 b"    GPUs free: [(0, 22805)], selected: None, fit: True\n")
+
+
+def test_unsloth_studio_pinning_no_gpu_leaves_layers_to_fit(tmp_path: Path) -> None:
+    path = tmp_path / "studio.log"
+    path.write_bytes(STUDIO_NO_GPU)
+    report = _report(path)
+    assert report.assessment is not None and report.assessment.cls == "offload.partial"
+    lead = next(f for f in report.findings if f.cls == "offload.partial")
+    assert lead.lines == [2] and "--fit on" in lead.message + (lead.fix.text or "")
+    # a GPU chosen (-ngl -1, all layers), or no GPU at all: nothing to say
+    for line in (b"GPUs free: [(0, 22805)], selected: [0], fit: False\n", b"GPUs free: [], selected: None, fit: True\n"):
+        path.write_bytes(line)
+        assert not any(f.cls == "offload.partial" for f in _report(path).findings)
