@@ -251,3 +251,13 @@ def test_a_posts_own_thread_sweep_names_the_thread_count(rulebase) -> None:  # t
 def test_a_sweep_that_changes_little_is_not_a_thread_problem() -> None:
     facts = _facts(ORANGE_PI)  # 7 t/s, then 6.92 t/s with -t 4
     assert not facts.has("run.threads_fast_tps")
+
+
+def test_a_pasted_post_is_read_as_its_lines_and_cited_at_the_users_lines() -> None:
+    """A post quoted in markdown or behind docker compose's prefix: the prose is read from the paste's logical
+    lines (doctor/core/paste.py), each fact citing the line the user pasted."""
+    for prefix in ("> ", "ollama-1  | "):
+        facts = _facts("".join(prefix + line + "\n" for line in QUOTA_SWEEP.splitlines()))
+        assert (facts.value("run.threads_fast"), facts.value("run.threads_fast_tps")) == (4, 12.07), prefix
+        fact = facts.get("run.threads_fast_tps")
+        assert fact is not None and fact.source.line == 6 and fact.source.name == NAME

@@ -293,13 +293,19 @@ def sentences(text: str) -> list[Sentence]:
     return out
 
 
-def read_prose(facts: Facts, text: str) -> None:
-    """Set what the post's prose says, where no engine output in it said it."""
+def read_prose(facts: Facts, text: str, where: list[int] | None = None) -> None:
+    """Set what the post's prose says, where no engine output in it said it. `where`: for a paste read as its
+    logical lines (framing stripped, quoted strings decoded: doctor/core/paste.py), the user's line each begins on."""
     if len(text) > MAX_PROSE:
         return
     # made inert line by line as every log line is (escapes and controls out), the line count kept
     text = "\n".join(strip_controls(line) for line in text.split("\n"))
     parts = sentences(text)
+    if where:
+        for s in parts:
+            s.line = where[min(s.line, len(where)) - 1]
+            for run in s.runs:
+                run.line = s.line
     for s in parts:
         s.runs = s.runs or _speeds(s.text, s.index, s.line)  # a table row's columns name their phase
         s.settings = _settings(s.text)
