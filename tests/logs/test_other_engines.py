@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from doctor.judge.evaluate import diagnose
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 
 def _report(text: str, rulebase):
