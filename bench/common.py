@@ -61,21 +61,68 @@ class Run:
     """One finished child process."""
 
     wall_s: float
-    cpu_s: float
-    peak_rss: int  # bytes (the child's own maximum resident set)
+    cpu_s: float  # the process and the children it waited for (a worker pool's too)
+    peak_rss: int  # bytes (the largest maximum resident set of the process or one of its children)
     returncode: int
     stdout: bytes
+    tree_rss: int = 0  # bytes: the largest sum of the resident sets of the process and its children (sampled)
+    tree_pss: int = 0  # the same as proportional set sizes (pages shared after a fork counted once in all)
+
+
+class TreeMemory:
+    """Samples the resident memory of a process and its children (worker processes), summed, every `every_s`."""
+
+    def __init__(self, pid: int, every_s: float = 0.02) -> None:
+        self.pid = pid
+        self.every_s = every_s
+        self.rss = 0
+        self.pss = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _pids(self) -> list[int]:
+        pids, todo = [], [self.pid]
+        while todo:
+            pid = todo.pop()
+            pids.append(pid)
+            try:
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+        return pids
+
+    def _sample(self) -> None:
+        page = os.sysconf("SC_PAGE_SIZE")
+        while not self._stop.is_set():
+            rss = pss = 0
+            for pid in self._pids():
+                try:
+                    rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+                    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+                    pss += next(int(ln.split()[1]) * 1024 for ln in rollup.splitlines() if ln.startswith("Pss:"))
+                except (OSError, StopIteration, ValueError, IndexError):
+                    continue
+            self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def run(cmd: Sequence[str], env: dict[str, str] | None = None, ok: Sequence[int] = (0,),
-        timeout_s: float = 600.0) -> Run:
+        timeout_s: float = 600.0, tree: bool = False) -> Run:
     """Run `cmd` from the repository root; wall time from start to exit, CPU and peak RSS from the
-    kernel's accounting of that one process (os.wait4). Fails loudly on an unexpected exit code."""
+    kernel's accounting of that process and the children it waited for (os.wait4); with `tree`, the
+    summed memory of the process and its children sampled as it runs. Fails loudly on an unexpected exit code."""
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(list(cmd), cwd=ROOT, env=env if env is not None else child_env(),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
         assert proc.stdout is not None
+        memory = TreeMemory(proc.pid) if tree else None
         watchdog = threading.Timer(timeout_s, proc.kill)
         watchdog.start()
         try:
@@ -88,6 +135,8 @@ def run(cmd: Sequence[str], env: dict[str, str] | None = None, ok: Sequence[int]
             _, status, usage = os.wait4(proc.pid, 0)
         finally:
             watchdog.cancel()
+            if memory is not None:
+                memory.stop()
         wall = time.perf_counter() - start
         proc.stdout.close()
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -95,7 +144,8 @@ def run(cmd: Sequence[str], env: dict[str, str] | None = None, ok: Sequence[int]
             err.seek(0)
             tail = err.read().decode("utf-8", "replace")[-800:]
             raise SystemExit(f"{' '.join(cmd[:6])} exited {proc.returncode}: {tail}")
-    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, proc.returncode, b"".join(chunks))
+    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, proc.returncode, b"".join(chunks),
+               memory.rss if memory else 0, memory.pss if memory else 0)
 
 
 def doctor(*args: str) -> list[str]:

@@ -298,7 +298,7 @@ def atheris_main(target: str) -> None:
 
         from doctor.core.errors import InputError
         from doctor.derive import derive
-        from doctor.sources.logs.analyze import analyze_stream
+        from doctor.sources.logs.entry import analyze_stream
         from doctor.sources.probes.gguf_header import GgufCorrupt, _Walker
         from tests.hostile.fuzz_targets import check_inert_facts, check_one_line
 

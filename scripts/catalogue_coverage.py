@@ -40,6 +40,14 @@ CHECKED = {
     "textgen_webui": "v1.5, snapshot-2024-04-28, v2.4, v3.12, v4.7.3",
     "llama_box": "v0.0.25, v0.0.70, v0.0.118, v0.0.171",
     "lmstudio": "lms CLI commits e83b697, 90b739c, 8dbf8bf, 07b7252 (the app is closed source)",
+    "lmdeploy": "InternLM/lmdeploy v0.0.11, v0.0.14, v0.1.0, v0.2.0, v0.2.6, v0.4.0, v0.5.0, v0.6.0, v0.7.0, v0.8.0, "
+                "v0.9.0, v0.10.0, v0.11.0, v0.12.0, v0.13.0, v0.14.0, v0.15.0, v0.16.0",
+    "mlx": "ml-explore/mlx v0.0.6, v0.1.0, v0.2.0, v0.5.0, v0.10.0, v0.14.0, v0.15.0, v0.18.0, v0.21.0, v0.22.0, v0.23.0, "
+           "v0.24.0, v0.25.0, v0.26.0, v0.26.5, v0.28.0, v0.30.0, v0.32.1",
+    "mlx_lm": "ml-explore/mlx-lm v0.22.0, v0.24.1, v0.26.0, v0.28.0, v0.30.0, v0.31.3",
+    "deepspeed": "microsoft/DeepSpeed v0.8.0, v0.9.0, v0.9.2, v0.10.0, v0.10.3, v0.11.0, v0.12.0, v0.14.0, v0.16.0, v0.16.4",
+    "cui_llama_rn": "Vali-98/cui-llama.rn v1.0.2, v1.0.3, v1.0.11, v1.1.7, v1.3.0, v1.4.0, v1.4.1, v1.11.10",
+    "exllamav2": "turboderp/exllamav2 v0.0.4, v0.0.10, v0.0.15, v0.0.21, v0.1.0, v0.2.0, v0.2.7",
 }
 HEAD = ("engine", "entries", "warning/error", "recognised", "with a test", "read by a parser too", "info")
 

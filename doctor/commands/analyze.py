@@ -30,7 +30,7 @@ def paste_diagnosis(rulebase: RuleBase, engine: str | None = None,
     """What the paste screen runs on ctrl+r: the pasted bytes judged as `analyze FILE` judges a log
     (and redacted, with --redact)."""
     from doctor.judge.evaluate import diagnose
-    from doctor.sources.logs.analyze import analyze_bytes
+    from doctor.sources.logs.entry import analyze_bytes
 
     def make_report(data: bytes) -> Report:
         facts = analyze_bytes(data, "pasted log")

@@ -24,6 +24,7 @@ from doctor.core.facts import Facts
 from doctor.derive.source import step_src
 
 TAG = re.compile(r"^[\w.-]+(?:/[\w.-]+)*:(?P<tag>[\w.-]+)$")
+MAX_PARAMS = 1e15  # parameters: far above any model, far below a float's infinity
 PARAMS = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)([bm])(?![a-z])", re.IGNORECASE)
 QUANT = re.compile(r"(?:^|[-._ ])(q\d_k_[sml]|q\d_k_xl|q\d_k|q\d_[01]|iq\d_[a-z]+|fp16|f16|bf16|q8_0|q\d)"
                    r"(?:$|[-._ ])", re.IGNORECASE)
@@ -65,7 +66,7 @@ def guess(name: str) -> tuple[int, int, str] | None:
         return None
     params = float(size.group(1)) * (1e9 if size.group(2).lower() == "b" else 1e6)
     bits = BITS.get(quant)
-    if bits is None or params <= 0:
+    if bits is None or not 0 < params < MAX_PARAMS:  # a number no model has (a fuzzed or garbled name)
         return None
     return int(params), int(params * bits / 8), quant
 

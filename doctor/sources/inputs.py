@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 from doctor.core.errors import InputError
 from doctor.core.facts import Facts
-from doctor.sources.logs.analyze import analyze_stream
+from doctor.sources.logs.entry import analyze_stream
 from doctor.sources.logs.stream import open_input, rewindable
 
 FACTS_KIND = "facts"

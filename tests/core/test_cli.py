@@ -126,7 +126,7 @@ def _loaded_after(code: str, modules: tuple[str, ...]) -> list[str]:
 
 def test_startup_does_not_import_heavy_parts() -> None:
     code = ("import doctor.cli; doctor.cli.build_parser(); "
-            "import doctor.commands.analyze, doctor.views.render.json, doctor.sources.logs.analyze; "
+            "import doctor.commands.analyze, doctor.views.render.json, doctor.sources.logs.entry; "
             "import doctor.judge.evaluate")
     assert _loaded_after(code, ("textual", "torch", "llama_cpp", "numpy", "gguf", "rich")) == []
 

@@ -40,7 +40,7 @@ def test_a_long_fix_command_is_never_cut() -> None:
     from doctor.core.report import Fix
     from doctor.judge.evaluate import diagnose
     from doctor.judge.rulebase import load_rulebase
-    from doctor.sources.logs.analyze import analyze_bytes
+    from doctor.sources.logs.entry import analyze_bytes
     from doctor.views.render.markdown import render_markdown
     from doctor.views.render.style import choose_style
     from doctor.views.render.text import render_text

@@ -11,7 +11,7 @@ from doctor.core.facts import Facts
 from doctor.core.vocab import KV_TYPES
 from doctor.derive import derive
 from doctor.derive.memory import KvShape, kv_bytes, kv_bytes_per_token, kv_cells, pad
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 LCP = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama-cpp-python"
 SIZE_LINE = re.compile(r"size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\), "

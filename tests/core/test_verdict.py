@@ -17,7 +17,7 @@ import pytest
 from doctor.core.facts import Facts
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTHY = ROOT / "fixtures" / "logs" / "llama-cpp-python" / "healthy.log"

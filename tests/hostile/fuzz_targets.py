@@ -123,7 +123,7 @@ def rule_corpus() -> tuple[str, ...]:
 def facts_corpus() -> tuple[dict[str, Any], ...]:
     """Saved-facts documents (what `scan --save` writes), from analysing real logs."""
     from doctor.derive import derive
-    from doctor.sources.logs.analyze import analyze_bytes
+    from doctor.sources.logs.entry import analyze_bytes
 
     docs = []
     for data in log_corpus()[::6]:
@@ -170,7 +170,7 @@ def log_target(data: bytes, chunk: int = 1 << 16, full: bool = True) -> str:
     """analyze on a log: facts (inert), then derivation, every rule, every view."""
     from doctor.core.errors import InputError
     from doctor.judge.evaluate import diagnose
-    from doctor.sources.logs.analyze import analyze_stream
+    from doctor.sources.logs.entry import analyze_stream
 
     try:
         facts = analyze_stream(io.BytesIO(data), "fuzz", chunk=chunk)
@@ -239,7 +239,7 @@ def gguf_target(data: bytes, path: Path, sparse_size: int | None = None) -> str:
 def _rule_facts() -> tuple[Any, ...]:
     """Real snapshots the fuzzed rules are evaluated on (every engine)."""
     from doctor.derive import derive
-    from doctor.sources.logs.analyze import analyze_bytes
+    from doctor.sources.logs.entry import analyze_bytes
 
     return tuple(derive(analyze_bytes(data, "rules")) for data in log_corpus()[::9])
 

@@ -21,7 +21,7 @@ from doctor.core.errors import InputError
 from doctor.core.facts import Facts
 from doctor.derive import derive
 from doctor.judge.evaluate import diagnose
-from doctor.sources.logs.analyze import analyze_stream
+from doctor.sources.logs.entry import analyze_stream
 
 from .fuzz_targets import (
     check_inert_facts,

@@ -215,7 +215,7 @@ def test_loading_and_judging_touch_no_file_process_or_network(monkeypatch: pytes
     hostile[0]["when"] = {"all": [{"fact": "config.n_ctx", "exists": True},
                                   {"fact": "model.path", "matches": "^/etc/passwd$|(a+)+$"}]}
     texts.append(yaml.safe_dump(hostile))
-    from doctor.sources.logs.analyze import analyze_bytes
+    from doctor.sources.logs.entry import analyze_bytes
 
     facts = analyze_bytes((ROOT / "fixtures/logs/llama-cpp-python/prompt-too-long.log").read_bytes(), "log")
     facts.set("model.path", "/etc/passwd", Source("log", "test"))

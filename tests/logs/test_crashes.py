@@ -16,8 +16,10 @@ import pytest
 from doctor.core import engines
 from doctor.core.facts import Event
 from doctor.judge.evaluate import diagnose
+from doctor.sources.engines._ggml.crash_setup import SETUP_CAUSES
 from doctor.sources.engines._ggml.crashes import CAUSES, GGML, fix_data
-from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes
+from doctor.sources.logs.analyze import LogAnalyzer
+from doctor.sources.logs.entry import analyze_bytes
 
 CRASHES = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "crashes"
 AMX_LOG = CRASHES / "amx-crash-llama-cpp-python.log"
@@ -271,7 +273,7 @@ def test_each_cause_in_the_engines_words(rulebase, text: str, cause: str, words:
 
 
 def test_every_cause_has_a_case_and_a_fix_for_each_engine(rulebase) -> None:
-    covered = {c[2] for c in CASES} | {"amx_repack"}
+    covered = {c[2] for c in CASES} | {"amx_repack"} | {c.id for c in SETUP_CAUSES}  # test_setup_causes.py
     assert covered == {c.id for c in CAUSES}
     explain = next(r for r in rulebase.rules if r.id == "LD960").explain
     assert all(c.id in explain for c in CAUSES)  # `llm-doctor explain LD960` lists them all

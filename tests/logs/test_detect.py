@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.sources.logs.analyze import analyze_bytes
 from doctor.sources.logs.detect import detect
+from doctor.sources.logs.entry import analyze_bytes
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 

@@ -25,7 +25,7 @@ from doctor.core.report import Report
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
 from doctor.sources.logs import endings
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 
 def judge(text: str) -> Report:
@@ -59,6 +59,11 @@ def finding(report: Report, rule: str):
     ("Process finished with exit code -1073741819 (0xC0000005)", "STATUS_ACCESS_VIOLATION"),
     ("llama-server.exe exited with code 3221225501", "STATUS_ILLEGAL_INSTRUCTION"),
     ("exit status 0xc0000135", "STATUS_DLL_NOT_FOUND"),
+    # LM Studio: the 64-bit unsigned code through a JavaScript number (corpus/1013, the catalogue's lmstudio sample)
+    ("(Exit code: 18446744072635812000). Unknown error. Try a different model and/or config.",
+     "STATUS_STACK_BUFFER_OVERRUN"),
+    ("Process exited with exit code 18446744072635809797", "STATUS_ACCESS_VIOLATION"),  # the exact 64-bit number
+    ("(Exit code: 18446744072635810000). Unknown error.", "NTSTATUS 0xC0000xxx"),  # 0xC0000005, 0xC0000135 ... alike
 ])
 def test_each_reporter_of_an_ending_is_read(line: str, name: str) -> None:
     found = endings.read(line)
@@ -80,6 +85,8 @@ def test_statuses_map_to_signals_and_windows_codes() -> None:
     assert endings.from_status(3221225477).name == endings.from_status(-1073741819).name == "STATUS_ACCESS_VIOLATION"  # type: ignore[union-attr]
     assert endings.from_status(2) is None and endings.from_status(255) is None
     assert endings.NTSTATUS[0xC000012D].memory  # the commit limit is the host's memory
+    assert endings.from_status((1 << 64) - 1) is None  # -1 as 64 bits: an ordinary failure
+    assert endings.from_status((1 << 64) - 9) is endings.KILL  # -9 as 64 bits
 
 
 # -- the host ran out of memory -------------------------------------------------------------------------------

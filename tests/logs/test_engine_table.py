@@ -24,8 +24,9 @@ import yaml
 from doctor.cli import build_parser, main
 from doctor.core import engines
 from doctor.sources.logs import analyze as analyze_mod
-from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes, analyze_stream
+from doctor.sources.logs.analyze import LogAnalyzer
 from doctor.sources.logs.detect import Detection
+from doctor.sources.logs.entry import analyze_bytes, analyze_stream
 from doctor.sources.logs.registry import engine_parser_classes, parser_classes
 from doctor.sources.logs.sessions import start_lines
 from tests.logs.toy_engine.parser import ToyParser

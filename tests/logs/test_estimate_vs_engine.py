@@ -12,7 +12,7 @@ import pytest
 from doctor.derive import derive
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 from doctor.sources.probes.gguf_model import collect_model
 from tests.conftest import smollm2_path
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.sources.logs.analyze import analyze_stream
+from doctor.sources.logs.entry import analyze_stream
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 EXTREMES = ("run.decode_tps_min", "run.decode_tps_max", "server.kv_usage_max", "server.running_max",

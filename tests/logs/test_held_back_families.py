@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from doctor.judge.evaluate import diagnose
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 FIT_B8660 = """\
 build: 8660 (3b7f2a1c) with cc (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0 for x86_64-linux-gnu

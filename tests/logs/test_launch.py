@@ -17,7 +17,7 @@ import pytest
 from doctor.core.report import Report
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 CUDA_IMAGE = ("$ docker run -p 8080:8080 -v /models:/models ghcr.io/ggml-org/llama.cpp:server-cuda-b4100 \\\n"
               "    -m /models/Qwen2.5-14B-Instruct-Q4_K_M.gguf -c 16384 --host 0.0.0.0 -t 16\n")

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from doctor.sources.engines._torch.pytorch import TorchOomBoard
-from doctor.sources.logs.analyze import LogAnalyzer, analyze_stream
+from doctor.sources.logs.analyze import LogAnalyzer
 from doctor.sources.logs.base import AnalysisState, LineKind, LineKinds, LogParser, reads
+from doctor.sources.logs.entry import analyze_stream
 from doctor.sources.logs.line import make_line
 from doctor.sources.logs.matcher import FragmentIndex, LiteralIndex, gated
 from doctor.sources.logs.registry import parser_classes

@@ -16,7 +16,7 @@ from doctor.core.lines import MAX_LINE, SNIFF, EndSniffer, LineSplitter, block_l
 from doctor.core.sanitize import strip_controls
 from doctor.sources.live.follow.follower import follow_log
 from doctor.sources.live.session import TraceSession
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 from doctor.sources.logs.stream import LineScanner
 from doctor.views.tui import log_source
 from doctor.views.tui.log_source import LogSource, shown

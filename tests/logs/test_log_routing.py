@@ -25,7 +25,8 @@ from doctor.sources.engines.llama_cpp_python import patterns as lcp
 from doctor.sources.engines.ollama import patterns as ollama
 from doctor.sources.engines.tgi import patterns as tgi
 from doctor.sources.engines.vllm import patterns as vllm
-from doctor.sources.logs.analyze import LogAnalyzer, analyze_stream
+from doctor.sources.logs.analyze import LogAnalyzer
+from doctor.sources.logs.entry import analyze_stream
 from doctor.sources.logs.line import make_line
 from doctor.sources.logs.matcher import (
     GatedPattern,

@@ -18,7 +18,8 @@ from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
 from doctor.sources.catalogue import meaning, store, vocabulary
 from doctor.sources.catalogue.meaning_parser import MeaningParser
-from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes
+from doctor.sources.logs.analyze import LogAnalyzer
+from doctor.sources.logs.entry import analyze_bytes
 
 V = vocabulary.builtin()
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "logs"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from doctor.sources.engines.ollama.patterns import go_duration_ms, slog_pairs, unwrap
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 from doctor.sources.logs.line import make_line
 
 OLLAMA = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "ollama"

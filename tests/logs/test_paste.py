@@ -23,8 +23,9 @@ from doctor.core.lines import decode, split_lines
 from doctor.core.paste import looks_pasted, normalise_paste
 from doctor.core.paste_escapes import decode_spans
 from doctor.core.paste_wrap import rejoin
-from doctor.sources.logs import analyze as analyze_module
-from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes, analyze_stream
+from doctor.sources.logs import entry as entry_module
+from doctor.sources.logs.analyze import LogAnalyzer
+from doctor.sources.logs.entry import analyze_bytes, analyze_stream
 from doctor.sources.logs.line import make_line
 from doctor.views.tui.log_source import LogSource
 
@@ -248,6 +249,6 @@ def test_a_json_log_quoting_an_escaped_error_is_read_where_the_scan_selects_it(m
     assert LogAnalyzer("x", escaped=True).scanner.trigger.search(escaped) is not None
     assert LogAnalyzer("x").scanner.trigger.search(escaped) is None
     filler = json.dumps({"level": "info", "msg": "GET /health 200"})
-    monkeypatch.setattr(analyze_module, "PASTE_MAX", 1000)
+    monkeypatch.setattr(entry_module, "PASTE_MAX", 1000)
     facts = analyze_stream(io.BytesIO(("\n".join([record] + [filler] * 50) + "\n").encode()))
     assert facts.event_counts.get("prompt_too_long") == 1, facts.event_counts

@@ -10,7 +10,7 @@ from pathlib import Path
 from doctor.core.facts import Facts
 from doctor.judge.evaluate import diagnose
 from doctor.sources.hardware_text import named_in
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 from doctor.sources.logs.prose import MAX_PROSE, NAME
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -18,7 +18,7 @@ import pytest
 from doctor.core.path_storage import path_storage
 from doctor.judge.evaluate import diagnose
 from doctor.sources.engines._ggml.gpu_failures import gpu_failure_cause
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 

@@ -11,7 +11,7 @@ from doctor.core import engines
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
 from doctor.sources.inputs import read_input
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "sglang"
 

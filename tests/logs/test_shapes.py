@@ -71,12 +71,20 @@ def test_the_catalogue_searches_no_llama_server_run() -> None:
 
 def test_block_pattern_drops_anchors_only() -> None:
     """A pattern matched against a stripped line's text is searched for in the raw lines without its anchors
-    (a class's ^ or $ and escaped ones stay); one whose anchors cannot be told apart matches anything."""
-    assert block_pattern(r"task \d+ \|\s*$") == r"task \d+ \|\s*"
+    (a class's ^ or $ and escaped ones stay), a `$` that ends it standing for the raw line's end after its
+    trailing blanks (every line of a block ends in a line end); one whose anchors cannot be told apart matches
+    anything."""
+    end = r"[ \t\r\f\v]*\n"
+    assert block_pattern(r"task \d+ \|\s*$") == r"task \d+ \|\s*" + end
     assert block_pattern(r"^\s*eval time") == r"\s*eval time"
     assert block_pattern(r"[^x]+y") == r"[^x]+y" and block_pattern(r"x\$") == r"x\$"
-    assert block_pattern(r"[]^$]x$") == r"[]^$]x" and block_pattern(r"\Aab\Z") == "ab"
+    assert block_pattern(r"[]^$]x$") == r"[]^$]x" + end and block_pattern(r"\Aab\Z") == "ab"
     assert block_pattern(r"(?:a|(?m:^b))") == r"(?:a|(?m:b))"
-    raw = "      total time =  5223.91 ms /  1128 tokens   \r"
+    assert block_pattern(r"a$|b") == r"a|b"  # a `$` the pattern goes on after is dropped
+    raw = "      total time =  5223.91 ms /  1128 tokens   \r\n"
     for pattern in (r"^total time = +[0-9.]+ ms", r"tokens$", r"\Atotal.*tokens\Z"):
         assert re.search(pattern, raw.strip()) and re.search(block_pattern(pattern), raw)
+    # a line that ends in a backslash (a shell command's continuation), not one that holds one
+    ends = block_pattern(r"(?m:\\[ \t]*\r?$)")
+    assert re.search(ends, "python -m vllm.entrypoints.openai.api_server \\\n")
+    assert not re.search(ends, "prompt: 'a\\nb', params: x.\n")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 from doctor.sources.logs.timeline import Timeline
 
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "logs"

@@ -18,13 +18,14 @@ from pathlib import Path
 from doctor.core.report import Report
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
+# MLX v0.22 python/mlx/nn/layers/base.py Module.load_weights (strict): weights that are not the model's (no entry)
 MLX = ("Traceback (most recent call last):\n"
-       '  File "/opt/mlx/lib/python3.12/site-packages/mlx_lm/models/cache.py", line 412, in to_quantized\n'
-       '    raise NotImplementedError("RotatingKVCache Quantization NYI")\n'
-       "NotImplementedError: RotatingKVCache Quantization NYI\n")
+       '  File "/opt/mlx/lib/python3.12/site-packages/mlx/nn/layers/base.py", line 178, in load_weights\n'
+       '    raise ValueError(f"Received parameters not in model: {extras}.")\n'
+       "ValueError: Received parameters not in model: model.layers.0.mlp.gate.bias.\n")
 WEBUI = "500: Ollama: 500, message='Internal Server Error', url='http://localhost:11434/api/chat'\n"
 
 
@@ -49,7 +50,7 @@ def test_the_cli_exits_0_not_4_for_an_unexplained_error(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "doctor", "analyze", str(log), "--no-tui", "--color", "never"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "RotatingKVCache Quantization NYI" in done.stdout
+    assert "Received parameters not in model" in done.stdout
     other = tmp_path / "notes.txt"
     other.write_text("shopping list: milk, bread\n")
     done = subprocess.run([sys.executable, "-m", "doctor", "analyze", str(other), "--no-tui", "--color", "never"],
@@ -74,7 +75,7 @@ def test_a_stray_error_beside_a_recognised_run_is_a_note() -> None:
     report = judge(text)
     assert report.recognised()
     assert report.verdict() == "unexplained"
-    assert "NotImplementedError" in next(f for f in report.findings if f.id == "LD970").message
+    assert "ValueError" in next(f for f in report.findings if f.id == "LD970").message
 
 
 def test_many_unknown_lines_are_counted_and_only_a_few_quoted() -> None:

@@ -22,7 +22,7 @@ import pytest
 from doctor.core.report import Report
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 
 def judge(text: str) -> Report:

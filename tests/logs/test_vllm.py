@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from doctor.sources.engines._torch.pytorch import Frames, parse_size, torch_oom
-from doctor.sources.logs.analyze import LogAnalyzer, analyze_bytes
+from doctor.sources.logs.analyze import LogAnalyzer
+from doctor.sources.logs.entry import analyze_bytes
 from doctor.sources.logs.line import make_line
 
 VLLM = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "vllm"

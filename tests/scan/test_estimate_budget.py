@@ -220,7 +220,7 @@ def test_a_recurrent_model_says_unknown_rather_than_guess(model_files) -> None:
 
 def test_the_estimate_matches_the_real_runs_own_kv(smollm2: Path) -> None:
     """derive() on a saved SmolLM2 model + the settings of the real engine's log gives its KV bytes."""
-    from doctor.sources.logs.analyze import analyze_bytes
+    from doctor.sources.logs.entry import analyze_bytes
 
     buffers = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "llama-cpp-python" / "buffers"
     log = buffers / "ctx4096_q4_0_fa.log"

@@ -18,7 +18,7 @@ from doctor.derive import derive
 from doctor.derive import repack as estimate_repack
 from doctor.judge.evaluate import diagnose
 from doctor.judge.rulebase import load_rulebase
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 from doctor.sources.probes.base import Roots
 from doctor.sources.probes.cpu import INFERENCE_FLAGS, cpuinfo
 from doctor.sources.probes.gguf_model import collect_model

@@ -187,6 +187,7 @@ def test_an_ollama_name_gives_the_size_a_verbose_block_lacks(rulebase) -> None:
     assert guess("llama3.2:3b") == (3_000_000_000, 1_818_749_999, "q4_k_m")
     assert guess("qwen2.5:14b-instruct-q8_0")[2] == "q8_0"  # type: ignore[index]
     assert guess("mistral") is None  # no size in the name
+    assert guess("OLLAMA_KEEP_ALIVE:" + "9" * 400 + "m0s") is None  # a size no float holds: no model (fuzzed)
     # geerlingguy/ai-benchmarks issue 24: obench on a Raspberry Pi 500+
     report = _report(rulebase, POSTS / "006.txt", "Raspberry Pi 500+")
     assert report.facts.value("speed.decode.placement") == "within"

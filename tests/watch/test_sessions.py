@@ -18,7 +18,7 @@ from doctor.judge.rulebase import RuleBase
 from doctor.sources.live.follow.follower import follow_log
 from doctor.sources.live.recording import facts_from_recording
 from doctor.sources.live.session import TraceSession
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 from doctor.views.render.markdown import render_markdown
 from doctor.views.render.style import Style
 from doctor.views.render.text import render_text

@@ -9,6 +9,12 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("client.replies", "int", "count", "reply bodies read with a finish reason"),
     ("client.replies_capped", "int", "count",
      "replies that ended because the reply budget ran out (finish_reason length)"),
+    ("client.replies_empty_length", "int", "count",
+     "replies that ended for length (finish_reason length) with no token generated: the context was full "
+     "before the reply"),
+    ("client.history_tokens", "int", "tokens",
+     "tokens a reply's usage counted beyond its prompt and completion (total_tokens - both): a history the "
+     "server kept"),
     ("client.reply_cap", "int", "tokens", "completion tokens every budget-capped reply stopped at (the same for all)"),
     ("client.prompt_tokens_max", "int", "tokens", "largest prompt the client's replies or front-end reported"),
     ("client.prompt_tokens_min", "int", "tokens", "smallest prompt the client's replies reported"),

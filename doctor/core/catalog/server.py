@@ -70,6 +70,9 @@ FACTS: list[tuple[str, str, str | None, str]] = [
     ("server.sglang.disable_cuda_graph", "bool", None, "SGLang runs without CUDA graphs"),
     ("server.sglang.avail_after_pool_bytes", "int", "bytes",
      "SGLang: GPU memory left after the KV pool (Memory pool end), for activations and CUDA graphs"),
+    # LMDeploy settings (no engine row: read from its catalogued lines, doctor/sources/catalogue/messages/lmdeploy.yaml)
+    ("server.lmdeploy.cache_max_entry_count", "float", None,
+     "LMDeploy --cache-max-entry-count: the share of the GPU memory left after the weights that the KV cache takes"),
     # TGI settings without a general name
     ("server.tgi.quantize", "str", None, "TGI --quantize"),
     ("server.tgi.cuda_memory_fraction", "float", None, "TGI --cuda-memory-fraction"),

@@ -34,7 +34,9 @@ UNITS: dict[str, tuple[str | None, float]] = {
     "bytes": ("bytes", 1), "MiB": ("bytes", 1 << 20), "GiB": ("bytes", 1 << 30), "tokens": ("tokens", 1),
     "ms": ("ms", 1), "s": ("s", 1), "tok/s": ("tokens/s", 1), "count": ("count", 1), "percent": ("%", 1),
     "index": (None, 1), "text": (None, 1),
+    "ratio": (None, 1),  # a plain number without a unit (a share of memory: LMDeploy's cache_max_entry_count 0.8)
 }
+NUMERIC_LABELS = frozenset({"ratio"})  # units with no fact unit whose value is still a number
 # fact units a count may be set in (a number of layers, threads, sequences...)
 COUNTS = frozenset({"count", "layers", "threads", "sequences", "requests", "slots", "blocks", "cores", "GPUs"})
 # what RE2 lacks (look-around, backreferences, possessive and atomic groups)
@@ -79,7 +81,7 @@ class Entry:  # no slots: `regex` is cached on the instance
         """The number a group read, in the fact catalogue's unit (MiB -> bytes); text as it is."""
         unit = self.numbers.get(group, "text")
         target, factor = UNITS[unit]
-        if target is None:
+        if target is None and unit not in NUMERIC_LABELS:
             return text
         try:
             number = float(text)

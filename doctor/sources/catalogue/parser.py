@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from typing import Any
 
 from doctor.core.facts import Event, Facts
 from doctor.sources.catalogue import loader, store
 from doctor.sources.catalogue.matcher import MessageSet, message_set, read_numbers
 from doctor.sources.logs.base import AnalysisState, LogParser, lines_read
-from doctor.sources.logs.hot import HotRun
+from doctor.sources.logs.hot import FedLine, HotRun
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.shapes import shape_finder
 
@@ -73,6 +74,13 @@ class _AloneIndexes:
         self.patterns: tuple[str, ...] = ()
         self._last: tuple[HotRun | None, bool] = (None, True)
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"patterns": self.patterns}  # between processes (parallel.py): the last run's answer stays behind
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.patterns = state["patterns"]
+        self._last = (None, True)
+
     def add(self, patterns: tuple[str, ...]) -> None:
         self.patterns = tuple(dict.fromkeys((*self.patterns, *patterns)))
 
@@ -95,7 +103,7 @@ class AloneReader(LogParser):
     alone = True  # a line only its triggers select is its alone; it has no gate: its index says which are its own
     # the kinds of the hot-line runs the analyzer folds (doctor/sources/engines/llamacpp/fold.py HOT.kinds):
     # this parser reads those runs through `fold`; a kind missing here turns folding off (tests/logs/test_fold.py)
-    absorbs = frozenset({"server_signature", "timings", "context", "gin_access", "sglang_batch"})
+    absorbs = frozenset({"server_signature", "timings", "context", "gin_access", "sglang_batch", "vllm_request"})
 
     def bind(self, facts: Facts, state: AnalysisState | None = None) -> None:
         super().bind(facts, state)
@@ -105,20 +113,34 @@ class AloneReader(LogParser):
     def fold_ready(self, kinds: tuple[str, ...]) -> bool:
         return True  # nothing waits for a next line: any run may be read at once
 
-    def fold(self, run: HotRun) -> None:
-        """A run of hot lines as feeding its lines one by one would read it: a line the index finds nothing in
-        records nothing, and the index's patterns are a line's only way in (the router's hits, or the index's
-        own set on a line it does not route), so a run none of them is found in records nothing; otherwise
-        its lines are fed one by one (a line that would not reach this parser has no hit). The run is searched
-        once for every alone reader's patterns together, then for this one's only where that found something."""
+    def read_run(self, run: HotRun) -> bool | list[FedLine]:
+        """Whether a run of hot lines may hold a line it reads: a line the index finds nothing in records nothing,
+        and the index's patterns are a line's only way in (the router's hits, or the index's own set on a line
+        it does not route), so a run none of them is found in records nothing. The run is searched once for every
+        alone reader's patterns together, then for this one's only where that found something. In a run of free
+        text of any length (a server's logged prompts: HotLines.unbounded), the lines it may read."""
         index = self.literal_index
-        if index is None or not self.state.part(_AloneIndexes).may_hold(run):
-            return
+        if index is None:
+            return False
+        if "vllm_request" in run.kinds:
+            return run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))
+        if not self.state.part(_AloneIndexes).may_hold(run):
+            return False
         find = shape_finder(tuple(index.patterns), run.shape)
-        if find is None or find(run.region, run.start, run.end) is None:
-            return
-        for line in run.each_line():
-            self.feed(line)
+        return find is not None and find(run.region, run.start, run.end) is not None
+
+    def take_run(self, read: bool | list[FedLine], run: HotRun) -> None:
+        """Where something may be, the run's lines fed one by one (a line that would not reach this parser has no
+        hit), or the lines found."""
+        if isinstance(read, list):
+            run.feed(self, read, run.kinds)
+        elif read:
+            for line in run.each_line():
+                self.feed(line)
+
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        index = self.literal_index
+        return tuple(index.patterns) if index is not None and "vllm_request" in kinds else ()
 
 
 class CatalogueParser(AloneReader):
@@ -131,6 +153,16 @@ class CatalogueParser(AloneReader):
         self.literal_index = self.messages.index  # the router matches its patterns in its own set and primes it
         self._counts = [0] * len(self.messages.entries)  # lines matched, by entry position
         self._pending: list[tuple[loader.Entry, dict[str, float | str], LogLine]] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        del state["messages"], state["literal_index"]  # this process's compiled set, made again where it goes
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self.messages = active_set()
+        self.literal_index = self.messages.index
 
     @property
     def seen(self) -> Counter[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from doctor.sources.catalogue.loader import UNITS, Entry
+from doctor.sources.catalogue.loader import NUMERIC_LABELS, UNITS, Entry
 
 _NUMBER = re.compile(r"^(\d+)(?:\.(\d+))?$")
 
@@ -53,7 +53,7 @@ def variant(entry: Entry) -> Built:
     spans: list[tuple[int, int, str]] = []
     for group, unit in entry.numbers.items():
         raw = m.group(group)
-        if raw is None or UNITS[unit][0] is None:
+        if raw is None or (UNITS[unit][0] is None and unit not in NUMERIC_LABELS):
             continue
         other = _other(raw)
         if other is not None:

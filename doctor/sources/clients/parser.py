@@ -9,7 +9,9 @@ casts no engine vote, and writes `client.*` facts the client-limit rules read (r
   as JSON or as a Python dict): `"finish_reason": "length"` with `"usage": {"prompt_tokens": N,
   "completion_tokens": M, ...}`, on one line or pretty-printed; Ollama's own API (`"done_reason":
   "length"`, `"prompt_eval_count"`, `"eval_count"`); TGI's (`"finish_reason":"length"`,
-  `"generated_tokens":N`);
+  `"generated_tokens":N`); a reply that stopped for length with no token generated says the context was full
+  before it began, and a `total_tokens` above prompt + completion counts a history the server kept for the
+  session (LMDeploy's api_server with interactive sessions, lmdeploy/serve/openai/api_server.py);
 - the reply budget a request or front-end set: `max_tokens` (OpenAI, llama-cpp-python: default 16 in
   `create_completion`, llama_cpp/llama.py), `max_new_tokens` (TGI, text-generation-webui),
   `n_predict` (llama-server), `num_predict` (Ollama), in JSON, a Python call, a YAML or settings paste;
@@ -25,20 +27,24 @@ Pure.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from doctor.core.facts import Facts, Source
 from doctor.sources.engines.llama_cpp_python.engine import ENGINE as LCP
 from doctor.sources.engines.llamacpp.engine import ENGINE as LLAMACPP
 from doctor.sources.logs.base import LineKind, LineKinds, LogParser, reads
+from doctor.sources.logs.hot import FedLine, HotRun
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import gated
+from doctor.sources.logs.matcher import gated, rough
+from doctor.sources.logs.shapes import shape_finder
 
 _Q = r"""['"]?"""  # a key in JSON ("key"), a Python dict ('key') or bare (key: / key=)
 FINISH = gated(rf"""{_Q}(finish_reason|done_reason){_Q}\s*[:=]\s*"""
                r"""['"](length|stop|eos_token|stop_sequence|max_tokens)['"]""")
 COMPLETION = gated(rf"""{_Q}(completion_tokens|eval_count|generated_tokens){_Q}\s*[:=]\s*(\d+)""")
 PROMPT = gated(rf"""{_Q}(prompt_tokens|prompt_eval_count){_Q}\s*[:=]\s*(\d+)""")
+TOTAL = gated(rf"""{_Q}(total_tokens){_Q}\s*[:=]\s*(\d+)""")
 BUDGET = gated(rf"""(?<![\w-]){_Q}(max_tokens|max_new_tokens|max_completion_tokens|n_predict|num_predict){_Q}"""
                r"""\s*[:=]\s*(-?\d+)|PARAMETER num_predict (-?\d+)""")
 TRUNCATION = gated(rf"""{_Q}truncation_length{_Q}\s*[:=]\s*(\d+)""")
@@ -52,8 +58,8 @@ REPLIES_KEPT = 4096
 
 FINISH_KIND = LineKind("finish", (FINISH,), (r"(?:finish_reason|done_reason)['\"]?\s*[:=]",))
 USAGE_KIND = LineKind(
-    "usage", (COMPLETION, PROMPT),
-    (r"(?:completion_tokens|eval_count|generated_tokens|prompt_tokens|prompt_eval_count)['\"]?\s*[:=]",))
+    "usage", (COMPLETION, PROMPT, TOTAL),
+    (r"(?:completion_tokens|eval_count|generated_tokens|prompt_tokens|prompt_eval_count|total_tokens)['\"]?\s*[:=]",))
 BUDGET_KIND = LineKind(
     "budget", (BUDGET, TRUNCATION),
     (r"(?:max_tokens|max_new_tokens|max_completion_tokens|n_predict|num_predict|truncation_length)['\"]?\s*[:=]",
@@ -63,6 +69,14 @@ WEBUI_KIND = LineKind(
     (r"Output generated in [\d.]+ seconds", r"modules/\w+\.py", r"Using gpu_layers=\w+ \| ctx_size=",
      r"The request exceeds the available context size"))
 KINDS = LineKinds(FINISH_KIND, USAGE_KIND, BUDGET_KIND, WEBUI_KIND)
+
+
+
+@functools.lru_cache(maxsize=1)
+def _last_sources() -> tuple[str, ...]:
+    """The reply budget's and the truncation length's patterns (RE2): each kept from the last line that has it."""
+    return tuple(rough(p.pattern, p._flags, p.literals) for p in (BUDGET, TRUNCATION))
+
 
 FRONTEND = "text-generation-webui"
 # the module a text-generation-webui traceback runs through -> the engine inside it
@@ -74,6 +88,7 @@ class _Reply:
     finish: str | None = None
     completion: int | None = None
     prompt: int | None = None
+    total: int | None = None  # the usage's total_tokens: more than prompt + completion counts a kept history
     line: int = 0
     source: Source | None = None
 
@@ -102,6 +117,32 @@ class ClientParser(LogParser):
     def feed(self, line: LogLine) -> None:
         if self.passes_gate(line.text):
             self.dispatch(line)
+
+    # -- a server's folded request lines (doctor/sources/engines/vllm/fold.py) -------------------------
+    absorbs = frozenset({"vllm_request"})
+
+    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
+        return True  # its lines are read alone
+
+    def read_run(self, run: HotRun) -> list[FedLine]:
+        """The lines of the run it may read something from (`fold_patterns`), and the last line with a reply budget
+        and the last with a truncation length (each kept from the last line that has one: every request line of a
+        server names its `max_tokens`)."""
+        found = run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))
+        for source in _last_sources():
+            find = shape_finder((source,), run.shape)
+            last = run.last_hit(find) if find is not None else None
+            if last is not None:
+                found.append(last)
+        return sorted(dict((item[0], item) for item in found).values())
+
+    def take_run(self, read: list[FedLine], run: HotRun) -> None:
+        run.feed(self, read, run.kinds)
+
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        """The lines of every kind but the reply budget's (kept from the last line that has one), each read one by
+        one: replies (a reply pairs lines), the web UI's, and any kind added later."""
+        return KINDS.sources_without(BUDGET_KIND) if "vllm_request" in kinds else ()
 
     # -- replies -----------------------------------------------------------------------------------
     def _reply(self, line: LogLine) -> _Reply:
@@ -134,6 +175,8 @@ class ClientParser(LogParser):
     def _usage(self, line: LogLine) -> bool:
         if FINISH.search(line.text):
             return False  # read with its finish reason
+        if not (COMPLETION.search(line.text) or PROMPT.search(line.text)):
+            return False  # no usage numbers (a request line's `prompt_token_ids`): no reply opened
         reply = self._reply(line)
         if self._usage_of(line, reply):
             self._close(reply)
@@ -148,6 +191,9 @@ class ClientParser(LogParser):
         m = PROMPT.search(line.text)
         if m:
             reply.prompt, found = int(m.group(2)), True
+        m = TOTAL.search(line.text)
+        if m:
+            reply.total = int(m.group(2))  # a total alone opens no reply (usage blocks of other kinds carry one)
         return found
 
     # -- settings ----------------------------------------------------------------------------------
@@ -231,8 +277,16 @@ class ClientParser(LogParser):
             top = max(replies, key=lambda r: r.prompt or 0)
             facts.set("client.prompt_tokens_max", max(prompts), top.source or first)
             facts.set("client.prompt_tokens_min", min(prompts), first)
+        # nothing generated, stopped for length: the prompt (and any history the server kept) filled the context
+        empty = [r for r in capped if r.completion == 0]
+        facts.set("client.replies_empty_length", len(empty), (empty[0].source if empty else None) or first)
+        if empty:
+            kept = [r.total - r.prompt for r in empty
+                    if r.total is not None and r.prompt is not None and r.total > r.prompt]
+            if kept:
+                facts.set("client.history_tokens", max(kept), empty[0].source or first)
         sizes = {r.completion for r in capped}
-        if capped and len(sizes) == 1:
+        if capped and len(sizes) == 1 and capped[0].completion:  # a cap of 0 tokens is no budget: see above
             # every reply cut at the same length: a reply budget, whatever the prompt
             facts.set("client.reply_cap", capped[0].completion, capped[0].source or first)
 

@@ -1,9 +1,10 @@
 """Turn a log (file, pipe or growing file) into a Facts snapshot.
 
 `LogAnalyzer` is incremental: feed it bytes as they arrive and ask for a `snapshot()` at any time
-(watch --log does this); `analyze_stream` reads a whole stream in fixed-size chunks, so memory
-stays flat on logs of any size. The scanner finds candidate lines with every parser's triggers;
-each candidate is decoded, made inert and given to every parser — except to a parser with a `gate`
+(watch --log does this); `read_to_end` feeds it a whole stream in fixed-size reads, so memory stays flat on
+logs of any size (doctor/sources/logs/entry.py `analyze_stream`: the way in, serial or with workers). The
+scanner finds candidate lines with every parser's triggers; each candidate is decoded, made inert and given to
+every parser — except to a parser with a `gate`
 when one RE2 set match on the raw bytes shows the line is not one of its own (only for plain lines,
 whose text is their raw bytes, so the parser's own gate would say the same). The same match hands
 the gates that pass, and every parser's literal index (doctor/sources/logs/base.py, LineKinds), their answers
@@ -14,6 +15,9 @@ rotation of a followed file (`new_session`), closes the session so far with its 
 starts the parsers afresh; the snapshot's facts are the latest session's, and `Facts.sessions` lists
 every session (earlier ones with their facts). After a truncation or rotation, lines count from 1.
 
+A big input is read with worker processes where cores are free (doctor/sources/logs/parallel.py: the same facts,
+byte for byte, each worker's regions replayed through this analyzer; `LLM_DOCTOR_WORKERS=0` reads it here alone).
+
 Pure apart from reading the given stream.
 """
 
@@ -21,10 +25,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from doctor.core.facts import MAX_SESSIONS, Facts, Session, Source
-from doctor.core.paste import PASTE_MAX, Pasted, looks_pasted, normalise_paste
+from doctor.core.paste import Pasted
 from doctor.sources.logs.base import AnalysisState, LogParser
 from doctor.sources.logs.detect import detect
 from doctor.sources.logs.fold import Folders, fold_enabled
@@ -33,7 +39,7 @@ from doctor.sources.logs.matcher import BytesPattern, compile_triggers
 from doctor.sources.logs.registry import parser_classes
 from doctor.sources.logs.router import Router
 from doctor.sources.logs.sessions import OpenSession, StartLines, StartMarker, start_lines
-from doctor.sources.logs.stream import CHUNK, LineScanner, open_input, peek_head, read_upto, rewindable
+from doctor.sources.logs.stream import LineScanner, RawLine
 
 _QUOTE_IN_FRAGMENT = re.compile(r"""\\?(['"])""")
 
@@ -58,6 +64,21 @@ def _trigger_pattern(parsers: list[LogParser], starts: StartLines, escaped: bool
     return compile_triggers([quote_tolerant(f) for f in fragments] if escaped else fragments)
 
 
+@dataclass(slots=True)
+class Live:
+    """An analysis's state within its latest session, and the sessions it closed (LogAnalyzer.live, adopt)."""
+
+    parsers: list[LogParser]
+    facts: Facts
+    state: AnalysisState
+    open: OpenSession
+    skipped: int
+    summarised: int
+    sessions: list[Session]
+    closed: int
+    capture: bool
+
+
 STARTUP_EVENTS = frozenset({"no_gpu", "gpu_init_failed", "warning", "ctx_over_train"})
 
 
@@ -76,7 +97,7 @@ class LogAnalyzer:
         self.scanner = LineScanner(_trigger_pattern(self.parsers, self.starts, escaped))
         self._others: BytesPattern | None = None  # see _alone_only
         if fold if fold is not None else fold_enabled():
-            self.folders = Folders.build(self.parsers, self.router, self.scanner, self.starts)
+            self.folders = Folders.build(self.parsers, self.router, self.scanner, self.starts, escaped)
             if self.folders is not None:
                 self.folders.attach(self.scanner)
         self.skipped_lines = 0
@@ -150,11 +171,63 @@ class LogAnalyzer:
     def feed(self, data: bytes) -> None:
         self._consume(self.scanner.feed(data))
 
+    def replay(self, items: Iterable[RawLine], started: int = 0) -> None:
+        """Candidate lines as the scanner hands them, from a region read ahead (doctor/sources/logs/parallel.py);
+        `started`: the number of a start line whose session is already begun (`begin_at`)."""
+        self._consume(items, started)
+
+    # -- a session begun elsewhere (doctor/sources/logs/ahead.py, parallel.py) -----------------
+    def begin_at(self, number: int, text: str, marker: StartMarker, lines: int) -> None:
+        """Be what the serial analysis is right after an engine start line began a new session there (line
+        `number`, its text as read, `lines` the scanner's count then), but for the sessions before it: fresh
+        parsers, no session closed yet. The start line itself is then fed with `started=number`."""
+        self._bind_fresh([type(p)() for p in self.parsers], self.router)
+        self.sessions = []
+        self.sessions_closed = 0
+        self.open = OpenSession(first_line=number, started_by="engine start", text=text[:300])
+        self.open.note(marker)
+        self.scanner.lines = lines
+        self.scanner.capture = False
+
+    def live(self) -> Live:
+        """What a session begun by `begin_at` left, and the sessions after it: the state `adopt` takes."""
+        return Live(self.parsers, self.facts, self.state, self.open, self.skipped_lines, self._summarised,
+                    self.sessions, self.sessions_closed, self.scanner.capture)
+
+    def adopt(self, live: Live, since: int = 1) -> None:
+        """Go on from another analysis's `live` state: that analysis read on from a line where this one's last
+        session began, and began its session number `since` there too (`begin_at`, or a start line of its
+        own): from there on both read the same. Its parsers, and the sessions it closed from that one on."""
+        for new, own in zip(live.parsers, self.parsers, strict=True):  # this process's indexes: the router's own
+            index, mine = new.__dict__.get("literal_index"), getattr(own, "literal_index", None)
+            if index is not None and mine is not None and type(mine) is type(index) and mine.patterns == index.patterns:
+                new.literal_index = mine
+                new.here()
+        self.parsers = live.parsers
+        self.facts = live.facts
+        self.state = live.state
+        if self.router is not None:
+            self.router = self.router.rebind(self.parsers)
+        if self.folders is not None:
+            self.folders.bind(self.parsers, self.router)
+        self._capturing = [p for p in self.parsers if type(p).wants_capture is not LogParser.wants_capture]
+        self.skipped_lines = live.skipped
+        self._summarised = live.summarised
+        before = since - 1  # its sessions before that one: this analysis read them itself
+        for session in live.sessions:
+            if session.number > before:
+                session.number += self.sessions_closed - before
+                self.sessions.append(session)
+        del self.sessions[:-MAX_SESSIONS]
+        self.sessions_closed += live.closed - before
+        self.open = live.open
+        self.scanner.capture = live.capture
+
     def finish(self) -> Facts:
         self._consume(self.scanner.finish())
         return self.snapshot()
 
-    def _consume(self, items: object) -> None:
+    def _consume(self, items: object, started: int = 0) -> None:
         parsers = self.parsers
         router = self.router
         capturing = self._capturing
@@ -185,7 +258,7 @@ class LogAnalyzer:
                         self._feed_more(line.more)
                     continue
                 marker = starts.marker(text) if found is None or found.start else None
-                if marker is not None and self._start_line(marker, raw.number, line.raw):
+                if marker is not None and raw.number != started and self._start_line(marker, raw.number, line.raw):
                     parsers = self.parsers  # a new session: fresh parsers
                     capturing = self._capturing
                     wants = capturing[0].wants_capture if len(capturing) == 1 else None
@@ -309,33 +382,17 @@ class LogAnalyzer:
                f"{sum(self.facts.event_counts.values())} event(s) read from {lines} line(s)"
 
 
-def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) -> Facts:
-    """The whole input's facts; a small one (a pasted post, at most MAX_PROSE bytes) is read for its prose
-    too (doctor/sources/logs/prose.py), after the engines' parsers and only for what they did not set."""
+def read_to_end(analyzer: LogAnalyzer, stream: BinaryIO, chunk: int, reads: list[bytes] | None = None) -> Facts:
+    """Feed `reads` (the input read so far, from its start: it may be a post, read for its prose too) or, without
+    them, the rest of an input read elsewhere, then the rest of `stream` in reads of `chunk` bytes: the facts."""
     from doctor.sources.logs.prose import MAX_PROSE, read_prose
 
-    stream = open_input(rewindable(stream))
-    first = b""
-    head = peek_head(stream)
-    if looks_pasted(head):  # framing, escapes or a wrap in its head: maybe a paste
-        first = read_upto(stream, PASTE_MAX + 1)
-        pasted = normalise_paste(first) if len(first) <= PASTE_MAX else None
-        if pasted is not None:
-            analyzer = LogAnalyzer(name, fold=False)
-            analyzer.pasted = pasted
-            analyzer.scanner.hold_last = True
-            analyzer.feed(pasted.data)
-            facts = analyzer.finish()
-            if len(first) <= MAX_PROSE:  # the prose as the paste holds it, each line cited at the user's line
-                read_prose(facts, decode(pasted.data), pasted.physical)
-            return facts
-    # a log too large to be a paste, whose head shows escaped quotes (a JSON log quoting messages)
-    analyzer = LogAnalyzer(name, escaped=b'\\"' in head or b"\\'" in head)
-    analyzer.scanner.hold_last = True  # the whole input is read: a wrapped last line is joined to the one before
-    kept: list[bytes] | None = [first] if len(first) <= MAX_PROSE else None  # the input while it can be a post
-    size = len(first)
-    if first:
-        analyzer.feed(first)
+    kept: list[bytes] | None = [] if reads is not None else None  # the input while it can be a post
+    size = 0
+    for data in reads or ():
+        size += len(data)
+        kept = [*kept, data] if kept is not None and size <= MAX_PROSE else None
+        analyzer.feed(data)
     while True:
         data = stream.read(chunk)
         if not data:
@@ -350,9 +407,3 @@ def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int = CHUNK) ->
     if kept is not None:
         read_prose(facts, decode(b"".join(kept)))
     return facts
-
-
-def analyze_bytes(data: bytes, name: str = "input") -> Facts:
-    import io
-
-    return analyze_stream(io.BytesIO(data), name)

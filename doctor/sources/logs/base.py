@@ -23,6 +23,8 @@ Pure: text in, facts out.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,7 +33,7 @@ from typing import Any, ClassVar, TypeVar
 from doctor.core.facts import Event, Facts, Source, Value
 from doctor.sources.logs.hot import HotLines, HotRun
 from doctor.sources.logs.line import LogLine
-from doctor.sources.logs.matcher import FragmentIndex, LiteralIndex, text_filter
+from doctor.sources.logs.matcher import FragmentIndex, LiteralIndex, rough, text_filter
 from doctor.sources.logs.timeline import Placement, Timeline
 
 
@@ -181,6 +183,31 @@ class LineKinds:
         self._handlers: tuple[Callable[..., Any] | None, ...] = ()
         self._plans: dict[int, tuple[tuple[Callable[..., Any], ...], ...]] = {}
 
+    @functools.cached_property
+    def sources(self) -> tuple[str, ...]:
+        """Every kind's patterns as RE2 sources, for a search of a block for lines a handler may take (a run of
+        hot lines another parser folds: doctor/sources/logs/hot.py HotRun.hits): a plain substring escaped, a
+        regex as it is where RE2 takes it, else any of its literals (or anything, without one). A line none of
+        them is found in is one no handler of this parser changes anything on (LineKind's contract)."""
+        return self.sources_without()
+
+    @functools.lru_cache(maxsize=16)  # noqa: B019 - a parser class's table lives as long as the process
+    def sources_without(self, *left_out: LineKind) -> tuple[str, ...]:
+        """`sources` of every kind but these (a parser that reads their lines its own way in a fold)."""
+        out: list[str] = []
+        for kind in self.kinds:
+            if kind in left_out:
+                continue
+            for item in kind.patterns:
+                if isinstance(item, str):
+                    out.append(re.escape(item))
+                    continue
+                source = getattr(item, "pattern", None)
+                flags = getattr(item, "_flags", getattr(item, "flags", 0))
+                out.append(rough(source, flags, getattr(item, "literals", None)) if isinstance(source, str)
+                           else "(?s:.)")
+        return tuple(dict.fromkeys(out))
+
     def phase(self, name: str) -> int:
         """The position of a phase in a plan."""
         return self.phases.index(name)
@@ -289,6 +316,25 @@ class LogParser:
         self._alone_index = index if self.alone and isinstance(index, FragmentIndex) else None
         self._last_src: tuple[LogLine | None, Source | None] = (None, None)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A parser's state moves between processes (doctor/sources/logs/parallel.py): its compiled gate and alone
+        index do not (made again from the class's `gate` and the parser's literal index: `here`)."""
+        state = self.__dict__.copy()
+        state.pop("_gate_test", None)
+        state.pop("_alone_index", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.here()
+
+    def here(self) -> None:
+        """Make again what a parser keeps of this process (its gate's test, its alone index), after its state
+        moved here or its literal index was put back to this process's own (LogAnalyzer.adopt)."""
+        self._gate_test = _gate_test(self.gate) if self.gate else None
+        index = self.literal_index
+        self._alone_index = index if self.alone and isinstance(index, FragmentIndex) else None
+
     def passes_gate(self, text: str) -> bool:
         """Whether `text` is one of this parser's lines (always, for a parser without a gate). Cheap
         when the analyzer's grouped scan has already said so (doctor/sources/logs/matcher.py, Verdict). An alone
@@ -344,8 +390,31 @@ class LogParser:
         may be folded now: its state is one where `fold` leaves what feeding the lines one by one would."""
         return False
 
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        """Patterns (RE2 sources) of the lines of a run of `kinds` this parser reads one by one (its `read_run` asks
+        HotRun.wanted_lines for them): the run is searched once for every parser's, HotRun.wanted."""
+        return ()
+
+    def fold_guard(self, kinds: tuple[str, ...], known: bool = True) -> tuple[str, ...]:
+        """Patterns (RE2 sources) of lines a run of `kinds` must end before, this parser being as it is (a line
+        that would make it read the lines after it otherwise: ask for the text between candidates, say);
+        `known=False`: whatever its state (a run read ahead, doctor/sources/logs/ahead.py)."""
+        return ()
+
     def fold(self, run: HotRun) -> None:
-        """Read a run of hot lines at once, as `feed` would read them one by one."""
+        """Read a run of hot lines at once, as `feed` would read them one by one: `read_run`, then `take_run`."""
+        self.take_run(self.read_run(run), run)
+
+    def read_run(self, run: HotRun) -> Any:
+        """What a run of hot lines holds for this parser, read from the run's bytes alone: never from the parser's
+        state nor the run's line numbers (a worker process reads runs ahead of the analysis, with lines counted
+        from its own start: doctor/sources/logs/parallel.py), so where the run holds a line, its place in the run
+        (HotRun.at). Pickled between processes."""
+        raise NotImplementedError
+
+    def take_run(self, read: Any, run: HotRun) -> None:
+        """Fold what `read_run` read from `run` into the state, as feeding the run's lines one by one would; `run`
+        is numbered, and its bytes are fetched on first use (HotRun.region) where the fold needs to look again."""
         raise NotImplementedError
 
     # -- helpers for subclasses ------------------------------------------------------------

@@ -15,9 +15,9 @@ Sources floor; pure data and the patterns that read it. The strings are the repo
 - docker compose (`llama-1 exited with code 137`), kubectl describe (`Exit Code: 137`), IDEs (`Process
   finished with exit code -1073741819 (0xC0000005)`);
 - Windows ntstatus.h (the names and codes below; a code also reaches a log as an unsigned or a signed
-  decimal: 3221225477, -1073741819, or as a negative 32-bit status widened to an unsigned 64-bit number and
-  printed through a JavaScript double, as LM Studio's Electron app does: `(Exit code: 18446744072635812000)`
-  is 0xC0000409);
+  decimal: 3221225477, -1073741819, or as the 64-bit unsigned number of the negative code, which LM Studio
+  prints through a JavaScript number that keeps 17 digits: `(Exit code: 18446744072635812000)` is
+  0xC0000409; codes within 4096 of each other print alike, so such a number can name several).
 - Python's ctypes on Windows, which turns a structured exception in a DLL it called into an OSError
   (CPython Modules/_ctypes/callproc.c SetException: "exception: access violation reading %p" / "... writing
   %p", "exception: stack overflow", "exception: integer divide by zero", "exception: illegal instruction"):
@@ -126,15 +126,33 @@ FRAGMENTS = (
 # ctypes' words for a structured exception (callproc.c SetException) -> the NTSTATUS code it stands for
 _SEH_WORDS = {"access violation": 0xC0000005, "stack overflow": 0xC00000FD, "integer divide by zero": 0xC0000094,
               "illegal instruction": 0xC000001D}
-_U64 = 1 << 64
+
+
+WIDE = (1 << 64) - (1 << 32)  # a negative 32-bit status as a 64-bit unsigned number: WIDE + the code
+WINDOWS_EXCEPTION = Ending("windows_exception", "NTSTATUS 0xC0000xxx", "a Windows exception ended the process; the "
+                           "program printed its code as a 64-bit number that lost its last digits, so it is one of "
+                           "several (an access violation, a missing DLL, an illegal instruction, out of memory ...)")
+
+
+def _wide(value: int) -> Ending | None:
+    """A status printed as a 64-bit unsigned number, maybe through a double (17 significant digits): the
+    NTSTATUS code it is, the generic Windows exception where several codes print alike, or None."""
+    if value - WIDE in NTSTATUS:
+        return NTSTATUS[value - WIDE]
+    alike = {e.key: e for code, e in NTSTATUS.items() if float(WIDE + code) == float(value)}
+    if len(alike) == 1:
+        return next(iter(alike.values()))
+    if alike or WIDE + 0xC0000000 - 2048 <= value < WIDE + 0xC1000000:  # NTSTATUS errors, facility 0
+        return WINDOWS_EXCEPTION
+    return from_status(value - (1 << 64)) if value < 1 << 64 else None  # -N: a signal
 
 
 def from_status(value: int) -> Ending | None:
-    """The ending an exit status says: an NTSTATUS code (unsigned, or signed as Windows tools print it),
-    -N (killed by signal N, as Python reports it) or 128+N (as a shell or a container runtime does).
+    """The ending an exit status says: an NTSTATUS code (unsigned, signed as Windows tools print it, or 64-bit
+    unsigned), -N (killed by signal N, as Python reports it) or 128+N (as a shell or a container runtime does).
     None for an ordinary failure status (1, 2, 255): the program's own report, not a crash."""
-    if value >= 1 << 63:  # a negative status printed as an unsigned 64-bit number
-        value = _from_u64(value)
+    if value >= WIDE:
+        return _wide(value)
     nt = NTSTATUS.get(value & 0xFFFFFFFF) if value < 0 or value >= 1 << 16 else None
     if nt is not None:
         return nt
@@ -143,19 +161,6 @@ def from_status(value: int) -> Ending | None:
     if 128 < value < 160:
         return SIGNALS.get(value - 128)
     return None
-
-
-def _from_u64(value: int) -> int:
-    """A negative status widened to 64 bits and printed unsigned, back to the negative number. Printed through a
-    double (an Electron app's `${code}`) the low digits are rounded (18446744072635812000), so the status is the
-    known one (an NTSTATUS code, a signal) whose 64-bit form rounds to the same double; else the exact value."""
-    exact = value - _U64
-    if str(value).endswith("000"):
-        rounded = float(value)
-        for status in (*(code - (1 << 32) for code in NTSTATUS), *(-n for n in SIGNALS)):
-            if float(_U64 + status) == rounded:
-                return status
-    return exact
 
 
 def read(text: str) -> tuple[Ending, str] | None:

@@ -22,6 +22,13 @@ by line, the others still fold. `Folders` puts them behind the scanner's one hoo
 first passes its probe. The parsers without a gate (llama.cpp's, the catalogue's) read every line: they fold the other
 engines' runs too (`absorbs`). A shape with free text (an access line's path) is not told apart by its
 samples: each of its runs is also searched once for what another parser would read in it (`_guard`).
+A shape of free text of any length (a vLLM server's logged prompts: HotLines.unbounded) is also cut before a
+line longer than the scanner's cut; its parsers read only the lines of a run they may read something from, one
+by one (LogParser.fold_patterns: one search of the run for all of them, HotRun.wanted_lines, HotRun.feed: each
+line where the analysis's router hands it to that parser), and a parser may end a run before a line that would
+change how it reads the rest (LogParser.fold_guard: greedy settings that start a capture).
+A fold is two steps (LogParser.read_run, pure, and take_run, the state), so a worker process can read runs
+ahead (doctor/sources/logs/ahead.py, parallel.py: `Folders.recorder`).
 `LLM_DOCTOR_FOLD=0` (or `LogAnalyzer(fold=False)`) turns folding off: the reference path.
 
 Pure.
@@ -29,21 +36,22 @@ Pure.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable
 
+from doctor.core.lines import MAX_LINE
 from doctor.sources.logs.base import LogParser
-from doctor.sources.logs.hot import HotLines, HotRun
-from doctor.sources.logs.line import make_line
-from doctor.sources.logs.matcher import re2_options
+from doctor.sources.logs.hot import Finder, HotLines, HotRun
+from doctor.sources.logs.line import LogLine, make_line
+from doctor.sources.logs.matcher import re2_options, span_finder
 from doctor.sources.logs.router import Router
 from doctor.sources.logs.sessions import StartLines
 from doctor.sources.logs.shapes import free_text, shape_finder
 from doctor.sources.logs.stream import LineScanner
 
 ENV = "LLM_DOCTOR_FOLD"
-Finder = Callable[[bytes, int, int], "tuple[int, int] | None"]
 NOTHING = (0, 0)  # what `try_fold` answers where it folds nothing
 
 
@@ -52,8 +60,10 @@ def fold_enabled() -> bool:
     return os.environ.get(ENV, "1") != "0"
 
 
+@functools.lru_cache(maxsize=16)
 def _compile_run(line: str) -> Callable[[bytes, int, int], int] | None:
-    """`run_end(region, start, end)`: where the run of hot lines at `start` ends (start when none)."""
+    """`run_end(region, start, end)`: where the run of hot lines at `start` ends (start when none); one per shape
+    and process (every analysis of a process, a worker's too, matches runs with it: its DFA's memory is shared)."""
     try:
         import re2
 
@@ -90,6 +100,13 @@ class Folder:
         self._matched: tuple[bytes | None, int] = (None, 0)  # the last run matched: its region and end
         self.parsers: list[LogParser] = []
         self.runs = 0  # runs folded (tests read it: a fold that never happens proves nothing)
+        self.trigger: Finder | None = None  # the analysis's candidate search (HotRun.hits)
+        self._guarded = _FirstLine(guard) if guard is not None else _FirstLine(lambda *a: None)
+        self._long = _LongLine()
+        self._end_finders: dict[tuple[str, ...], _FirstLine | None] = {}
+        self._wanted: Finder | bool | None = False  # what any parser reads line by line (HotRun.wanted; False: unmade)
+        self._all: list[LogParser] = []  # every parser of the session, and the router it routes them with
+        self._router: Router | None = None
 
     @classmethod
     def build(cls, owner: int, parsers: list[LogParser], router: Router, scanner: LineScanner,
@@ -108,12 +125,34 @@ class Folder:
         if guard is not None and "\\n" in spec.line:
             return None  # a guarded run is matched again after a guarded line: its units must be single lines
         folder = cls(owner, spec, run_end, others, guard)
-        folder.bind(parsers)
+        folder.trigger = span_finder(scanner.trigger)
+        folder.bind(parsers, router)
         return folder
 
-    def bind(self, parsers: list[LogParser]) -> None:
+    def bind(self, parsers: list[LogParser], router: Router | None = None) -> None:
         """The parsers of a new session: the owner first."""
         self.parsers = [parsers[self.owner], *(parsers[i] for i in self.others)]
+        self._all = parsers
+        self._router = router
+
+    def reaches(self, parser: object, line: LogLine, raw: bytes) -> bool:
+        """Whether the analysis hands candidate line `line` (its bytes `raw`) to `parser`, as its `_consume` routes
+        it (doctor/sources/logs/analyze.py): for a parser that reads some lines of a run one by one (HotRun.feed)."""
+        router = self._router
+        found = router.route(raw, router.plain(line, raw)) if router is not None else None
+        targets = router.targets(found, line.text) if found is not None and router is not None else self._all
+        return any(p is parser for p in targets)
+
+    def run(self, region: bytes | None, start: int, end: int, number: int, lines: int = -1,
+            load: Callable[[], bytes] | None = None) -> HotRun:
+        """A run of this folder's lines, for its parsers to read and take (HotRun)."""
+        spec = self.spec
+        run = HotRun(region, start, end, number, spec.kinds, spec.line, lines, load, self.trigger, self.reaches)
+        if self._wanted is False:
+            patterns = tuple(dict.fromkeys(p for parser in self.parsers for p in parser.fold_patterns(spec.kinds)))
+            self._wanted = shape_finder(patterns, spec.line) if patterns else None
+        run.wanted = self._wanted if self._wanted is not True else None
+        return run
 
     def try_fold(self, region: bytes, start: int, end: int, number: int) -> tuple[int, int]:
         """Fold the run of hot lines at region[start:...] (a candidate line, number `number`) when the
@@ -124,29 +163,100 @@ class Folder:
         kinds = self.spec.kinds
         if not all(p.fold_ready(kinds) for p in self.parsers):
             return NOTHING
+        run = self.match(region, start, end, number)
+        if run is None:
+            return NOTHING
+        for parser in self.parsers:
+            parser.fold(run)
+        self.runs += 1
+        return run.end, run.lines
+
+    def ready(self) -> bool:
+        """Whether every parser that folds this folder's runs is ready for one now."""
+        kinds = self.spec.kinds
+        return all(p.fold_ready(kinds) for p in self.parsers)
+
+    def match(self, region: bytes, start: int, end: int, number: int, known: bool = True) -> HotRun | None:
+        """The run of hot lines at region[start:...] that `try_fold` folds (None: none there), whatever the parsers'
+        state but for the lines they say a run must end before (LogParser.fold_guard; `known=False`: a run read
+        ahead, not cut there: `ends` says where it would be). Its last line is left out: it stays for the
+        per-line path."""
         matched, matched_end = self._matched
         if matched is region and start < matched_end:  # further on in a run a guarded line cut (its lines are units)
             stop = matched_end
         else:
             stop = self.run_end(region, start, end)
             if stop <= start:
-                return NOTHING
+                return None
             self._matched = (region, stop)
+        if self.spec.unbounded:
+            stop = self._long.first(region, start, stop)
+        if known:
+            ends = self._ends(known=True)
+            if ends is not None:
+                stop = ends.first(region, start, stop)
         if self.guard is not None:
-            hit = self.guard(region, start, stop)
-            if hit is not None:  # that line and the run after it go line by line (the scanner comes back after it)
-                cut = region.rfind(b"\n", start, hit[0])
-                if cut < 0:  # the first line itself
-                    return NOTHING
-                stop = cut + 1
+            stop = self._guarded.first(region, start, stop)
+        if stop <= start:  # the first line itself is one a run ends before
+            return None
         stop = region.rfind(b"\n", start, stop - 1) + 1  # the last line goes line by line
         if stop <= start:
-            return NOTHING
-        run = HotRun(region, start, stop, number, self.spec.kinds, self.spec.line)
-        for parser in self.parsers:
-            parser.fold(run)
-        self.runs += 1
-        return stop, run.lines
+            return None
+        return self.run(region, start, stop, number)
+
+    def _ends(self, known: bool) -> _FirstLine | None:
+        """Where a run must end for its parsers' state (LogParser.fold_guard): None where nowhere."""
+        kinds = self.spec.kinds
+        patterns = tuple(dict.fromkeys(p for parser in self.parsers for p in parser.fold_guard(kinds, known)))
+        if not patterns:
+            return None
+        found = self._end_finders.get(patterns)
+        if found is None:
+            find = shape_finder(patterns, self.spec.line)
+            found = self._end_finders[patterns] = _FirstLine(find) if find is not None else None
+        return found
+
+    def ends_in(self, run: HotRun) -> bool:
+        """Whether a run read ahead holds a line it would end before for some state of its parsers (fold_guard)."""
+        ends = self._ends(known=False)
+        return ends is not None and ends.first(run.region, run.start, run.end) < run.end
+
+    def ends_now(self) -> bool:
+        """Whether, its parsers being as they are now, a run may have to end before one of its lines (fold_guard)."""
+        return self._ends(known=True) is not None
+
+
+class _FirstLine:
+    """The start of the first line in region[start:stop] where `find` finds something (stop: none), the answer kept
+    for the next call further on in the same region (a run ends there, the scanner comes back after that line)."""
+
+    def __init__(self, find: Finder) -> None:
+        self.find = find
+        self._last: tuple[bytes | None, int, int, int] = (None, 0, 0, 0)  # region, from, to, answer
+
+    def first(self, region: bytes, start: int, stop: int) -> int:
+        last_region, lo, hi, answer = self._last
+        if last_region is region and lo <= start and stop <= hi and start <= answer:
+            return min(answer, stop) if answer < hi else stop
+        hit = self.find(region, start, stop)
+        answer = stop if hit is None else region.rfind(b"\n", start, hit[0]) + 1 or start
+        self._last = (region, start, stop, answer)
+        return answer
+
+
+class _LongLine:
+    """`first`: the start of the first line in region[start:stop] longer than the scanner's cut (stop: none)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[bytes | None, int, int, int] = (None, 0, 0, 0)
+
+    def first(self, region: bytes, start: int, stop: int) -> int:
+        last_region, lo, hi, answer = self._last
+        if last_region is region and lo <= start and stop <= hi and start <= answer:
+            return min(answer, stop) if answer < hi else stop
+        answer = _short_lines(region, start, stop)
+        self._last = (region, start, stop, answer)
+        return answer
 
 
 class Folders:
@@ -156,8 +266,10 @@ class Folders:
     compiled) when a line first passes its probe: a log that holds no such line pays nothing for it."""
 
     def __init__(self, owners: list[int], parsers: list[LogParser], router: Router, scanner: LineScanner,
-                 starts: StartLines) -> None:
-        self.owners = owners  # the parsers (their indices) that declare hot lines
+                 starts: StartLines, escaped: bool = False) -> None:
+        # the parsers (their indices) that declare hot lines (where the analysis unescapes lines: bounded shapes only)
+        owners = [i for i in owners if not (escaped and (h := type(parsers[i]).hot) is not None and h.unbounded)]
+        self.owners = owners
         self.specs = [h for h in (type(parsers[i]).hot for i in owners) if h is not None]
         self._parsers = parsers
         self._router: Router | None = router
@@ -169,14 +281,18 @@ class Folders:
         every = all(s.probes for s in self.specs)
         self.probe = re.compile(b"|".join(map(re.escape, dict.fromkeys(probes)))).search if every else None
         self.probe_within = max(s.probe_within for s in self.specs)
+        # reading ahead (doctor/sources/logs/parallel.py): each run a folder would fold, whatever the parsers' state,
+        # handed with what its parsers read in it (`read_run`), instead of folded: recorder(owner, run, reads, ends),
+        # `ends`: it holds a line some state of its parsers would end it before (Folder.ends_in)
+        self.recorder: Callable[[int, HotRun, tuple[object, ...], bool], None] | None = None
 
     @classmethod
     def build(cls, parsers: list[LogParser], router: Router | None, scanner: LineScanner,
-              starts: StartLines) -> Folders | None:
+              starts: StartLines, escaped: bool = False) -> Folders | None:
         owners = [i for i, p in enumerate(parsers) if type(p).hot is not None]
         if router is None or not owners:
             return None
-        return cls(owners, parsers, router, scanner, starts)
+        return cls(owners, parsers, router, scanner, starts, escaped)
 
     def _folder(self, owner: int) -> Folder | None:
         if owner not in self._built:
@@ -205,7 +321,7 @@ class Folders:
         self._router = router
         for folder in self._built.values():
             if folder is not None:
-                folder.bind(parsers)
+                folder.bind(parsers, router)
 
     def attach(self, scanner: LineScanner) -> None:
         """Make `scanner` hand its candidate lines that pass a probe to `try_fold`."""
@@ -215,11 +331,18 @@ class Folders:
 
     def try_fold(self, region: bytes, start: int, end: int, number: int) -> tuple[int, int]:
         """The first folder whose probe the line passes and that folds a run there (Folder.try_fold)."""
+        recorder = self.recorder
         for owner, spec, probe in zip(self.owners, self.specs, self._probes, strict=True):
             if probe is not None and not probe(region, start, start + spec.probe_within):
                 continue
             folder = self._folder(owner)
             if folder is None:
+                continue
+            if recorder is not None:
+                run = folder.match(region, start, end, number, known=False)
+                if run is not None:
+                    recorder(owner, run, tuple(p.read_run(run) for p in folder.parsers), folder.ends_in(run))
+                    return run.end, run.lines
                 continue
             taken = folder.try_fold(region, start, end, number)
             if taken[1]:
@@ -235,7 +358,7 @@ def _guard(spec: HotLines, folding: set[int], parsers: list[LogParser], starts: 
     alone one only where its index finds something; a parser with neither reads every line and must fold the
     run (`_checked`). None for an exact shape (llama-server's: numbers and spaces are all its lines vary in,
     and `_checked` reads its samples) or where nothing can match."""
-    if not free_text(spec.line):
+    if not free_text(spec.line) and not spec.unbounded:
         return None
     patterns: list[str] = list(starts.fragments)
     for index, parser in enumerate(parsers):
@@ -295,3 +418,16 @@ def _checked(spec: HotLines, owner: int, parsers: list[LogParser], router: Route
     # lines vary in their numbers, and its fold alone can say what they hold for it (the catalogue's)
     others.update(i for i, p in enumerate(parsers) if p is not owner_parser and set(spec.kinds) <= type(p).absorbs)
     return tuple(sorted(others))
+
+
+def _short_lines(region: bytes, start: int, stop: int, max_line: int = MAX_LINE) -> int:
+    """`stop`, or the start of the first line in region[start:stop] that may be longer than the scanner's cut (a
+    stretch of half of it without a line end: each is checked at once): such a line goes line by line."""
+    half = max_line // 2
+    for pos in range(start, stop, half):
+        if region.find(b"\n", pos, min(pos + half, stop)) < 0 and min(pos + half, stop) - pos == half:
+            begin = region.rfind(b"\n", start, pos) + 1 or start
+            end = region.find(b"\n", pos, stop)
+            if (end if end >= 0 else stop) - begin > max_line:
+                return begin
+    return stop

@@ -20,6 +20,7 @@ where it allows; a `Verdict` lets whoever already matched a gate on a line say s
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -36,6 +37,13 @@ class BytesPattern(Protocol):
 
 
 def compile_triggers(fragments: list[str]) -> BytesPattern:
+    """One pattern for any of `fragments` (RE2 where it takes it), compiled once per process for the same list:
+    every analysis of a process (a session's, a worker's: doctor/sources/logs/parallel.py) scans with the same."""
+    return _compile_triggers(tuple(fragments))
+
+
+@functools.lru_cache(maxsize=16)
+def _compile_triggers(fragments: tuple[str, ...]) -> BytesPattern:
     source = "|".join(f"(?:{f})" for f in fragments).encode()
     try:
         import re2
@@ -295,10 +303,88 @@ def re2_options(re2: Any) -> Any:
     return options
 
 
+_PYTHON_ONLY = re.compile(r"\(\?<?[=!]|\(\?P=|\\[1-9]")  # syntax RE2 refuses (asked anyway, it logs why)
+
+
+def class_end(pattern: str, i: int) -> int:
+    """Where the character class that opens at pattern[i] (a `[`) ends: the position after its `]`."""
+    end = i + 1 + pattern.startswith("^", i + 1)
+    end += pattern.startswith("]", end)
+    while end < len(pattern) and pattern[end] != "]":
+        end += 2 if pattern[end] == "\\" else 1
+    return end + 1
+
+
+def _without_lookarounds(source: str) -> str:
+    """`source` with its lookarounds dropped and its backreferences as anything (`.*`): a pattern that matches
+    wherever `source` matches (in a line), for a search that may find more."""
+    out: list[str] = []
+    i, n = 0, len(source)
+    while i < n:
+        c = source[i]
+        if c == "\\" and i + 1 < n:
+            out.append(".*" if source[i + 1] in "123456789" else source[i:i + 2])
+            i += 2
+            continue
+        if c == "[":  # a class, copied whole
+            end = class_end(source, i)
+            out.append(source[i:end])
+            i = end
+            continue
+        if source.startswith(("(?=", "(?!", "(?<=", "(?<!", "(?P="), i):
+            depth, j = 0, i
+            while j < n:  # to its closing parenthesis
+                if source[j] == "\\":
+                    j += 2
+                    continue
+                if source[j] == "[":
+                    j = source.find("]", j + 2) + 1 or n
+                    continue
+                depth += {"(": 1, ")": -1}.get(source[j], 0)
+                j += 1
+                if depth == 0:
+                    break
+            if source.startswith("(?P=", i):
+                out.append(".*")
+            i = j
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def rough(source: str, flags: int = 0, literals: tuple[str, ...] | None = None) -> str:
+    """An RE2 source that matches wherever Python's `re.compile(source, flags)` does in an ASCII line: the
+    pattern itself where RE2 takes it (case-insensitive flag kept), else any of its required literals, else
+    anything."""
+    if _PYTHON_ONLY.search(source):
+        source = _without_lookarounds(source)  # less said of a match: it matches wherever the pattern did, and more
+    wrapped = f"(?i:{source})" if flags & re.IGNORECASE else f"(?:{source})"
+    if flags & ~(re.IGNORECASE | re.UNICODE) or _PYTHON_ONLY.search(source):
+        wrapped = ""  # flags RE2 is not given here (multiline, verbose, ...): fall back
+    try:
+        import re2
+
+        if wrapped:
+            re2.compile(wrapped, re2_options(re2))
+            return wrapped
+    except Exception:
+        pass
+    if literals:
+        return "|".join(f"(?i:{re.escape(lit)})" if flags & re.IGNORECASE else re.escape(lit) for lit in literals)
+    return "(?s:.)"
+
+
 def set_matcher(patterns: list[str]) -> Callable[[bytes], list[int]] | None:
     """`match(data)`: the indices of every pattern found in `data`, from one RE2 set (all at once,
     one pass); None without RE2 or when it refuses a pattern. Calls the compiled set directly where
-    the binding allows, as `span_finder` does."""
+    the binding allows, as `span_finder` does. Compiled once per process for the same list."""
+    return _set_matcher(tuple(patterns))
+
+
+@functools.lru_cache(maxsize=16)
+def _set_matcher(patterns: tuple[str, ...]) -> Callable[[bytes], list[int]] | None:
     try:
         import re2
 
@@ -337,6 +423,14 @@ class LiteralIndex:
         self._compiled = False
         self._match: Callable[[bytes], list[int]] | None = None
         self._primed: tuple[str | None, int] = (None, 0)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Between processes (a parser's state: doctor/sources/logs/parallel.py) without its compiled set (made
+        again on first use there, where the analysis does not put its own in its place: LogAnalyzer.adopt)."""
+        return {**self.__dict__, "_compiled": False, "_match": None, "_primed": (None, 0)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     def prime(self, text: str, hits: Iterable[int]) -> None:
         """Hand over the bits of `text`, found by someone who matched these literals (`patterns`)

@@ -5,8 +5,12 @@ People report a loop by pasting their call (`llm(prompt, temperature=0)`, a JSON
 that repeats one paragraph. No engine printed that answer, so no engine parser reads it. Once a
 greedy setting is seen, this parser keeps the prose between the candidate lines (lines that look
 like log records - timestamps, levels, key=value - are left out) as the output, which the
-repetition check (doctor/core/repetition.py, through run.output_text) then reads. It casts no engine vote
-and never overrides output or settings an engine parser read.
+repetition check (doctor/core/repetition.py, through run.output_text) then reads. Others paste the
+conversation itself, each turn after its speaker (`USER: ...` / `ASSISTANT: ...`, `Human:` / `AI:`, the
+role prefixes of chat transcripts and of Vicuna-style prompt templates): a transcript with turns of both
+sides is kept the same way, turn by turn (the model wrote the replies, and a completion that runs on
+writes the next user turn too). It casts no engine vote and never overrides output or settings an
+engine parser read.
 
 Pure.
 """
@@ -17,8 +21,10 @@ import re
 
 from doctor.core.facts import Facts, Source
 from doctor.sources.logs.base import LineKind, LineKinds, LogParser, reads
+from doctor.sources.logs.hot import FedLine, HotRun
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.matcher import gated
+from doctor.sources.logs.shapes import shape_finder
 
 TEMPERATURE = gated(r"""(?:\btemperature['"]?\s*[=:]\s*|--temp(?:erature)?[ =]|PARAMETER temperature |"""
                     r"""parameter temperature )(-?\d+(?:\.\d+)?)""")
@@ -29,9 +35,23 @@ PENALTY = gated(r"""\b(?:repeat_penalty|repetition_penalty)['"]?\s*[=:]\s*(\d+(?
 # a container's CPU limit in the command or compose file pasted with the log
 CPUS = gated(r"""--cpus[= ]['"]?(\d+(?:\.\d+)?)|^\s*cpus:\s*['"]?(\d+(?:\.\d+)?)""")
 CPUSET = gated(r"""--cpuset-cpus[= ]['"]?([\d,\-]+)""")
+# where a line may set greedy sampling (a temperature of 0.1 or less: one written from 0 or negative; a top_k of 1;
+# the flag), as RE2 sources: until one has, a folded run of a server's request lines ends before such a line
+# (doctor/sources/engines/vllm/fold.py): this parser then keeps the text between candidates, and nothing is folded
+# a number TEMPERATURE reads as <= 0.1 (searched in blocks of lines: a number ends before a character, a line end)
+_AT_MOST_TENTH = r"(?:-|0+[^.0-9]|0+\.0|0+\.10*[^0-9])"
+GREEDY_CANDIDATES = (
+    r"""(?:\btemperature['"]?\s*[=:]\s*|--temp(?:erature)?[ =]|PARAMETER temperature |parameter temperature )"""
+    + _AT_MOST_TENTH,
+    r"""(?:\btop_k['"]?\s*[=:]\s*|--top-k[ =])0*1[^0-9]""",
+    GREEDY_FLAG.pattern,
+)
+SETTINGS = ("temperature", "top_k", "repeat_penalty")  # kept from their first line (setdefault)
 # a Slurm job's CPUs (sbatch / srun --cpus-per-task, #SBATCH -c, the SLURM_CPUS_PER_TASK the job sees): the
 # task is bound to that many CPUs (Slurm's sbatch(1) / srun(1) and its output environment variables)
 SLURM_CPUS = gated(r"""--cpus-per-task[= ](\d+)|\bSLURM_CPUS_PER_TASK=['"]?(\d+)|#SBATCH\s+-c\s*(\d+)""")
+# a turn of a pasted conversation: the speaker's prefix at the start of the line, then what was said
+ROLE = gated(r"^\s*(?:(USER|User|Human)|(ASSISTANT|Assistant|AI|Bot))\s?:\s*(\S.*)$")
 # a physical line that is a log record rather than prose a model wrote
 LOG_RECORD = re.compile(r"^\s*(?:\S+\s+\|\s|\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"
                         r"time=|level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\b|\w+(?:\.\w+)*: |"
@@ -49,6 +69,7 @@ PENALTY_KIND = LineKind("penalty", (PENALTY,), (r"repeat_penalty|repetition_pena
 CPUS_KIND = LineKind("cpus", (CPUS,), (r"--cpus|cpus: ",))
 CPUSET_KIND = LineKind("cpuset", (CPUSET,), (r"--cpuset-cpus",))
 SLURM_KIND = LineKind("slurm", (SLURM_CPUS,), (r"--cpus-per-task|SLURM_CPUS_PER_TASK=|#SBATCH +-c",))
+ROLE_KIND = LineKind("role", (ROLE,), (r"(?:USER|User|Human|ASSISTANT|Assistant|AI|Bot) ?: *[^ ]",))
 
 KINDS = LineKinds(
     TEMPERATURE_KIND,
@@ -58,6 +79,7 @@ KINDS = LineKinds(
     CPUS_KIND,
     CPUSET_KIND,
     SLURM_KIND,
+    ROLE_KIND,
 )
 TRIGGERS = KINDS.triggers
 
@@ -76,10 +98,45 @@ class PastedParser(LogParser):
         self.scanned = 0
         self.cpus: tuple[float, LogLine] | None = None
         self.cpuset: tuple[int, LogLine] | None = None
+        self.turns: list[str] = []  # a pasted conversation's turns (ROLE), kept when both sides speak
+        self.turns_line: int | None = None
+        self.sides: set[str] = set()
 
     def feed(self, line: LogLine) -> None:
         if self.passes_gate(line.text):
             self.dispatch(line)
+
+    # -- a server's folded request lines (doctor/sources/engines/vllm/fold.py) -------------------------
+    absorbs = frozenset({"vllm_request"})
+
+    def fold_ready(self, kinds: tuple[str, ...]) -> bool:
+        return True  # its lines are read alone; until one sets greedy sampling, such a line ends a run
+
+    def fold_guard(self, kinds: tuple[str, ...], known: bool = True) -> tuple[str, ...]:
+        return GREEDY_CANDIDATES if not known or self.greedy_line is None else ()
+
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        """The lines of every kind but the sampling settings' (kept from their first line: `take_run`; greedy
+        ones end a run), each read one by one: the CPU limits, and any kind added later."""
+        if "vllm_request" not in kinds:
+            return ()
+        return KINDS.sources_without(TEMPERATURE_KIND, TOP_K_KIND, PENALTY_KIND, GREEDY_KIND)
+
+    def read_run(self, run: HotRun) -> list[FedLine]:
+        return run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))
+
+    def take_run(self, read: list[FedLine], run: HotRun) -> None:
+        """Every line it reads, in order, while a sampling setting is still to be kept (its first line keeps it:
+        the first lines of a log); then the other lines read_run found."""
+        after = -1
+        if not all(key in self.settings for key in SETTINGS):
+            find = shape_finder(tuple(self.gate or ()), run.shape)
+            for item in run.hits(find) if find is not None else []:
+                run.feed(self, [item], run.kinds)
+                after = item[0]
+                if all(key in self.settings for key in SETTINGS):
+                    break
+        run.feed(self, [item for item in read if item[0] > after], run.kinds)
 
     @reads(TEMPERATURE_KIND)
     def _temperature(self, line: LogLine) -> bool:
@@ -144,6 +201,18 @@ class PastedParser(LogParser):
                 self.cpuset = (count, line)  # bound to that many CPUs, as a cpuset is
         return False
 
+    @reads(ROLE_KIND)
+    def _role(self, line: LogLine) -> bool:
+        m = ROLE.search(line.text)
+        if m and self.size < MAX_OUTPUT:
+            self.sides.add("user" if m.group(1) else "model")
+            if self.turns_line is None:
+                self.turns_line = line.number
+            turn = m.group(3) + "\n"
+            self.turns.append(turn)
+            self.size += len(turn)
+        return False
+
     def wants_capture(self) -> bool:
         return self.greedy_line is not None and self.size < MAX_OUTPUT and self.scanned < MAX_SCANNED
 
@@ -161,6 +230,9 @@ class PastedParser(LogParser):
     def summarize(self, facts: Facts) -> None:
         self._summarize_cpus(facts)
         if self.greedy_line is None:
+            if len(self.sides) == 2 and not facts.has("run.output_text"):  # a transcript: both sides speak
+                facts.set("run.output_text", "".join(self.turns)[-8192:],
+                          Source("log", self.name, self.turns_line, "pasted conversation"))
             return
         for key, (value, line) in self.settings.items():
             name = f"sampling.{key}"
@@ -169,6 +241,9 @@ class PastedParser(LogParser):
         if self.output and not facts.has("run.output_text"):
             facts.set("run.output_text", "".join(self.output)[-8192:],
                       Source("log", self.name, self.output_line, "pasted output"))
+        elif self.turns and not facts.has("run.output_text"):  # the output was the conversation's turns
+            facts.set("run.output_text", "".join(self.turns)[-8192:],
+                      Source("log", self.name, self.turns_line, "pasted conversation"))
 
     def _summarize_cpus(self, facts: Facts) -> None:
         """docker --cpus / compose cpus: (a CFS quota), --cpuset-cpus and a Slurm job's --cpus-per-task: the cores

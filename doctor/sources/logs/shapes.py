@@ -25,6 +25,8 @@ import string
 from collections.abc import Callable
 from typing import Any
 
+from doctor.sources.logs.matcher import class_end
+
 try:  # the parser `re` itself uses; any surprise means "cannot tell", never a wrong answer
     from re import _constants as _K  # type: ignore[attr-defined]
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
@@ -152,7 +154,7 @@ def free_text(shape: str) -> bool:
     return _alphabet(shape) is None
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=64)
 def can_occur(shape: str) -> Callable[[str], bool]:
     """`occurs(pattern)`: False only when `pattern` matches inside no line `shape` produces (see above)."""
     alphabet = _alphabet(shape)
@@ -172,7 +174,7 @@ def can_occur(shape: str) -> Callable[[str], bool]:
     return occurs
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=512)  # every fold's searches (guards, each parser's lines: fold.py) for every shape
 def shape_finder(patterns: tuple[str, ...], shape: str) -> Callable[[bytes, int, int], tuple[int, int] | None] | None:
     """`find(region, start, end)`: a place in region[start:end] (a run of lines of `shape`, HotRun.shape) where one
     of `patterns` (each matched against a line's text) may match a line (block_pattern), one RE2 search: a run with
@@ -189,7 +191,9 @@ def block_pattern(pattern: str) -> str:
     """A pattern found in a block of raw lines wherever `pattern` matches one of its lines' text (a line's
     text is its raw bytes stripped, doctor/sources/logs/line.py, so a text's ends need be no raw line's
     ends): the pattern without its anchors (^, $, \\A, \\Z, \\z: assertions, so it matches wherever the
-    pattern does), or any character where the anchors cannot be told apart (every block is read line by line)."""
+    pattern does; a `$` that ends the pattern stands for the raw line's end after its trailing blanks, every
+    line of a block ending in a line end), or any character where the anchors cannot be told apart (every block
+    is read line by line)."""
     if "^" not in pattern and "$" not in pattern and not any(f"\\{c}" in pattern for c in "AZz"):
         return pattern  # no anchor (nearly every pattern: nothing to parse)
     out: list[str] = []
@@ -202,14 +206,13 @@ def block_pattern(pattern: str) -> str:
             i += 2
             continue
         if c == "[":  # a class: copied whole (a ^ or $ in it is no anchor)
-            end = i + 1 + (pattern.startswith("^", i + 1))
-            end += pattern.startswith("]", end)
-            while end < n and pattern[end] != "]":
-                end += 2 if pattern[end] == "\\" else 1
-            out.append(pattern[i:end + 1])
-            i = end + 1
+            end = class_end(pattern, i)
+            out.append(pattern[i:end])
+            i = end
             continue
-        if c not in "^$":
+        if c == "$" and not pattern[i + 1:].strip(")"):
+            out.append(_LINE_END)  # the text's end, at the pattern's own end: a raw line's end (blocks of lines)
+        elif c not in "^$":
             out.append(c)
         i += 1
     plain = "".join(out)
@@ -222,6 +225,7 @@ def block_pattern(pattern: str) -> str:
 
 
 _ANY = "(?s:.)"
+_LINE_END = r"[ \t\r\f\v]*\n"  # where a line's text ends in its raw bytes (its trailing blanks stripped)
 
 
 def _anchored(items: Any) -> bool:

@@ -36,6 +36,8 @@ class RawLine:
     text: bytes | None = None
     gap: bytes | None = None
     next: bytes | None = None  # the following physical line, for lines wrapped by a terminal
+    stop: int = 0  # where in its region the scan goes on after it (doctor/sources/logs/parallel.py)
+    start: int = 0  # where in its region it begins
 
 
 class LineScanner:
@@ -112,13 +114,15 @@ class LineScanner:
                 yield RawLine(self.lines + 1, text=head)
             self._skipping = True
 
-    def _scan(self, region: bytes, begin: int, end_region: int) -> Iterator[RawLine]:
-        """Candidates in region[begin:end_region], which holds complete lines only."""
+    def _scan(self, region: bytes, begin: int, end_region: int, line_base: int | None = None) -> Iterator[RawLine]:
+        """Candidates in region[begin:end_region], which holds complete lines only; `line_base`: the lines before
+        `begin` (`lines`, the lines before the region, when not given: they stay so until its end)."""
         find = self._find
         rfind, nfind, count = region.rfind, region.find, region.count
         max_line = self.max_line
         pos = begin
-        line_base = self.lines  # lines before `begin`
+        if line_base is None:
+            line_base = self.lines  # lines before `begin`
         counted_to = begin
         counted = 0
         gap_start = begin
@@ -154,13 +158,29 @@ class LineScanner:
             if pos < len(region):  # the next line may lie past the region: a held-back or partial last line
                 nxt_end = nfind(b"\n", pos, pos + max_line)
                 nxt = region[pos: nxt_end if nxt_end >= 0 else pos + max_line].rstrip(b"\r")
-            yield RawLine(number, line, None, nxt)
+            yield RawLine(number, line, None, nxt, pos, start)
             gap_start = pos
         if self.capture and gap_start < end_region:
             counted += region.count(b"\n", counted_to, gap_start)
             counted_to = gap_start
             yield RawLine(line_base + counted + 1, gap=region[gap_start:end_region][-MAX_GAP:])
         self.lines = line_base + counted + region.count(b"\n", counted_to, end_region)
+
+
+def cut_line(region: bytes, begin: int, stop: int, max_line: int = MAX_LINE) -> tuple[bytes, bytes | None]:
+    """The line region[begin:stop] (`stop`: its line end) and its next line as `_scan` hands them: cut to
+    max_line, a CR dropped (where the scan was not made: doctor/sources/logs/hot.py, parallel.py)."""
+    if stop - begin <= max_line:
+        line = region[begin:stop]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+    else:
+        line = region[begin:begin + max_line]
+    pos = stop + 1
+    if pos >= len(region):
+        return line, None
+    nxt_end = region.find(b"\n", pos, pos + max_line)
+    return line, region[pos: nxt_end if nxt_end >= 0 else pos + max_line].rstrip(b"\r")
 
 
 def looks_binary(head: bytes) -> str | None:

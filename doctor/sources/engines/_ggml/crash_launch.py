@@ -1,10 +1,8 @@
-"""Crash causes that end a run before or outside the engine's own code: the operating system cannot start
-the program, the GPU's watchdog stops its work, a front-end's estimate of the model is not a number. Rows of
-the crash table (crashes.py). Pure data.
+"""Crash causes that end a run outside the engine's own code: the GPU's watchdog stops its work, a front-end's
+estimate of the model is not a number. Rows of the crash table (crashes.py). Pure data. (A llamafile the system
+has no interpreter for is crash_setup.py's.)
 
-Strings: binfmt-support's run-detectors ("run-detectors: unable to find an interpreter for %s", Debian and
-Ubuntu's handler for binfmt_misc registrations such as WINE's, which claims a llamafile's MZ header; the
-llamafile README's "Gotchas" gives the APE registration that fixes it); Apple's IOGPUFamily command-buffer
+Strings: Apple's IOGPUFamily command-buffer
 errors as ggml-metal prints a failed command buffer's NSError ("ggml_metal_graph_compute: command buffer %d
 failed with status %lu", then "error: %s": kIOGPUCommandBufferCallbackErrorImpactingInteractivity is the
 watchdog that stops GPU work which holds up the display); LM Studio's load guardrail ("... this model requires
@@ -15,21 +13,6 @@ the NaN estimate, fixed in 0.3.28).
 from __future__ import annotations
 
 from doctor.sources.engines._ggml.cause import Cause, Fix
-
-APE_NO_INTERPRETER = Cause(
-    "ape_no_interpreter", "The operating system could not start the llamafile (no interpreter for its format)",
-    "A llamafile is an Actually Portable Executable: its first bytes read as a Windows MZ header, so a "
-    "binfmt_misc registration for Windows programs (WINE's, through binfmt-support's run-detectors) claims it and "
-    "finds no interpreter; the model never starts.",
-    Fix(
-        "Register the APE loader with binfmt_misc (the llamafile README's Gotchas: install /usr/bin/ape and "
-        "register ':APE:M::MZqFpD::/usr/bin/ape:'), or run it through a shell: sh -c ./model.llamafile.",
-        checked="binfmt-support run-detectors (its 'unable to find an interpreter for' message); llamafile "
-        "README.md, Gotchas (the APE binfmt_misc registration, sh -c for old zsh); mozilla-ai/llamafile#513 "
-        "(the corpus's case 1088)",
-    ),
-    ("run-detectors: unable to find an interpreter for ./llava-v1.5-7b-q4.llamafile",),
-)
 
 METAL_WATCHDOG = Cause(
     "metal_gpu_watchdog", "macOS stopped a Metal command buffer that ran too long (the GPU watchdog)",
@@ -64,4 +47,4 @@ ESTIMATE_NAN = Cause(
      "requires approximately NaN undefined of memory",),
 )
 
-LAUNCH_CAUSES: tuple[Cause, ...] = (APE_NO_INTERPRETER, METAL_WATCHDOG, ESTIMATE_NAN)
+LAUNCH_CAUSES: tuple[Cause, ...] = (METAL_WATCHDOG, ESTIMATE_NAN)

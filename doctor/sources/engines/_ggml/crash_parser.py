@@ -25,6 +25,7 @@ from doctor.sources.engines._ggml.crash_patterns import (
     CUDA_ERROR,
     CUDA_ERROR_KIND,
     CUDA_WHERE,
+    DEEPSPEED_INFERENCE,
     ENGINE_WORDS,
     EXPLICIT,
     EXPLICIT_KIND,
@@ -44,6 +45,8 @@ from doctor.sources.engines._ggml.crashes import (
     CUDA_BLOCK,
     CUDA_CAUSES,
     CUDA_OTHER,
+    DEEPSPEED_RESERVE,
+    HIPBLASLT_DATA,
     ILLEGAL_ADDRESS,
     ILLEGAL_INSTRUCTION,
     NO_KERNEL_IMAGE,
@@ -88,6 +91,7 @@ class _State:
     frames: list[LogLine] = field(default_factory=list)  # backtrace frames through the AMX / extra kernels
     arch: LogLine | None = None  # the first line naming the GPU's architecture (gfx, compute capability)
     platform: LogLine | None = None  # the first line naming an embedded board (Jetson, Raspberry Pi, RK3588)
+    deepspeed: LogLine | None = None  # the first line showing a DeepSpeed-Inference run (init_inference, mp_size)
     pending_cuda: _Found | None = None  # a "CUDA error: X" that no explicit entry named (yet)
     cuda_block: _Found | None = None  # the latest CUDA finding: its "current device" line follows
 
@@ -122,6 +126,9 @@ class CrashParser(LogParser):
                     detail = cause.family[0]  # one spelling for both formats and for Ollama's restatement
                 elif cause is UNKNOWN_ARCH and m.groups() and m.group(1) is not None:
                     detail = f"architecture '{m.group(1)}'"
+                elif cause is HIPBLASLT_DATA:  # "Cannot read" and "Could not load" of one file are one finding
+                    name = m.group(1).rsplit("/", 1)[-1] if m.group(1) else "HIPBLASLT_TENSILE_LIBPATH"
+                    detail = f"no {name}"
                 found = _Found(cause, confidence, line, detail)
                 if cause in CUDA_CAUSES:
                     s = self.s
@@ -198,6 +205,8 @@ class CrashParser(LogParser):
             s.arch = line
         if s.platform is None and PLATFORM.search(t):
             s.platform = line
+        if s.deepspeed is None and DEEPSPEED_INFERENCE.search(t):
+            s.deepspeed = line
         return False
 
     def _flush_cuda(self) -> None:
@@ -261,10 +270,24 @@ class CrashParser(LogParser):
             elif f is None and unnamed is None:
                 unnamed = crash
         for f in found:
+            self._in_deepspeed(f)
             self._add_context(facts, f)
             self._emit(facts, f)
         if unnamed is not None and not found:
             self._say_ending(facts, unnamed)
+
+    def _in_deepspeed(self, f: _Found) -> None:
+        """An illegal memory access in a DeepSpeed-Inference run: the sequence ran past the KV cache it reserved
+        (crash_setup.py DEEPSPEED_RESERVE), the run's line or the crash's own naming DeepSpeed-Inference."""
+        if f.cause is not ILLEGAL_ADDRESS:
+            return
+        evidence = f.line if DEEPSPEED_INFERENCE.search(f.line.text) else self.s.deepspeed
+        if evidence is None:
+            return
+        f.cause, f.confidence = DEEPSPEED_RESERVE, "medium"
+        f.detail = f"{f.detail} in a DeepSpeed-Inference run" if f.detail else "in a DeepSpeed-Inference run"
+        if evidence is not f.line:
+            f.support.append(evidence)
 
     def _context_lines(self, facts: Facts, cause: object | None) -> tuple[str, list[LogLine]]:
         """What the log shows around a crash: the board, the GPU's architecture, and for an illegal

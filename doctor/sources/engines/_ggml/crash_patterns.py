@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 
-from doctor.sources.engines._ggml.crash_launch import APE_NO_INTERPRETER, ESTIMATE_NAN, METAL_WATCHDOG
+from doctor.sources.engines._ggml.crash_launch import ESTIMATE_NAN, METAL_WATCHDOG
 from doctor.sources.engines._ggml.crashes import (
+    APE_NO_INTERPRETER,
     ASSERT_CPY_INT_MAX,
     ASSERT_EXPERTS,
     ASSERT_GET_ROWS,
@@ -20,6 +21,7 @@ from doctor.sources.engines._ggml.crashes import (
     CUDA_DRIVER,
     CUDA_TENSOR_ON_CPU,
     GPU_DTYPE,
+    HIPBLASLT_DATA,
     ILLEGAL_ADDRESS,
     K_SHIFT,
     NO_KERNEL_IMAGE,
@@ -45,6 +47,11 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     # load, class model.corrupt), not this
     (UNKNOWN_ARCH, "high", gated(r"(?:unknown|unsupported) model architecture: '([^']+)'")),
     (UNKNOWN_ARCH, "high", gated(r"this model is not supported by your version of Ollama")),
+    # hipBLASLt without its kernel data (before the rocBLAS / HIP entries: its line names a TensileLibrary too)
+    (HIPBLASLT_DATA, "high", gated(r"rocblaslt error: (?:Cannot read|Could not load) \"?(\S*?TensileLibrary[\w.-]*)"
+                                   r"|rocblaslt warning: No paths matched .*HIPBLASLT_TENSILE_LIBPATH")),
+    # binfmt-support's run-detectors: no interpreter takes the program's format (a llamafile's APE)
+    (APE_NO_INTERPRETER, "high", gated(r"run-detectors: unable to find an interpreter for")),
     (NO_KERNEL_IMAGE, "high", gated(r"no kernel image is available for execution on the device"
                                     r"|\binvalid device function\b|hipErrorNoBinaryForGpu"
                                     r"|Unable to find code object for all current devices"
@@ -69,11 +76,13 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     (ASSERT_HOST_MEMORY, "high", _assert_re("ctx->mem_buffer != NULL")),
     # a CUDA extension's CHECK_CUDA (TORCH_CHECK(x.device().is_cuda(), #x " must be a CUDA tensor"))
     (CUDA_TENSOR_ON_CPU, "high", gated(r"\b\w+ must be a CUDA tensor")),
-    # the run ended outside the engine's code (crash_launch.py): the OS, the GPU's watchdog, a front-end's estimate
-    (APE_NO_INTERPRETER, "high", gated(r"run-detectors: unable to find an interpreter for \S*\.llamafile\b")),
+    # the run ended outside the engine's code (crash_launch.py): the GPU's watchdog, a front-end's estimate
     (METAL_WATCHDOG, "high", gated(r"kIOGPUCommandBufferCallbackErrorImpactingInteractivity")),
     (ESTIMATE_NAN, "high", gated(r"\b(?:requires|needs|estimated?)\b[^.]{0,40}?\bNaN(?: undefined|\s*[KMGT]?i?B)\b")),
 )
+# a DeepSpeed-Inference run (deepspeed.init_inference; its config's mp_size / kernel injection; its traceback frames)
+DEEPSPEED_INFERENCE = gated(r"\bmp_size\b|\binit_inference\b|replace_with_kernel_inject|DeepSpeed[- ]Inference"
+                            r"|DeepSpeedTransformerInference|deepspeed[/\\](?:inference|ops[/\\]transformer[/\\]inference)[/\\]")
 # the GPU generation and the board around a crash: an architecture (compute capability, an AMD gfx target,
 # an sm_ list) and an embedded platform (Jetson / Tegra, Raspberry Pi, Rockchip RK3588)
 GPU_ARCH = gated(r"\b(gfx\d{3,4}[a-f]?)\b|compute capability:? (\d+\.\d+)|\bcompute=(\d+\.\d+)\b"
@@ -113,15 +122,16 @@ AMX_CPU = gated(r"Xeon\(R\) (?:Platinum|Gold|Silver|Bronze) [3-9][45]\d\d|Xeon\(
 # over every byte stays as fast.
 EXPLICIT_KIND = LineKind(
     "explicit", tuple(pattern for _, _, pattern in EXPLICIT),
-    (r"K-shift", r"model architecture", r"not supported by your version",
+    (r"K-shift", r"model architecture", r"not supported by your version", r"rocblaslt (?:error|warning)",
+     r"run-detectors: unable to find",
      r"kernel image|invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
      r"compute capability of at least|Minimum capability|not supported in this architecture"
      r"|FlashAttention only supports",
      r"CUDA driver version|unsupported toolchain", r"illegal memory access|misaligned address|launch failure",
      r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor",
-     r"unable to find an interpreter for", r"ErrorImpactingInteractivity", r"NaN undefined|NaN [KMGT]i?B"),
-    scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor",
-          r"unable to find an interpreter for", r"ErrorImpactingInteractivity", r"NaN undefined|NaN [KMGT]i?B",
+     r"ErrorImpactingInteractivity", r"NaN undefined|NaN [KMGT]i?B"),
+    scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor", r"rocblaslt (?:error|warning)",
+          r"run-detectors: unable to find", r"ErrorImpactingInteractivity", r"NaN undefined|NaN [KMGT]i?B",
           r"invalid device function|NoBinaryForGpu|code object for all current|TensileLibrary",
           r"compute capability of at least|Minimum capability|not supported in this architecture"
           r"|FlashAttention only supports"))
@@ -144,10 +154,14 @@ SIGNAL_KIND = LineKind(
           r"Illegal instruction|invalid opcode|SIGILL|signal: illegal|0xc000001d", *endings.FRAGMENTS))
 # the hardware around a crash (the device lines are other parsers' candidates already; the boards are not)
 CONTEXT_KIND = LineKind(
-    "context", (GPU_ARCH, PLATFORM),
+    "context", (GPU_ARCH, PLATFORM, DEEPSPEED_INFERENCE),
     (r"gfx[0-9]{3}|compute capability|compute=[0-9]|capability sm_",
-     r"Jetson|Tegra|Orin|Xavier|Raspberry Pi|BCM27[0-9][0-9]|RK3588|rk3588|Rockchip"),
-    scan=(r"Jetson|Tegra|Raspberry Pi|BCM27[0-9][0-9]|RK3588|rk3588|Rockchip",))
+     r"Jetson|Tegra|Orin|Xavier|Raspberry Pi|BCM27[0-9][0-9]|RK3588|rk3588|Rockchip",
+     r"mp_size|init_inference|replace_with_kernel_inject|DeepSpeed[- ]Inference|DeepSpeedTransformerInference"
+     r"|deepspeed[/\\](?:inference|ops)[/\\]"),
+    scan=(r"Jetson|Tegra|Raspberry Pi|BCM27[0-9][0-9]|RK3588|rk3588|Rockchip",
+          r"mp_size|init_inference|replace_with_kernel_inject|DeepSpeed[- ]Inference|DeepSpeedTransformerInference"
+          r"|deepspeed[/\\](?:inference|ops)[/\\]"))
 
 KINDS = LineKinds(
     EXPLICIT_KIND,

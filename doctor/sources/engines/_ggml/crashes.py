@@ -17,6 +17,12 @@ from __future__ import annotations
 from doctor.sources.engines._ggml.cause import GGML, Cause, Fix, fix_data, fix_for, runs_ggml
 from doctor.sources.engines._ggml.crash_context import BUS_ERROR, CONTEXT_CAUSES, DLL_MISSING, GPU_DTYPE
 from doctor.sources.engines._ggml.crash_launch import LAUNCH_CAUSES
+from doctor.sources.engines._ggml.crash_setup import (
+    APE_NO_INTERPRETER,
+    DEEPSPEED_RESERVE,
+    HIPBLASLT_DATA,
+    SETUP_CAUSES,
+)
 
 # -- the table -------------------------------------------------------------------------------------
 
@@ -300,11 +306,12 @@ CUDA_TENSOR_ON_CPU = Cause(
 CAUSES: tuple[Cause, ...] = (
     AMX, ILLEGAL_INSTRUCTION, K_SHIFT, UNKNOWN_ARCH, ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS,
     CUDA_OTHER, ASSERT_N_BATCH, ASSERT_UBATCH, ASSERT_CPY_INT_MAX, ASSERT_SAMPLER, ASSERT_GET_ROWS,
-    ASSERT_EXPERTS, ASSERT_HOST_MEMORY, CUDA_TENSOR_ON_CPU, *CONTEXT_CAUSES, *LAUNCH_CAUSES,
+    ASSERT_EXPERTS, ASSERT_HOST_MEMORY, CUDA_TENSOR_ON_CPU, *CONTEXT_CAUSES, *SETUP_CAUSES, *LAUNCH_CAUSES,
 )
 BY_ID = {c.id: c for c in CAUSES}
 CUDA_CAUSES = (ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS, CUDA_OTHER)
 CUDA_BLOCK = 4  # lines of a "CUDA error" block: the error, "current device ...", the failing call
 
-__all__ = ["AMX", "BUS_ERROR", "BY_ID", "CAUSES", "CUDA_CAUSES", "DLL_MISSING", "GGML", "GPU_DTYPE", "Cause", "Fix",
-           "fix_data", "fix_for", "runs_ggml"]
+__all__ = ["AMX", "APE_NO_INTERPRETER", "BUS_ERROR", "BY_ID", "CAUSES", "CUDA_CAUSES", "DEEPSPEED_RESERVE",
+           "DLL_MISSING", "GGML", "GPU_DTYPE", "HIPBLASLT_DATA", "Cause", "Fix", "fix_data", "fix_for",
+           "runs_ggml"]

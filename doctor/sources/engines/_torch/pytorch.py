@@ -63,6 +63,12 @@ SAMPLER_WARMUP_OOM = gated(r"CUDA out of memory occurred when warming up (sample
                            r"dummy requests")
 TRACEBACK = gated(r"Traceback \(most recent call last\)")
 FRAME = gated(r'File "[^"]*", line \d+, in (\w+)')
+# a traceback's source line (under its `File ..., in FUNC`) that allocates the KV cache's tensors: LightLLM's
+# mem_manager.py (`self.key_buffer = [torch.empty(...) ...]`, `self.value_buffer`, from 2024 `self.kv_buffer =
+# torch.empty(...)`), ExLlamaV2's cache.py (`p_key_states = torch.zeros(...)`, `p_value_states`), any one-line
+# `k_buffer` / `kv_cache = torch.empty(...)`: an OOM raised there is the KV cache's, whatever the engine
+KV_ALLOC = gated(r"(?:\b|_)(?:key|value|kv|k|v)_(?:buffer|cache|states)s?\s*=\s*\[?\s*torch\.(?:empty|zeros)\(")
+KV_ALLOC_STEP = ("kv_cache", "kv_cache_alloc")
 
 # the start-up step a traceback frame belongs to: (phase, step)
 FRAME_STEPS: dict[str, tuple[str, str]] = {
@@ -86,7 +92,9 @@ FRAME_STEPS: dict[str, tuple[str, str]] = {
 OOM_LINES: tuple[str, ...] = (r"(?:CUDA|HIP) out of memory", r"OutOfMemoryError")
 OOM_PATTERNS = (TORCH_OOM_NEW, TORCH_OOM_OLD, SAMPLER_WARMUP_OOM, TORCH_OOM_BARE)  # what torch_oom reads
 FRAME_LINES: tuple[str, ...] = (r"Traceback \(most recent call last\)",
-                                r", in (?:" + "|".join(sorted(FRAME_STEPS)) + r")\b")
+                                r", in (?:" + "|".join(sorted(FRAME_STEPS)) + r")\b",
+                                r"_(?:buffer|cache|states)s? *= *\[? *torch\.(?:empty|zeros)\(")
+FRAME_PATTERNS = (TRACEBACK, FRAME, KV_ALLOC)  # what Frames.feed reads (the vLLM and TGI parsers' frame kinds)
 FRAME_WINDOW = 120  # lines: a frame further back than this belongs to another traceback
 DEDUPE_WINDOW = 400  # lines: the same OOM message repeated by a wrapper is one OOM
 
@@ -132,6 +140,9 @@ class Frames:
             if step is not None:
                 self.step, self.line = step, line.number  # the innermost step-specific frame wins
             return True
+        if KV_ALLOC.search(t):  # the innermost frame's source line allocates the KV cache
+            self.step, self.line = KV_ALLOC_STEP, line.number
+            return True
         return False
 
     def current(self, number: int) -> tuple[str, str] | None:
@@ -160,6 +171,11 @@ class TorchOomBoard:
         self.ooms: dict[int, _TorchOom] = {}
         self.votes: Counter[str] = Counter()
         self._emitted: weakref.ref[Facts] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The board moves between processes (doctor/sources/logs/parallel.py) with no snapshot emitted into: the
+        one it points to stays behind."""
+        return {**self.__dict__, "_emitted": None}
 
     def record(self, engine: str, line: LogLine, data: dict[str, Any], placed: Placement | None,
                frame: tuple[str, str] | None, owner: str | None, handled: bool = False) -> None:

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from doctor.sources.engines.llamacpp.patterns import INDEX, TIMING
 from doctor.sources.engines.llamacpp.state import LlamaCppBase, Timing, keep_timings, num
-from doctor.sources.logs.hot import HotLines, HotRun
+from doctor.sources.logs.hot import FedLine, HotLines, HotRun, RunLine, run_line
 from doctor.sources.logs.line import LogLine
 from doctor.sources.logs.shapes import shape_finder
 
@@ -115,13 +116,49 @@ def _last_eval(region: bytes, start: int, end: int) -> int:
     return pos
 
 
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What a run of llama-server's request lines holds (FoldLines.read_run): from its bytes alone."""
+
+    prompt_top: int | None  # the longest prompt of the run
+    used_top: int | None  # the most tokens a request used (total or released)
+    rates: tuple[float, float, int] | None  # the decode rates' (low, high, count)
+    closed: int  # requests closed (total lines)
+    opened: int  # the index of the prompt line of the last closed request's group
+    values: tuple[tuple[str, float | None, int | None, float | None, RunLine], ...]  # the last timing of each kind
+    open_group: bool  # the run ends inside a group: its prompt line (and eval line) stay open
+    open_eval: bool
+    signature: int  # server signature lines
+
+
+@dataclass(frozen=True, slots=True)
+class _Foreign:
+    """Another engine's run: whether a line of it may be this parser's (then its lines are fed one by one), or,
+    for a run of free text of any length (HotLines.unbounded), the lines that may be (fed one by one)."""
+
+    found: bool
+    lines: tuple[FedLine, ...] = ()
+
+
+# another engine's runs read by the lines a handler may take, not all lines where one may (HotLines.unbounded)
+_BY_HITS = frozenset({"vllm_request"})
+# a line whose text ends as a terminal cuts one (patterns.py looks_cut): this parser may read it with its next
+_CUT_END = r"[A-Za-z0-9(,=/:-][ \t]*\r?\n"
+
+
 class FoldLines(LlamaCppBase):
     """The fold of llama-server's per-request lines into the parser's state."""
 
     hot = HOT
     # this parser has no gate: every routed line reaches it, the other engines' folded lines too (their kinds,
     # HotLines.kinds: doctor/sources/engines/<engine>/fold.py); it reads those runs as `_fold_foreign` says
-    absorbs = frozenset({"gin_access", "sglang_batch"})
+    absorbs = frozenset({"gin_access", "sglang_batch", *_BY_HITS})
+
+    def fold_patterns(self, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        """In another engine's run of free text: its handlers' own patterns, and a line that ends as a cut one."""
+        if not set(kinds) <= _BY_HITS:
+            return ()
+        return (*type(self).kinds.sources, _CUT_END)  # type: ignore[union-attr]
 
     def fold_ready(self, kinds: tuple[str, ...]) -> bool:
         s = self.s
@@ -131,84 +168,94 @@ class FoldLines(LlamaCppBase):
         return (s.current is None and not s.pending and not s.capture and s.stage == "run"
                 and self.timeline.current == "decode")
 
-    def fold(self, run: HotRun) -> None:
+    def read_run(self, run: HotRun) -> _Read | _Foreign:
+        if set(run.kinds) <= _BY_HITS:
+            return _Foreign(False, tuple(run.wanted_lines(shape_finder(self.fold_patterns(run.kinds), run.shape))))
         if run.kinds != HOT.kinds:
-            self._fold_foreign(run)
-            return
+            return _Foreign(self._foreign_found(run))
         region, start, end = run.region, run.start, run.end
-        s = self.s
         prompts = _PE_TOKENS.findall(region, start, end)
-        if prompts:
-            top = max(map(int, prompts))
-            if top > s.prompt_tokens_max:
-                s.prompt_tokens_max, s.prompt_line = top, run.line_at(run.first(_PE_TOKENS, top))
         totals = _TOTAL_TOKENS.findall(region, start, end)
         released = _RELEASED.findall(region, start, end)
         used = [*totals, *released]
-        if used:
-            top = max(map(int, used))
-            if top > s.used_max:
-                s.used_max, s.used_line = top, run.line_at(run.first(_USED, top))
-        self._fold_facts(run, len(totals))
-        self._fold_rates(run)
+        rates = [*map(float, _EV_RATE.findall(region, start, end)), *map(float, _TG.findall(region, start, end))]
+        last_total = region.rfind(b"total time = ", start, end)
+        last_prompt = region.rfind(b"prompt eval time = ", start, end)
+        last_eval = _last_eval(region, start, end)
+        values = []
+        for kind, pos in (("prompt eval", last_prompt), ("eval", last_eval), ("total", last_total)):
+            if pos >= 0:
+                item = run.at(pos)
+                m = TIMING.search(run_line(0, item).text)
+                assert m is not None  # the run's shape says so
+                count = m.group(3)
+                values.append((kind, num(m.group(2)), int(count) if count else None, num(m.group(6)), item))
+        opened = run.index_at(region.rfind(b"prompt eval time = ", start, last_total)) if totals else 0
         # votes: every slot and srv line that is a candidate is a server signature line (_vote_server): each
         # print_timing line (an early-2025 header too, not the numbers on lines of their own after it),
         # each release, each idle line
         signature = (region.count(b"print_timing: id", start, end) + len(released)
                      + region.count(b"all slots are idle", start, end))
-        if signature:
-            self.votes["llama.cpp"] += signature
-            self.votes["llama-server"] += signature
+        return _Read(max(map(int, prompts)) if prompts else None, max(map(int, used)) if used else None,
+                     (min(rates), max(rates), len(rates)) if rates else None, len(totals), opened, tuple(values),
+                     last_prompt > last_total, last_eval > last_prompt, signature)
 
-    def _fold_foreign(self, run: HotRun) -> None:
+    def take_run(self, read: _Read | _Foreign, run: HotRun) -> None:
+        if isinstance(read, _Foreign):
+            if read.found:
+                for line in run.each_line():
+                    self.feed(line)
+            elif read.lines:
+                run.feed(self, read.lines, run.kinds)
+            return
+        s = self.s
+        top = read.prompt_top
+        if top is not None and top > s.prompt_tokens_max:
+            s.prompt_tokens_max, s.prompt_line = top, run.line_at(run.first(_PE_TOKENS, top))
+        top = read.used_top
+        if top is not None and top > s.used_max:
+            s.used_max, s.used_line = top, run.line_at(run.first(_USED, top))
+        self._take_facts(read, run)
+        self._take_rates(read, run)
+        if read.signature:
+            self.votes["llama.cpp"] += read.signature
+            self.votes["llama-server"] += read.signature
+
+    @staticmethod
+    def _foreign_found(run: HotRun) -> bool:
         """Another engine's run (its access lines, say): a line that holds none of the literals of this parser's
         kinds (parser.py INDEX) is one no handler takes (its plan is empty; it ends in no cut word, the shapes
         say so), and one that ends no OOM (none pending: fold_ready). So a run is searched once for those
         literals that can occur in its shape; only where one is found are its lines fed one by one."""
         find = shape_finder(_INDEX_PATTERNS, run.shape)
-        if find is None or find(run.region, run.start, run.end) is None:
-            return
-        for line in run.each_line():
-            self.feed(line)
+        return find is not None and find(run.region, run.start, run.end) is not None
 
-    def _fold_rates(self, run: HotRun) -> None:
+    def _take_rates(self, read: _Read, run: HotRun) -> None:
         """The decode extremes: eval rates of more than one token and `tg` rates, in line order."""
-        rates = self.s.decode_rates
-        values = [*map(float, _EV_RATE.findall(run.region, run.start, run.end)),
-                  *map(float, _TG.findall(run.region, run.start, run.end))]
-        if not values:
+        if read.rates is None:
             return
-        low, high = min(values), max(values)
+        rates = self.s.decode_rates
+        low, high, count = read.rates
         if rates.low is None or low < rates.low:
             rates.low, rates.low_source = low, self.src(run.line_at(run.first(_RATES, low)))
         if rates.high is None or high > rates.high:
             rates.high, rates.high_source = high, self.src(run.line_at(run.first(_RATES, high)))
-        rates.count += len(values)
+        rates.count += count
 
-    def _fold_facts(self, run: HotRun, closed: int) -> None:
+    def _take_facts(self, read: _Read, run: HotRun) -> None:
         """The facts of the last timing lines, the requests closed and a group the run ends inside."""
-        region, start, end = run.region, run.start, run.end
         s = self.s
-        last_total = region.rfind(b"total time = ", start, end)
-        last_prompt = region.rfind(b"prompt eval time = ", start, end)
-        last_eval = _last_eval(region, start, end)
         values: dict[str, tuple[float | None, int | None, float | None, LogLine]] = {}
-        for kind, pos in (("prompt eval", last_prompt), ("eval", last_eval), ("total", last_total)):
-            if pos >= 0:
-                line = run.line_at(pos)
-                m = TIMING.search(line.text)
-                assert m is not None  # the run's shape says so
-                count = m.group(3)
-                values[kind] = (num(m.group(2)), int(count) if count else None, num(m.group(6)), line)
-                self._set_timing(kind, values[kind])
-        if closed:  # the last closed request: the group of the last total line, begun by its prompt line
-            opened = region.rfind(b"prompt eval time = ", start, last_total)
-            keep_timings(s.timings, closed, Timing(line=run.number_at(opened)))
-        if last_prompt > last_total:  # the run ends inside a group: it stays open, as line by line
+        for kind, ms, count, tps, item in read.values:
+            values[kind] = (ms, count, tps, run_line(run.number, item))
+            self._set_timing(kind, values[kind])
+        if read.closed:  # the last closed request: the group of the last total line, begun by its prompt line
+            keep_timings(s.timings, read.closed, Timing(line=run.number + read.opened))
+        if read.open_group:  # the run ends inside a group: it stays open, as line by line
             ms, count, tps, line = values["prompt eval"]
             cur = s.current = Timing(line=line.number, prompt_ms=ms, prompt_tokens=count, prompt_tps=tps,
                                      used_line=line)
-            if last_eval > last_prompt:
+            if read.open_eval:
                 ms, count, tps, line = values["eval"]
                 cur.eval_ms, cur.eval_tokens, cur.eval_tps, cur.used_line = ms, count, tps, line
 

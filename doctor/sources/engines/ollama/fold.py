@@ -24,7 +24,7 @@ import re
 from collections import Counter
 
 from doctor.sources.engines.ollama.state import OllamaBase
-from doctor.sources.logs.hot import HotLines, HotRun
+from doctor.sources.logs.hot import HotLines, HotRun, RunLine, run_line
 
 # bounded everywhere: a hot line is never longer than the scanner's cut (doctor/core/lines.py MAX_LINE)
 _JOURNALD = r"(?:[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} [A-Za-z0-9._-]{1,64} ollama\[[0-9]{1,10}\]: )?"
@@ -69,17 +69,23 @@ class AccessFold(OllamaBase):
     def fold_ready(self, kinds: tuple[str, ...]) -> bool:
         return True  # an access line is read alone: nothing waits for a next line
 
-    def fold(self, run: HotRun) -> None:
-        read = Counter(_COUNTED.findall(run.region, run.start, run.end))  # (status, b"POST" or b"") -> lines
-        if not read:
+    def read_run(self, run: HotRun) -> tuple[Counter[tuple[bytes, bytes]], RunLine | None]:
+        """The lines GIN reads, by (status, b"POST" where it served an inference call, else b""), and the last
+        of them."""
+        read = Counter(_COUNTED.findall(run.region, run.start, run.end))
+        return read, run.at(self._last_counted(run)) if read else None
+
+    def take_run(self, read: tuple[Counter[tuple[bytes, bytes]], RunLine | None], run: HotRun) -> None:
+        counts, last = read
+        if last is None:
             return
         s = self.s
-        counted = read.total()
+        counted = counts.total()
         self.votes["ollama"] += counted
         s.requests += counted
-        s.errors_5xx += sum(n for (status, _), n in read.items() if status.startswith(b"5"))
-        s.served += read[b"200", b"POST"]
-        s.gin_line = run.line_at(self._last_counted(run))
+        s.errors_5xx += sum(n for (status, _), n in counts.items() if status.startswith(b"5"))
+        s.served += counts[b"200", b"POST"]
+        s.gin_line = run_line(run.number, last)
 
     @staticmethod
     def _last_counted(run: HotRun) -> int:

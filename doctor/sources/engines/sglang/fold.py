@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from doctor.sources.engines.sglang.state import GEN_TPS_KEPT, SglangBase
 from doctor.sources.logs.base import Extremes
@@ -84,6 +85,18 @@ def _percent(value: bytes) -> float:
     return round(float(value) * 100.0, 1)
 
 
+_Spread = tuple[float, float, int] | None  # (low, high, count) of a number over a run's lines
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What a run of batch lines holds (BatchFold.read_run): from its bytes alone."""
+
+    running: _Spread
+    queued: _Spread
+    usage: _Spread
+
+
 class BatchFold(SglangBase):
     """The fold of SGLang's batch lines into the parser's state."""
 
@@ -92,29 +105,36 @@ class BatchFold(SglangBase):
     def fold_ready(self, kinds: tuple[str, ...]) -> bool:
         return True  # a batch line is read alone: nothing waits for a next line
 
-    def fold(self, run: HotRun) -> None:
+    def read_run(self, run: HotRun) -> _Read:
+        return _Read(_spread(_RUNNING, run, _count), _spread(_QUEUED, run, _count), _spread(_USAGE, run, _percent))
+
+    def take_run(self, read: _Read, run: HotRun) -> None:
         s = self.s
         self.votes["sglang"] += run.lines  # every line holds #running-req: the parser takes it
-        self._extremes(s.running, _RUNNING, run, _count)
-        self._extremes(s.queued, _QUEUED, run, _count)
-        self._extremes(s.usage, _USAGE, run, _percent)
+        self._extremes(s.running, read.running, _RUNNING, run, _count)
+        self._extremes(s.queued, read.queued, _QUEUED, run, _count)
+        self._extremes(s.usage, read.usage, _USAGE, run, _percent)
         room = GEN_TPS_KEPT - len(s.gen_tps)
-        if room > 0:
+        if room > 0:  # only the first rates of a log are kept: their lines are looked up here, once
             kept = list(itertools.islice(_GEN.finditer(run.region, run.start, run.end), room))
             lines = run.lines_at(m.start() for m in kept)
             s.gen_tps += [(float(m.group(1)), self.src(line)) for m, line in zip(kept, lines, strict=True)]
 
-    def _extremes(self, extremes: Extremes, pattern: re.Pattern[bytes], run: HotRun,
+    def _extremes(self, extremes: Extremes, spread: _Spread, pattern: re.Pattern[bytes], run: HotRun,
                   read: Callable[[bytes], float]) -> None:
         """Extremes.add for each line's value in line order: the count, and a new low or high from the first
         line that holds it."""
-        values = [read(v) for v in pattern.findall(run.region, run.start, run.end)]
-        if not values:
+        if spread is None:
             return
-        extremes.count += len(values)
-        low, high = min(values), max(values)
+        low, high, count = spread
+        extremes.count += count
         if extremes.low is None or low < extremes.low:
             extremes.low, extremes.low_source = low, self.src(run.line_at(run.first(pattern, low, read)))
         if extremes.high is None or high > extremes.high:
             extremes.high, extremes.high_source = high, self.src(run.line_at(run.first(pattern, high, read)))
 
+
+def _spread(pattern: re.Pattern[bytes], run: HotRun, read: Callable[[bytes], float]) -> _Spread:
+    """The lowest and highest value of each line's number in a run, and how many lines hold one."""
+    values = [read(v) for v in pattern.findall(run.region, run.start, run.end)]
+    return (min(values), max(values), len(values)) if values else None

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from doctor.sources.engines._torch.pytorch import FRAME, FRAME_LINES, OOM_LINES, OOM_PATTERNS, TRACEBACK
+from doctor.sources.engines._torch.pytorch import FRAME_LINES, FRAME_PATTERNS, OOM_LINES, OOM_PATTERNS
 from doctor.sources.logs.base import LineKind, LineKinds
 from doctor.sources.logs.matcher import gated
 
@@ -85,7 +85,7 @@ def duration_ms(value: str, unit: str) -> float:
 # "read" TGI's own; a message wrapped over two lines is read joined with the next ("oom" and "read"
 # again). The PyTorch lines are in the vLLM parser's triggers already: TGI adds them to its gate only.
 HEADER_KIND = LineKind("header", (), (r"text_generation_launcher",), handled=False)
-FRAME_KIND = LineKind("frame", (TRACEBACK, FRAME), FRAME_LINES, scan=(), phase="frame")
+FRAME_KIND = LineKind("frame", FRAME_PATTERNS, FRAME_LINES, scan=(), phase="frame")
 OOM_KIND = LineKind("oom", OOM_PATTERNS, OOM_LINES, scan=(), phase="oom")
 ARGS_KIND = LineKind(
     "args", (ARG, "Args {"),

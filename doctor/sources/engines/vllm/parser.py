@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from doctor.core.facts import Facts, Source
 from doctor.sources.engines._torch import pytorch
+from doctor.sources.engines.vllm.fold import RequestFold
 from doctor.sources.engines.vllm.patterns import (
     BATCHED_BELOW,
     BLOCKS,
@@ -72,7 +73,7 @@ from doctor.sources.engines.vllm.patterns import (
     clean,
     to_int,
 )
-from doctor.sources.logs.base import LogParser, reads
+from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
 
 
@@ -105,7 +106,7 @@ class _State:
 
 
 
-class VllmParser(LogParser):
+class VllmParser(RequestFold):
     name = "vllm"
     # vLLM profiles the activation peak before it sizes the KV cache, then captures CUDA graphs
     startup_next: ClassVar[Mapping[str, tuple[str, str]]] = {

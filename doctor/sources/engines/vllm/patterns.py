@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 
-from doctor.sources.engines._torch.pytorch import FRAME, FRAME_LINES, OOM_LINES, OOM_PATTERNS, TRACEBACK
+from doctor.sources.engines._torch.pytorch import FRAME_LINES, FRAME_PATTERNS, OOM_LINES, OOM_PATTERNS
 from doctor.sources.logs.base import LineKind, LineKinds
 from doctor.sources.logs.matcher import gated
 
@@ -143,7 +143,7 @@ STAGE_KIND = LineKind(
     (r"Capturing (?:the model|cudagraphs|CUDA graph)", r"Compile and warming up", r"Graph capturing finished",
      r"init engine \(profile", r"Starting vLLM API server", r"Available routes are",
      r"Application startup complete"), phase="stage")
-FRAME_KIND = LineKind("frame", (TRACEBACK, FRAME), FRAME_LINES, phase="frame")
+FRAME_KIND = LineKind("frame", FRAME_PATTERNS, FRAME_LINES, phase="frame")
 OOM_KIND = LineKind("oom", OOM_PATTERNS, OOM_LINES, phase="oom")
 CONFIG_KIND = LineKind(
     "config",

@@ -174,7 +174,9 @@ def _cpu_identity(cpuinfo: str) -> tuple[str, str]:
 def engine_build() -> str:
     """llama-cpp-python's version and its native libraries' sizes and dates (a rebuild is another engine)."""
     try:
-        version = importlib.metadata.version("llama-cpp-python")
+        from doctor.core.engines import embedded
+
+        version = importlib.metadata.version(embedded())  # the embedded row's name is its distribution's
     except importlib.metadata.PackageNotFoundError:
         return "none"
     spec = importlib.util.find_spec("llama_cpp")
