@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 LCP = ROOT / "llama-cpp-python"

@@ -115,6 +115,7 @@ def test_unsloth_studio_pinning_no_gpu_leaves_layers_to_fit(tmp_path: Path) -> N
     lead = next(f for f in report.findings if f.cls == "offload.partial")
     assert lead.lines == [2] and "--fit on" in lead.message + (lead.fix.text or "")
     # a GPU chosen (-ngl -1, all layers), or no GPU at all: nothing to say
-    for line in (b"GPUs free: [(0, 22805)], selected: [0], fit: False\n", b"GPUs free: [], selected: None, fit: True\n"):
+    chosen = b"GPUs free: [(0, 22805)], selected: [0], fit: False\n"
+    for line in (chosen, b"GPUs free: [], selected: None, fit: True\n"):
         path.write_bytes(line)
         assert not any(f.cls == "offload.partial" for f in _report(path).findings)
