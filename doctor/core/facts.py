@@ -206,6 +206,9 @@ class Session:
     started_by: "input" (the start of the input) | "engine start" | "truncated" | "rotated"
     text: the line that began it (an engine's start banner), or the notice
     facts: an earlier session's own snapshot; None for the latest (its facts are the snapshot's)
+    ran: the session got past starting (it logged a run or an end: a request, a load, an OOM, a crash); a
+        latest session that did not (a restart whose start-up lines end the input) shows nothing of its own
+        about the failure before it
     """
 
     number: int
@@ -216,6 +219,7 @@ class Session:
     text: str | None = None
     engine: str | None = None
     facts: Facts | None = None
+    ran: bool = True
 
     def describe(self) -> str:
         lines = (f"line {self.first_line}" if self.last_line <= self.first_line
@@ -233,6 +237,8 @@ class Session:
             out["engine"] = self.engine
         if self.facts is not None:
             out["facts"] = self.facts.to_json()
+        if not self.ran:
+            out["ran"] = False
         return out
 
     @classmethod
@@ -247,6 +253,7 @@ class Session:
             text=_opt_str(data.get("text")),
             engine=_opt_str(data.get("engine")),
             facts=Facts.from_json(raw) if isinstance(raw, dict) and "sessions" not in raw else None,
+            ran=data.get("ran") is not False,
         )
 
 

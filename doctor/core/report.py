@@ -346,17 +346,25 @@ class Assessment:
     confidence: Confidence
     title: str
     message: str
+    # the earlier session whose finding this is, when the latest session (a restart that did not get past
+    # starting) shows nothing of its own; None: the latest session's
+    session: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "class": self.cls, "severity": self.severity, "confidence": self.confidence,
-                "title": self.title, "message": self.message}
+        out: dict[str, Any] = {"id": self.id, "class": self.cls, "severity": self.severity,
+                               "confidence": self.confidence, "title": self.title, "message": self.message}
+        if self.session is not None:
+            out["session"] = self.session
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> Assessment | None:
         if not isinstance(data, dict):
             return None
+        session = data.get("session")
         return cls(id=_s(data, "id"), cls=_s(data, "class"), severity=_severity(data, "warning"),
-                   confidence=_confidence(data), title=_s(data, "title"), message=_s(data, "message"))
+                   confidence=_confidence(data), title=_s(data, "title"), message=_s(data, "message"),
+                   session=session if isinstance(session, int) and not isinstance(session, bool) else None)
 
 
 @dataclass(slots=True)
@@ -388,9 +396,16 @@ class Report:
     verification: Verification | None = None  # --verify
 
     def worst(self) -> Severity | None:
-        if not self.findings:
+        severities = [f.severity for f in self.findings]
+        if self._earlier_assessed() and self.assessment is not None:
+            severities.append(self.assessment.severity)  # a restart that did not run clears nothing
+        if not severities:
             return None
-        return max(self.findings, key=lambda f: SEVERITY_RANK[f.severity]).severity
+        return max(severities, key=lambda s: SEVERITY_RANK[s])
+
+    def _earlier_assessed(self) -> bool:
+        """The assessment is an earlier session's (the latest did not get past starting)."""
+        return self.assessment is not None and self.assessment.session is not None
 
     def fails(self, threshold: FailOn) -> bool:
         """True when a finding is at or above `threshold` (error | warning | info | none)."""
@@ -408,7 +423,7 @@ class Report:
         """problems | no_problems | unexplained | nothing_recognised: the one answer every view gives. Notes
         (info findings) are not problems; nothing recognised is never "no problems"; lines that read as errors
         which nothing explains (run.unexplained_errors, doctor/sources/logs/unexplained.py) are neither."""
-        if any(f.severity in ("error", "warning") for f in self.findings):
+        if any(f.severity in ("error", "warning") for f in self.findings) or self._earlier_assessed():
             return "problems"
         if self.unexplained():
             return "unexplained"

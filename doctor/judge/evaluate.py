@@ -246,6 +246,22 @@ def _judge_sessions(report: Report, rulebase: RuleBase, facts: Facts, *, command
     for finding in report.findings:
         finding.session = latest.number
     report.sessions.append(SessionFindings(latest, report.findings))
+    if report.assessment is None and not latest.ran:
+        report.assessment = _earlier_assessment(report.earlier)
+
+
+def _earlier_assessment(earlier: list[SessionFindings]) -> Assessment | None:
+    """The latest session is a restart that did not get past starting (its start-up lines end the input): it
+    shows nothing of its own, so it does not clear the failure the run before it ended with. The assessment is
+    then the last earlier session's, said as such."""
+    for past in reversed(earlier):
+        found = assess(past.findings)
+        if found is not None:
+            found.session = past.session.number
+            found.message = (f"Session {past.session.number} (the run before the restart this input ends with, "
+                             f"which did not get past starting): {found.message}")
+            return found
+    return None
 
 
 def _rank(rule: Rule, result: RuleResult) -> tuple[int, int, int]:

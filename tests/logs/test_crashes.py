@@ -260,6 +260,17 @@ CASES = [
      "to 9637892 bytes\n", "nccl_system_error", "--shm-size"),
     ("kernel-grid-ascend", "KernelLaunch failed because value 74688 for parameter coreDim is invalid.\n",
      "kernel_grid_too_large", "--max-num-seqs"),
+    # outside the engine's code (crash_launch.py): the OS, the GPU's watchdog, a front-end's estimate; lines from
+    # the corpus's cases 1088 (mozilla-ai/llamafile#513), 1025 (aaif-goose/goose#9669), 1012
+    # (lmstudio-ai/lmstudio-bug-tracker#1038)
+    ("ape-run-detectors", "$ ./llava-v1.5-7b-q4.llamafile --version\nrun-detectors: unable to find an interpreter for "
+     "./llava-v1.5-7b-q4.llamafile\n", "ape_no_interpreter", "/usr/bin/ape"),
+    ("metal-watchdog", "Prefill decode failed: Decode Error -3: unknown\n\n"
+     "kIOGPUCommandBufferCallbackErrorImpactingInteractivity\ncommand buffer 0 failed with status 5\n"
+     "failed to decode, ret = -3\n", "metal_gpu_watchdog", "--ubatch-size 256"),
+    ("estimate-nan", "Error: Model loading was stopped due to insufficient system resources. Under the current "
+     "settings, this model requires approximately NaN undefined of memory, and continuing to load it would likely "
+     "overload your system and cause it to freeze.\n", "memory_estimate_nan", "0.3.28"),
 ]
 
 

@@ -234,3 +234,28 @@ def test_an_engine_bug_names_the_release_it_ran_on() -> None:
             "2380\n")
     lead = finding(judge(text), "LD960")
     assert "engine version 0.5.7" in lead.message and "regression" in lead.message
+
+
+# -- a Windows structured exception through ctypes, and LM Studio's 64-bit exit code ----------------------------
+
+@pytest.mark.parametrize(("line", "name"), [
+    # LostRuins/koboldcpp#648 (corpus case 1061): CPython Modules/_ctypes/callproc.c SetException's words
+    ("OSError: exception: access violation reading 0x0000000000000000", "STATUS_ACCESS_VIOLATION"),
+    ("OSError: exception: stack overflow", "STATUS_STACK_OVERFLOW"),
+    ("OSError: exception: illegal instruction", "STATUS_ILLEGAL_INSTRUCTION"),
+    # lmstudio-ai/lmstudio-bug-tracker#1204 (corpus case 1013): -1073740791 (0xC0000409) widened to 64 bits,
+    # printed unsigned through a JavaScript double (its low digits rounded)
+    ("(Exit code: 18446744072635812000). Unknown error. Try a different model and/or config.",
+     "STATUS_STACK_BUFFER_OVERRUN"),
+])
+def test_seh_words_and_a_widened_status_are_windows_codes(line: str, name: str) -> None:
+    found = endings.read(line)
+    assert found is not None and found[0].name == name, found
+
+
+def test_the_koboldcpp_load_crash_through_ctypes_is_a_crash() -> None:
+    report = judge('  File "G:\\koboldcpp\\koboldcpp.py", line 328, in load_model\n'
+                   "    ret = handle.load_model(inputs)\n"
+                   "OSError: exception: access violation reading 0x0000000000000000\n")
+    assert report.facts.value("run.crashed") is True
+    assert report.assessment is not None and report.assessment.cls == "engine.crash"

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from doctor.sources.logs.entry import analyze_bytes
+
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 LCP = ROOT / "llama-cpp-python"
 LC = ROOT / "llama.cpp"
@@ -145,3 +147,88 @@ def test_old_sampling_block_and_legacy_buffers(analyze) -> None:
     assert facts.value("run.weights_gpu_bytes") == int(7788.28 * 2**20)
     assert facts.value("run.kv_host_bytes") == 352 * 2**20 and facts.value("run.kv_gpu_bytes") == 160 * 2**20
     assert facts.value("run.decode_tps") == 5.25
+
+
+def test_the_gguf_header_dump_gives_the_model_shape() -> None:
+    """A paste cut before print_info: the loader's "- kv" lines (src/llama-model-loader.cpp "%s: - kv %3d: %42s %-16s
+    = %s"; these from ggml-org/llama.cpp#9112, corpus case 1090) give the shape the KV cache is sized from."""
+    log = (b"llama_model_loader: - kv   0:                       general.architecture str              = phi3\n"
+           b"llama_model_loader: - kv   7:                       general.license.link str              = "
+           b"https://huggingface.co/microsoft/Phi-...\n"
+           b"llama_model_loader: - kv  10:                        phi3.context_length u32              = 131072\n"
+           b"llama_model_loader: - kv  11:  phi3.rope.scaling.original_context_length u32              = 4096\n"
+           b"llama_model_loader: - kv  12:                      phi3.embedding_length u32              = 3072\n"
+           b"llama_model_loader: - kv  14:                           phi3.block_count u32              = 32\n"
+           b"llama_model_loader: - kv  15:                  phi3.attention.head_count u32              = 32\n"
+           b"llama_model_loader: - kv  16:               phi3.attention.head_count_kv u32              = 32\n")
+    facts = analyze_bytes(log)
+    assert facts.value("engine.name") == "llama.cpp"
+    shape = {name: facts.value(f"model.{name}") for name in ("arch", "n_ctx_train", "n_embd", "n_layer", "n_head",
+                                                              "n_head_kv")}
+    assert shape == {"arch": "phi3", "n_ctx_train": 131072, "n_embd": 3072, "n_layer": 32, "n_head": 32,
+                     "n_head_kv": 32}
+    # a LoRA adapter's own header (src/llama-adapter.cpp prints it in the same form) is not the model's
+    adapter = analyze_bytes(b"llama_adapter_lora_init_impl: - kv   3:  llama.block_count u32 = 99\n")
+    assert not adapter.has("model.n_layer")
+
+
+# ggml-org/llama.cpp#1230 (the command and the load output as posted; corpus case 506): a cuBLAS build of
+# 2023-04 under WSL2, no -ngl, --no-mmap
+PINNED_2023 = """\
+./main -m /mnt/wsl/ggml-vic13b-q5_0.bin -b 512 -t 12 --no-mmap
+main: seed = 1682770733
+llama.cpp: loading model from /mnt/wsl/ggml-vic13b-q5_0.bin
+llama_model_load_internal: format     = ggjt v1 (latest)
+llama_model_load_internal: n_vocab    = 32000
+llama_model_load_internal: n_ctx      = 512
+llama_model_load_internal: n_embd     = 5120
+llama_model_load_internal: n_mult     = 256
+llama_model_load_internal: n_head     = 40
+llama_model_load_internal: n_layer    = 40
+llama_model_load_internal: n_rot      = 128
+llama_model_load_internal: ftype      = 8 (mostly Q5_0)
+llama_model_load_internal: n_ff       = 13824
+llama_model_load_internal: n_parts    = 1
+llama_model_load_internal: model size = 13B
+llama_model_load_internal: ggml ctx size = 8740093.73 KB
+llama_model_load_internal: mem required  = 10583.25 MB (+ 1608.00 MB per state)
+CUDA error 2 at ggml-cuda.cu:359: out of memory
+"""
+
+
+def test_2023_hyper_parameters_and_mem_required_come_before_the_weights(analyze, tmp_path: Path) -> None:
+    """2023 builds print n_ctx among the hyper-parameters and "mem required" before the model's buffer is allocated
+    (llama.cpp 2023-04 llama_model_load_internal): an out-of-memory right after is the weights', not the KV cache's;
+    with no layers on the GPU and mmap off, the buffer that failed is pinned host memory (LD366)."""
+    facts = analyze_bytes(PINNED_2023.encode())
+    assert facts.value("config.n_ctx") == 512
+    [oom] = facts.events("oom")
+    assert oom.phase == "weights"
+    path = tmp_path / "wsl.log"
+    path.write_text(PINNED_2023)
+    report = analyze(path)
+    assert report.assessment is not None and (report.assessment.id, report.assessment.cls) == ("LD366", "oom.weights")
+    lead = next(f for f in report.findings if f.id == "LD366")
+    assert lead.fix.command is not None and "GGML_CUDA_NO_PINNED=1" in lead.fix.command
+    with_layers = PINNED_2023.replace("--no-mmap", "--no-mmap -ngl 40")  # the card's memory: LD301's
+    path.write_text(with_layers)
+    assert analyze(path).assessment.id == "LD301"
+
+
+@pytest.mark.parametrize(("line", "kind", "cls"), [
+    # Vali-98/ChatterUI#332 (corpus case 1042): the app's own check of the file's magic
+    ("Failed to create data: java.lang.IllegalArgumentException: File is not in GGUF format", "load_failed",
+     "model.corrupt"),
+    # Ollama's words for the same (fs/ggml/ggml.go, llm/ggml.go v0.1.33 on)
+    ('Error: llama runner process has terminated: error loading model: invalid file magic', "load_failed",
+     "model.corrupt"),
+    # eullm/eullm#302 (corpus case 1079): a wrapper's words for llama_init_from_model returning NULL
+    ("Failed to create context: null reference from llama.cpp", "context_failed", "oom.kv_cache"),
+])
+def test_a_wrappers_words_for_a_file_that_is_not_gguf_and_a_context_that_failed(
+        analyze, tmp_path: Path, line: str, kind: str, cls: str) -> None:
+    assert analyze_bytes(line.encode() + b"\n").events(kind)
+    path = tmp_path / "app.log"
+    path.write_text(line + "\n")
+    report = analyze(path)
+    assert report.assessment is not None and report.assessment.cls == cls

@@ -211,3 +211,58 @@ def test_every_produced_fact_is_catalogued(analyze) -> None:
     for path in sorted(OLLAMA.glob("*.log")):
         for fact in analyze(path).facts:
             assert catalog.is_known(fact.name), (path.name, fact.name)
+
+
+# the scheduler's two DEBUG lines as ollama/ollama#7773 quoted them (v0.4.2, corpus case 409), and the same two
+# in the v0.6.8+ form (server/sched.go: "resetting ..." logs the runner as a group, runner.model=<path>)
+RELOAD_V042 = (
+    b'time=2024-11-20T21:26:53.535-05:00 level=DEBUG source=sched.go:575 msg="evaluating already loaded" '
+    b'model=C:\\Users\\user\\.ollama\\models\\blobs\\sha256-f7d8\n'
+    b'time=2024-11-20T21:26:53.535-05:00 level=DEBUG source=sched.go:283 msg="resetting model to expire immediately '
+    b'to make room" modelPath=C:\\Users\\user\\.ollama\\models\\blobs\\sha256-f7d8 refCount=0\n')
+RELOAD_V068 = (
+    b'time=2025-06-01T10:00:00.000Z level=DEBUG source=sched.go:584 msg="evaluating already loaded" '
+    b'model=/root/.ollama/models/blobs/sha256-aa11\n'
+    b'time=2025-06-01T10:00:00.001Z level=DEBUG source=sched.go:279 msg="resetting model to expire immediately '
+    b'to make room" runner.name=registry.ollama.ai/library/qwen3:8b runner.size="6.1 GiB" runner.vram="6.1 GiB" '
+    b'runner.num_ctx=8192 runner.parallel=1 runner.pid=4242 runner.model=/root/.ollama/models/blobs/sha256-aa11 '
+    b'refCount=0\n')
+
+
+@pytest.mark.parametrize("log", [RELOAD_V042, RELOAD_V068], ids=["v0.4.2", "v0.6.8"])
+def test_same_model_reset_after_evaluation_is_a_reload(log: bytes) -> None:
+    facts = analyze_bytes(log)
+    assert facts.value("engine.name") == "ollama"
+    [event] = facts.events("reload")
+    assert (event.line, event.data["evaluated_line"]) == (2, 1)
+
+
+def test_reset_for_another_model_is_not_a_reload() -> None:
+    """Room made for a different model (max loaded models, memory) is eviction, not the options changing."""
+    other = RELOAD_V068.replace(b"runner.model=/root/.ollama/models/blobs/sha256-aa11",
+                                b"runner.model=/root/.ollama/models/blobs/sha256-bb22")
+    assert not analyze_bytes(other).events("reload")
+    alone = RELOAD_V042.split(b"\n", 1)[1]  # the reset with no evaluation before it
+    assert not analyze_bytes(alone).events("reload")
+
+
+def test_reload_is_named_with_the_ollama_fix(analyze, tmp_path: Path) -> None:
+    path = tmp_path / "server.log"
+    path.write_bytes(RELOAD_V042)
+    report = analyze(path)
+    assert report.assessment is not None and report.assessment.id == "LD770"
+    finding = next(f for f in report.findings if f.id == "LD770")
+    assert finding.fix.engine == "ollama" and finding.fix.command is not None and "num_ctx" in finding.fix.command
+
+
+def test_load_rate_from_the_runner_buffers_when_ollama_does_not_say_the_size() -> None:
+    """ollama/ollama#5826 (corpus case 1009): the llama.cpp runner's buffer lines and server.go's progress lines."""
+    log = (b"llm_load_tensors: offloaded 57/57 layers to GPU\n"
+           b"llm_load_tensors:  CUDA_Host buffer size =    82.50 MiB\n"
+           b"llm_load_tensors:      CUDA0 buffer size = 64571.65 MiB\n"
+           b'time=2024-07-21T09:37:04.768Z level=DEBUG source=server.go:623 msg="model load progress 0.01"\n'
+           b'time=2024-07-21T09:38:11.808Z level=DEBUG source=server.go:623 msg="model load progress 0.08"\n')
+    facts = analyze_bytes(log)
+    size = (64571.65 + 82.50) * (1 << 20)
+    assert abs(facts.value("model.file_bytes") - size) < 1 << 20
+    assert facts.value("run.load_mb_s") == pytest.approx(0.07 * size / 67.04 / 1e6, rel=0.01)

@@ -1,4 +1,4 @@
-"""An out-of-memory beyond the share of the device a PyTorch server took (doctor/derive/share.py, LD366).
+"""An out-of-memory beyond the share of the device a PyTorch server took (doctor/derive/share.py, LD367).
 
 Lines from the corpus cases as their threads posted them: vLLM-Ascend's NPU OOM at --gpu-memory-utilization 0.85
 (corpus/1240, vllm-project/vllm-ascend: the maintainer's answer, 0.8); SGLang's OOM at mem-fraction-static 0.95 in a
@@ -45,9 +45,9 @@ def test_torch_npu_oom_is_read_with_its_numbers() -> None:
 def test_vllm_oom_beyond_gpu_memory_utilization_is_outside_the_share(rulebase) -> None:
     report = _report(NPU, rulebase)
     assert report.assessment is not None
-    assert (report.assessment.id, report.assessment.cls) == ("LD366", "oom.compute")
+    assert (report.assessment.id, report.assessment.cls) == ("LD367", "oom.compute")
     assert report.facts.value("derived.oom_outside_share") == 0.85
-    finding = next(f for f in report.findings if f.id == "LD366")
+    finding = next(f for f in report.findings if f.id == "LD367")
     assert 5 in finding.lines
     assert "--gpu-memory-utilization 0.8 (from 0.85)" in finding.fix.by_engine["vllm"]
     assert "LD301" not in {f.id for f in report.findings}  # a launch command placed it at the load: not the weights
@@ -58,8 +58,8 @@ def test_sglang_share_from_a_recipe_key(rulebase) -> None:
     assert report.facts.value("server.sglang.mem_fraction_static") == 0.95  # the YAML key of --config / a recipe
     assert report.engine == "sglang"
     assert report.assessment is not None
-    assert (report.assessment.id, report.assessment.cls) == ("LD366", "oom.compute")
-    finding = next(f for f in report.findings if f.id == "LD366")
+    assert (report.assessment.id, report.assessment.cls) == ("LD367", "oom.compute")
+    finding = next(f for f in report.findings if f.id == "LD367")
     assert "--mem-fraction-static 0.9 (from 0.95)" in finding.fix.by_engine["sglang"]
 
 

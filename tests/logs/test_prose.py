@@ -207,3 +207,57 @@ def test_a_device_written_as_a_slug_and_a_sentence_starting_with_i() -> None:
     assert facts.value("host.gpu[0].name") == "Apple M4" and facts.value("run.decode_tps") == 11.1
     # https://github.com/LostRuins/koboldcpp/issues/1294 (the reporter's comment): prose, not a log's "I " level
     assert _facts("I tried and got about 0.14 tokens/sec.\n").value("run.decode_tps") == 0.14
+
+
+# https://github.com/ollama/ollama/issues/17916 (the runner line and the reporter's table, as posted)
+QUOTA_SWEEP = """\
+cmn init: llama threadpool init, n_threads = 8
+
+| `num_thread` | tok/s (llama3.2:3b, q4) |
+|---|---|
+| 8 (auto-detected) | **0.27** |
+| 4 (matches quota) | **12.07** |
+| 2 | 9.09 |
+"""
+
+# https://github.com/ggml-org/llama.cpp/issues/1665 (the reporter's table, as posted: one dash a cell, a bound)
+DEFAULT_THREADS_SWEEP = """\
+Current performance for `Wizard-Vicuna-30B-Uncensored.ggmlv3.q4_0.bin` model:
+
+| command | tokens/second |
+| - | - |
+| -ngl 2000000 | N/A (less than 0.1) |
+| -t 7 | 1.6 |
+| -t 7 -ngl 2000000 | 8.5 |
+"""
+
+
+def test_a_posts_own_thread_sweep_names_the_thread_count(rulebase) -> None:  # type: ignore[no-untyped-def]
+    facts = _facts(QUOTA_SWEEP)  # a num_thread column against a tok/s column
+    assert (facts.value("run.threads_fast"), facts.value("run.threads_fast_tps")) == (4, 12.07)
+    assert (facts.value("run.threads_slow"), facts.value("run.threads_slow_tps")) == (8, 0.27)
+    facts = _facts(FEWER_THREADS)  # "16 threads = 0.83t/s", "7 threads = 6.56t/s" in sentences
+    assert (facts.value("run.threads_fast"), facts.value("run.threads_slow")) == (7, 16)
+    # rows compared only where all else is the same: -t 7 -ngl against -ngl alone (the default count), never
+    # against -t 7 without -ngl; "less than 0.1" is a bound, never the run's speed
+    facts = _facts(DEFAULT_THREADS_SWEEP)
+    assert (facts.value("run.threads_fast"), facts.value("run.threads_fast_tps")) == (7, 8.5)
+    assert facts.value("run.threads_slow_tps") == 0.1 and not facts.has("run.threads_slow")
+    assert facts.value("run.decode_tps") == 1.6
+    report = diagnose(facts, rulebase, command="analyze", mode="analyze")
+    assert report.assessment is not None and (report.assessment.id, report.assessment.cls) == ("LD517", "cpu.threads")
+
+
+def test_a_sweep_that_changes_little_is_not_a_thread_problem() -> None:
+    facts = _facts(ORANGE_PI)  # 7 t/s, then 6.92 t/s with -t 4
+    assert not facts.has("run.threads_fast_tps")
+
+
+def test_a_pasted_post_is_read_as_its_lines_and_cited_at_the_users_lines() -> None:
+    """A post quoted in markdown or behind docker compose's prefix: the prose is read from the paste's logical
+    lines (doctor/core/paste.py), each fact citing the line the user pasted."""
+    for prefix in ("> ", "ollama-1  | "):
+        facts = _facts("".join(prefix + line + "\n" for line in QUOTA_SWEEP.splitlines()))
+        assert (facts.value("run.threads_fast"), facts.value("run.threads_fast_tps")) == (4, 12.07), prefix
+        fact = facts.get("run.threads_fast_tps")
+        assert fact is not None and fact.source.line == 6 and fact.source.name == NAME

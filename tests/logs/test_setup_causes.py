@@ -7,7 +7,7 @@ beside each.
 from __future__ import annotations
 
 from doctor.judge.evaluate import diagnose
-from doctor.sources.logs.analyze import analyze_bytes
+from doctor.sources.logs.entry import analyze_bytes
 
 
 def _report(text: str, rulebase):

@@ -77,3 +77,45 @@ def test_an_lm_studio_model_path_alone_is_evidence() -> None:
             "(version GGUF V3 (latest))\nload_tensors: offloaded 0/29 layers to GPU\n")
     facts = analyze_bytes(text.encode(), "pasted log")
     assert facts.value("engine.name") == "lmstudio"
+
+
+# llama-swap's health-check error as mostlygeek/llama-swap#92 quoted it (v88-v95 "failed after %vs", corpus case
+# 1073), and the later forms (v96 "timed out after %vs"; v218 internal/process/process_command.go "%v" of a Go
+# duration)
+@pytest.mark.parametrize("line", [b"unable to start process: health check failed after 15s",
+                                  b"health check timed out after 120s",
+                                  b"health check timed out after 5m0s"])
+def test_llama_swap_giving_up_on_a_loading_server_is_a_slow_load(line: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "llama-swap.log"
+    path.write_bytes(line + b"\n\nProcess can not ProxyRequest, state is failed\n")
+    report = _report(path)
+    assert report.assessment is not None and report.assessment.cls == "io.slow_load"
+    finding = next(f for f in report.findings if f.cls == "io.slow_load")
+    assert finding.lines == [1] and "healthCheckTimeout" in finding.message + (finding.fix.text or "")
+
+
+def test_llama_swap_refusing_requests_alone_names_no_cause(tmp_path: Path) -> None:
+    path = tmp_path / "llama-swap.log"
+    path.write_bytes(b"Process can not ProxyRequest, state is failed\n")
+    assert not any(f.cls == "io.slow_load" for f in _report(path).findings)
+
+
+# Unsloth Studio's placement line as unslothai/unsloth#5323 quotes the reporter's log (corpus case 557), wrapped
+# as posted; its format: studio/backend/core/inference/llama_cpp.py "GGUF size: ..., GPUs free: {gpus}, selected:
+# {gpu_indices}, fit: {use_fit}"
+STUDIO_NO_GPU = (b"    GGUF size: 20.8 GB, est. KV cache: 0.1 GB, context: 4096,\n"
+                 b"    GPUs free: [(0, 22805)], selected: None, fit: True\n")
+
+
+def test_unsloth_studio_pinning_no_gpu_leaves_layers_to_fit(tmp_path: Path) -> None:
+    path = tmp_path / "studio.log"
+    path.write_bytes(STUDIO_NO_GPU)
+    report = _report(path)
+    assert report.assessment is not None and report.assessment.cls == "offload.partial"
+    lead = next(f for f in report.findings if f.cls == "offload.partial")
+    assert lead.lines == [2] and "--fit on" in lead.message + (lead.fix.text or "")
+    # a GPU chosen (-ngl -1, all layers), or no GPU at all: nothing to say
+    chosen = b"GPUs free: [(0, 22805)], selected: [0], fit: False\n"
+    for line in (chosen, b"GPUs free: [], selected: None, fit: True\n"):
+        path.write_bytes(line)
+        assert not any(f.cls == "offload.partial" for f in _report(path).findings)

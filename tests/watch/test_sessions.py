@@ -191,3 +191,19 @@ def test_redact_covers_every_session(rulebase: RuleBase) -> None:
     # the earlier session's own facts are kept, redacted, so the saved report can be judged again
     kept = redacted.facts.sessions[0].facts
     assert kept is not None and "~/models/" in str(kept.value("model.path"))
+
+
+def test_a_restart_that_did_not_get_past_starting_keeps_the_run_before_it(rulebase: RuleBase) -> None:
+    """The input ends with the engine's start-up lines (build, system info, the model being loaded): that run
+    shows nothing of its own, so the assessment is the run before it's, said as such."""
+    start = b"".join(FULL.read_bytes().splitlines(True)[:6])  # build ... "srv    load_model: loading model"
+    facts = analyze_bytes(SLOTS.read_bytes() + start, "stdin")
+    first, latest = facts.sessions
+    assert latest.started_by == "engine start" and latest.ran is False and first.ran
+    report = diagnose(facts, rulebase, command="analyze", mode="analyze")
+    assert report.assessment is not None and (report.assessment.id, report.assessment.session) == ("LD203", 1)
+    assert report.assessment.message.startswith("Session 1 (the run before the restart")
+    # a restart that ran (its own requests) is judged on its own
+    facts = analyze_bytes(SLOTS.read_bytes() + FULL.read_bytes(), "stdin")
+    assert facts.sessions[-1].ran
+    assert diagnose(facts, rulebase, command="analyze", mode="analyze").assessment.session != 1  # type: ignore[union-attr]

@@ -51,6 +51,8 @@ EVENT_KINDS: dict[str, str] = {
     "kv_capacity": "a server's KV pool cannot hold one maximum-length sequence",
     "repetition": "the generated output loops (a span repeated many times)",
     "ctx_over_train": "the context is larger than the model was trained for",
+    "reload": "a server unloads a loaded model to load it again for a request (Ollama: the request's load options "
+              "differ from the runner's); data: engine",
     "slow_step": "a decode step far above the median step time",
     "warning": "an engine warning worth showing that no rule consumes directly",
     "message": "a catalogued warning or error message of an engine (doctor/sources/catalogue/messages); data: id, "

@@ -344,7 +344,7 @@ class LogAnalyzer:
             facts.sessions = [*self.sessions, Session(
                 number=self.sessions_closed + 1, input=self.name, first_line=self.open.first_line,
                 last_line=max(self._lines_read(), self.open.first_line), started_by=self.open.started_by,
-                text=self.open.text, engine=facts.value("engine.name"))]
+                text=self.open.text, engine=facts.value("engine.name"), ran=self._has_run())]
         return facts
 
     def _summarise(self, facts: Facts, parsers: list[LogParser]) -> None:

@@ -18,6 +18,10 @@ Sources floor; pure data and the patterns that read it. The strings are the repo
   decimal: 3221225477, -1073741819, or as the 64-bit unsigned number of the negative code, which LM Studio
   prints through a JavaScript number that keeps 17 digits: `(Exit code: 18446744072635812000)` is
   0xC0000409; codes within 4096 of each other print alike, so such a number can name several).
+- Python's ctypes on Windows, which turns a structured exception in a DLL it called into an OSError
+  (CPython Modules/_ctypes/callproc.c SetException: "exception: access violation reading %p" / "... writing
+  %p", "exception: stack overflow", "exception: integer divide by zero", "exception: illegal instruction"):
+  KoboldCpp's and llama-cpp-python's engines are such DLLs.
 
 A shell and a container runtime report a death by signal N as status 128+N (137 = SIGKILL); Python and
 torch report it as -N.
@@ -107,6 +111,7 @@ ENDING = gated(
     r"\s*[:=]?\s*(0x[0-9A-Fa-f]{1,8}|-?\d{1,10}|18446744\d{12})\b"
     r"|\b(0x[cC]0000[0-9A-Fa-f]{3})\b"
     r"|(?<![\d.])(32212\d{5}|-10737\d{5})(?![\d.])"
+    r"|\bexception: (access violation|stack overflow|integer divide by zero|illegal instruction)\b"
 )
 # the literals a line must hold to be read (the scan's fragments and the crash parser's gate: RE2 syntax)
 FRAGMENTS = (
@@ -116,7 +121,11 @@ FRAGMENTS = (
     r"Killed|zsh: (?:killed|segmentation|abort|bus|illegal|floating)",
     r"[Ee]xit(?:ed with)? (?:[Ss]tatus|[Cc]ode)|EXIT (?:STATUS|CODE)|exitcode|non-zero exit status|returncode",
     r"0x[cC]0000[0-9A-Fa-f]{3}|32212\d{5}|-10737\d{5}",
+    r"exception: (?:access violation|stack overflow|integer divide|illegal instruction)",
 )
+# ctypes' words for a structured exception (callproc.c SetException) -> the NTSTATUS code it stands for
+_SEH_WORDS = {"access violation": 0xC0000005, "stack overflow": 0xC00000FD, "integer divide by zero": 0xC0000094,
+              "illegal instruction": 0xC000001D}
 
 
 WIDE = (1 << 64) - (1 << 32)  # a negative 32-bit status as a 64-bit unsigned number: WIDE + the code
@@ -159,7 +168,7 @@ def read(text: str) -> tuple[Ending, str] | None:
     m = ENDING.search(text)
     if m is None:
         return None
-    words, py_sig, gdb_sig, alone, job, zsh, status, hexcode, decimal = m.groups()
+    words, py_sig, gdb_sig, alone, job, zsh, status, hexcode, decimal, seh = m.groups()
     found: Ending | None = None
     said = words or alone or job or zsh
     if said:
@@ -172,6 +181,8 @@ def read(text: str) -> tuple[Ending, str] | None:
         found = NTSTATUS.get(int(hexcode, 16))
     elif decimal:
         found = from_status(int(decimal))
+    elif seh:
+        found = NTSTATUS.get(_SEH_WORDS[seh])
     return (found, m.group(0).strip()) if found is not None else None
 
 

@@ -49,8 +49,8 @@ def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = No
             analyzer.scanner.hold_last = True
             analyzer.feed(pasted.data)
             facts = analyzer.finish()
-            if len(first) <= MAX_PROSE:  # the prose as the user wrote it: its lines are the user's lines
-                read_prose(facts, decode(first))
+            if len(first) <= MAX_PROSE:  # the prose as the paste holds it, each line cited at the user's line
+                read_prose(facts, decode(pasted.data), pasted.physical)
             return facts
     # a log too large to be a paste, whose head shows escaped quotes (a JSON log quoting messages)
     escaped = b'\\"' in head or b"\\'" in head

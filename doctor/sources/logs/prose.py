@@ -15,6 +15,10 @@ over a small input once, after the engines' parsers, and sets only what none of 
   belongs to that speed's run, one in any other sentence (a command, an env line) to every run;
 - the model as named (an Ollama tag, a GGUF file, "Llama 3.1 8B Q4_K_M"): `model.name`, sized by
   doctor/derive/model_guess.py;
+- the post's own thread sweep: decode speeds whose runs differ only in the thread count (a table with a
+  num_thread / threads column, "-t 7" beside the same command without it, "16 threads = 0.83t/s"), one at least
+  SWEEP_RATIO times the other: `run.threads_fast(_tps)` / `run.threads_slow(_tps)` (a count not shown is the
+  engine's default; a cell's "less than 0.1" is a bound, compared but never taken as the run's speed);
 - the machine ("on my 4090", "RTX 3060 12GB", "M2 Max 32GB", "ReBAR off", "x1 riser", "PCIe 3.0 x4")
   through the `--hardware` reader (doctor/sources/hardware_text.py, `named_in`), the first device of
   each kind named.
@@ -62,10 +66,17 @@ AFTER_PHASE = re.compile(r"^\W{0,3}(?:(?P<pre>pp\s?\d*|prompt|pre-?fill)|(?P<dec
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)")
 # a markdown table people write beside their numbers: "| Model | avg tok/s | offload |", then "|---|---|"
 TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
-TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
-SPEED_HEADER = re.compile(r"\b(?:tok(?:en)?s?\s*/\s*s(?:ec)?|t/s|tps|tokens?\s+per\s+s(?:ec(?:ond)?)?)\b",
+TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$"
+                        r"|^\s*\|\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)+\|?\s*$")  # GFM: one dash a cell, between pipes
+SPEED_HEADER = re.compile(r"\b(?:tok(?:en)?s?\s*/\s*s(?:ec(?:ond)?)?|t/s|tps|tokens?\s+per\s+s(?:ec(?:ond)?)?)\b",
                           re.IGNORECASE)
 CELL_NUMBER = re.compile(r"^~?(\d+(?:\.\d+)?)\b")
+# a speed written as a bound in a table's cell: "N/A (less than 0.1)", "< 0.1" (the run was at most that fast)
+CELL_BOUND = re.compile(r"(?:\bless than|\bunder|\bbelow|<)\s*(\d+(?:\.\d+)?)\b", re.IGNORECASE)
+# a column of the thread count: "| num_thread | tok/s |", "| threads |", "| -t |"
+THREADS_HEADER = re.compile(r"^(?:num_threads?|n_threads|threads?|-t|--threads)$", re.IGNORECASE)
+# a post's own sweep: the same settings but the thread count, and one count this many times faster than another
+SWEEP_RATIO = 4.0
 # a line an engine printed, not the user's words (a timestamp, a level, `time=`, a `llama_...:` / `load_tensors:`
 # prefix, a JSON record, a `service | ` prefix): never read as prose, whether or not a parser took it
 LOG_LINE = re.compile(r"^\s*(?:\[?\d{4}[-/]\d\d[-/]\d\d|\d\d[-:]\d\d[ :]\d\d|[A-Z][a-z]{2} +\d+ \d\d:\d\d|time=|"
@@ -77,7 +88,7 @@ OPT = r"(?:^|(?<=[\s\"'`(\[]))"
 SETTINGS: dict[str, list[re.Pattern[str]]] = {
     "config.n_threads": [re.compile(rf"{OPT}(?:-t|--threads|--n-threads)(?:\s+|=)(\d{{1,3}})\b"),
                          re.compile(r"\b(?:num_thread|n_threads)\b[\"']?\s*[:=]?\s*(\d{1,3})\b")],
-    "config.n_gpu_layers": [re.compile(rf"{OPT}(?:-ngl|--n-gpu-layers|--gpu-layers|-gl)(?:\s+|=)(-?\d{{1,4}})\b"),
+    "config.n_gpu_layers": [re.compile(rf"{OPT}(?:-ngl|--n-gpu-layers|--gpu-layers|-gl)(?:\s+|=)(-?\d{{1,9}})\b"),
                             re.compile(r"\b(?:num_gpu|n_gpu_layers)\b[\"']?\s*[:=]?\s*(-?\d{1,4})\b")],
     "config.type_k": [re.compile(r"\bOLLAMA_KV_CACHE_TYPE\s*[=:]\s*[\"']?(\w+)"),
                       re.compile(rf"{OPT}(?:-ctk|--cache-type-k)(?:\s+|=)(\w+)"),
@@ -117,6 +128,7 @@ class Run:
     text: str
     start: int = 0  # where in the sentence the number is
     row: bool = False  # a markdown table's row: its model is its own row's or none
+    bound: bool = False  # "less than 0.1": at most this fast (never taken as the run's speed)
 
 
 @dataclass
@@ -126,6 +138,7 @@ class Sentence:
     text: str
     runs: list[Run] = field(default_factory=list)
     settings: dict[str, tuple[object, int]] = field(default_factory=dict)  # name -> (value, where written)
+    row_threads: int | None = None  # a table row's thread count, from the column its header names
 
 
 def _num(text: str) -> float:
@@ -229,12 +242,23 @@ def _table_runs(header: list[str], row: list[str], index: int, line: int, text: 
         if not SPEED_HEADER.search(name) and not SPEED.search(cell):  # "| Generation |" over "30 tokens/s"
             continue
         m = CELL_NUMBER.match(THOUSANDS.sub("", cell))
+        bound = m is None and SPEED_HEADER.search(name) is not None and CELL_BOUND.search(cell) is not None
+        if bound:
+            m = CELL_BOUND.search(cell)
         if m is None or float(m.group(1)) <= 0:
             continue
         words = list(PHASE_WORDS.finditer(name))
         phase = "prefill" if words and words[-1].group("pre") else "decode"
-        runs.append(Run(phase, float(m.group(1)), index, line, text, col, row=True))
+        runs.append(Run(phase, float(m.group(1)), index, line, text, col, row=True, bound=bound))
     return runs
+
+
+def _row_threads(header: list[str], row: list[str]) -> int | None:
+    for name, cell in zip(header, row, strict=False):
+        m = CELL_NUMBER.match(cell) if THREADS_HEADER.match(name) else None
+        if m is not None and "." not in m.group(1) and 0 < int(m.group(1)) < 1000:
+            return int(m.group(1))
+    return None
 
 
 def sentences(text: str) -> list[Sentence]:
@@ -258,6 +282,7 @@ def sentences(text: str) -> list[Sentence]:
             if header:
                 s = Sentence(len(out), number, line.strip())
                 s.runs = _table_runs(header, _cells(line), s.index, number, s.text)
+                s.row_threads = _row_threads(header, _cells(line))
                 out.append(s)
                 continue
         else:
@@ -268,16 +293,24 @@ def sentences(text: str) -> list[Sentence]:
     return out
 
 
-def read_prose(facts: Facts, text: str) -> None:
-    """Set what the post's prose says, where no engine output in it said it."""
+def read_prose(facts: Facts, text: str, where: list[int] | None = None) -> None:
+    """Set what the post's prose says, where no engine output in it said it. `where`: for a paste read as its
+    logical lines (framing stripped, quoted strings decoded: doctor/core/paste.py), the user's line each begins on."""
     if len(text) > MAX_PROSE:
         return
     # made inert line by line as every log line is (escapes and controls out), the line count kept
     text = "\n".join(strip_controls(line) for line in text.split("\n"))
     parts = sentences(text)
+    if where:
+        for s in parts:
+            s.line = where[min(s.line, len(where)) - 1]
+            for run in s.runs:
+                run.line = s.line
     for s in parts:
         s.runs = s.runs or _speeds(s.text, s.index, s.line)  # a table row's columns name their phase
         s.settings = _settings(s.text)
+        if s.row_threads is not None and "config.n_threads" not in s.settings:
+            s.settings["config.n_threads"] = (s.row_threads, 0)
         if s.runs and "config.n_threads" not in s.settings:
             count = PROSE_THREADS.search(s.text)
             if count and "core" not in s.text[max(0, count.start() - 16):count.start()].lower() and int(count.group(1)):
@@ -287,7 +320,8 @@ def read_prose(facts: Facts, text: str) -> None:
     if not engine_speed:
         for s in parts:
             for run in s.runs:
-                chosen.setdefault(run.phase, run)
+                if not run.bound:
+                    chosen.setdefault(run.phase, run)
     for phase, run in chosen.items():
         facts.set(f"run.{phase}_tps", run.tok_s, _src(run.line, run.text))
     for s in parts:
@@ -296,10 +330,38 @@ def read_prose(facts: Facts, text: str) -> None:
                 facts.set(name, value, _src(s.line, s.text))  # type: ignore[arg-type]
     _read_model(facts, parts, chosen.get("decode") or chosen.get("prefill"))
     _read_hardware(facts, parts)
+    _read_thread_sweep(facts, parts)
     if chosen and facts.value("run.recognised") is False:
         first = min(chosen.values(), key=lambda r: r.sentence)
         facts.set("run.recognised", True, _src(first.line, "no engine output recognised; the post states its speed "
                                                           f"in words: {first.text}"))
+
+
+def _read_thread_sweep(facts: Facts, parts: list[Sentence]) -> None:
+    """The post's own thread sweep: generation speeds whose runs differ only in the thread count (a table of
+    num_thread against tok/s, "-t 7" beside the same command without it), one SWEEP_RATIO times the other."""
+    groups: dict[tuple[tuple[str, str], ...], dict[int | None, Run]] = {}
+    for s in parts:
+        run = next((r for r in s.runs if r.phase == "decode"), None)
+        if run is None:
+            continue
+        threads = s.settings.get("config.n_threads", (None, 0))[0]
+        others = tuple(sorted((name, str(value)) for name, (value, _) in s.settings.items()
+                              if name != "config.n_threads"))
+        groups.setdefault(others, {}).setdefault(threads if isinstance(threads, int) else None, run)
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        fast_threads, fast = max(group.items(), key=lambda item: item[1].tok_s)
+        slow_threads, slow = min(group.items(), key=lambda item: item[1].tok_s)
+        if fast.bound or fast.tok_s < SWEEP_RATIO * slow.tok_s:
+            continue
+        facts.set("run.threads_fast_tps", fast.tok_s, _src(fast.line, fast.text))
+        facts.set("run.threads_slow_tps", slow.tok_s, _src(slow.line, slow.text))
+        for name, threads, run in (("run.threads_fast", fast_threads, fast), ("run.threads_slow", slow_threads, slow)):
+            if threads is not None:  # none: the engine's default count
+                facts.set(name, threads, _src(run.line, run.text))
+        return
 
 
 def _read_model(facts: Facts, parts: list[Sentence], run: Run | None) -> None:

@@ -35,7 +35,8 @@ def render_text(report: Report, style: Style, verbose: bool = False) -> str:
         out.append(style.paint("bold", "Likely root cause: ") + style.paint(kind, inert(a.title))
                    + style.paint("dim", f"  ({a.cls}, confidence {a.confidence})"))
         out.append(f"  {inert(a.message)}")
-        top = next((f for f in report.findings if f.id == a.id), None)
+        shown = report.findings if a.session is None else report.all_findings()
+        top = next((f for f in shown if f.id == a.id and (a.session is None or f.session == a.session)), None)
         if top is not None:
             command = top.fix.command or top.fix.text
             out.append(f"  {style.mark('arrow')} {inert(command)}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from doctor.sources.engines._ggml.crash_config import KERNEL_GRID, NCCL_SYSTEM, TP_HEADS
+from doctor.sources.engines._ggml.crash_launch import ESTIMATE_NAN, METAL_WATCHDOG
 from doctor.sources.engines._ggml.crashes import (
     APE_NO_INTERPRETER,
     ASSERT_CPY_INT_MAX,
@@ -93,6 +94,9 @@ EXPLICIT: tuple[tuple[Cause, str, object], ...] = (
     (NCCL_SYSTEM, "medium", gated(r"(?:NCCL ?|Nccl|NCCL_)(?:[Ee]rror|ERROR).{0,200}?unhandled system error")),
     (KERNEL_GRID, "high", gated(r"KernelLaunch failed because value \d+ for parameter \w+ is invalid"
                                 r"|\binvalid configuration argument\b")),
+    # the run ended outside the engine's code (crash_launch.py): the GPU's watchdog, a front-end's estimate
+    (METAL_WATCHDOG, "high", gated(r"kIOGPUCommandBufferCallbackErrorImpactingInteractivity")),
+    (ESTIMATE_NAN, "high", gated(r"\b(?:requires|needs|estimated?)\b[^.]{0,40}?\bNaN(?: undefined|\s*[KMGT]?i?B)\b")),
 )
 # a DeepSpeed-Inference run (deepspeed.init_inference; its config's mp_size / kernel injection; its traceback frames)
 DEEPSPEED_INFERENCE = gated(r"\bmp_size\b|\binit_inference\b|replace_with_kernel_inject|DeepSpeed[- ]Inference"
@@ -149,9 +153,10 @@ EXPLICIT_KIND = LineKind(
      r"CUBLAS_STATUS|cuBLAS error", r"GGML_ASSERT", r"must be a CUDA tensor",
      r"must be divisible by tensor parallel size|must be divisible by `num_shards`|must be divisible by mp_size"
      r"|divisible by the world_size|Total number of attention heads \(",
-     r"NCCL WARN", r"unhandled system error", r"KernelLaunch failed|invalid configuration argument"),
+     r"NCCL WARN", r"unhandled system error", r"KernelLaunch failed|invalid configuration argument",
+     r"ErrorImpactingInteractivity", r"NaN undefined|NaN [KMGT]i?B"),
     scan=(r"K-shift", r"model architecture", r"must be a CUDA tensor", r"rocblaslt (?:error|warning)",
-          r"run-detectors: unable to find",
+          r"run-detectors: unable to find", r"ErrorImpactingInteractivity", r"NaN undefined|NaN [KMGT]i?B",
           r"must be divisible by tensor parallel size|must be divisible by `num_shards`|must be divisible by mp_size"
           r"|divisible by the world_size|Total number of attention heads \(",
           r"NCCL WARN", r"unhandled system error", r"KernelLaunch failed|invalid configuration argument",

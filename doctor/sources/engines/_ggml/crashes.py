@@ -17,6 +17,7 @@ from __future__ import annotations
 from doctor.sources.engines._ggml.cause import GGML, Cause, Fix, fix_data, fix_for, runs_ggml
 from doctor.sources.engines._ggml.crash_config import CONFIG_CAUSES
 from doctor.sources.engines._ggml.crash_context import BUS_ERROR, CONTEXT_CAUSES, DLL_MISSING, GPU_DTYPE
+from doctor.sources.engines._ggml.crash_launch import LAUNCH_CAUSES
 from doctor.sources.engines._ggml.crash_setup import (
     APE_NO_INTERPRETER,
     DEEPSPEED_RESERVE,
@@ -306,7 +307,8 @@ CUDA_TENSOR_ON_CPU = Cause(
 CAUSES: tuple[Cause, ...] = (
     AMX, ILLEGAL_INSTRUCTION, K_SHIFT, UNKNOWN_ARCH, ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS,
     CUDA_OTHER, ASSERT_N_BATCH, ASSERT_UBATCH, ASSERT_CPY_INT_MAX, ASSERT_SAMPLER, ASSERT_GET_ROWS,
-    ASSERT_EXPERTS, ASSERT_HOST_MEMORY, CUDA_TENSOR_ON_CPU, *CONTEXT_CAUSES, *SETUP_CAUSES, *CONFIG_CAUSES,
+    ASSERT_EXPERTS, ASSERT_HOST_MEMORY, CUDA_TENSOR_ON_CPU, *CONTEXT_CAUSES, *SETUP_CAUSES, *LAUNCH_CAUSES,
+    *CONFIG_CAUSES,
 )
 BY_ID = {c.id: c for c in CAUSES}
 CUDA_CAUSES = (ILLEGAL_ADDRESS, NO_KERNEL_IMAGE, CUDA_DRIVER, CUBLAS, CUDA_OTHER)

@@ -209,7 +209,9 @@ class ContextLines(LlamaCppBase, LlamaCppPythonLines):
                     target = {"n_ctx": "config.n_ctx", "n_ctx_seq": "config.n_ctx_seq",
                               "n_ctx_per_seq": "config.n_ctx_seq", "n_seq_max": "config.n_parallel",
                               "n_batch": "config.n_batch", "n_ubatch": "config.n_ubatch"}[key]
-                    if key == "n_ctx":
+                    if key == "n_ctx" and "llama_model_load" in t:
+                        pass  # 2023 builds print the hyper-parameters, n_ctx among them, before the weights load
+                    elif key == "n_ctx":
                         if s.stage in ("ready", "run"):
                             self.timeline.restart("weights", line.number, line.raw, self.name)  # a new context
                         self._stage("context")

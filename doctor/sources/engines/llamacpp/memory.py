@@ -27,6 +27,7 @@ from doctor.sources.engines.llamacpp.patterns import (
     MEMORY_KEYS,
     MEMORY_KIND,
     METAL_ALLOCATED,
+    METAL_COMMAND_BUFFER,
     METAL_KIND,
     METAL_OVER_SET,
     METAL_SET_SIZE,
@@ -98,6 +99,11 @@ class MemoryLines(LlamaCppBase):
             if m.group(2):
                 data["bytes"] = int(m.group(2))
             s.pending.append(PendingOom(line, data, s.stage))
+            if METAL_COMMAND_BUFFER.search(t):
+                # Metal reports it through a command buffer's completion: a graph was being computed
+                # (ggml-metal.m ggml_metal_graph_compute: "command buffer %d failed with status %lu", then
+                # "error: %s" with the NSError's text, kIOGPUCommandBufferCallbackErrorOutOfMemory)
+                s.pending[-1].computing = line
             self._computing(line)  # the whole CUDA error block pasted on one line
             return True
         if CUDA_MALLOC_BARE.search(t):

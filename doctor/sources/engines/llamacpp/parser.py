@@ -47,6 +47,8 @@ from doctor.sources.engines.llamacpp.patterns import (
     MEM_REQUIRED_2023,
     META,
     META_KIND,
+    META_KV,
+    META_KV_KIND,
     MIB,
     NGL_SETTING,
     OFFLOADED,
@@ -71,6 +73,14 @@ from doctor.sources.engines.llamacpp.state import TIMINGS_KEPT, Timing, int_list
 from doctor.sources.engines.llamacpp.summary import Summary
 from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
+
+# a GGUF key after its "<arch>." prefix -> the fact gguf_model.py sets from the same key
+META_KV_KEYS = {"context_length": "model.n_ctx_train", "block_count": "model.n_layer",
+                "embedding_length": "model.n_embd", "attention.head_count": "model.n_head",
+                "attention.head_count_kv": "model.n_head_kv", "attention.key_length": "model.head_dim_k",
+                "attention.value_length": "model.head_dim_v", "attention.sliding_window": "model.n_swa",
+                "expert_count": "model.n_expert", "expert_used_count": "model.n_expert_used",
+                "vocab_size": "model.n_vocab"}
 
 
 class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLines):
@@ -132,6 +142,23 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
             self._meta(line)  # any print_info line is taken, read or not
             return True
         return False
+
+    @reads(META_KV_KIND)
+    def _step_meta_kv(self, line: LogLine) -> bool:
+        """The GGUF header's shape keys as the loader dumps them; print_info, where it follows, says the same."""
+        m = META_KV.search(line.text)
+        if not m or m.group(4).endswith("..."):  # a value cut at 40 characters
+            return False
+        self.votes["llama.cpp-library"] += 1
+        prefix, key, value = m.group(1), m.group(2), m.group(4).strip()
+        if prefix == "general":
+            self.set("model.arch" if key == "architecture" else "model.name", value, line)
+            return True
+        name = META_KV_KEYS.get(key)
+        values = int_list(value)
+        if name is not None and values:
+            self.set(name, max(values), line)  # per-layer arrays: the largest, as print_info's n_head_kv
+        return True
 
     @reads(TIMINGS_KIND)
     def _step_timings(self, line: LogLine) -> bool:
@@ -253,7 +280,9 @@ class LlamaCppParser(ContextLines, MemoryLines, HardwareLines, Summary, FoldLine
         if m:
             self.s.model_buffers["CPU"] = float(m.group(1))
             self.s.buffer_line = line
-            self.mark("weights", line)
+            # printed before the model's buffer is allocated and read (llama.cpp 2023-04/05 llama_model_load_internal:
+            # "mem required", then llama_ctx_buffer - pinned host memory in a cuBLAS build - and load_all_data)
+            self.mark("load", line)
             return True
         return False
 

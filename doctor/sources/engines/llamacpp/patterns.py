@@ -34,6 +34,9 @@ GPU_BACKENDS = ("CUDA", "ROCm", "HIP", "MUSA", "Metal", "Vulkan", "SYCL", "CANN"
 
 # -- patterns ------------------------------------------------------------------------------------
 META = gated(r"(?:print_info|llm_load_print_meta)\s*:\s+([A-Za-z_][\w. ]*?)\s*=\s*(.*)$")
+# the GGUF header as the loader dumps it, before print_info (src/llama-model-loader.cpp:
+# "%s: - kv %3d: %42s %-16s = %s", values cut to 40 characters with "..."); a paste often ends before print_info
+META_KV = gated(r"llama_model_loader: - kv +\d+: +(?:([a-z][\w\-]*)\.)?([\w.]+) +(\S+) += (.*)$")
 LOADED_META = gated(r"loaded meta data with \d+ key-value pairs and (\d+) tensors from (.+?) \(version")
 LOADING_FROM = gated(r"(?:llama\.cpp|llama_model_load\w*|llama_load_model_from_file): loading model from (\S.*?)\s*$")
 LOAD_MODE = gated(r"loading model tensors.*\((?:mmap = (true|false)|load_mode = ([\w+]+))")
@@ -129,6 +132,7 @@ CPU_ALLOC = gated(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocat
 METAL_OVER_SET = gated(r"current allocated size is greater than the recommended max working set size")
 METAL_ALLOCATED = gated(r"allocated buffer, size =\s*([\d.]+) MiB,\s*\(\s*([\d.]+) / ([\d.]+)\)")
 METAL_SET_SIZE = gated(r"recommendedMaxWorkingSetSize\s*=\s*([\d.]+) MB")
+METAL_COMMAND_BUFFER = gated(r"kIOGPUCommandBufferCallbackError")
 # settings pasted beside the log: Python keyword arguments (Llama(..., n_gpu_layers=35)) or CLI flags
 # a shell command starting one of llama.cpp's programs on a model (main/server until mid 2024, llama-cli /
 # llama-server since): the binary's path, and whether GPU layers were asked for on it
@@ -150,9 +154,16 @@ LOAD_FAILED = gated(r"error loading model: (.*)$|failed to load model(?: '([^']*
                     r"|Model path does not exist: (.*)$|unable to load model")
 CORRUPT = gated(r"data is not within the file bounds|model is corrupted or incomplete|invalid magic characters"
                 r"|failed to read (?:magic|header|tensor info|tensor data)|gguf_init_from_file\w*: failed"
-                r"|bad GGUF version|wrong number of tensors|unknown model architecture: '([^']*)'")
+                r"|bad GGUF version|wrong number of tensors|unknown model architecture: '([^']*)'"
+                # the file's first bytes are not GGUF's magic, as Ollama (fs/ggml/ggml.go, llm/ggml.go v0.1.33 on:
+                # "invalid file magic") and a wrapper's own check say it ("File is not in GGUF format", ChatterUI's
+                # cui-llama.rn, the corpus's case 1042)
+                r"|invalid file magic|\bnot (?:in |a )?(?:valid )?GGUF (?:format|file)\b")
+# llama-cpp-python's ValueError, llama.cpp's common_init / server ("failed to create context with model"), and a
+# wrapper's own words for the same NULL from llama_init_from_model ("Failed to create context: null reference
+# from llama.cpp", eullm 0.6.51, the corpus's case 1079)
 CONTEXT_FAILED = gated(r"Failed to create llama_context|failed to initialize the context: (.*)$|"
-                       r"failed to create context with model")
+                       r"failed to create context with model|[Ff]ailed to create (?:the )?context(?::|$)")
 CRASH = gated(r"GGML_ASSERT\(?|GGML_ABORT|: CUDA error$|Segmentation fault|core dumped|"
               r"terminate called after throwing"
               r"|\bAborted\b|fatal error|SIGABRT|SIGSEGV")
@@ -205,7 +216,7 @@ MEMORY_KIND = LineKind(
      CUDA_MALLOC_BARE, CORRUPT, LOAD_FAILED, CONTEXT_FAILED, CRASH),
     (r"failed|Failed|error|Error|unable to|out of memory|OutOf|Insufficient Memory",
      r"GGML_A|Segmentation fault|core dumped|terminate called|Aborted|SIGABRT|SIGSEGV",
-     r"not within the file|corrupt|invalid magic|bad GGUF|Model path"),
+     r"not within the file|corrupt|invalid magic|invalid file magic|bad GGUF|GGUF format|GGUF file|Model path"),
     keys=MEMORY_KEYS)
 CONTEXT_KIND = LineKind(
     "context",
@@ -217,6 +228,11 @@ CONTEXT_KIND = LineKind(
 TIMINGS_KIND = LineKind(
     "timings", (SERVER_TG, TIMING), (r" time +=", r"(?:tg|n_gen|n_decoded) += ", r"print_timing"),
     keys=(" time", "t/s"))
+META_KV_KIND = LineKind(
+    "meta_kv", (META_KV,),
+    (r"llama_model_loader: - kv +\d+: +(?:general\.(?:architecture|name)|[a-z][\w\-]*\.(?:context_length|block_count"
+     r"|embedding_length|attention\.(?:head_count|head_count_kv|key_length|value_length|sliding_window)"
+     r"|expert_count|expert_used_count|vocab_size)) ",))
 LOADED_META_KIND = LineKind("loaded_meta", (LOADED_META,), (r"loaded meta data",))
 LOADING_FROM_KIND = LineKind("loading_from", (LOADING_FROM,), (r"loading model from ",))
 METAL_KIND = LineKind(
@@ -268,6 +284,7 @@ KINDS = LineKinds(
     CLI_SIGNATURE_KIND,
     OUTPUT_END_KIND,
     META_KIND,
+    META_KV_KIND,
     MEMORY_KIND,
     CONTEXT_KIND,
     TIMINGS_KIND,

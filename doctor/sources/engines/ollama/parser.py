@@ -46,6 +46,7 @@ from doctor.sources.engines.ollama.patterns import (
     OLD_GO_LOG,
     READ,
     RUNNER_KIND,
+    SCHED_KIND,
     SET_PARAM,
     SET_PARAM_KIND,
     SLOG,
@@ -65,6 +66,8 @@ from doctor.sources.engines.ollama.state import Cli, Offload
 from doctor.sources.engines.ollama.summary import Summary
 from doctor.sources.logs.base import reads
 from doctor.sources.logs.line import LogLine
+
+RELOAD_WINDOW = 5  # lines from the evaluation to the reset (sched.go logs them back to back)
 
 
 class OllamaParser(Summary, AccessFold):
@@ -413,6 +416,25 @@ class OllamaParser(Summary, AccessFold):
         if p.get("type"):
             data["type"] = p["type"]
         self.event("warning", line, **data)
+        return True
+
+    @reads(SCHED_KIND)
+    def _sched(self, line: LogLine, msg: str, p: dict[str, str]) -> bool:
+        """A loaded model evaluated for a request, then reset to expire at once: the scheduler reloads it."""
+        s = self.s
+        if msg == "evaluating already loaded":
+            s.evaluated = (line, p.get("model", ""))
+            return True
+        if msg != "resetting model to expire immediately to make room":
+            return False
+        before = s.evaluated
+        s.evaluated = None
+        if before is None or line.number - before[0].number > RELOAD_WINDOW:
+            return True  # a runner made room for another model (max runners, memory): not a reload
+        target = p.get("modelPath") or p.get("runner.model") or ""  # v0.6.8 on: the runner's group, runner.model=
+        if before[1] and target and before[1] not in target and target not in before[1]:
+            return True
+        self.event("reload", line, engine="ollama", evaluated_line=before[0].number)
         return True
 
     # -- access log and the CLI statistics ------------------------------------------------------------------

@@ -203,6 +203,11 @@ FAILURES_KIND = LineKind(
      r"MB VRAM available, loading up to",
      RUNNER_OOM_LINES,
      r"clip_model_load|encode_image|image embedding|mtmd_|projector", r"model load progress"))
+# the scheduler found the model loaded and asked whether the request can use it (server/sched.go needsReload:
+# "evaluating already loaded", v0.1.33 on); the runner it then resets "to expire immediately to make room" is that
+# same model, reloaded because the request's load options (num_ctx, num_gpu, num_batch, adapters, projector,
+# context shift) differ from the runner's, or the runner stopped answering its ping
+SCHED_KIND = LineKind("sched", (), (r"evaluating already loaded", r"expire immediately to make room"))
 
 KINDS = LineKinds(
     GIN_KIND,
@@ -217,6 +222,7 @@ KINDS = LineKinds(
     MEMORY_KIND,
     WARNINGS_KIND,
     FAILURES_KIND,
+    SCHED_KIND,
     phases=("access", "read"),
 )
 TRIGGERS = KINDS.triggers

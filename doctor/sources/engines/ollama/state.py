@@ -70,6 +70,7 @@ class State:
     runner_ooms: list[tuple[LogLine, str, int, bool]] = field(default_factory=list)
     image_line: int = -1000
     progress: list[tuple[float, float, LogLine]] = field(default_factory=list)  # (seconds, fraction, line)
+    evaluated: tuple[LogLine, str] | None = None  # the scheduler's "evaluating already loaded" and its model
 
 
 

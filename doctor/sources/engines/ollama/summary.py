@@ -240,6 +240,9 @@ class Summary(OllamaBase):
         if not isinstance(size, int):
             weights = s.memory.get("model weights")
             size = sum(weights.values()) if weights else facts.value("server.ollama.memory_weights")
+        if not isinstance(size, int):  # the runner's own buffers (llama.cpp's "... buffer size =" lines)
+            parts = [facts.value(name) for name in ("run.weights_gpu_bytes", "run.weights_host_bytes")]
+            size = sum(p for p in parts if isinstance(p, int)) or None
         if not isinstance(size, int) or size <= 0 or t1 <= t0 or p1 <= p0:
             return
         rate = (p1 - p0) * size / (t1 - t0)
