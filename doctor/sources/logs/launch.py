@@ -74,8 +74,19 @@ class LaunchParser(LogParser):
         self.open: _Command | None = None
         self.read_any = False
         self._into = self.facts  # where the command being read goes
+        self._provisional: tuple[str, bool] | None = None  # a snapshot's read of the open command: (vote, read_any)
+
+    def _undo_provisional(self) -> None:
+        """Take back what a snapshot's read of a command still open added (its vote): the command is read for
+        good when it closes, and a snapshot must change nothing (watch --log takes one after every read)."""
+        if self._provisional is not None:
+            engine, read_any = self._provisional
+            self.votes[engine] -= 1
+            self.read_any = read_any
+            self._provisional = None
 
     def feed(self, line: LogLine) -> None:
+        self._undo_provisional()
         if not self.passes_gate(line.text):
             return  # not one of its lines (the router hands it no other; a line fed to every parser is asked)
         cmd = self.open
@@ -120,12 +131,16 @@ class LaunchParser(LogParser):
             self._read(_whole(cmd))
 
     def summarize(self, facts: Facts) -> None:
+        self._undo_provisional()
         if self.open is not None:  # read as it stands, into the snapshot (the next line may still continue it)
-            self._read(_whole(self.open), facts)
+            read_any = self.read_any
+            engine = self._read(_whole(self.open), facts)
+            if engine is not None:
+                self._provisional = (engine, read_any)
 
     # -- reading a command -----------------------------------------------------------------------------------
-    def _read(self, cmd: _Command, facts: Facts | None = None) -> None:
-        """Read a whole command into `facts` (the shared snapshot while feeding)."""
+    def _read(self, cmd: _Command, facts: Facts | None = None) -> str | None:
+        """Read a whole command into `facts` (the shared snapshot while feeding); the engine it starts."""
         self._into = facts if facts is not None else self.facts
         words = cmd.words
         src = Source("log", self.name, cmd.line.number, cmd.line.raw[:300])
@@ -143,7 +158,7 @@ class LaunchParser(LogParser):
             self._env(launch, rest[:at], src)
             rest = rest[at + 1:]
         if launch is None:
-            return
+            return None
         self.read_any = True
         self.votes[launch.engine] += 1  # the engine the user starts: its fixes are said in its words
         self._set("engine.launch_family", launch.engine, src)
@@ -172,6 +187,7 @@ class LaunchParser(LogParser):
                 i += 1
             self._value(flag, value, src)
             i += 1
+        return launch.engine
 
     def _default_layers(self, launch: Launch, args: list[str], program: str, src: Source) -> None:
         """No GPU-layer flag on a build whose default was no GPU layers (llama.cpp before b6325, or its 2023-24

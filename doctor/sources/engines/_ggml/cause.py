@@ -35,6 +35,21 @@ class Cause:
     fix: Fix
     family: tuple[str, ...]  # the messages that name it, across engine versions (documentation and tests)
 
+    def __post_init__(self) -> None:
+        _MADE.setdefault(self.id, self)
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        """Pickled as its key: a parser's state moved between processes (doctor/sources/logs/parallel.py) keeps
+        the table's own object, so `cause is ILLEGAL_ADDRESS` holds there as here."""
+        return _made, (self.id,)
+
+
+_MADE: dict[str, Cause] = {}  # every Cause made, by its key (the table's rows are made once, at import)
+
+
+def _made(key: str) -> Cause:
+    return _MADE[key]
+
 
 def runs_ggml(engine: Engine) -> bool:
     """The engine is ggml's own (llama.cpp) or wraps it (its crashes are ggml's)."""

@@ -8,7 +8,7 @@ crash_patterns.py. Pure: text in, events out.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from doctor.core.facts import Event, Facts, Scalar
 from doctor.sources.engines._ggml.crash_config import TP_HEADS, heads_detail
@@ -290,24 +290,23 @@ class CrashParser(LogParser):
             elif f is None and unnamed is None:
                 unnamed = crash
         for f in found:
-            self._in_deepspeed(f)
-            self._add_context(facts, f)
+            f = self._add_context(facts, self._in_deepspeed(f))  # copies: summarize runs at every snapshot
             self._emit(facts, f)
         if unnamed is not None and not found:
             self._say_ending(facts, unnamed)
 
-    def _in_deepspeed(self, f: _Found) -> None:
+    def _in_deepspeed(self, f: _Found) -> _Found:
         """An illegal memory access in a DeepSpeed-Inference run: the sequence ran past the KV cache it reserved
-        (crash_setup.py DEEPSPEED_RESERVE), the run's line or the crash's own naming DeepSpeed-Inference."""
+        (crash_setup.py DEEPSPEED_RESERVE), the run's line or the crash's own naming DeepSpeed-Inference. A new
+        _Found: the state's own stays as read (summarize runs at every snapshot)."""
         if f.cause is not ILLEGAL_ADDRESS:
-            return
+            return f
         evidence = f.line if DEEPSPEED_INFERENCE.search(f.line.text) else self.s.deepspeed
         if evidence is None:
-            return
-        f.cause, f.confidence = DEEPSPEED_RESERVE, "medium"
-        f.detail = f"{f.detail} in a DeepSpeed-Inference run" if f.detail else "in a DeepSpeed-Inference run"
-        if evidence is not f.line:
-            f.support.append(evidence)
+            return f
+        detail = f"{f.detail} in a DeepSpeed-Inference run" if f.detail else "in a DeepSpeed-Inference run"
+        support = f.support + ([evidence] if evidence is not f.line else [])
+        return replace(f, cause=DEEPSPEED_RESERVE, confidence="medium", detail=detail, support=support)
 
     def _context_lines(self, facts: Facts, cause: object | None) -> tuple[str, list[LogLine]]:
         """What the log shows around a crash: the board, the GPU's architecture, and for an illegal
@@ -341,14 +340,16 @@ class CrashParser(LogParser):
                              f"this is a regression of the engine: keep that release and report this one)")
         return "; ".join(words), support
 
-    def _add_context(self, facts: Facts, f: _Found) -> None:
+    def _add_context(self, facts: Facts, f: _Found) -> _Found:
+        """f with what the crash met (a new _Found, as _in_deepspeed's)."""
         if (f.cause not in (ILLEGAL_INSTRUCTION, NO_KERNEL_IMAGE, GPU_DTYPE, *REGRESSION_PRONE)
                 and self.s.platform is None):
-            return
+            return f
         words, support = self._context_lines(facts, f.cause)
-        if words:
-            f.detail = f"{f.detail}; {words}" if f.detail else words
-            f.support.extend(x for x in support if x is not f.line)
+        if not words:
+            return f
+        return replace(f, detail=f"{f.detail}; {words}" if f.detail else words,
+                       support=f.support + [x for x in support if x is not f.line])
 
     def _say_ending(self, facts: Facts, crash: _Crash) -> None:
         """A crash no cause explains: how it ended, what that means, and what was around it."""

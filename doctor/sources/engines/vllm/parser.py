@@ -517,15 +517,23 @@ class VllmParser(RequestFold):
         s = self.s
         board = self.state.part(pytorch.TorchOomBoard)
         latest = self.timeline.latest()
+        guessed = []
         if latest is not None:
             # an OOM read before any start-up step: the error pasted above its log, or a log viewer that
             # lists the newest line first (RunPod, some dashboards). It happened at the furthest step the
-            # log reached
+            # log reached (so far: put back after this snapshot, the log may reach further)
             for oom in board.ooms.values():
                 if oom.guesses.get("vllm") == (None, None) and oom.frame is None:
+                    guessed.append((oom, oom.placed.get("vllm")))
                     oom.guesses["vllm"] = (latest.phase, latest.step)
                     oom.placed["vllm"] = latest
         board.summarize("vllm", self.votes, facts)
+        for oom, placed in guessed:
+            oom.guesses["vllm"] = (None, None)
+            if placed is None:
+                oom.placed.pop("vllm", None)
+            else:
+                oom.placed["vllm"] = placed
         if s.preempt_total or s.preempt_sum:
             src = self._src(s.preempt_line)
             facts.set("server.preemptions", max(s.preempt_total, s.preempt_sum), src)
