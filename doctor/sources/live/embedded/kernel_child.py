@@ -7,12 +7,20 @@ low-level binding, as llama.cpp's own llama-bench does: one decode call per prom
 its last token only) and per generated token, llama_synchronize after each, the time of each call.
 
 Per job (one GGUF): after a warm-up token (every weight page touched), for each prefill thread
-count, a batch of `batch` tokens at depth 0, `reps` times (2); then, for each decode thread count,
-`steps` single-token steps after it (`decode_after_prompt` false: from the depth itself, as
-llama-bench's tg runs; bench/speed_table.py). With `depth`, the cache is filled to that depth and the same is
-measured there (the prompt and the steps removed again after each count, so each starts at the
-same depth). Each time comes with the share of its threads' time the process got (CPU time /
-wall time x threads): on busy cores the parent keeps such figures for an hour only.
+count, a batch of `batch` tokens at depth 0, `reps` times (2 unless the job says); then, for each
+decode thread count, `steps` single-token steps after it (`decode_after_prompt` false: from the
+depth itself, as llama-bench's tg runs; bench/speed_table.py). With `depth`, the cache is filled to
+that depth (on `fill_threads`) and the same is measured there (the prompt and the steps removed
+again after each count, so each starts at the same depth). Each time comes with the share of its
+threads' time the process got (CPU time / wall time x threads): on busy cores the parent keeps such
+figures for an hour only.
+
+Past `count_budget_s` a thread count's prompts and steps stop at the fewest that give a figure (1
+prompt, 2 steps: on cores so busy that each thread barrier waits for a time slice, a 32-token prompt
+at 2 threads took 1.7 s here instead of 25 ms). A job's `optional` thread counts (per phase: those
+beyond the planned ones) are measured after its planned ones and left out once the child has run
+past `target_s` (its line says which were `skipped`); such a job prints its line once the planned
+counts are measured (at both depths) and again at its end, the parent keeping the last.
 
 Machine access (the engine). Strings: none shown to users.
 """
@@ -33,7 +41,8 @@ def _log_sink(level: int, text: bytes, user: Any) -> None:  # the engine's log: 
     return None
 
 
-def run_job(llama_cpp: Any, job: dict[str, Any], common: dict[str, Any]) -> dict[str, Any]:
+def run_job(llama_cpp: Any, job: dict[str, Any], common: dict[str, Any], late_at: float | None = None,
+            emit: Any = None) -> dict[str, Any]:
     mp = llama_cpp.llama_model_default_params()
     mp.use_extra_bufts = bool(common.get("extra_bufts", True))
     mp.n_gpu_layers = 0
@@ -77,21 +86,46 @@ def run_job(llama_cpp: Any, job: dict[str, Any], common: dict[str, Any]) -> dict
 
     reps, after_prompt = int(job.get("reps", 2)), bool(job.get("decode_after_prompt", True))
 
-    def measure(at: int, label: str, out: dict[str, Any]) -> None:
-        for t in job["prefill_threads"]:
+    optional = job.get("optional") or {}
+
+    def wanted(phase: str, planned: bool) -> list[int]:
+        """The phase's planned counts, or its optional ones (none once past the target)."""
+        counts = [int(t) for t in job[f"{phase}_threads"] if (int(t) in optional.get(phase, [])) != planned]
+        if not planned and counts and late_at is not None and time.perf_counter() > late_at:
+            out.setdefault("skipped", {})[phase] = counts
+            return []
+        return counts
+
+    budget = float(job.get("count_budget_s") or 0.0)
+
+    def timed(n: int, least: int, one: Any) -> list[tuple[float, float]]:
+        """Up to n runs; past the count's budget (cores so busy a barrier waits a time slice) only `least`."""
+        runs: list[tuple[float, float]] = []
+        t0 = time.perf_counter()
+        for i in range(n):
+            if budget and i >= least and time.perf_counter() - t0 > budget:
+                break
+            runs.append(one(i))
+        return runs
+
+    def prompt(at: int, t: int) -> tuple[float, float]:
+        run = decode(batch_n, at, t)
+        llama_cpp.llama_memory_seq_rm(mem, 0, at, -1)
+        return run
+
+    def measure(at: int, label: str, out: dict[str, Any], planned: bool = True) -> None:
+        if not wanted("prefill", planned) and not wanted("decode", planned):
+            return
+        for t in wanted("prefill", planned):
             llama_cpp.llama_set_n_threads(ctx, t, t)
-            runs = []
-            for _ in range(reps):
-                runs.append(decode(batch_n, at, t))
-                llama_cpp.llama_memory_seq_rm(mem, 0, at, -1)
-            out[f"prefill{label}"][str(t)] = runs
+            out[f"prefill{label}"][str(t)] = timed(reps, 1, lambda _, t=t: prompt(at, t))
         first = at
         if after_prompt:  # the steps follow a prompt, as in a run (llama-bench's tg starts at the depth)
             decode(batch_n, at, max(threads))
             first = at + batch_n
-        for t in job["decode_threads"]:
+        for t in wanted("decode", planned):
             llama_cpp.llama_set_n_threads(ctx, t, t)
-            out[f"decode{label}"][str(t)] = [decode(1, first + i, t) for i in range(steps)]
+            out[f"decode{label}"][str(t)] = timed(steps, 2, lambda i, t=t: decode(1, first + i, t))
             llama_cpp.llama_memory_seq_rm(mem, 0, first, -1)
         llama_cpp.llama_memory_seq_rm(mem, 0, at, -1)
 
@@ -99,14 +133,20 @@ def run_job(llama_cpp: Any, job: dict[str, Any], common: dict[str, Any]) -> dict
     decode(1, 0, max(threads))  # warm-up: every weight page touched
     llama_cpp.llama_memory_clear(mem, True)
     measure(0, "", out)
+    measure(0, "", out, planned=False)
     if depth:
-        llama_cpp.llama_set_n_threads(ctx, max(threads), max(threads))
+        fill = int(job.get("fill_threads") or max(threads))  # untimed: the probe fills on 1 (no barriers)
+        llama_cpp.llama_set_n_threads(ctx, fill, fill)
         pos = 0
         while pos < depth:
             n = min(FILL_CHUNK, depth - pos)
-            decode(n, pos, max(threads))
+            decode(n, pos, fill)
             pos += n
         measure(depth, "_deep", out)
+    if optional and emit is not None:
+        emit(out)  # the planned counts' figures: kept should the probe be stopped during the rest
+    if depth:
+        measure(depth, "_deep", out, planned=False)
     llama_cpp.llama_batch_free(batch)
     llama_cpp.llama_free(ctx)
     llama_cpp.llama_model_free(model)
@@ -120,9 +160,12 @@ def main() -> int:
     sink = llama_cpp.llama_log_callback(_log_sink)  # kept referenced while the engine runs
     llama_cpp.llama_log_set(sink, ctypes.c_void_p())
     llama_cpp.llama_backend_init()
+    target = spec.get("target_s")
+    late_at = time.perf_counter() + target if isinstance(target, int | float) else None
     for job in spec["jobs"]:
         try:
-            result = run_job(llama_cpp, job, spec)
+            result = run_job(llama_cpp, job, spec, late_at,
+                             lambda partial: print(json.dumps(partial), flush=True))
         except RuntimeError as exc:
             result = {"id": job["id"], "error": str(exc)}
         print(json.dumps(result), flush=True)
