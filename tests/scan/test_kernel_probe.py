@@ -59,6 +59,8 @@ def test_the_probe_has_the_model_s_own_row_widths_where_its_types_blocks_fit() -
     size = sum(kg.weights(kg.tensors(shape, kg.uniform("Q4_1"))).values()) * 5 / 8  # Q4_1: 5 bits a weight
     assert 0.75 * kernels.PROBE_BYTES < size < 1.25 * kernels.PROBE_BYTES
     assert "dense/Q4_1/r576x1536/decode/1" in kernels._keys(req)  # kept apart from other widths'
+    head = kernels.Request(("Q4_1", "Q8_0"), rows=(576, 1536), head_only=("Q8_0",), prefill_threads=(2,))
+    assert [k for k in kernels._keys(head) if "prefill" in k] == ["dense/Q4_1/r576x1536/prefill/2"]  # no prompt rate
 
 
 def test_the_planned_threads_come_first_and_the_others_only_within_the_target(tmp_path: Path) -> None:
@@ -92,6 +94,23 @@ def test_probe_files_hold_the_shapes_and_valid_blocks_of_the_type(tmp_path: Path
     assert np.isfinite(values).all() and np.abs(values).max() < 100  # small positive scales: no NaN, no infinity
     # q and o (256 x 2 heads of 128), k and v (one head), the feed-forward, the head; not the embedding
     assert kg.weights(table) == {type_name: 2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512 + 256 * 64}
+
+
+def test_the_child_s_last_line_of_a_job_is_kept_and_what_it_left_is_said(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child prints a job's line after each stage (a cap keeps what finished); the parent keeps the last,
+    and a scan says why the other thread counts were left for later (busy cores, or past the target)."""
+    req = kernels.Request(("Q4_1",), decode_threads=(1, 2), prefill_threads=(2,), rows=(576, 1536))
+    steps = [[0.002, 1.0]] * 6
+    partial = {"id": "dense/Q4_1/r576x1536", "decode": {"1": steps}, "prefill": {}}
+    last = {**partial, "prefill": {"2": [[0.02, 1.0], [0.02, 1.0]]}, "skipped": {"decode": [2]}, "skipped_why": "busy"}
+    monkeypatch.setattr(kernels, "run_child", lambda spec, timeout_s=0.0: ([partial, last], None))
+    monkeypatch.setattr(kernels, "engine_build", lambda: "0.3.36:test")
+    said: list[str] = []
+    facts = kernels.kernel_facts(req, XEON, folder=str(tmp_path / "k"), progress=said.append)
+    assert [r[:3] for r in facts.value("host.cpu.kernel_prefill")] == [["Q4_1", "mul_mat", 2]]  # the last line's
+    assert facts.value("host.cpu.kernel_missing") == ["dense/Q4_1/r576x1536/decode/2"]
+    assert "2 of 3 figures" in said[1] and "Q4_1 decode at 2 threads" in said[1] and "cores so busy" in said[1]
 
 
 def test_the_child_s_times_become_rates_and_attention_costs() -> None:

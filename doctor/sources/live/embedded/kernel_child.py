@@ -6,11 +6,11 @@ was measured before it) and a last line with the engine's system info. Through l
 low-level binding, as llama.cpp's own llama-bench does: one decode call per prompt batch (logits of
 its last token only) and per generated token, llama_synchronize after each, the time of each call.
 
-Per job (one GGUF): after a warm-up token (every weight page touched), for each prefill thread
+Per job (one GGUF): after a warm-up (a prompt, or a token where none is timed), for each prefill thread
 count, a batch of `batch` tokens at depth 0, `reps` times (2 unless the job says); then, for each
 decode thread count, `steps` single-token steps after it (`decode_after_prompt` false: from the
 depth itself, as llama-bench's tg runs; bench/speed_table.py). With `depth`, the cache is filled to
-that depth (on `fill_threads`) and the same is measured there (the prompt and the steps removed
+that depth (on `fill_threads`, as is the warm-up) and the same is measured there (the prompt and the steps removed
 again after each count, so each starts at the same depth). Each time comes with the share of its
 threads' time the process got (CPU time / wall time x threads): on busy cores the parent keeps such
 figures for an hour only.
@@ -19,8 +19,11 @@ Past `count_budget_s` a thread count's prompts and steps stop at the fewest that
 prompt, 2 steps: on cores so busy that each thread barrier waits for a time slice, a 32-token prompt
 at 2 threads took 1.7 s here instead of 25 ms). A job's `optional` thread counts (per phase: those
 beyond the planned ones) are measured after its planned ones and left out once the child has run
-past `target_s` (its line says which were `skipped`); such a job prints its line once the planned
-counts are measured (at both depths) and again at its end, the parent keeping the last.
+past `target_s` or one of its runs took longer than the budget (its line says which were `skipped`
+and why: their figures would say nothing of the cores, and be kept an hour only). Such a job (the
+probe's) measures its planned decode steps first (at each depth: cheap on any cores at 1 thread),
+then its planned prompts, then the optional counts, and prints its line after each stage, the
+parent keeping the last.
 
 Machine access (the engine). Strings: none shown to users.
 """
@@ -88,11 +91,16 @@ def run_job(llama_cpp: Any, job: dict[str, Any], common: dict[str, Any], late_at
 
     optional = job.get("optional") or {}
 
+    stalled: list[float] = common.setdefault("_stalled", [])  # runs past the count budget, in any job
+
     def wanted(phase: str, planned: bool) -> list[int]:
-        """The phase's planned counts, or its optional ones (none once past the target)."""
+        """The phase's planned counts, or its optional ones (none once past the target, nor on cores so busy
+        that a run stalled: their figures would say nothing of the cores and be kept an hour only)."""
         counts = [int(t) for t in job[f"{phase}_threads"] if (int(t) in optional.get(phase, [])) != planned]
-        if not planned and counts and late_at is not None and time.perf_counter() > late_at:
+        late = late_at is not None and time.perf_counter() > late_at
+        if not planned and counts and (late or stalled):
             out.setdefault("skipped", {})[phase] = counts
+            out["skipped_why"] = "target" if late else "busy"
             return []
         return counts
 
@@ -106,6 +114,8 @@ def run_job(llama_cpp: Any, job: dict[str, Any], common: dict[str, Any], late_at
             if budget and i >= least and time.perf_counter() - t0 > budget:
                 break
             runs.append(one(i))
+            if budget and runs[-1][0] > budget:
+                stalled.append(runs[-1][0])
         return runs
 
     def prompt(at: int, t: int) -> tuple[float, float]:
@@ -113,40 +123,64 @@ def run_job(llama_cpp: Any, job: dict[str, Any], common: dict[str, Any], late_at
         llama_cpp.llama_memory_seq_rm(mem, 0, at, -1)
         return run
 
-    def measure(at: int, label: str, out: dict[str, Any], planned: bool = True) -> None:
-        if not wanted("prefill", planned) and not wanted("decode", planned):
+    def measure(at: int, label: str, out: dict[str, Any], planned: bool = True,
+                phases: tuple[str, ...] = ("prefill", "decode")) -> None:
+        if not any(wanted(phase, planned) for phase in phases):
             return
-        for t in wanted("prefill", planned):
+        for t in wanted("prefill", planned) if "prefill" in phases else []:
             llama_cpp.llama_set_n_threads(ctx, t, t)
             out[f"prefill{label}"][str(t)] = timed(reps, 1, lambda _, t=t: prompt(at, t))
         first = at
         if after_prompt:  # the steps follow a prompt, as in a run (llama-bench's tg starts at the depth)
             decode(batch_n, at, max(threads))
             first = at + batch_n
-        for t in wanted("decode", planned):
+        for t in wanted("decode", planned) if "decode" in phases else []:
             llama_cpp.llama_set_n_threads(ctx, t, t)
             out[f"decode{label}"][str(t)] = timed(steps, 2, lambda i, t=t: decode(1, first + i, t))
             llama_cpp.llama_memory_seq_rm(mem, 0, first, -1)
         llama_cpp.llama_memory_seq_rm(mem, 0, at, -1)
 
     out: dict[str, Any] = {"id": job["id"], "prefill": {}, "decode": {}, "prefill_deep": {}, "decode_deep": {}}
-    decode(1, 0, max(threads))  # warm-up: every weight page touched
+    # warm-up: every weight page touched and, where prompts are timed, a prompt's buffers too (the first
+    # 32-token prompts of an 8 MiB probe took 1.5-2x the later ones; 64 MiB prompts hid it); the probe's on
+    # 1 thread (no barriers to wait at on busy cores)
+    warm = int(job.get("fill_threads") or max(threads))
+    llama_cpp.llama_set_n_threads(ctx, warm, warm)
+    decode(batch_n if job["prefill_threads"] else 1, 0, warm)
     llama_cpp.llama_memory_clear(mem, True)
-    measure(0, "", out)
-    measure(0, "", out, planned=False)
-    if depth:
-        fill = int(job.get("fill_threads") or max(threads))  # untimed: the probe fills on 1 (no barriers)
-        llama_cpp.llama_set_n_threads(ctx, fill, fill)
+
+    def fill() -> None:
+        n_fill = int(job.get("fill_threads") or max(threads))  # untimed: the probe fills on 1 (no barriers)
+        llama_cpp.llama_set_n_threads(ctx, n_fill, n_fill)
         pos = 0
         while pos < depth:
             n = min(FILL_CHUNK, depth - pos)
-            decode(n, pos, fill)
+            decode(n, pos, n_fill)
             pos += n
-        measure(depth, "_deep", out)
-    if optional and emit is not None:
-        emit(out)  # the planned counts' figures: kept should the probe be stopped during the rest
-    if depth:
-        measure(depth, "_deep", out, planned=False)
+
+    if "optional" not in job:  # a bench run: every count at depth 0, then at the depth
+        measure(0, "", out)
+        if depth:
+            fill()
+            measure(depth, "_deep", out)
+    else:  # the probe: the planned decode steps (cheap on any cores) at each depth, then the planned prompts,
+        # then the optional counts; each stage printed as it ends
+        stages = [(0, True, "decode"), (depth, True, "decode"), (depth, True, "prefill"), (depth, False, "decode"),
+                  (depth, False, "prefill"), (0, True, "prefill"), (0, False, "decode"), (0, False, "prefill")] \
+            if depth else [(0, True, "decode"), (0, True, "prefill"), (0, False, "decode"), (0, False, "prefill")]
+        filled = False
+        for at, planned, phase in stages:
+            if not wanted(phase, planned):
+                continue
+            if at and not filled:
+                fill()
+                filled = True
+            elif not at and filled:  # back to an empty cache
+                llama_cpp.llama_memory_clear(mem, True)
+                filled = False
+            measure(at, "_deep" if at else "", out, planned, (phase,))
+            if emit is not None:
+                emit(out)  # what is measured so far: kept should the probe be stopped later
     llama_cpp.llama_batch_free(batch)
     llama_cpp.llama_free(ctx)
     llama_cpp.llama_model_free(model)

@@ -68,7 +68,7 @@ KEEP_GGUF = 24
 TARGET_S, CAP_S = 2.0, 5.0
 BENCH_CAP_S = 60.0  # scan --bench: every thread count, however long the busy cores take
 COUNT_BUDGET_S = 0.25  # a thread count's prompts and steps past this: the fewest that give a figure
-QUIET_S = (0.3, 0.2)  # what the probe takes on 2 quiet cores: starting the child, and a job (docs/speed.md)
+QUIET_S = (0.25, 0.1)  # what the probe takes on 2 quiet cores: starting the child, a job (docs/speed.md)
 # the type probe: a llama-shaped model with the model's own row widths (the dot products' lengths, which
 # decide how well a kernel runs: SmolLM2's 576 and 1536), at most 2048 and 5632 (a 1-layer probe of an 8B
 # model's 4096 x 14336 would be 120 MB), with enough layers to be ~8 MiB of weights (at least one: few
@@ -100,6 +100,9 @@ class Request:
     type_k: str = "f16"
     type_v: str = "f16"
     rows: tuple[int, int] = (PROBE_EMBD, PROBE_FF)  # the probe's row widths: the model's, at most the defaults
+    # types only the output head has (SmolLM2's Q8_0): a prompt runs the head for its last token only, at the
+    # decode rate (doctor/derive/speed_cost.py), so no prompt rate is measured for them
+    head_only: tuple[str, ...] = ()
 
     def kv_label(self) -> str:
         return f"{self.type_k}/{self.type_v}/fa{int(self.flash_attn)}"
@@ -119,7 +122,7 @@ class Figures:
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     system_info: str = ""
     errors: list[str] = field(default_factory=list)
-    skipped: bool = False  # the child left the other thread counts for a later scan (past its target)
+    skipped: str = ""  # why the child left the other thread counts for a later scan: target | busy
     wall_s: float = 0.0
 
 
@@ -137,6 +140,7 @@ def request_from(facts: Facts, usable: int) -> Request | None:
     if isinstance(gpu_layers, int) and gpu_layers != 0 and facts.value("host.gpu.count") != 0:
         first_gpu = max(0, n_layer + 1 - (n_layer + 1 if gpu_layers < 0 else gpu_layers))
     weights: dict[tuple[str, bool], float] = {}
+    body: set[str] = set()  # types with weights in the repeating layers (a prompt runs them at its rate)
     for row in rows:
         if not (isinstance(row, list) and len(row) == 6 and isinstance(row[0], int) and isinstance(row[3], list)):
             continue
@@ -144,6 +148,8 @@ def request_from(facts: Facts, usable: int) -> Request | None:
         if layer >= first_gpu or type_name not in kg.BUILDABLE:
             continue
         key = (type_name, op == "mul_mat_id")
+        if layer < n_layer:
+            body.add(type_name)
         weights[key] = weights.get(key, 0.0) + float(row[5] if isinstance(row[5], int) else 1) * math.prod(row[3])
     total = sum(weights.values()) or 1.0
     # a type with a sliver of the weights (a MoE's F32 router) is costed at the slowest rate measured
@@ -166,13 +172,15 @@ def request_from(facts: Facts, usable: int) -> Request | None:
     extra = facts.value("config.use_extra_bufts") is not False and facts.value("run.triage_change") != "repack_off"
     n_expert, used = facts.value("model.n_expert"), facts.value("model.n_expert_used")
     rows = _rows(facts.value("model.n_embd"), facts.value("model.n_ff"), [*dense, *moe])
+    head_only = tuple(sorted(t for t in dense if t not in body))
     return Request(tuple(sorted(dense)), tuple(sorted(moe)),
                    min(n_expert, MOE_EXPERTS_MAX) if isinstance(n_expert, int) else 0,
                    used if isinstance(used, int) else 0, heads,
                    tuple(sorted({min(t, usable), usable})), tuple(sorted({min(tb, usable), usable})),
                    # as scan's trace runs it: anything but "disabled" turns flash attention on
                    extra, str(facts.value("config.flash_attn", "disabled")) != "disabled",
-                   str(facts.value("config.type_k", "f16")), str(facts.value("config.type_v", "f16")), rows)
+                   str(facts.value("config.type_k", "f16")), str(facts.value("config.type_v", "f16")), rows,
+                   head_only)
 
 
 def _rows(n_embd: Any, n_ff: Any, types: list[str]) -> tuple[int, int]:
@@ -190,7 +198,8 @@ def _keys(req: Request) -> list[str]:
     """The cache keys of every figure the request needs."""
     rows = req.rows_label()
     keys = [f"{dense_id(ty, rows)}/decode/{t}" for ty in req.types for t in req.decode_threads]
-    keys += [f"{dense_id(ty, rows)}/prefill/{t}" for ty in req.types for t in req.prefill_threads]
+    keys += [f"{dense_id(ty, rows)}/prefill/{t}" for ty in req.types if ty not in req.head_only
+             for t in req.prefill_threads]
     moe = f"e{req.n_expert}u{req.n_expert_used}"
     keys += [f"moe/{ty}/{rows}/{moe}/{phase}/{t}" for ty in req.moe_types for phase, counts in
              (("decode", req.decode_threads), ("prefill", req.prefill_threads)) for t in counts]
@@ -340,13 +349,13 @@ def _jobs(req: Request, missing: set[str], folder: Path) -> list[Job]:
             continue
         path, table = _gguf(folder, shape, ty)
         spec = {"id": job_id, "path": str(path), "batch": PROMPT, "steps": STEPS, "reps": REPS,
-                "count_budget_s": COUNT_BUDGET_S,
+                "count_budget_s": COUNT_BUDGET_S, "fill_threads": 1,
                 # the steps start from the cache's first cells: no prompt before them to pay for
                 "decode_after_prompt": False, "prefill_threads": prefill, "decode_threads": decode,
                 "optional": {"decode": [t for t in decode if t != req.planned("decode")],
                              "prefill": [t for t in prefill if t != req.planned("prefill")]}}
         if kind == "attn":
-            spec.update(depth=ATTN_DEPTH, fill_threads=1)
+            spec["depth"] = ATTN_DEPTH
         jobs.append(Job(spec, kind, ty, table, shape, req.kv_label() if kind == "attn" else "", rows))
     return jobs
 
@@ -413,7 +422,8 @@ def measure(req: Request, missing: set[str], folder: Path, proc_root: str = "/pr
             figures.errors.append(f"{line.get('id')}: {line['error']}")
         elif "id" in line:
             results[str(line["id"])] = line
-            figures.skipped = figures.skipped or bool(line.get("skipped"))
+            if line.get("skipped"):
+                figures.skipped = str(line.get("skipped_why") or "target")
     dense: dict[str, dict[str, Any]] = {k: v for k, v in (kept or {}).items() if k.startswith("dense/")}
     for job in sorted(jobs, key=lambda j: j.kind != "dense"):
         if job.spec["id"] in results:
@@ -496,8 +506,9 @@ def kernel_facts(req: Request, cpuinfo: str, *, measure_missing: bool = True, fo
             progress(_announce(req, missing, target_s))
         gguf_dir = Path(folder).parent / "kernel-gguf" if folder else Path(tempfile.mkdtemp(prefix="llm-doctor-"))
         got = measure(req, missing, gguf_dir, proc_root, timeout_s, kept, target_s)
-        errors = got.errors + ([f"past its {target_s:g} s target, the other thread counts were left for a later "
-                                "scan"] if got.skipped and target_s is not None else [])
+        errors = got.errors + ([(f"past its {target_s:g} s target" if got.skipped == "target" else
+                                 "on cores so busy that a run stalled") + ", the other thread counts were left for "
+                                "a later scan"] if got.skipped else [])
         if folder and got.entries:
             store(folder, key, got.entries)
         kept.update(got.entries)
