@@ -266,10 +266,13 @@ MISSING_KERNELS = "the engine's kernel rates for this model's weight types on th
                   "scan times them)"
 
 
-def missing_kernels(ceil: Ceilings, phase: str, threads: int) -> str:
+def missing_kernels(ceil: Ceilings, phase: str, threads: int, head: tuple[str, ...] = ()) -> str:
     """Which kernel figures the phase lacks at the engine's threads (a kernel probe stopped before them: named,
     never guessed), else the general sentence."""
-    gaps = kernel_gaps(list(ceil.kernel_missing), phase, threads)
+    keys = list(ceil.kernel_missing)
+    if phase == "prefill":  # a prompt runs the output head (of types `head`) once, at its decode rate
+        keys = [k for k in keys if k.split("/")[-2] == "prefill" or k.split("/")[:2] in (["dense", t] for t in head)]
+    gaps = kernel_gaps(keys, None if phase == "prefill" else phase, threads)
     return f"the kernel probe's {gaps} on this machine (not measured yet: the next traced llm-doctor scan " \
            "measures them)" if gaps else MISSING_KERNELS
 
@@ -328,7 +331,8 @@ def prefill_terms(cost: Cost, ceil: Ceilings, share: Share, batch: int) -> tuple
             terms["compute:cpu"] = cpu_flops / (ceil.cpu_peak_gflops * 1e9) / s
             expected = None
         elif ceil.kernels is not None or ceil.source == "measured":
-            return {}, 0.0, missing_kernels(ceil, "prefill", share.measured_at)
+            return {}, 0.0, missing_kernels(ceil, "prefill", share.measured_at,
+                                            tuple(t for t, _ in _mats(cost).head))
         else:
             return {}, 0.0, "the CPU's name or its measured kernels (run llm-doctor scan on it)"
     if on_gpu_flops > 0:

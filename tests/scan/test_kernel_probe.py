@@ -72,6 +72,10 @@ def test_the_planned_threads_come_first_and_the_others_only_within_the_target(tm
     assert [j.kind for j in jobs] == ["dense", "attn"]
     assert all(j.spec["optional"] == {"decode": [2], "prefill": []} for j in jobs)  # planned: decode 1, prefill 2
     assert jobs[0].spec["decode_threads"] == [1, 2] and jobs[0].spec["reps"] == kernel_times.REPS
+    head = kernels.Request(("Q4_1", "Q8_0"), decode_threads=(1, 2), prefill_threads=(2,), rows=(576, 1536),
+                           head_only=("Q8_0",), head_types=("Q8_0",))
+    q8 = [j for j in kernels._jobs(head, set(kernels._keys(head)), tmp_path) if j.type_name == "Q8_0"]
+    assert q8[0].spec["optional"]["decode"] == []  # a prompt runs the head at its decode rate on 2 threads
     only = kernels._jobs(req, {"dense/Q4_1/r576x1536/decode/2"}, tmp_path)
     assert len(only) == 1 and only[0].spec["decode_threads"] == [2] and only[0].spec["prefill_threads"] == []
 
@@ -127,6 +131,9 @@ def test_the_child_s_times_become_rates_and_attention_costs() -> None:
     prefill = got["dense/Q4_0/r2048x5632/prefill/1"]
     assert prefill["busy"] is True and prefill["share"] == 0.5  # half its threads' time: kept an hour only
     assert prefill["best"] > prefill["typ"] > 0
+    # a prompt of 0.2 s that took 1.7 s with its threads idle half of it stalled on busy cores: no figure from it
+    stalled = kernel_times.figures_from(job, {"decode": {"1": steps}, "prefill": {"1": [[1.7, 0.5]]}}, {}, 1000.0, 0.7)
+    assert "dense/Q4_0/r2048x5632/prefill/1" not in stalled and "dense/Q4_0/r2048x5632/decode/1" in stalled
     attn_shape = kernels.attention_shape(req.heads)  # type: ignore[arg-type]
     attn_table = kg.tensors(attn_shape, kg.uniform("Q4_0"))
     wa = float(sum(kg.weights(attn_table).values()))

@@ -132,7 +132,7 @@ def test_a_probe_stopped_at_its_cap_names_the_figures_it_lacks_rather_than_guess
         "host.ram.read_bw_gbs": 28.5, "host.ram.read_bw_all_gbs": 28.5, **rows, "host.cpu.kernel_missing": missing,
         "run.decode_tps": 1.0, "run.prefill_tps": 10.0})
     settle = facts.value("speed.prefill.settle")
-    assert "Q6_K prefill, attention prefill at 2 threads" in settle and "next traced" in settle
+    assert "Q6_K decode, Q6_K prefill, attention prefill at 2 threads" in settle and "next traced" in settle
     assert not facts.has("speed.prefill.fraction")  # no ceiling guessed without them
     assert facts.value("speed.decode.bound") == "memory-bandwidth:cpu"
     note = facts.get("speed.decode.bound").source.text

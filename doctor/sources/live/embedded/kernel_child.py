@@ -16,8 +16,9 @@ threads' time the process got (CPU time / wall time x threads): on busy cores th
 figures for an hour only.
 
 Past `count_budget_s` a thread count's prompts and steps stop at the fewest that give a figure (1
-prompt, 2 steps: on cores so busy that each thread barrier waits for a time slice, a 32-token prompt
-at 2 threads took 1.7 s here instead of 25 ms). A job's `optional` thread counts (per phase: those
+prompt, 2 steps) without a stall, and past three budgets at once: on cores so busy that each thread
+barrier waits for a time slice, a 32-token prompt at 2 threads took 0.8-3.8 s here instead of 25 ms,
+its threads idle half of it; the parent leaves such runs out. A job's `optional` thread counts (per phase: those
 beyond the planned ones) are measured after its planned ones and left out once the child has run
 past `target_s` or one of its runs took longer than the budget (its line says which were `skipped`
 and why: their figures would say nothing of the cores, and be kept an hour only). Such a job (the
@@ -38,6 +39,7 @@ import time
 from typing import Any
 
 FILL_CHUNK = 512
+STALL_SHARE = 0.8  # a run past the count budget whose threads had less than this share of its time stalled
 
 
 def _log_sink(level: int, text: bytes, user: Any) -> None:  # the engine's log: not wanted here
@@ -107,15 +109,20 @@ def run_job(llama_cpp: Any, job: dict[str, Any], common: dict[str, Any], late_at
     budget = float(job.get("count_budget_s") or 0.0)
 
     def timed(n: int, least: int, one: Any) -> list[tuple[float, float]]:
-        """Up to n runs; past the count's budget (cores so busy a barrier waits a time slice) only `least`."""
+        """Up to n runs; past the count's budget only until `least` of them ran without a stall (a barrier
+        that waited a time slice: longer than the budget with its threads idle a fifth of it), and past
+        three budgets not at all (the parent leaves stalled runs out: they time the other processes)."""
         runs: list[tuple[float, float]] = []
-        t0 = time.perf_counter()
+        t0, clean = time.perf_counter(), 0
         for i in range(n):
-            if budget and i >= least and time.perf_counter() - t0 > budget:
+            spent = time.perf_counter() - t0
+            if budget and spent > budget and (clean >= least or spent > 3 * budget):
                 break
             runs.append(one(i))
-            if budget and runs[-1][0] > budget:
+            if budget and runs[-1][0] > budget and runs[-1][1] < STALL_SHARE:
                 stalled.append(runs[-1][0])
+            else:
+                clean += 1
         return runs
 
     def prompt(at: int, t: int) -> tuple[float, float]:

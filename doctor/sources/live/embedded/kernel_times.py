@@ -27,6 +27,8 @@ from typing import Any
 from doctor.sources.live.embedded import kernel_gguf as kg
 
 BUSY_SHARE = 0.8  # the probe's threads got less than this share of their time: measured on busy cores
+STALL_S = 0.25  # a run longer than this with its threads idle a fifth of it: stalled (left out); the budget of
+# a thread count's runs in the probe child
 PROMPT = 32  # tokens of the timed prompts
 REPS = 2  # timed prompts per thread count
 STEPS = 6  # decode steps per thread count (the first is left out)
@@ -68,11 +70,14 @@ def dense_id(type_name: str, rows: str) -> str:
 def _walls(runs: Any) -> tuple[list[float], float]:
     """Each run's time on owned cores (its wall time x the share of its threads' time it got: what the
     kernels take when the cores are theirs, as the bandwidth probe counts it; the run's own share scales
-    it back in the verdict), and the lowest share among them."""
+    it back in the verdict), and the lowest share among them. A stalled run is left out: past STALL_S with
+    its threads idle a fifth of it or more, a barrier waited for other processes' time slices (a 32-token
+    prompt of 25 ms took 0.8-3.8 s here), which says nothing of the kernels."""
     if not isinstance(runs, list):
         return [], 1.0
     good = [(float(r[0]), min(1.0, max(0.05, float(r[1])))) for r in runs
-            if isinstance(r, list) and len(r) == 2 and r[0] > 0 and isinstance(r[1], int | float)]
+            if isinstance(r, list) and len(r) == 2 and r[0] > 0 and isinstance(r[1], int | float)
+            and not (r[0] > STALL_S and r[1] < BUSY_SHARE)]
     return [wall * share for wall, share in good], min((share for _, share in good), default=1.0)
 
 

@@ -51,8 +51,10 @@ from doctor.core.json_cache import cache_folder, load_fresh, store_fresh
 from doctor.derive.speed_cost import MINOR, kernel_gaps
 from doctor.sources.live.embedded import kernel_gguf as kg
 from doctor.sources.live.embedded.kernel_times import (
+    BUSY_SHARE,
     PROMPT,
     REPS,
+    STALL_S,
     STEPS,
     Heads,
     Job,
@@ -67,7 +69,7 @@ KEEP_GGUF = 24
 # for a later scan once it is past that) and is stopped at CAP_S (busy cores): what finished is kept
 TARGET_S, CAP_S = 2.0, 5.0
 BENCH_CAP_S = 60.0  # scan --bench: every thread count, however long the busy cores take
-COUNT_BUDGET_S = 0.25  # a thread count's prompts and steps past this: the fewest that give a figure
+COUNT_BUDGET_S = STALL_S  # a thread count's prompts and steps past this: the fewest that give a figure
 QUIET_S = (0.25, 0.1)  # what the probe takes on 2 quiet cores: starting the child, a job (docs/speed.md)
 # the type probe: a llama-shaped model with the model's own row widths (the dot products' lengths, which
 # decide how well a kernel runs: SmolLM2's 576 and 1536), at most 2048 and 5632 (a 1-layer probe of an 8B
@@ -103,6 +105,7 @@ class Request:
     # types only the output head has (SmolLM2's Q8_0): a prompt runs the head for its last token only, at the
     # decode rate (doctor/derive/speed_cost.py), so no prompt rate is measured for them
     head_only: tuple[str, ...] = ()
+    head_types: tuple[str, ...] = ()  # the head's types: their decode rate at the prompt's count is planned too
 
     def kv_label(self) -> str:
         return f"{self.type_k}/{self.type_v}/fa{int(self.flash_attn)}"
@@ -123,6 +126,7 @@ class Figures:
     system_info: str = ""
     errors: list[str] = field(default_factory=list)
     skipped: str = ""  # why the child left the other thread counts for a later scan: target | busy
+    stalled: bool = False  # runs that stalled on busy cores were left out
     wall_s: float = 0.0
 
 
@@ -141,6 +145,7 @@ def request_from(facts: Facts, usable: int) -> Request | None:
         first_gpu = max(0, n_layer + 1 - (n_layer + 1 if gpu_layers < 0 else gpu_layers))
     weights: dict[tuple[str, bool], float] = {}
     body: set[str] = set()  # types with weights in the repeating layers (a prompt runs them at its rate)
+    head: set[str] = set()  # the output head's (a prompt runs it once, at the decode rate)
     for row in rows:
         if not (isinstance(row, list) and len(row) == 6 and isinstance(row[0], int) and isinstance(row[3], list)):
             continue
@@ -148,8 +153,7 @@ def request_from(facts: Facts, usable: int) -> Request | None:
         if layer >= first_gpu or type_name not in kg.BUILDABLE:
             continue
         key = (type_name, op == "mul_mat_id")
-        if layer < n_layer:
-            body.add(type_name)
+        (body if layer < n_layer else head).add(type_name)
         weights[key] = weights.get(key, 0.0) + float(row[5] if isinstance(row[5], int) else 1) * math.prod(row[3])
     total = sum(weights.values()) or 1.0
     # a type with a sliver of the weights (a MoE's F32 router) is costed at the slowest rate measured
@@ -173,6 +177,7 @@ def request_from(facts: Facts, usable: int) -> Request | None:
     n_expert, used = facts.value("model.n_expert"), facts.value("model.n_expert_used")
     rows = _rows(facts.value("model.n_embd"), facts.value("model.n_ff"), [*dense, *moe])
     head_only = tuple(sorted(t for t in dense if t not in body))
+    head_types = tuple(sorted(t for t in dense if t in head))
     return Request(tuple(sorted(dense)), tuple(sorted(moe)),
                    min(n_expert, MOE_EXPERTS_MAX) if isinstance(n_expert, int) else 0,
                    used if isinstance(used, int) else 0, heads,
@@ -180,7 +185,7 @@ def request_from(facts: Facts, usable: int) -> Request | None:
                    # as scan's trace runs it: anything but "disabled" turns flash attention on
                    extra, str(facts.value("config.flash_attn", "disabled")) != "disabled",
                    str(facts.value("config.type_k", "f16")), str(facts.value("config.type_v", "f16")), rows,
-                   head_only)
+                   head_only, head_types)
 
 
 def _rows(n_embd: Any, n_ff: Any, types: list[str]) -> tuple[int, int]:
@@ -352,7 +357,8 @@ def _jobs(req: Request, missing: set[str], folder: Path) -> list[Job]:
                 "count_budget_s": COUNT_BUDGET_S, "fill_threads": 1,
                 # the steps start from the cache's first cells: no prompt before them to pay for
                 "decode_after_prompt": False, "prefill_threads": prefill, "decode_threads": decode,
-                "optional": {"decode": [t for t in decode if t != req.planned("decode")],
+                "optional": {"decode": [t for t in decode if t != req.planned("decode") and not (
+                                 kind == "dense" and ty in req.head_types and t == req.planned("prefill"))],
                              "prefill": [t for t in prefill if t != req.planned("prefill")]}}
         if kind == "attn":
             spec["depth"] = ATTN_DEPTH
@@ -422,6 +428,10 @@ def measure(req: Request, missing: set[str], folder: Path, proc_root: str = "/pr
             figures.errors.append(f"{line.get('id')}: {line['error']}")
         elif "id" in line:
             results[str(line["id"])] = line
+            figures.stalled = figures.stalled or any(
+                isinstance(r, list) and len(r) == 2 and r[0] > STALL_S and r[1] < BUSY_SHARE
+                for part in ("prefill", "decode", "prefill_deep", "decode_deep")
+                for runs in (line.get(part) or {}).values() for r in runs)
             if line.get("skipped"):
                 figures.skipped = str(line.get("skipped_why") or "target")
     dense: dict[str, dict[str, Any]] = {k: v for k, v in (kept or {}).items() if k.startswith("dense/")}
@@ -508,7 +518,8 @@ def kernel_facts(req: Request, cpuinfo: str, *, measure_missing: bool = True, fo
         got = measure(req, missing, gguf_dir, proc_root, timeout_s, kept, target_s)
         errors = got.errors + ([(f"past its {target_s:g} s target" if got.skipped == "target" else
                                  "on cores so busy that a run stalled") + ", the other thread counts were left for "
-                                "a later scan"] if got.skipped else [])
+                                "a later scan"] if got.skipped else []) \
+            + (["runs that stalled on busy cores were left out"] if got.stalled else [])
         if folder and got.entries:
             store(folder, key, got.entries)
         kept.update(got.entries)
