@@ -153,7 +153,7 @@ def scan_facts(path: Path, kernel_cache: str, extra: bool, usable: int) -> Any:
     if request is not None:
         facts.merge(kernel_facts(request, Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"),
                                  folder=kernel_cache, progress=lambda text: print(text, file=sys.stderr),
-                                 timeout_s=1800))
+                                 timeout_s=1800, target_s=None))
     return facts
 
 

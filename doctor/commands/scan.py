@@ -328,10 +328,12 @@ def verify_scan(report: Any, model_path: str, plan: Plan, machine: Facts, ruleba
     verify(report, dataclasses.asdict(base), run_job, budget_s=budget_s, progress=_progress, rules=rulebase)
 
 
-def kernel_probe(facts: Facts, trace: Facts, plan: Plan, roots: Any, errors: list[str]) -> Facts:
+def kernel_probe(facts: Facts, trace: Facts, plan: Plan, roots: Any, errors: list[str], bench: bool = False) -> Facts:
     """The kernel probe's figures for the traced model at the planned threads and the setting the trace
-    ran with (kept ones, else measured now, saying so on stderr); never fails the scan."""
-    from doctor.sources.live.embedded.kernels import kernel_facts, request_from
+    ran with (kept ones, else measured now, saying so on stderr: a first scan's within about 2 s, the
+    other thread counts left for a later scan where it runs past that; `scan --bench` measures them all);
+    never fails the scan."""
+    from doctor.sources.live.embedded.kernels import BENCH_CAP_S, kernel_facts, request_from
     from doctor.sources.probes.base import try_text
 
     view = Facts()
@@ -342,7 +344,11 @@ def kernel_probe(facts: Facts, trace: Facts, plan: Plan, roots: Any, errors: lis
     if request is None:
         return Facts()
     try:
-        return kernel_facts(request, try_text(roots.procfs("cpuinfo")) or "", progress=_progress, proc_root=roots.proc)
+        cpuinfo = try_text(roots.procfs("cpuinfo")) or ""
+        if bench:
+            return kernel_facts(request, cpuinfo, progress=_progress, proc_root=roots.proc, timeout_s=BENCH_CAP_S,
+                                target_s=None)
+        return kernel_facts(request, cpuinfo, progress=_progress, proc_root=roots.proc)
     except Exception as exc:  # one source among several: report, never crash
         errors.append(f"kernel probe failed: {type(exc).__name__}: {exc}")
         return Facts()
@@ -492,7 +498,8 @@ def run(args: argparse.Namespace) -> int:
         # a trace that crashed may be followed by triage and by the trace made again
         thread.join(TRACE_TIMEOUT_S + (0 if args.no_triage else TRIAGE_BUDGET_S + TRACE_TIMEOUT_S) + 30)
     if "facts" in trace_result:  # the engine's own kernels for this model's types, timed once per machine
-        facts.merge(kernel_probe(facts, trace_result["facts"], plan, roots, trace_result.setdefault("errors", [])))
+        facts.merge(kernel_probe(facts, trace_result["facts"], plan, roots, trace_result.setdefault("errors", []),
+                                 bench=bool(args.bench)))
     if heavy:
         _progress("benchmarks (--bench): " + ", ".join(p.name for p in heavy))
         facts.merge(registry.collect(ctx, heavy, parallel=False))

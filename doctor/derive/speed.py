@@ -40,6 +40,7 @@ from doctor.derive.speed_cost import (
     decode_cells,
     decode_seconds,
     fallback_mats,
+    kernel_gaps,
     main_type,
     prefill_cells,
     prefill_seconds,
@@ -265,6 +266,17 @@ MISSING_KERNELS = "the engine's kernel rates for this model's weight types on th
                   "scan times them)"
 
 
+def missing_kernels(ceil: Ceilings, phase: str, threads: int, head: tuple[str, ...] = ()) -> str:
+    """Which kernel figures the phase lacks at the engine's threads (a kernel probe stopped before them: named,
+    never guessed), else the general sentence."""
+    keys = list(ceil.kernel_missing)
+    if phase == "prefill":  # a prompt runs the output head (of types `head`) once, at its decode rate
+        keys = [k for k in keys if k.split("/")[-2] == "prefill" or k.split("/")[:2] in (["dense", t] for t in head)]
+    gaps = kernel_gaps(keys, None if phase == "prefill" else phase, threads)
+    return f"the kernel probe's {gaps} on this machine (not measured yet: the next traced llm-doctor scan " \
+           "measures them)" if gaps else MISSING_KERNELS
+
+
 def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, float], float, str | None]:
     """Seconds per token each bound allows, the expected total (0: unknown), and what is missing (or None)."""
     terms: dict[str, float] = {}
@@ -319,7 +331,8 @@ def prefill_terms(cost: Cost, ceil: Ceilings, share: Share, batch: int) -> tuple
             terms["compute:cpu"] = cpu_flops / (ceil.cpu_peak_gflops * 1e9) / s
             expected = None
         elif ceil.kernels is not None or ceil.source == "measured":
-            return {}, 0.0, MISSING_KERNELS
+            return {}, 0.0, missing_kernels(ceil, "prefill", share.measured_at,
+                                            tuple(t for t, _ in _mats(cost).head))
         else:
             return {}, 0.0, "the CPU's name or its measured kernels (run llm-doctor scan on it)"
     if on_gpu_flops > 0:
@@ -422,9 +435,10 @@ def judge(facts: Facts, cost: Cost, ceil: Ceilings) -> list[tuple[Verdict, Share
         else:
             terms, expected, missing = prefill_terms(cost, ceil, share, batch)
         v = Verdict(phase, tok_s, terms, expected, source=ceil.source if not missing else "unknown", settle=missing)
-        if phase == "decode" and not missing and ceil.kernels is not None and cost.decode_cpu_bytes \
-                and "compute:cpu" not in terms:
-            v.notes.append(f"no kernel figures: {MISSING_KERNELS}")
+        if phase == "decode" and not missing and (ceil.kernels is not None or ceil.kernel_missing) \
+                and cost.decode_cpu_bytes and "compute:cpu" not in terms:
+            v.notes.append("no kernel figures (compute:cpu left out): "
+                           + missing_kernels(ceil, "decode", share.measured_at))
         gain = thread_gain(cost, ceil, share, phase, batch)
         v.threads_gain = gain[0] if gain else None
         v.bound = _binding(v, cost, ceil, share, gain)

@@ -51,6 +51,7 @@ class Ceilings:
     cpu_peak_gflops: float | None = None  # a published CPU's vector peak (FLOP/s): a compute bound
     gpu_kind: str = "gpu"  # gpu | apple
     notes: list[str] = field(default_factory=list)
+    kernel_missing: tuple[str, ...] = ()  # the kernel probe's figures not measured (host.cpu.kernel_missing)
 
 
 def _num(facts: Facts, name: str) -> float | None:
@@ -98,8 +99,10 @@ def ceilings(facts: Facts) -> Ceilings:
     if source == "spec":
         device, cite = facts.value("spec.device", "the device"), facts.value("spec.source", "spec")
         how.append(f"{device}: {spec_bw:g} GB/s ({cite})")
+    missing = facts.value("host.cpu.kernel_missing")
     return Ceilings(bw, bw_all or bw, kernels, gpu_bw, peaks, pcie, source, "; ".join(how), gpu_layer_ms(facts),
-                    cpu_peak, "apple" if kind == "apple" else "gpu")
+                    cpu_peak, "apple" if kind == "apple" else "gpu",
+                    kernel_missing=tuple(str(k) for k in missing) if isinstance(missing, list) else ())
 
 
 def _at_threads(facts: Facts, spec_bw: float, peak: float | None, how: list[str]) -> tuple[float, float | None]:

@@ -222,3 +222,17 @@ def cpu_mats(rows: object, n_layer: int, first_gpu_layer: int, head_on_gpu: bool
 def fallback_mats(type_name: str, cpu_params: float, cpu_layers: int) -> Mats:
     """Without the tensor table: every active CPU parameter in one type, the head not told apart."""
     return Mats(((type_name, "mul_mat", cpu_params),), ((type_name, "mul_mat", cpu_params),), (), cpu_layers)
+
+
+def kernel_gaps(keys: Any, phase: str | None = None, threads: int | None = None) -> str:
+    """The kernel probe's missing figures (host.cpu.kernel_missing: its cache keys) in words, by thread count
+    ("Q8_0 prefill, attention prefill at 2 threads"); only `phase`'s at `threads` where given; "" when none."""
+    by_count: dict[str, set[str]] = {}
+    for key in keys if isinstance(keys, list | tuple) else []:
+        parts = str(key).split("/")
+        if len(parts) < 4 or (phase and parts[-2] != phase) or (threads is not None and parts[-1] != str(threads)):
+            continue
+        what = {"dense": parts[1], "moe": f"{parts[1]} experts", "attn": "attention"}.get(parts[0], parts[0])
+        by_count.setdefault(parts[-1], set()).add(f"{what} {parts[-2]}")
+    return "; ".join(f"{', '.join(sorted(v))} at {t} thread{'' if t == '1' else 's'}"
+                     for t, v in sorted(by_count.items()))

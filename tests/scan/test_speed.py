@@ -117,6 +117,28 @@ def test_on_few_cores_the_engine_s_own_kernels_bind_and_set_the_expected_speed(m
     assert facts.value("speed.decode.expected_tok_s") == pytest.approx(8e9 / 1.1 / weights, rel=0.01)
 
 
+def test_a_probe_stopped_at_its_cap_names_the_figures_it_lacks_rather_than_guessing(model_files) -> None:
+    """The first scan's kernel probe stopped before Q6_K's prompt and attention (busy cores): the prefill
+    verdict says which figures would settle it, decode keeps the bus as its ceiling and says compute:cpu was
+    left out and why."""
+    rows = kernels({2: 8.0})
+    rows["host.cpu.kernel_decode"] = [r for r in rows["host.cpu.kernel_decode"] if r[0] == "Q4_K"]
+    rows["host.cpu.kernel_prefill"] = [r for r in rows["host.cpu.kernel_prefill"] if r[0] == "Q4_K"]
+    del rows["host.cpu.kernel_attention"]
+    missing = ["attn/h32k8d128/f16/f16/fa0/Q4_K/r2048x5632/decode/2",
+               "attn/h32k8d128/f16/f16/fa0/Q4_K/r2048x5632/prefill/2",
+               "dense/Q6_K/r2048x5632/decode/2", "dense/Q6_K/r2048x5632/prefill/2"]
+    facts = facts_for(model_files("llama-3-8b-instruct-q4_k_m"), **{
+        "host.ram.read_bw_gbs": 28.5, "host.ram.read_bw_all_gbs": 28.5, **rows, "host.cpu.kernel_missing": missing,
+        "run.decode_tps": 1.0, "run.prefill_tps": 10.0})
+    settle = facts.value("speed.prefill.settle")
+    assert "Q6_K decode, Q6_K prefill, attention prefill at 2 threads" in settle and "next traced" in settle
+    assert not facts.has("speed.prefill.fraction")  # no ceiling guessed without them
+    assert facts.value("speed.decode.bound") == "memory-bandwidth:cpu"
+    note = facts.get("speed.decode.bound").source.text
+    assert "compute:cpu left out" in note and "Q6_K decode, attention decode at 2 threads" in note
+
+
 def test_a_speed_above_its_ceiling_is_the_ceiling_s_defect_never_a_verdict(model_files) -> None:
     """Issue 36: decode 2.8x past a "ceiling" fitted on another CPU. Past 1.05 x the ceiling the bound is
     ceiling-misfit, the term that did not fit is named, and no rule judges the run against it."""

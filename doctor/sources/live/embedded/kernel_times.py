@@ -27,7 +27,10 @@ from typing import Any
 from doctor.sources.live.embedded import kernel_gguf as kg
 
 BUSY_SHARE = 0.8  # the probe's threads got less than this share of their time: measured on busy cores
+STALL_S = 0.25  # a run longer than this with its threads idle a fifth of it: stalled (left out); the budget of
+# a thread count's runs in the probe child
 PROMPT = 32  # tokens of the timed prompts
+REPS = 2  # timed prompts per thread count
 STEPS = 6  # decode steps per thread count (the first is left out)
 CELLS = 256  # the attention probe's two depths are this many KV cells apart
 
@@ -50,16 +53,31 @@ class Job:
     table: list[kg.Tensor]
     shape: kg.Shape
     kv: str = ""  # attention: the KV types and flash-attention setting it ran with
+    rows: str = ""  # the row widths the probe's matrices have (`rows_label`): part of every key
+
+
+def rows_label(n_embd: int, n_ff: int) -> str:
+    """The row widths of a probe's matrices, as its keys carry them (a dot product's length decides its kernel's
+    efficiency: SmolLM2's rows of 576 run slower per weight than rows of 2048)."""
+    return f"r{n_embd}x{n_ff}"
+
+
+def dense_id(type_name: str, rows: str) -> str:
+    """The key prefix of a weight type's figures at those row widths."""
+    return f"dense/{type_name}/{rows}"
 
 
 def _walls(runs: Any) -> tuple[list[float], float]:
     """Each run's time on owned cores (its wall time x the share of its threads' time it got: what the
     kernels take when the cores are theirs, as the bandwidth probe counts it; the run's own share scales
-    it back in the verdict), and the lowest share among them."""
+    it back in the verdict), and the lowest share among them. A stalled run is left out: past STALL_S with
+    its threads idle a fifth of it or more, a barrier waited for other processes' time slices (a 32-token
+    prompt of 25 ms took 0.8-3.8 s here), which says nothing of the kernels."""
     if not isinstance(runs, list):
         return [], 1.0
     good = [(float(r[0]), min(1.0, max(0.05, float(r[1])))) for r in runs
-            if isinstance(r, list) and len(r) == 2 and r[0] > 0 and isinstance(r[1], int | float)]
+            if isinstance(r, list) and len(r) == 2 and r[0] > 0 and isinstance(r[1], int | float)
+            and not (r[0] > STALL_S and r[1] < BUSY_SHARE)]
     return [wall * share for wall, share in good], min((share for _, share in good), default=1.0)
 
 
@@ -78,6 +96,7 @@ def figures_from(job: Job, result: dict[str, Any], dense: dict[str, dict[str, An
     experts = float(sum(math.prod(ne) for name, ne, _ in job.table if "_exps" in name))
     active = experts * (job.shape.n_expert_used / job.shape.n_expert) if job.shape.n_expert else 0.0
     others_busy = isinstance(other_busy, int | float) and other_busy > 0.25
+    base = dense_id(job.type_name, job.rows)
 
     def entry(best: float, typ: float, share: float, **more: Any) -> dict[str, Any]:
         return {"best": best, "typ": typ, "when": when, "busy": share < BUSY_SHARE or others_busy,
@@ -89,9 +108,9 @@ def figures_from(job: Job, result: dict[str, Any], dense: dict[str, dict[str, An
         if bt is None:
             continue
         if job.kind == "dense":
-            out[f"dense/{job.type_name}/decode/{t}"] = entry(w_all / bt[0], w_all / bt[1], share)
+            out[f"{base}/decode/{t}"] = entry(w_all / bt[0], w_all / bt[1], share)
         elif job.kind == "moe":
-            rate = dense.get(f"dense/{job.type_name}/decode/{t}")
+            rate = dense.get(f"{base}/decode/{t}")
             if rate:
                 rest = w_all - experts
                 out[f"{job.spec['id']}/e{job.shape.n_expert}u{job.shape.n_expert_used}/decode/{t}"] = entry(
@@ -105,12 +124,12 @@ def figures_from(job: Job, result: dict[str, Any], dense: dict[str, dict[str, An
         flops = 2.0 * (w_all - head) * PROMPT
         if job.kind == "dense":
             # the head runs for the prompt's last token only (a decode token's worth of it)
-            rate = dense.get(f"dense/{job.type_name}/decode/{t}") or {}
+            rate = dense.get(f"{base}/decode/{t}") or {}
             h = (head / rate["best"], head / rate["typ"]) if rate else (0.0, 0.0)
-            out[f"dense/{job.type_name}/prefill/{t}"] = entry(flops / max(1e-9, bt[0] - h[0]),
+            out[f"{base}/prefill/{t}"] = entry(flops / max(1e-9, bt[0] - h[0]),
                                                               flops / max(1e-9, bt[1] - h[1]), share)
         elif job.kind == "moe":
-            rate = dense.get(f"dense/{job.type_name}/prefill/{t}")
+            rate = dense.get(f"{base}/prefill/{t}")
             if rate:
                 rest = 2.0 * (w_all - experts - head) * PROMPT
                 moe_flops = 2.0 * active * PROMPT
@@ -129,12 +148,13 @@ def _attention(job: Job, result: dict[str, Any], dense: dict[str, dict[str, Any]
     out = {}
     layers = job.shape.n_layer
     heads = Heads(job.shape.n_head, job.shape.n_head_kv, job.shape.head_dim)
-    base = f"attn/{heads.label()}/{job.kv}/{job.type_name}"
+    base = f"attn/{heads.label()}/{job.kv}/{job.type_name}/{job.rows}"
+    rates = dense_id(job.type_name, job.rows)
     for t in result.get("decode") or {}:
         shallow, s1 = _walls(result["decode"].get(t))
         deep, s2 = _walls((result.get("decode_deep") or {}).get(t))
         a, b = _best_typ(shallow, 1), _best_typ(deep, 1)
-        rate = dense.get(f"dense/{job.type_name}/decode/{t}")
+        rate = dense.get(f"{rates}/decode/{t}")
         if a is None or b is None or not rate:
             continue
         cell = tuple(max(0.0, (b[i] - a[i]) / (layers * CELLS)) for i in (0, 1))
