@@ -27,7 +27,7 @@ import os
 
 MEMORY_ENV = "LLM_DOCTOR_MEMORY_MB"
 MEMORY_MB = 100  # the memory of the analysis and its workers, summed (PSS): the workers stop short of it
-MEMORY_SHARE = 0.9  # ... once the sum reaches this share of it (it grows between two looks)
+MEMORY_SHARE = 0.8  # ... once the sum reaches this share of it (it grows between two looks)
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 THRESHOLD = 512 << 10
 

@@ -16,7 +16,9 @@ Used for a regular file of at least `MIN_BYTES` when more than one core is free 
 workers to use, 0 for the serial path). Workers are forked from this process (the parsers, patterns and
 catalogue already made); each reads its regions from the file itself (positional reads of the same
 descriptor). One that fails or dies leaves its regions to this process. Memory: each worker holds one region
-and its records; this process at most `depth` regions' records ahead of the one it replays.
+and its records; this process at most `depth` regions' records ahead of the one it replays; where this process
+and its workers together near the memory budget (doctor/sources/logs/memory.py), the workers stop and this
+process reads on alone.
 
 Pure apart from reading the given file and its worker processes.
 """

@@ -25,13 +25,12 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Protocol
 
 from doctor.core.lines import MAX_LINE, LineSplitter
 from doctor.sources.logs.stream import CHUNK
 
 if TYPE_CHECKING:
-    from doctor.sources.live.follow.follower import LogFollower
     from doctor.sources.live.session import TraceSession
     from doctor.sources.logs.regions import Read, Region
 
@@ -40,7 +39,14 @@ BEHIND_LOW = 8 << 20  # read on with workers while the writer is at least this f
 REGION = CHUNK  # the reads regions are cut in: analyze's
 
 
-def catch_up(follower: LogFollower, splitter: LineSplitter, session: TraceSession, stop: Callable[[], bool],
+class Followed(Protocol):
+    """What is read of the follower (follower.py LogFollower): its open file and where it reads next."""
+
+    handle: IO[bytes] | None
+    pos: int
+
+
+def catch_up(follower: Followed, splitter: LineSplitter, session: TraceSession, stop: Callable[[], bool],
              first_line: int, chunk: int | None = None, workers: int | None = None,
              behind_min: int | None = None, behind_low: int | None = None) -> int:
     """Read the followed file on with workers from the splitter's line start, where it pays; the lines read

@@ -157,7 +157,7 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
     try:
         while True:
             got = False
-            if follower.handle is not None and not stop():  # far behind the writer: read on with workers
+            if follower.handle is not None:  # far behind the writer: read on with workers (catchup.py)
                 read = catch_up(follower, splitter, session, stop, line_no + 1)
                 line_no += read
                 got = read > 0
