@@ -11,6 +11,10 @@ import pytest
 # Strict fact names: a fact the catalogue does not know, or a unit that is not the catalogue's, is an
 # error in the suite (doctor.core.facts.STRICT), in this process and in the engines and commands it starts.
 os.environ["LLM_DOCTOR_STRICT_FACTS"] = "1"
+# No memory budget for an analysis's workers (doctor/sources/logs/memory.py): the test process (pytest, every module
+# imported) is past it before it reads a line, so workers would never be looked at; tests/logs/test_parallel.py
+# sets one where the budget is what is tested.
+os.environ["LLM_DOCTOR_MEMORY_MB"] = "0"
 
 import doctor.core.facts
 from doctor.core.report import Report

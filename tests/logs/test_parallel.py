@@ -21,6 +21,7 @@ import pytest
 
 from doctor.sources.logs import ahead as ahead_module
 from doctor.sources.logs import entry as entry_module
+from doctor.sources.logs import memory as memory_module
 from doctor.sources.logs import parallel
 from doctor.sources.logs.analyze import LogAnalyzer
 from doctor.sources.logs.entry import analyze_stream
@@ -179,6 +180,7 @@ def test_a_stream_that_is_no_file_reads_the_same(mixed: Path, tmp_path: Path, ch
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv(parallel.ENV, workers)
             patch.setattr(parallel, "analyze_pipe", spy)
+            patch.setattr(entry_module, "PIPE_READS", 3)  # a few reads: the log here is some MB
             with path.open("rb") as f:
                 reports.append(json.dumps(analyze_stream(f, "mixed.log", chunk).to_json(), sort_keys=True))
         if workers == "1":
@@ -267,6 +269,21 @@ def test_a_worker_that_dies_leaves_its_regions_here(mixed: Path, monkeypatch: py
     monkeypatch.setattr(parallel, "WAIT_S", 0.05)
     seen = _same(mixed, 500_000)
     assert seen["worker"] == 0
+
+
+def test_workers_stop_at_the_memory_budget(mixed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the analysis and its workers, summed, reach the budget (LLM_DOCTOR_MEMORY_MB: here 1 MB, reached at
+    once), the worker says so after its region and ends; the analysis reads on alone, to the same report."""
+    monkeypatch.setenv(memory_module.MEMORY_ENV, "1")
+    seen = _same(mixed, 500_000)
+    assert seen["stopped"] == 1 and seen["local"] > 0
+
+
+def test_the_memory_used_is_read_from_proc() -> None:
+    """The memory summed over processes: this one's, more than nothing; a process that is gone, nothing."""
+    own = memory_module.memory_used([os.getpid()])
+    assert 1 << 20 < own < 4 << 30
+    assert memory_module.memory_used([os.getpid(), 1 << 30]) == own
 
 
 def test_a_state_that_cannot_move_turns_speculation_off(mixed: Path, monkeypatch: pytest.MonkeyPatch) -> None:

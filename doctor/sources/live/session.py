@@ -127,6 +127,23 @@ class TraceSession:
                 self.on_event(event)
         return count
 
+    def log_read(self, count: int, first_line: int, tail: bytes = b"", stream: str = "file") -> None:
+        """`count` lines from `first_line` on that the analyzer read itself (a followed file read on with
+        workers: doctor/sources/live/follow/catchup.py, only where no one needs each line); a consumer of the
+        newest lines (`line_events` "tail") gets the last of them, from `tail` (whole lines, the last of them)."""
+        if not count:
+            return
+        self.builder.log_read(count)
+        self.dirty = True
+        if not tail or self.on_event is None or self.line_events != "tail":
+            return
+        lines = block_lines(tail, last=min(count, TAIL_LINES_PER_BATCH))
+        t_ms = self.now_ms()
+        last = first_line + count - 1
+        for i, raw in enumerate(lines):
+            self.on_event(LogEvent(t_ms=t_ms, line=last - len(lines) + 1 + i,
+                                   text=strip_controls(raw.decode("utf-8", "replace")), stream=stream))
+
     def flush(self) -> None:
         if self.recorder is not None:
             self.recorder.flush()

@@ -205,7 +205,7 @@ class TraceBuilder:
         self.kept: list[LiveEvent] = []
         self.before_engine = True  # no engine event yet: facts given now (host, model file) are kept
 
-    def _drain_log(self) -> None:
+    def drain_log(self) -> None:
         if self.pending_log:
             self.analyzer.feed(b"".join(self.pending_log))
             self.pending_log.clear()
@@ -221,7 +221,12 @@ class TraceBuilder:
         self.pending_log.append(block)
         self.pending_bytes += len(block)
         if self.pending_bytes >= LOG_BATCH:
-            self._drain_log()
+            self.drain_log()
+
+    def log_read(self, count: int) -> None:
+        """`count` log lines the analyzer read itself (a followed file read on with workers:
+        doctor/sources/live/follow/catchup.py)."""
+        self.log_lines += count
 
     def add(self, event: LiveEvent) -> None:
         """Take the next event. A StepEvent is marked with the decode spikes as they now stand."""
@@ -243,7 +248,7 @@ class TraceBuilder:
             self.pending_log.append(event.text.encode("utf-8", "replace") + b"\n")
             self.pending_bytes += len(self.pending_log[-1])
             if self.pending_bytes >= LOG_BATCH:
-                self._drain_log()
+                self.drain_log()
         elif isinstance(event, SampleEvent):
             self._sample(event)
         elif isinstance(event, PhaseEvent):
@@ -260,7 +265,7 @@ class TraceBuilder:
             self._end(event)
         elif isinstance(event, NoticeEvent) and event.session in ("truncated", "rotated"):
             # the followed file started over: the lines so far are one session, the new file's another
-            self._drain_log()
+            self.drain_log()
             self.analyzer.new_session(event.session, event.text, restart_lines=True)
         # FindingEvents are the rules' output, not input: they are not fed back.
 
@@ -437,7 +442,7 @@ class TraceBuilder:
     def snapshot(self) -> Facts:
         """Facts so far: the engine log's facts, overlaid with the trace's own."""
         # with no log line seen there is nothing to detect an engine from: start empty
-        self._drain_log()
+        self.drain_log()
         facts = self.analyzer.snapshot() if self.log_lines else Facts()
         log_seen = bool(self.log_lines) and self.analyzer.recognised()
         facts.merge(self.facts)

@@ -147,7 +147,16 @@ class LogAnalyzer:
                 or self.facts.has_prefix("run."))
 
     def _close(self, last_line: int) -> None:
-        snap = self.snapshot()
+        # the session's lines end at `last_line`: its snapshot counts them so, whatever the scanner counted at the
+        # start of the read it closes in (a count that would make the report depend on where reads cut the input)
+        # (a paste's lines are numbered as the user's: `last_line` is one of those, and the paste is one read)
+        counted = self.scanner.lines
+        if self.pasted is None:
+            self.scanner.lines = last_line
+        try:
+            snap = self.snapshot()
+        finally:
+            self.scanner.lines = counted
         snap.sessions = []
         self.sessions_closed += 1
         self.sessions.append(Session(

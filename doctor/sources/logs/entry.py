@@ -23,10 +23,11 @@ from doctor.core.facts import Facts
 from doctor.core.paste import PASTE_MAX, looks_pasted, normalise_paste
 from doctor.sources.logs.analyze import LogAnalyzer, read_to_end
 from doctor.sources.logs.line import decode
+from doctor.sources.logs.memory import map_big_buffers
 from doctor.sources.logs.stream import CHUNK, open_input, peek_head, read_upto, rewindable
 
 PARALLEL_MIN = 32 << 20  # a regular file this big is read with worker processes (doctor/sources/logs/parallel.py)
-PIPE_READS = 3  # a stream that is not a file (standard input) with this many reads or more: with workers too
+PIPE_READS = 12  # a stream that is not a file (standard input) with this many reads or more: with workers too
 
 
 def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = None) -> Facts:
@@ -37,6 +38,7 @@ def analyze_stream(stream: BinaryIO, name: str = "input", chunk: int | None = No
     from doctor.sources.logs.prose import MAX_PROSE, read_prose
 
     chunk = chunk or CHUNK
+    map_big_buffers()  # each read's buffers given back when freed (doctor/sources/logs/memory.py)
     stream = open_input(rewindable(stream))
     first = b""
     head = peek_head(stream)

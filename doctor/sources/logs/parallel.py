@@ -16,13 +16,16 @@ Used for a regular file of at least `MIN_BYTES` when more than one core is free 
 workers to use, 0 for the serial path). Workers are forked from this process (the parsers, patterns and
 catalogue already made); each reads its regions from the file itself (positional reads of the same
 descriptor). One that fails or dies leaves its regions to this process. Memory: each worker holds one region
-and its records; this process at most `depth` regions' records ahead of the one it replays.
+and its records; this process at most `depth` regions' records ahead of the one it replays; where this process
+and its workers together near the memory budget (doctor/sources/logs/memory.py), the workers stop and this
+process reads on alone.
 
 Pure apart from reading the given file and its worker processes.
 """
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import pickle
@@ -38,6 +41,7 @@ from doctor.core.lines import SNIFF
 from doctor.sources.logs.ahead import LINE, Ahead, Reader, Speculation
 from doctor.sources.logs.analyze import LogAnalyzer, read_to_end
 from doctor.sources.logs.matcher import compile_triggers, span_finder
+from doctor.sources.logs.memory import MEMORY_SHARE, memory_budget, memory_used
 from doctor.sources.logs.prose import MAX_PROSE
 from doctor.sources.logs.regions import Read, Region, cut, file_regions, pread
 from doctor.sources.logs.stream import CHUNK, MAX_GAP, RawLine, cut_line
@@ -46,6 +50,7 @@ ENV = "LLM_DOCTOR_WORKERS"
 MIN_BYTES = 32 << 20  # smaller inputs are read by the serial path (a worker's start-up costs more than it saves)
 MAX_WORKERS = 3  # each worker is a process of its own (memory): more than three rarely pay on one log
 WAIT_S = 1.0  # how long this process waits for a result before it checks that its workers still live
+MEMORY_EVERY_S = 0.1  # how often the memory is looked at (reading it walks each process's page tables)
 
 
 def workers_wanted(size: int, min_bytes: int | None = None) -> int:
@@ -218,11 +223,18 @@ class _Held:
         return self.tail, self.read_end, self.pending
 
 
-def _serve(name: str, fold: bool, escaped: bool, fd: int, tasks: Any, results: Any) -> None:
+STOPPED = -1  # the index a worker answers with when it stops (the memory budget)
+
+
+def _serve(name: str, fold: bool, escaped: bool, fd: int, tasks: Any, results: Any, budget: int = 0,
+           workers: int = 1) -> None:
     """A worker: regions in (index, start, end, buf_end or the region's bytes, lines before it or None), their
-    read ahead out (index, Ahead or None, the worker's CPU seconds)."""
+    read ahead out (index, Ahead or None, the worker's CPU seconds). After each region it looks at the memory of
+    the analysis and of the workers (as many as it, each taken to use what it uses): where that reaches `budget`,
+    it says so (STOPPED) and ends; the analysis reads on alone."""
     reader = Reader(name, fold, escaped)
     read = pread(fd)
+    parent = os.getppid()
     while True:
         task = tasks.get()
         if task is None:
@@ -235,6 +247,9 @@ def _serve(name: str, fold: bool, escaped: bool, fd: int, tasks: Any, results: A
         except Exception:  # the region is left to the analysis, which reads it itself
             ahead = None
         results.put((index, ahead, time.process_time() - began))
+        if budget and memory_used([parent]) + workers * memory_used([os.getpid()]) >= budget:
+            results.put((STOPPED, None, 0.0))
+            return
 
 
 class _Pool:
@@ -246,10 +261,17 @@ class _Pool:
         ctx = multiprocessing.get_context("fork")
         self.tasks = ctx.Queue()
         self.results = ctx.Queue()
-        self.procs = [ctx.Process(target=_serve, args=(name, fold, escaped, fd, self.tasks, self.results), daemon=True)
-                      for _ in range(workers)]
-        for proc in self.procs:
-            proc.start()
+        budget = int(memory_budget() * MEMORY_SHARE)
+        args = (name, fold, escaped, fd, self.tasks, self.results, budget, workers)
+        self.procs = [ctx.Process(target=_serve, args=args, daemon=True) for _ in range(workers)]
+        # what this process made so far (modules, patterns, the catalogue) is left out of the workers' collections:
+        # their garbage collector would otherwise write to every object's page and copy the lot into each worker
+        gc.freeze()
+        try:
+            for proc in self.procs:
+                proc.start()
+        finally:
+            gc.unfreeze()
         self.broken = False
 
     @property
@@ -274,6 +296,18 @@ class _Pool:
                 if not all(proc.is_alive() for proc in self.procs):
                     self.broken = True
                     return None
+
+    @property
+    def pids(self) -> list[int]:
+        """This process and its workers (while they work)."""
+        return [os.getpid(), *(p.pid for p in self.procs if p.pid is not None and not self.broken)]
+
+    def stop(self) -> None:
+        """End the workers now (the memory budget): the regions given out are this process's to read."""
+        self.broken = True
+        for proc in self.procs:
+            if proc.is_alive():
+                proc.terminate()
 
     def close(self) -> None:
         if not self.broken:
@@ -316,7 +350,10 @@ class _Replay:
         self.busy = 0.0  # CPU seconds this process spent reading ahead and replaying
         self.worker_busy = 0.0  # and the workers, on the regions they read
         self.adopted = 0  # regions whose speculation was taken
-        self.stats = {"local": 0, "worker": 0, "scanned": 0}  # regions read here, by a worker; parts scanned here
+        self.budget = int(memory_budget() * MEMORY_SHARE)  # the workers stop where the memory summed reaches it
+        self.looked = 0.0  # when the memory was last looked at
+        # regions read here, by a worker; parts scanned here; whether the workers were stopped (the memory budget)
+        self.stats = {"local": 0, "worker": 0, "scanned": 0, "stopped": 0}
 
     def starts_often(self, region: Region) -> bool:
         """Whether a region (the first) holds two engine start lines or more: a log of many sessions, read with
@@ -347,6 +384,8 @@ class _Replay:
                     if region.index == 0 and self.analyzer.starts.fragments:
                         self.speculate = self.starts_often(region)
             turn = last.index + 1 if last is not None else 0
+            if self._over_budget():
+                self._stop(given, done)
             while waiting and len(given) < self.depth and self.pool.size:
                 region = waiting.popleft()
                 given.add(region.index)
@@ -375,6 +414,9 @@ class _Replay:
                         done.setdefault(index, None)
                     continue
                 index, ahead, cpu = got
+                if index == STOPPED:  # a worker stopped for the memory budget: the others too
+                    self._stop(given, done)
+                    continue
                 self.worker_busy += cpu
                 if index in given and index not in done:
                     done[index] = ahead
@@ -383,6 +425,24 @@ class _Replay:
                         self.counts[index] = ahead.lines
                 continue
             return last
+
+    def _stop(self, given: set[int], done: dict[int, Ahead | None]) -> None:
+        """Stop the workers (the memory budget): the regions given out and not read are read here."""
+        self.pool.stop()
+        self.stats["stopped"] = 1
+        for index in given:
+            done.setdefault(index, None)
+
+    def _over_budget(self) -> bool:
+        """Whether the memory of this process and its workers, summed, reached the budget (looked at every
+        MEMORY_EVERY_S at most, while workers work)."""
+        if not self.budget or not self.pool.size:
+            return False
+        now = time.monotonic()
+        if now < self.looked + MEMORY_EVERY_S:
+            return False
+        self.looked = now
+        return memory_used(getattr(self.pool, "pids", [os.getpid()])) >= self.budget
 
     def _lines_before(self, region: Region, turn: int) -> int | None:
         """The lines before `region`, where regions are read with speculations (None: they are not); `turn`:

@@ -55,23 +55,23 @@ def cut(buf: bytes, max_line: int = MAX_LINE) -> int | None:
 
 
 def file_regions(read: Read, size: int, chunk: int, max_line: int = MAX_LINE,
-                 first: int = 0) -> Iterator[Region] | None:
+                 first: int = 0, start: int = 0) -> Iterator[Region] | None:
     """The regions of an input of `size` bytes read in reads of `chunk` (`first`: the size of the first read
     where it is another: analyze_stream reads a head that may be a paste whole), each read's cut found from the
-    bytes just before its end; None where the input's head leaves it to the serial path."""
+    bytes just before its end; None where the input's head leaves it to the serial path. `start`: a line start
+    to begin at (a followed file read on: doctor/sources/live/follow/catchup.py), as if the input began there."""
     first = first or chunk
-    if size <= 0 or b"\n" not in read(0, min(first, SNIFF, size)):
+    if size <= start or b"\n" not in read(start, min(first, SNIFF, size - start)):
         return None
-    return _regions(read, size, chunk, max_line, first)
+    return _regions(read, size, chunk, max_line, first, start)
 
 
-def _regions(read: Read, size: int, chunk: int, max_line: int, first: int) -> Iterator[Region]:
+def _regions(read: Read, size: int, chunk: int, max_line: int, first: int, start: int = 0) -> Iterator[Region]:
     """Regions until the input ends, or until a read the parallel path cannot cut (then it stops: the caller
     finds the last region's end short of the input's and reads the rest the serial way)."""
     window = 6 * max_line  # enough to find a cut whose rest is no longer than 4 * max_line, and the line before
-    start = 0
     index = 0
-    read_end = 0
+    read_end = start
     while read_end < size:
         read_end = min(read_end + (chunk if index else first), size)
         low = max(start, read_end - window)

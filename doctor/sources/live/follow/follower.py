@@ -11,7 +11,8 @@ longer than `max_line` and numbers them as `analyze` and the TUI's log pane do).
 
 `follow_log()` drives a watch session from it: complete lines go to the same parsers `analyze`
 runs, in one piece per read (`TraceSession.emit_log_block`), so findings fire as the lines arrive
-and a log growing at tens of MB/s is read as fast as it grows. A truncation or rotation is a
+and a log growing at tens of MB/s is read as fast as it grows; far behind its writer, it is read on with
+worker processes as `analyze` reads a big file (catchup.py). A truncation or rotation is a
 NoticeEvent (in the ndjson stream and the recording) that begins a new session: the new file's
 lines are numbered from 1, and its facts are not mixed with the old file's.
 
@@ -29,6 +30,7 @@ from typing import IO, Any
 
 from doctor.core.events import EndEvent, NoticeEvent, SettingsEvent
 from doctor.core.lines import LineSplitter
+from doctor.sources.live.follow.catchup import catch_up
 from doctor.sources.live.session import TraceSession
 
 CHUNK = 1 << 20
@@ -155,6 +157,10 @@ def follow_log(path: str, session: TraceSession, *, stop: Callable[[], bool], du
     try:
         while True:
             got = False
+            if follower.handle is not None:  # far behind the writer: read on with workers (catchup.py)
+                read = catch_up(follower, splitter, session, stop, line_no + 1)
+                line_no += read
+                got = read > 0
             for change in follower.poll():
                 if change.kind == "note":
                     if on_note is not None:
