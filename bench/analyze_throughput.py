@@ -42,9 +42,42 @@ MISSED = ("grep runs one automaton over every byte in C. llm-doctor makes the sa
           "or normalising lines in the scanner's C pass.")
 
 
+CLASSES = {"d": "0-9", "w": "A-Za-z0-9_"}  # RE2's \d and \w as ranges of a POSIX bracket expression
+
+
 def ere(fragment: str) -> str:
-    """Our RE2 trigger fragments in POSIX ERE for grep: non-capturing groups become plain groups."""
-    return re.sub(r"\(\?:", "(", fragment).replace(r"\d", "[0-9]").replace(r"\w", "[A-Za-z0-9_]")
+    """Our RE2 trigger fragments in POSIX ERE for grep: non-capturing groups and multi-line groups ((?m:...): grep
+    reads a line at a time, so $ is a line's end already) become plain groups; \d and \w become ranges, bare or
+    inside a bracket expression."""
+    text = re.sub(r"\(\?m?:", "(", fragment)
+    out: list[str] = []
+    i, bracket = 0, False
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt in CLASSES:
+                out.append(CLASSES[nxt] if bracket else f"[{CLASSES[nxt]}]")
+            else:
+                out.append(c + nxt)
+            i += 2
+            continue
+        if c == "[" and not bracket:
+            bracket = True
+            out.append(c)
+            if text[i + 1:i + 2] == "^":
+                out.append("^")
+                i += 1
+            if text[i + 1:i + 2] == "]":  # a ] first in the bracket is a member
+                out.append("]")
+                i += 1
+        elif c == "]" and bracket:
+            bracket = False
+            out.append(c)
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def trigger_file(folder: Path) -> Path:

@@ -29,7 +29,7 @@ from doctor.core.facts import Facts, Source
 from doctor.derive.memory import Plan, kv_bytes_per_token, place_weights
 from doctor.derive.plan import plan_from_facts
 from doctor.derive.source import step_src
-from doctor.derive.speed_ceilings import Ceilings, ceilings, gpu_peak, gpu_unit
+from doctor.derive.speed_ceilings import Ceilings, ceilings, gpu_peak, gpu_unit, missing_kernels
 from doctor.derive.speed_cost import (
     BEST,
     TYPICAL,
@@ -40,7 +40,6 @@ from doctor.derive.speed_cost import (
     decode_cells,
     decode_seconds,
     fallback_mats,
-    kernel_gaps,
     main_type,
     prefill_cells,
     prefill_seconds,
@@ -260,21 +259,6 @@ def cpu_prefill(cost: Cost, ceil: Ceilings, threads: int, batch: int, which: int
     if kernels is None or attention is None:
         return None
     return kernels + attention[0]
-
-
-MISSING_KERNELS = "the engine's kernel rates for this model's weight types on this machine (a traced llm-doctor " \
-                  "scan times them)"
-
-
-def missing_kernels(ceil: Ceilings, phase: str, threads: int, head: tuple[str, ...] = ()) -> str:
-    """Which kernel figures the phase lacks at the engine's threads (a kernel probe stopped before them: named,
-    never guessed), else the general sentence."""
-    keys = list(ceil.kernel_missing)
-    if phase == "prefill":  # a prompt runs the output head (of types `head`) once, at its decode rate
-        keys = [k for k in keys if k.split("/")[-2] == "prefill" or k.split("/")[:2] in (["dense", t] for t in head)]
-    gaps = kernel_gaps(keys, None if phase == "prefill" else phase, threads)
-    return f"the kernel probe's {gaps} on this machine (not measured yet: the next traced llm-doctor scan " \
-           "measures them)" if gaps else MISSING_KERNELS
 
 
 def decode_terms(cost: Cost, ceil: Ceilings, share: Share) -> tuple[dict[str, float], float, str | None]:

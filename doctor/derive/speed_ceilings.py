@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor.core.facts import Facts
-from doctor.derive.speed_cost import FLOAT_TYPES, Kernels
+from doctor.derive.speed_cost import FLOAT_TYPES, Kernels, kernel_gaps
 
 # GPUs (no GPU here): launch costs per layer per decode token, least squares over the full-offload rows
 # the sources call normal in bench/data/public_runs.yaml (docs/speed.md), by backend where it had rows
@@ -148,3 +148,18 @@ def gpu_peak(ceil: Ceilings, unit: str) -> tuple[float | None, str]:
     if unit == "bf16" and "fp16" in ceil.gpu_peaks:
         return ceil.gpu_peaks["fp16"], "fp16"
     return None, unit
+
+
+MISSING_KERNELS = "the engine's kernel rates for this model's weight types on this machine (a traced llm-doctor " \
+                  "scan times them)"
+
+
+def missing_kernels(ceil: Ceilings, phase: str, threads: int, head: tuple[str, ...] = ()) -> str:
+    """Which kernel figures the phase lacks at the engine's threads (a kernel probe stopped before them: named,
+    never guessed), else the general sentence."""
+    keys = list(ceil.kernel_missing)
+    if phase == "prefill":  # a prompt runs the output head (of types `head`) once, at its decode rate
+        keys = [k for k in keys if k.split("/")[-2] == "prefill" or k.split("/")[:2] in (["dense", t] for t in head)]
+    gaps = kernel_gaps(keys, None if phase == "prefill" else phase, threads)
+    return f"the kernel probe's {gaps} on this machine (not measured yet: the next traced llm-doctor scan " \
+           "measures them)" if gaps else MISSING_KERNELS

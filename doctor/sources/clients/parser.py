@@ -176,7 +176,13 @@ class ClientParser(LogParser):
         if FINISH.search(line.text):
             return False  # read with its finish reason
         if not (COMPLETION.search(line.text) or PROMPT.search(line.text)):
-            return False  # no usage numbers (a request line's `prompt_token_ids`): no reply opened
+            # no usage numbers (a request line's `prompt_token_ids`): no reply opened; a total on a line of its
+            # own (a usage block printed one key a line) belongs to the reply open
+            m = TOTAL.search(line.text)
+            open_ = self.s.open
+            if m and open_ is not None and line.number - open_.line <= PAIR_WINDOW:
+                open_.total = int(m.group(2))
+            return False
         reply = self._reply(line)
         if self._usage_of(line, reply):
             self._close(reply)
