@@ -406,8 +406,10 @@ def _explain_split(facts: Facts, plan: Plan, b: Budget, vram_budget: int | None,
         gpu = estimate_split.DeviceSum("GPU", b.weights_gpu, output if place.output_on_gpu else 0, b.kv_gpu,
                                        b.compute_gpu, vram_budget, b.mmproj_gpu)
     if ram_budget is not None:
+        # compute on the host: its compute buffer, the CPU backend's scratch and the logits (the budget's own sum)
         host = estimate_split.DeviceSum("host", b.weights_host, 0 if place.output_on_gpu else plan.layout.output_bytes,
-                                        b.kv_host, b.compute_host, ram_budget, b.mmproj_host)
+                                        b.kv_host, b.compute_host + b.work_host + b.output_host, ram_budget,
+                                        b.mmproj_host)
     estimate_split.explain(facts, gpu, host)
 
 

@@ -95,7 +95,11 @@ def test_the_real_engine_given_an_impossible_context(tmp_path: Path, smollm2: Pa
     assert any("Failed to create llama_context" in e for e in run.errors)
     assert any("bad_alloc" in line for line in run.error_lines)
     ids = {f.id for f in run.report.findings}
-    assert "LD306" in ids  # the context could not be created
+    # the context could not be created (LD306), and the budget says why: a KV cache of ~46 TB (LD312 explains it)
+    assert "LD312" in ids and "LD306" in next(f for f in run.report.findings if f.id == "LD312").inhibits
+    kv = next(f for f in run.report.findings if f.id == "LD312").message
+    needed = kv.split(" needed")[0].rsplit(" ", 2)[-2]
+    assert needed.replace(".", "").isdigit() and f"= {needed[:-3]}" in kv  # the sum is the figure said needed
     events, damaged, replay_ids = replayed(record)
     assert damaged == 0 and events[-1].reason == "error"
     assert any(isinstance(e, LogEvent) and "n_ctx_seq (2147483648)" in e.text for e in events)
