@@ -46,7 +46,7 @@ CLASSES = {"d": "0-9", "w": "A-Za-z0-9_"}  # RE2's \d and \w as ranges of a POSI
 
 
 def ere(fragment: str) -> str:
-    """Our RE2 trigger fragments in POSIX ERE for grep: non-capturing groups and multi-line groups ((?m:...): grep
+    r"""Our RE2 trigger fragments in POSIX ERE for grep: non-capturing groups and multi-line groups ((?m:...): grep
     reads a line at a time, so $ is a line's end already) become plain groups; \d and \w become ranges, bare or
     inside a bracket expression."""
     text = re.sub(r"\(\?m?:", "(", fragment)
