@@ -17,7 +17,7 @@ threads, at depth 0 and 2048:
 Goals (issue 36): the expected speed within ±20% of llama-bench's, and no measured speed (the
 engine's or llama-bench's) above its ceiling by more than 5%, both phases.
 
-Run:  python -m bench.speed_table [--models a,b] [--threads 1,2] [--depth 2048 (and 0, always)] [--keep DIR] [--note TEXT]
+Run:  python -m bench.speed_table [--models a,b] [--threads 1,2] [--depth 2048 (and 0)] [--keep DIR] [--note TEXT]
       python -m bench.speed_table --rejudge bench/results/speed_table_<kind>.json --keep DIR
 Writes bench/results/speed_table_<kind>.md and .json (<kind>: this CPU's, e.g. xeon-amx), and
 bench/results/speed_table.md, the table of every recorded kind.
