@@ -51,10 +51,13 @@ JSON_MESSAGE_KEYS = ("msg", "message", "MESSAGE", "log", "text")  # doctor/sourc
 FENCE = re.compile(r"^[ \t]*(?:```|~~~)[\w+.-]*[ \t]*$")
 # the head's marks that a paste may need work: escapes, framing, fences
 _ESCAPE_MARKS = (b"\\n", b'\\"', b"\\'", b"\\u00", b"\\t")
+# vLLM's process prefix (v0.10+, on every line of a process: "(APIServer pid=1187) ", "(VllmWorker TP0 pid=12) ":
+# vllm/utils decorate_logs -> _add_prefix(file, process_name, pid)); the pasted-settings reader uses it too
+PROCESS_PREFIX = r"\([^()\n]{1,60}pid=\d+\)"
 # a server's log record: its escaped strings (vLLM's logged prompts) are fields, not a pasted message
 LOG_RECORD = re.compile(rb"^\s*(?:\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|[A-Z][a-z]{2} +\d+ \d\d:\d\d|"
                         rb"[IWEDF]\d{4} |(?:time|level|ts)=|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b|"
-                        rb"\(\w+ pid=\d+\))")
+                        + PROCESS_PREFIX.encode() + rb")")
 _FRAME_MARK = re.compile(rb"^(?:[ \t]*>|[ \t]*[-*+][ \t]|[A-Za-z0-9][\w.-]*[ \t]+\| |\[pod/|[ \t]*```|[ \t]*~~~)",
                          re.MULTILINE)
 

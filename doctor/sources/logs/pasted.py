@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from doctor.core.facts import Facts, Source
+from doctor.core.paste import PROCESS_PREFIX
 from doctor.sources.logs.base import LineKind, LineKinds, LogParser, reads
 from doctor.sources.logs.hot import FedLine, HotRun
 from doctor.sources.logs.line import LogLine
@@ -53,10 +54,8 @@ SLURM_CPUS = gated(r"""--cpus-per-task[= ](\d+)|\bSLURM_CPUS_PER_TASK=['"]?(\d+)
 # a turn of a pasted conversation: the speaker's prefix at the start of the line, then what was said
 ROLE = gated(r"^\s*(?:(USER|User|Human)|(ASSISTANT|Assistant|AI|Bot))\s?:\s*(\S.*)$")
 # a physical line that is a log record rather than prose a model wrote
-# a record may lead with vLLM's process prefix (v0.10+: "(APIServer pid=1187) INFO ...", "(EngineCore_0 pid=9) ...":
-# vllm/utils decorate_logs -> _add_prefix(file, process_name, pid), on every line of a process)
-PROCESS_PREFIX = r"(?:\([^()\n]{1,60}pid=\d+\)\s+)?"
-LOG_RECORD = re.compile(r"^\s*" + PROCESS_PREFIX + r"(?:\S+\s+\|\s|\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|"
+# a record may lead with vLLM's process prefix (doctor/core/paste.py PROCESS_PREFIX)
+LOG_RECORD = re.compile(r"^\s*(?:" + PROCESS_PREFIX + r"\s+)?(?:\S+\s+\|\s|\[?\d{4}[-/]\d\d[-/]\d\d|\d\d-\d\d \d\d:|"
                         r"[A-Z][a-z]{2} +\d+ \d\d:\d\d|"
                         r"time=|level=|\[GIN\]|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\b|\w+(?:\.\w+)*: |"
                         r"File \"|Traceback|\{|>>>|\$ )")
